@@ -1,0 +1,259 @@
+// Package devcluster owns the local development cluster: a real etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler started by
+// kwokctl's binary runtime from the pinned toolchain, with simulated nodes
+// that look like TEE hosts (labels and the extended resources Cloister's
+// device plugins register). No container engine is needed.
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cloister-cc/cloister/internal/toolchain"
+)
+
+// Defaults of `cloister dev up`.
+const (
+	DefaultName  = "cloister"
+	DefaultNodes = 5
+)
+
+// Tools locates the binaries the cluster runs.
+type Tools interface {
+	Path(name string) string
+}
+
+// Cluster is one named local cluster. Its files live in
+// Workdir/clusters/Name (kwokctl's layout, KWOK_WORKDIR=Workdir).
+type Cluster struct {
+	Name    string
+	Workdir string
+	Tools   Tools
+	// Log receives kwokctl's output and progress; nil discards it.
+	Log io.Writer
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ValidateName reports why name cannot name a cluster, or nil.
+func ValidateName(name string) error {
+	if len(name) > 40 || !nameRE.MatchString(name) {
+		return fmt.Errorf("invalid --name %q: use 1 to 40 lowercase letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateNodes reports why n cannot be a node count, or nil.
+func ValidateNodes(n int) error {
+	if n < 1 || n > MaxNodes {
+		return fmt.Errorf("invalid --nodes %d: a dev cluster has 1 to %d nodes (default %d)", n, MaxNodes, DefaultNodes)
+	}
+	return nil
+}
+
+// Dir is the cluster's kwokctl folder: PKI, etcd data, logs, pids, kubeconfig.
+func (c *Cluster) Dir() string { return filepath.Join(c.Workdir, "clusters", c.Name) }
+
+// KubeconfigPath is the admin kubeconfig of the cluster.
+func (c *Cluster) KubeconfigPath() string { return filepath.Join(c.Dir(), "kubeconfig.yaml") }
+
+func (c *Cluster) configPath() string {
+	return filepath.Join(c.Workdir, c.Name+".kwokctl.yaml")
+}
+
+// Exists reports whether the cluster has been created (and not deleted).
+func (c *Cluster) Exists() bool {
+	_, err := os.Stat(c.KubeconfigPath())
+	return err == nil
+}
+
+// RESTConfig is a client configuration for the cluster, with rate limits
+// raised so creating a thousand nodes is not throttled client-side.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	if !c.Exists() {
+		return nil, fmt.Errorf("cluster %q does not exist; run `cloister dev up --name %s`", c.Name, c.Name)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig of cluster %q: %w", c.Name, err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return cfg, nil
+}
+
+// Status is what Up brought up.
+type Status struct {
+	Nodes      []corev1.Node
+	Kubeconfig string
+	Elapsed    time.Duration
+}
+
+// SummaryLine is the one-line report `dev up` prints.
+func (s *Status) SummaryLine(name string) string {
+	return fmt.Sprintf("cluster %q ready: %d nodes Ready (%s) in %s; kubeconfig %s",
+		name, len(s.Nodes), Summary(s.Nodes), s.Elapsed.Round(10*time.Millisecond), s.Kubeconfig)
+}
+
+// Up creates the cluster, or starts it again if its processes are gone, and
+// converges its simulated nodes to exactly n, then waits until all are Ready.
+// Running it again with the same n changes nothing.
+func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
+	if err := ValidateName(c.Name); err != nil {
+		return nil, err
+	}
+	if err := ValidateNodes(n); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := c.writeConfig(); err != nil {
+		return nil, err
+	}
+	// kwokctl create is idempotent: an existing ready cluster is left as it
+	// is, an existing stopped one is started.
+	if err := c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--config", c.configPath(),
+		"--kubeconfig", "", "--quiet-pull", "--timeout", "5m"); err != nil {
+		return nil, fmt.Errorf("starting control plane of cluster %q: %w", c.Name, err)
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating client for cluster %q: %w", c.Name, err)
+	}
+	if err := waitAPIServer(ctx, cs); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+	}
+	if err := reconcileNodes(ctx, cs, n); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+	}
+	nodes, err := waitNodesReady(ctx, cs, n)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+	}
+	if err := waitDefaultServiceAccount(ctx, cs); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+	}
+	return &Status{Nodes: nodes, Kubeconfig: c.KubeconfigPath(), Elapsed: time.Since(start)}, nil
+}
+
+// Down stops every process of the cluster and removes its files. A cluster
+// that does not exist is not an error: Down reports whether it removed one.
+func (c *Cluster) Down(ctx context.Context) (bool, error) {
+	if err := ValidateName(c.Name); err != nil {
+		return false, err
+	}
+	procs, err := c.Processes()
+	if err != nil {
+		return false, err
+	}
+	_, dirErr := os.Stat(c.Dir())
+	if errors.Is(dirErr, os.ErrNotExist) && len(procs) == 0 {
+		_ = os.Remove(c.configPath())
+		return false, nil
+	}
+	// kwokctl stops the components it started; whatever it misses (a
+	// half-created cluster, a crashed kwokctl) is killed below.
+	kwokErr := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name)
+	if err := c.killRemaining(ctx); err != nil {
+		return true, err
+	}
+	if err := os.RemoveAll(c.Dir()); err != nil {
+		return true, fmt.Errorf("removing %s: %w", c.Dir(), err)
+	}
+	if err := os.Remove(c.configPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("removing %s: %w", c.configPath(), err)
+	}
+	// Leave no empty folders behind either.
+	_ = os.Remove(filepath.Join(c.Workdir, "clusters"))
+	_ = os.Remove(c.Workdir)
+	if kwokErr != nil {
+		fmt.Fprintf(c.log(), "kwokctl delete reported %v; its processes and files were removed anyway\n", kwokErr)
+	}
+	return true, nil
+}
+
+// kwokctlConfig makes kwokctl run the pinned binaries, never download, and
+// bind every component to loopback.
+const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  bindAddress: 127.0.0.1
+  kubeAuthorization: true
+  kubeAdmission: true
+  disableQPSLimits: true
+  kubeVersion: %[1]s
+  etcdBinary: %[2]s
+  kubeApiserverBinary: %[3]s
+  kubeControllerManagerBinary: %[4]s
+  kubeSchedulerBinary: %[5]s
+  kwokControllerBinary: %[6]s
+  kubectlBinary: %[7]s
+`
+
+func (c *Cluster) writeConfig() error {
+	if err := os.MkdirAll(c.Workdir, 0o755); err != nil {
+		return fmt.Errorf("creating dev cluster folder: %w", err)
+	}
+	cfg := fmt.Sprintf(kwokctlConfig, kubeVersion(),
+		c.Tools.Path("etcd"), c.Tools.Path("kube-apiserver"), c.Tools.Path("kube-controller-manager"),
+		c.Tools.Path("kube-scheduler"), c.Tools.Path("kwok"), c.Tools.Path("kubectl"))
+	if err := os.WriteFile(c.configPath(), []byte(cfg), 0o644); err != nil {
+		return fmt.Errorf("writing kwokctl configuration: %w", err)
+	}
+	return nil
+}
+
+// kwokctl runs one kwokctl command on the cluster's work folder. Its output
+// goes to Log; on failure the tail of it is part of the error.
+func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, c.Tools.Path("kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.Workdir)
+	cmd.Stdout = io.MultiWriter(&out, c.log())
+	cmd.Stderr = cmd.Stdout
+	// kwokctl starts the components detached; they must outlive it but
+	// not inherit our stdio.
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kwokctl %s: %w: %s", strings.Join(args[:2], " "), err, tail(out.String(), 2000))
+	}
+	return nil
+}
+
+func (c *Cluster) log() io.Writer {
+	if c.Log == nil {
+		return io.Discard
+	}
+	return c.Log
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// kubeVersion is the Kubernetes release kwokctl should assume: the one the
+// toolchain builds.
+func kubeVersion() string {
+	return strings.TrimPrefix(toolchain.KubeVersion, "v")
+}

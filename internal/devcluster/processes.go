@@ -1,0 +1,83 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Processes lists the PIDs of running processes that belong to the cluster:
+// every component kwokctl starts names a file in the cluster folder on its
+// command line (etcd's data dir, the apiserver's certificates, kwok's
+// kubeconfig), so the command lines tell, without trusting pid files.
+func (c *Cluster) Processes() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	marker := []byte(c.Dir() + string(filepath.Separator))
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, marker) || isZombie(pid) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // gone
+	}
+	// Field 3, after the parenthesised command name, is the state.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] == 'Z'
+	}
+	return false
+}
+
+// killRemaining stops processes of the cluster that kwokctl left running:
+// SIGTERM, then SIGKILL after a grace period. It fails if any survive.
+func (c *Cluster) killRemaining(ctx context.Context) error {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		pids, err := c.Processes()
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("stopping process %d of cluster %q: %w", pid, c.Name, err)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if pids, err = c.Processes(); err != nil || len(pids) == 0 {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pollInterval):
+			}
+		}
+	}
+	pids, err := c.Processes()
+	if err == nil && len(pids) > 0 {
+		err = fmt.Errorf("processes %v of cluster %q survived SIGKILL", pids, c.Name)
+	}
+	return err
+}

@@ -1,0 +1,153 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Ensure builds whatever Missing reports, holding a lock so concurrent
+// callers (two `make` targets, a test and the CLI) build once. Progress goes
+// to w. When nothing is missing it returns at once.
+func (t *Toolchain) Ensure(ctx context.Context, w io.Writer) error {
+	missing, err := t.Missing()
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	if t.SourceDir == "" {
+		return fmt.Errorf("%w: %s not in %s and no Cloister checkout (hack/tools/go.mod) to build them from; "+
+			"run `make tools` in a checkout of github.com/cloister-cc/cloister and set %s=<checkout>/.cache, or set %s to the checkout",
+			ErrMissing, names(missing), t.BinDir, EnvCacheDir, EnvSourceDir)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("%w: %s not in %s and cannot be built: the go command is not on PATH; "+
+			"install Go 1.26 or newer (https://go.dev/dl/) and run `make tools`", ErrMissing, names(missing), t.BinDir)
+	}
+	if err := os.MkdirAll(t.BinDir, 0o755); err != nil {
+		return fmt.Errorf("creating tool cache: %w", err)
+	}
+	unlock, err := lock(filepath.Join(filepath.Dir(t.BinDir), ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Another process may have finished the build while we waited.
+	if missing, err = t.Missing(); err != nil || len(missing) == 0 {
+		return err
+	}
+	return t.build(ctx, goBin, missing, w)
+}
+
+func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.Writer) error {
+	start := time.Now()
+	fmt.Fprintf(w, "toolchain: building Kubernetes %s tools into %s: %s (cold: ~8 min on 2 cores)\n",
+		KubeVersion, t.BinDir, names(tools))
+	staging, err := os.MkdirTemp(filepath.Dir(t.BinDir), "build-")
+	if err != nil {
+		return fmt.Errorf("creating build folder: %w", err)
+	}
+	defer os.RemoveAll(staging)
+
+	var batch []string
+	var single []Tool
+	for _, tool := range tools {
+		if tool.Name == lastElem(tool.Package) {
+			batch = append(batch, tool.Package)
+		} else {
+			single = append(single, tool)
+		}
+	}
+	// One invocation for all tools whose package name is their binary name
+	// lets the go command compile shared dependencies once, in parallel.
+	if len(batch) > 0 {
+		if err := t.goBuild(ctx, goBin, staging+string(filepath.Separator), batch, w); err != nil {
+			return err
+		}
+	}
+	for _, tool := range single {
+		if err := t.goBuild(ctx, goBin, filepath.Join(staging, tool.Name), []string{tool.Package}, w); err != nil {
+			return err
+		}
+	}
+	for _, tool := range tools {
+		if err := os.Rename(filepath.Join(staging, tool.Name), t.Path(tool.Name)); err != nil {
+			return fmt.Errorf("installing %s: %w", tool.Name, err)
+		}
+	}
+	digest, err := t.sourcesDigest()
+	if err != nil {
+		return err
+	}
+	// The stamp goes last: an interrupted build leaves the cache incomplete
+	// and the next Ensure rebuilds.
+	if err := os.WriteFile(filepath.Join(t.BinDir, sourcesStamp), []byte(digest+"\n"), 0o644); err != nil {
+		return fmt.Errorf("recording tool sources: %w", err)
+	}
+	fmt.Fprintf(w, "toolchain: built %d tools in %s\n", len(tools), time.Since(start).Round(time.Second))
+	return nil
+}
+
+func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer) error {
+	args := append([]string{"build", "-trimpath", "-ldflags", ldflags(), "-o", out}, pkgs...)
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = t.SourceDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building %s in %s: %w (see the go output above)", strings.Join(pkgs, " "), t.SourceDir, err)
+	}
+	return nil
+}
+
+// ldflags stamps the Kubernetes version into the binaries: kwokctl reads
+// `kube-apiserver --version` to choose flags, and an unstamped build reports
+// v0.0.0-master.
+func ldflags() string {
+	v := strings.TrimPrefix(KubeVersion, "v")
+	parts := strings.SplitN(v, ".", 3)
+	flags := []string{"-s", "-w"}
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		flags = append(flags,
+			"-X", pkg+".gitVersion="+KubeVersion,
+			"-X", pkg+".gitMajor="+parts[0],
+			"-X", pkg+".gitMinor="+parts[1],
+			"-X", pkg+".gitTreeState=clean",
+		)
+	}
+	flags = append(flags, "-X", "sigs.k8s.io/kwok/pkg/consts.KubeVersion="+v)
+	return strings.Join(flags, " ")
+}
+
+func lastElem(pkg string) string {
+	return pkg[strings.LastIndex(pkg, "/")+1:]
+}
+
+// lock takes an exclusive advisory lock on path, blocking until it is free.
+func lock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening tool cache lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking tool cache: %w", err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
