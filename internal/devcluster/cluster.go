@@ -122,10 +122,19 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 	if err := c.writeConfig(); err != nil {
 		return nil, err
 	}
-	// kwokctl create is idempotent: an existing ready cluster is left as it
-	// is, an existing stopped one is started.
-	if err := c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--config", c.configPath(),
-		"--kubeconfig", "", "--quiet-pull", "--timeout", "5m"); err != nil {
+	// An existing cluster is started (kwokctl skips components that are
+	// running): `kwokctl create` on a cluster whose processes were killed
+	// hangs in kwokctl v0.8.0.
+	args := []string{"start", "cluster", "--name", c.Name}
+	if c.Exists() {
+		if err := c.clearStalePIDFiles(); err != nil {
+			return nil, fmt.Errorf("checking processes of cluster %q: %w", c.Name, err)
+		}
+	} else {
+		args = []string{"create", "cluster", "--name", c.Name, "--config", c.configPath(),
+			"--kubeconfig", "", "--quiet-pull", "--timeout", "5m"}
+	}
+	if err := c.kwokctl(ctx, args...); err != nil {
 		return nil, fmt.Errorf("starting control plane of cluster %q: %w", c.Name, err)
 	}
 	cfg, err := c.RESTConfig()
@@ -225,7 +234,10 @@ func (c *Cluster) writeConfig() error {
 func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, c.Tools.Path("kwokctl"), args...)
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.Workdir)
+	// kwokctl runs the first kubectl on PATH (or downloads one): make that
+	// the pinned one.
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.Workdir,
+		"PATH="+filepath.Dir(c.Tools.Path("kubectl"))+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Stdout = io.MultiWriter(&out, c.log())
 	cmd.Stderr = cmd.Stdout
 	// kwokctl starts the components detached; they must outlive it but

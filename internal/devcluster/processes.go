@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,6 +38,35 @@ func (c *Cluster) Processes() ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// clearStalePIDFiles removes kwokctl pid files that name no live process
+// of this cluster. kwokctl trusts a pid file if the pid answers signal 0,
+// which a killed-but-unreaped component or an unrelated process that reused
+// the pid after a reboot both do; it would then never restart the component.
+func (c *Cluster) clearStalePIDFiles() error {
+	files, err := filepath.Glob(filepath.Join(c.Dir(), "pids", "*.pid"))
+	if err != nil {
+		return err
+	}
+	live, err := c.Processes()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err == nil && slices.Contains(live, pid) {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing stale pid file: %w", err)
+		}
+	}
+	return nil
 }
 
 func isZombie(pid int) bool {
