@@ -135,7 +135,7 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 			"--kubeconfig", "", "--quiet-pull", "--timeout", "5m"}
 	}
 	if err := c.kwokctl(ctx, args...); err != nil {
-		return nil, fmt.Errorf("starting control plane of cluster %q: %w", c.Name, err)
+		return nil, fmt.Errorf("starting control plane of cluster %q: %w\n%s", c.Name, err, c.logTails("etcd", "kube-apiserver"))
 	}
 	cfg, err := c.RESTConfig()
 	if err != nil {
@@ -146,14 +146,14 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 		return nil, fmt.Errorf("creating client for cluster %q: %w", c.Name, err)
 	}
 	if err := waitAPIServer(ctx, cs); err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+		return nil, fmt.Errorf("cluster %q: %w\n%s", c.Name, err, c.logTails("etcd", "kube-apiserver"))
 	}
 	if err := reconcileNodes(ctx, cs, n); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
 	nodes, err := waitNodesReady(ctx, cs, n)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+		return nil, fmt.Errorf("cluster %q: %w\n%s", c.Name, err, c.logTails("kwok-controller"))
 	}
 	if err := waitDefaultServiceAccount(ctx, cs); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
@@ -254,6 +254,21 @@ func (c *Cluster) log() io.Writer {
 		return io.Discard
 	}
 	return c.Log
+}
+
+// logTails quotes the end of the named components' logs, for errors that
+// would otherwise only say "timed out".
+func (c *Cluster) logTails(components ...string) string {
+	var b strings.Builder
+	for _, name := range components {
+		path := filepath.Join(c.Dir(), "logs", name+".log")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "--- end of %s:\n%s\n", path, tail(string(data), 1500))
+	}
+	return b.String()
 }
 
 func tail(s string, n int) string {

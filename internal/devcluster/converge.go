@@ -146,7 +146,7 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, n int) ([]core
 		return len(nodes) == n && ready == n, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for %d nodes to be Ready (%d of %d are): %w; see the kwok-controller log in the cluster folder",
+		return nil, fmt.Errorf("waiting for %d nodes to be Ready (%d of %d are): %w",
 			n, ready, len(nodes), err)
 	}
 	return nodes, nil

@@ -1,0 +1,97 @@
+//go:build e2e
+
+// Package e2e holds end-to-end tests against a local dev cluster: a real
+// control plane from the pinned toolchain with simulated TEE nodes. Run them
+// with `make e2e` (or `go test -tags e2e ./test/e2e/`); `make test` runs them
+// too.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/toolchain"
+)
+
+var shared struct {
+	once    sync.Once
+	cluster *devcluster.Cluster
+	client  kubernetes.Interface
+	status  *devcluster.Status
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := shared.cluster.Down(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "tearing down the e2e cluster: %v\n", err)
+			code = 1
+		}
+		cancel()
+		os.RemoveAll(shared.cluster.Workdir)
+	}
+	os.Exit(code)
+}
+
+// tools returns the pinned toolchain or fails tb with how to build it.
+func tools(tb testing.TB) *toolchain.Toolchain {
+	tb.Helper()
+	tc, err := toolchain.Locate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := tc.Check(); err != nil {
+		tb.Fatal(err)
+	}
+	return tc
+}
+
+// newCluster describes a cluster in a fresh work folder; the caller brings
+// it up and down.
+func newCluster(tb testing.TB, name string) *devcluster.Cluster {
+	tb.Helper()
+	workdir, err := os.MkdirTemp("", "cloister-e2e-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var log io.Writer
+	if testing.Verbose() {
+		log = os.Stderr
+	}
+	return &devcluster.Cluster{Name: name, Workdir: workdir, Tools: tools(tb), Log: log}
+}
+
+// sharedCluster is one dev cluster of DefaultNodes nodes that the tests of
+// this package share; TestMain removes it.
+func sharedCluster(t *testing.T) (*devcluster.Cluster, kubernetes.Interface) {
+	t.Helper()
+	shared.once.Do(func() {
+		c := newCluster(t, "e2e")
+		shared.cluster = c
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if shared.status, shared.err = c.Up(ctx, devcluster.DefaultNodes); shared.err != nil {
+			return
+		}
+		cfg, err := c.RESTConfig()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.client, shared.err = kubernetes.NewForConfig(cfg)
+	})
+	if shared.err != nil {
+		t.Fatalf("bringing up the shared e2e cluster: %v", shared.err)
+	}
+	return shared.cluster, shared.client
+}
