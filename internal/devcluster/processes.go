@@ -62,11 +62,27 @@ func (c *Cluster) clearStalePIDFiles() error {
 		if err == nil && slices.Contains(live, pid) {
 			continue
 		}
+		if err == nil {
+			// A killed component that is still exiting holds its port and
+			// data lock; its successor would fail to start.
+			waitExited(pid, 10*time.Second)
+		}
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing stale pid file: %w", err)
 		}
 	}
 	return nil
+}
+
+// waitExited waits until pid is gone or a zombie, at most timeout. A live
+// process has a command line; an exiting one has none left.
+func waitExited(pid int, timeout time.Duration) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(pollInterval) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || len(cmdline) > 0 || isZombie(pid) {
+			return // gone, zombie, or a live process that reused the pid
+		}
+	}
 }
 
 func isZombie(pid int) bool {

@@ -48,7 +48,7 @@ func (t *Toolchain) Ensure(ctx context.Context, w io.Writer) error {
 
 func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.Writer) error {
 	start := time.Now()
-	fmt.Fprintf(w, "toolchain: building Kubernetes %s tools into %s: %s (cold: ~8 min on 2 cores)\n",
+	fmt.Fprintf(w, "toolchain: building Kubernetes %s tools into %s: %s (cold: ~13 min on 2 cores)\n",
 		KubeVersion, t.BinDir, names(tools))
 	staging, err := os.MkdirTemp(filepath.Dir(t.BinDir), "build-")
 	if err != nil {
