@@ -148,13 +148,16 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 	if err := waitAPIServer(ctx, cs); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w\n%s", c.Name, err, c.logTails("etcd", "kube-apiserver"))
 	}
+	c.progress(start, "control plane ready")
 	if err := reconcileNodes(ctx, cs, n); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
+	c.progress(start, "%d nodes converged", n)
 	nodes, err := waitNodesReady(ctx, cs, n)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w\n%s", c.Name, err, c.logTails("kwok-controller"))
 	}
+	c.progress(start, "%d nodes Ready", n)
 	if err := waitDefaultServiceAccount(ctx, cs); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
@@ -247,6 +250,10 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 		return fmt.Errorf("kwokctl %s: %w: %s", strings.Join(args[:2], " "), err, tail(out.String(), 2000))
 	}
 	return nil
+}
+
+func (c *Cluster) progress(start time.Time, format string, args ...any) {
+	fmt.Fprintf(c.log(), "dev cluster %q: %s after %s\n", c.Name, fmt.Sprintf(format, args...), time.Since(start).Round(time.Millisecond))
 }
 
 func (c *Cluster) log() io.Writer {

@@ -14,9 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // createWorkers bounds concurrent node writes; the apiserver's default
@@ -126,30 +130,50 @@ func waitAPIServer(ctx context.Context, cs kubernetes.Interface) error {
 }
 
 // waitNodesReady waits until exactly the n managed nodes are Ready and
-// returns them.
+// returns them. It watches rather than polls: re-listing a thousand nodes
+// several times a second would compete with kwok for the CPU.
 func waitNodesReady(ctx context.Context, cs kubernetes.Interface, n int) ([]corev1.Node, error) {
-	var nodes []corev1.Node
-	ready := 0
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{
-			LabelSelector: labels.Set{LabelManagedBy: managedByValue}.String(),
-		})
-		if err != nil {
+	selector := labels.Set{LabelManagedBy: managedByValue}.String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return cs.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return cs.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	nodes := map[string]*corev1.Node{}
+	ready := map[string]bool{}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
+		node, ok := e.Object.(*corev1.Node)
+		if !ok {
 			return false, nil
 		}
-		nodes, ready = list.Items, 0
-		for i := range nodes {
-			if isReady(&nodes[i]) {
-				ready++
+		if e.Type == watch.Deleted {
+			delete(nodes, node.Name)
+			delete(ready, node.Name)
+		} else {
+			nodes[node.Name] = node
+			if isReady(node) {
+				ready[node.Name] = true
+			} else {
+				delete(ready, node.Name)
 			}
 		}
-		return len(nodes) == n && ready == n, nil
+		return len(nodes) == n && len(ready) == n, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for %d nodes to be Ready (%d of %d are): %w",
-			n, ready, len(nodes), err)
+		return nil, fmt.Errorf("waiting for %d nodes to be Ready (%d of %d are): %w", n, len(ready), len(nodes), err)
 	}
-	return nodes, nil
+	out := make([]corev1.Node, 0, len(nodes))
+	for _, node := range nodes {
+		out = append(out, *node)
+	}
+	return out, nil
 }
 
 func isReady(n *corev1.Node) bool {
