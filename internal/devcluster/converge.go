@@ -27,7 +27,7 @@ import (
 // max-in-flight is 400 and kwok's controller shares it.
 const createWorkers = 32
 
-var pollInterval = 100 * time.Millisecond
+const pollInterval = 100 * time.Millisecond
 
 // reconcileNodes makes the managed nodes exactly DesiredNode(0..n-1):
 // missing ones are created, drifted labels and resources are patched back,
@@ -70,8 +70,11 @@ func ensureNode(ctx context.Context, cs kubernetes.Interface, want, have *corev1
 	nodes := cs.CoreV1().Nodes()
 	if have == nil {
 		_, err := nodes.Create(ctx, want, metav1.CreateOptions{})
-		if err == nil || !apierrors.IsAlreadyExists(err) {
-			return wrap(err, "creating node %s", want.Name)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating node %s: %w", want.Name, err)
 		}
 		// An unmanaged node of the same name: adopt it below.
 		if have, err = nodes.Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
@@ -94,13 +97,6 @@ func ensureNode(ctx context.Context, cs kubernetes.Interface, want, have *corev1
 		}
 	}
 	return nil
-}
-
-func wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf(format+": %w", append(args, err)...)
 }
 
 func containsAll(have, want map[string]string) bool {
