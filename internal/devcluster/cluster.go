@@ -119,22 +119,7 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 		return nil, err
 	}
 	start := time.Now()
-	if err := c.writeConfig(); err != nil {
-		return nil, err
-	}
-	// An existing cluster is started (kwokctl skips components that are
-	// running): `kwokctl create` on a cluster whose processes were killed
-	// hangs in kwokctl v0.8.0.
-	args := []string{"start", "cluster", "--name", c.Name}
-	if c.Exists() {
-		if err := c.clearStalePIDFiles(); err != nil {
-			return nil, fmt.Errorf("checking processes of cluster %q: %w", c.Name, err)
-		}
-	} else {
-		args = []string{"create", "cluster", "--name", c.Name, "--config", c.configPath(),
-			"--kubeconfig", "", "--quiet-pull", "--timeout", "5m"}
-	}
-	if err := c.kwokctl(ctx, args...); err != nil {
+	if err := c.startControlPlane(ctx); err != nil {
 		return nil, fmt.Errorf("starting control plane of cluster %q: %w\n%s", c.Name, err, c.logTails("etcd", "kube-apiserver"))
 	}
 	cfg, err := c.RESTConfig()
@@ -162,6 +147,37 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
 	return &Status{Nodes: nodes, Kubeconfig: c.KubeconfigPath(), Elapsed: time.Since(start)}, nil
+}
+
+// startControlPlane creates the cluster if needed, then (re)starts every
+// component that is not running until all are. `kwokctl create` on an
+// existing cluster whose processes were killed hangs in kwokctl v0.8.0, so
+// an existing cluster is only ever started.
+func (c *Cluster) startControlPlane(ctx context.Context) error {
+	if !c.Exists() {
+		if err := c.writeConfig(); err != nil {
+			return err
+		}
+		if err := c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--config", c.configPath(),
+			"--kubeconfig", "", "--quiet-pull", "--timeout", "5m"); err != nil {
+			return err
+		}
+	}
+	var stopped []string
+	for range 3 {
+		var err error
+		if stopped, err = c.clearStalePIDFiles(); err != nil {
+			return fmt.Errorf("checking processes: %w", err)
+		}
+		if len(stopped) == 0 {
+			return nil
+		}
+		fmt.Fprintf(c.log(), "dev cluster %q: starting %s\n", c.Name, strings.Join(stopped, ", "))
+		if err := c.kwokctl(ctx, "start", "cluster", "--name", c.Name, "--timeout", "2m"); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s stopped again each time they were started", strings.Join(stopped, ", "))
 }
 
 // Down stops every process of the cluster and removes its files. A cluster
@@ -243,8 +259,9 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 		"PATH="+filepath.Dir(c.Tools.Path("kubectl"))+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Stdout = io.MultiWriter(&out, c.log())
 	cmd.Stderr = cmd.Stdout
-	// kwokctl starts the components detached; they must outlive it but
-	// not inherit our stdio.
+	// The components kwokctl starts outlive it and write to their own log
+	// files; should one still hold kwokctl's output pipe, Wait gives up on
+	// the pipe after this delay instead of blocking forever.
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("kwokctl %s: %w: %s", strings.Join(args[:2], " "), err, tail(out.String(), 2000))

@@ -15,24 +15,23 @@ import (
 )
 
 // Processes lists the PIDs of running processes that belong to the cluster:
-// every component kwokctl starts names a file in the cluster folder on its
-// command line (etcd's data dir, the apiserver's certificates, kwok's
-// kubeconfig), so the command lines tell, without trusting pid files.
+// kwokctl runs every component from the cluster's own bin folder, so their
+// executables tell, without trusting pid files (and without matching an
+// editor or `tail -f` that merely has a file of the cluster open).
 func (c *Cluster) Processes() ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
 	}
-	marker := []byte(c.Dir() + string(filepath.Separator))
-	self := os.Getpid()
+	binDir := []byte(filepath.Join(c.Dir(), "bin") + string(filepath.Separator))
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, marker) || isZombie(pid) {
+		if err != nil || !bytes.HasPrefix(cmdline, binDir) || isZombie(pid) || killPending(pid) {
 			continue
 		}
 		pids = append(pids, pid)
@@ -40,49 +39,96 @@ func (c *Cluster) Processes() ([]int, error) {
 	return pids, nil
 }
 
-// clearStalePIDFiles removes kwokctl pid files that name no live process
-// of this cluster. kwokctl trusts a pid file if the pid answers signal 0,
-// which a killed-but-unreaped component or an unrelated process that reused
-// the pid after a reboot both do; it would then never restart the component.
-func (c *Cluster) clearStalePIDFiles() error {
+// pidFiles maps each component kwokctl started to the pid it recorded.
+func (c *Cluster) pidFiles() (map[string]int, error) {
 	files, err := filepath.Glob(filepath.Join(c.Dir(), "pids", "*.pid"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	live, err := c.Processes()
-	if err != nil {
-		return err
-	}
+	pids := make(map[string]int, len(files))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err == nil && slices.Contains(live, pid) {
-			continue
+		if err != nil {
+			pid = -1 // unreadable: never a live process
 		}
-		if err == nil {
-			// A killed component that is still exiting holds its port and
-			// data lock; its successor would fail to start.
-			waitExited(pid, 10*time.Second)
-		}
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing stale pid file: %w", err)
-		}
+		pids[f] = pid
 	}
-	return nil
+	return pids, nil
 }
 
-// waitExited waits until pid is gone or a zombie, at most timeout. A live
-// process has a command line; an exiting one has none left.
-func waitExited(pid int, timeout time.Duration) {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(pollInterval) {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || len(cmdline) > 0 || isZombie(pid) {
-			return // gone, zombie, or a live process that reused the pid
+// clearStalePIDFiles removes kwokctl pid files that name no live process
+// of this cluster, and returns the components they were for. kwokctl trusts
+// a pid file if the pid answers signal 0, which a killed-but-unreaped
+// component or an unrelated process that reused the pid after a reboot both
+// do; it would then never restart the component.
+func (c *Cluster) clearStalePIDFiles() ([]string, error) {
+	files, err := c.pidFiles()
+	if err != nil {
+		return nil, err
+	}
+	// A killed component that is still exiting holds its port and data
+	// lock; its successor would fail to start.
+	for _, pid := range files {
+		waitSettled(pid, 10*time.Second)
+	}
+	live, err := c.Processes()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for f, pid := range files {
+		if slices.Contains(live, pid) {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("removing stale pid file: %w", err)
+		}
+		stale = append(stale, strings.TrimSuffix(filepath.Base(f), ".pid"))
+	}
+	slices.Sort(stale)
+	return stale, nil
+}
+
+// waitSettled waits, at most timeout, until pid is either gone (or a
+// zombie) or plainly alive, i.e. not in the middle of exiting.
+func waitSettled(pid int, timeout time.Duration) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && exiting(pid); time.Sleep(pollInterval) {
+	}
+}
+
+// exiting reports whether pid is on its way out: killed (SIGKILL pending)
+// or already past releasing its memory (no command line left).
+func exiting(pid int) bool {
+	if isZombie(pid) {
+		return false
+	}
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(cmdline) == 0 {
+		return err == nil
+	}
+	return killPending(pid)
+}
+
+// killPending reports whether SIGKILL is pending for pid.
+func killPending(pid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	const sigkillBit = 1 << (syscall.SIGKILL - 1)
+	for _, line := range strings.Split(string(status), "\n") {
+		name, mask, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		if bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && bits&sigkillBit != 0 {
+			return true
 		}
 	}
+	return false
 }
 
 func isZombie(pid int) bool {

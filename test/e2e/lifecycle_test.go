@@ -7,6 +7,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,12 +97,22 @@ func TestDevUpIsIdempotentAndDownLeavesNothing(t *testing.T) {
 		t.Errorf("dev up after a crash lost the nodes: %v -> %v", first, again)
 	}
 
+	// A user's `tail -f` on a cluster log is not part of the cluster.
+	follower := exec.Command("tail", "-f", c.Dir()+"/logs/kube-apiserver.log")
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Process.Kill()
+
 	_, msg := cloister(t, "dev", "down", "--name", name)
 	if !strings.Contains(msg, "removed") {
 		t.Errorf("dev down said %q", msg)
 	}
 	if left, err := c.Processes(); err != nil || len(left) > 0 {
 		t.Errorf("processes left after dev down: %v (%v)", left, err)
+	}
+	if err := follower.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("dev down killed an unrelated process that had a cluster file open: %v", err)
 	}
 	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
 		t.Errorf("cluster folder %s left after dev down (%v)", c.Dir(), err)
