@@ -9,10 +9,13 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/cloister-cc/cloister/internal/version.Version=$(VERSION) \
            -X github.com/cloister-cc/cloister/internal/version.Commit=$(COMMIT)
 CLOISTER := $(BIN)/cloister
+# Also in config/crd's staleness test: keep the two in step.
+CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/... \
+                       output:crd:artifacts:config=config/crd/bases
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
-.PHONY: all tools build test unit e2e lint bench demo demo-down clean
+.PHONY: all tools generate build test unit e2e lint bench demo demo-down clean
 
 all: build
 
@@ -20,6 +23,11 @@ all: build
 ## kube-scheduler, kubectl, kwok, kwokctl and controller-gen (once).
 tools:
 	@$(GO) run ./cmd/cloister dev tools >/dev/null
+
+## generate: deepcopy code and CRDs from the API types (commit the result;
+## a test fails when they are stale).
+generate: tools
+	"$$($(GO) run ./cmd/cloister dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
 
 ## build: every binary into bin/.
 build: tools

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -24,30 +25,42 @@ type Options struct {
 // when set, else the toolchain cache. It fails tb when they are missing.
 func AssetsDir(tb testing.TB) string {
 	tb.Helper()
+	dir, err := assetsDir()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func assetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir
+		return dir, nil
 	}
 	tc, err := toolchain.Locate()
 	if err != nil {
-		tb.Fatalf("locating the Kubernetes toolchain: %v", err)
+		return "", fmt.Errorf("locating the Kubernetes toolchain: %w", err)
 	}
 	if err := tc.Check(); err != nil {
-		tb.Fatalf("this test needs a real kube-apiserver and etcd: %v", err)
+		return "", fmt.Errorf("this test needs a real kube-apiserver and etcd: %w", err)
 	}
-	return tc.BinDir
+	return tc.BinDir, nil
+}
+
+func environment(dir string, opts Options) *envtest.Environment {
+	return &envtest.Environment{
+		BinaryAssetsDirectory:    dir,
+		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing:    len(opts.CRDDirectoryPaths) > 0,
+		ControlPlaneStartTimeout: time.Minute, // -race on 2 cores is slow
+		ControlPlaneStopTimeout:  time.Minute,
+	}
 }
 
 // Start runs a control plane for the rest of tb and returns an admin
 // client configuration for it.
 func Start(tb testing.TB, opts Options) *rest.Config {
 	tb.Helper()
-	env := &envtest.Environment{
-		BinaryAssetsDirectory:    AssetsDir(tb),
-		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
-		ErrorIfCRDPathMissing:    len(opts.CRDDirectoryPaths) > 0,
-		ControlPlaneStartTimeout: time.Minute, // -race on 2 cores is slow
-		ControlPlaneStopTimeout:  time.Minute,
-	}
+	env := environment(AssetsDir(tb), opts)
 	cfg, err := env.Start()
 	if err != nil {
 		tb.Fatalf("starting kube-apiserver and etcd: %v", err)
@@ -59,4 +72,26 @@ func Start(tb testing.TB, opts Options) *rest.Config {
 	})
 	cfg.QPS, cfg.Burst = 1000, 2000
 	return cfg
+}
+
+// Main runs a test package against one control plane that all its tests
+// share: call it from TestMain. cfg is set before any test runs.
+func Main(m *testing.M, opts Options, cfg **rest.Config) int {
+	dir, err := assetsDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := environment(dir, opts)
+	if *cfg, err = env.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
+		return 1
+	}
+	(*cfg).QPS, (*cfg).Burst = 1000, 2000
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping kube-apiserver and etcd: %v\n", err)
+		code = 1
+	}
+	return code
 }

@@ -1,0 +1,118 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/api/common"
+)
+
+// Signature is one policy owner's detached signature over the policy.
+type Signature struct {
+	// Signer identifies the owner key (its public key or fingerprint).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Signer string `json:"signer"`
+	// Signature over the canonical policy bytes, base64.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Signature string `json:"signature"`
+}
+
+// SignedPolicySpec is the output of `cloister policy sign` (seed 000,
+// "Fields for the SignedPolicy Custom Resource"). It is not edited field by
+// field: owners re-sign and apply the whole resource.
+type SignedPolicySpec struct {
+	// CASAddress is the CAS the policy is registered with.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	CASAddress string `json:"casAddress"`
+	// Policy is the policy document.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1048576
+	Policy string `json:"policy"`
+	// Signatures of the policy's owners.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Signatures []Signature `json:"signatures"`
+}
+
+// EncryptedPolicySpec is the output of `cloister policy encrypt` (seed 000,
+// "Fields for the EncryptedPolicy Custom Resource").
+type EncryptedPolicySpec struct {
+	// CASAddress is the CAS the policy is registered with.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	CASAddress string `json:"casAddress"`
+	// Policy is the policy sealed to the CAS, base64.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1048576
+	Policy string `json:"policy"`
+	// EncryptionKey is the CAS public encryption key the policy is sealed to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	EncryptionKey string `json:"encryptionKey"`
+}
+
+// PolicyStatus reports the registration of a policy with its CAS.
+type PolicyStatus struct {
+	common.ServiceStatus `json:",inline"`
+
+	// PolicyName is the name inside the policy document.
+	// +optional
+	PolicyName string `json:"policyName,omitempty"`
+	// Digest is the SHA-256 of the registered policy version.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// SignedPolicy registers a policy, signed by its owners, with a CAS.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=spol,categories=cloister
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.policyName`
+// +kubebuilder:printcolumn:name="CAS",type=string,JSONPath=`.spec.casAddress`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SignedPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SignedPolicySpec `json:"spec"`
+	Status PolicyStatus     `json:"status,omitempty"`
+}
+
+// SignedPolicyList is a list of SignedPolicies.
+// +kubebuilder:object:root=true
+type SignedPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SignedPolicy `json:"items"`
+}
+
+// EncryptedPolicy registers a policy, sealed to the CAS's key, with a CAS.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=epol,categories=cloister
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.policyName`
+// +kubebuilder:printcolumn:name="CAS",type=string,JSONPath=`.spec.casAddress`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EncryptedPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EncryptedPolicySpec `json:"spec"`
+	Status PolicyStatus        `json:"status,omitempty"`
+}
+
+// EncryptedPolicyList is a list of EncryptedPolicies.
+// +kubebuilder:object:root=true
+type EncryptedPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EncryptedPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&SignedPolicy{}, &SignedPolicyList{}, &EncryptedPolicy{}, &EncryptedPolicyList{})
+}

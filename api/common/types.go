@@ -1,0 +1,102 @@
+package common
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// State summarises a service CR for humans and monitoring.
+// +kubebuilder:validation:Enum=HEALTHY;PENDING;UNHEALTHY
+type State string
+
+// The states of seed 000: HEALTHY when reconciled without problems,
+// PENDING while reconciling or waiting, UNHEALTHY when an alert or a problem
+// needs action.
+const (
+	StateHealthy   State = "HEALTHY"
+	StatePending   State = "PENDING"
+	StateUnhealthy State = "UNHEALTHY"
+)
+
+// NodeSelector selects nodes by label, with keys and values checked as
+// Kubernetes checks them on pods, so a typo is refused at apply time rather
+// than leaving a DaemonSet that can never schedule.
+// +kubebuilder:validation:MaxProperties=64
+// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every nodeSelector key must be a label name: an optional DNS subdomain prefix and '/', then 1-63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit (e.g. cloister.dev/sgx)"
+type NodeSelector map[string]LabelValue
+
+// LabelValue is a Kubernetes label value.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
+// Map returns the selector as the plain map pod specs use.
+func (s NodeSelector) Map() map[string]string {
+	if s == nil {
+		return nil
+	}
+	m := make(map[string]string, len(s))
+	for k, v := range s {
+		m[k] = string(v)
+	}
+	return m
+}
+
+// ServiceSpec is the configuration every service CR has (seed 000,
+// "Common Configuration").
+type ServiceSpec struct {
+	// AutoUpdate lets the operator roll the service to newer images of the
+	// same semantic-version line. Not supported by CAS.
+	// +optional
+	AutoUpdate bool `json:"autoUpdate,omitempty"`
+
+	// Image is the OCI image of the service. Empty means the image the
+	// operator was released with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy says when to pull Image.
+	// +optional
+	// +kubebuilder:default=Always
+	// +kubebuilder:validation:Enum=Always;Never;IfNotPresent
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets are secrets in the service's namespace used to pull
+	// Image.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Resources are the compute resources of the service's container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// NodeSelector must match a node's labels for the service to run there.
+	// +optional
+	NodeSelector NodeSelector `json:"nodeSelector,omitempty"`
+
+	// PodAnnotations are added to the service's pods.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+}
+
+// ServiceStatus is what every service CR reports.
+type ServiceStatus struct {
+	// State is HEALTHY, PENDING or UNHEALTHY.
+	// +optional
+	State State `json:"state,omitempty"`
+
+	// Conditions are the CR conditions of seed 000 and, prefixed with the
+	// owned object they describe (e.g. daemonset.apps/las.OwnedObjectHealthy),
+	// the conditions of every owned object.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation of the spec the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}

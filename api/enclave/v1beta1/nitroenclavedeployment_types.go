@@ -1,0 +1,129 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/api/common"
+)
+
+// EnclaveResources size each Nitro Enclave.
+type EnclaveResources struct {
+	// CPUs given to the enclave; Nitro Enclaves need at least 2 (one core).
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=128
+	CPUs int32 `json:"cpus,omitempty"`
+	// MemoryMiB given to the enclave.
+	// +optional
+	// +kubebuilder:default=2048
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=1048576
+	MemoryMiB int32 `json:"memoryMiB,omitempty"`
+	// Debug runs the enclave in debug mode: its console is readable and
+	// its attestation documents carry zero PCRs. Never for production.
+	// +optional
+	Debug bool `json:"debug,omitempty"`
+}
+
+// UserPlugin is a container the orchestrator inside the enclave runs.
+type UserPlugin struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// +optional
+	Command []string `json:"command,omitempty"`
+	// +optional
+	Args []string `json:"args,omitempty"`
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// +optional
+	Ports []corev1.ContainerPort `json:"ports,omitempty"`
+	// RestartPolicy of the container inside the enclave.
+	// +optional
+	// +kubebuilder:default=Always
+	// +kubebuilder:validation:Enum=Always;OnFailure;Never
+	RestartPolicy corev1.RestartPolicy `json:"restartPolicy,omitempty"`
+}
+
+// NitroEnclaveDeploymentSpec describes enclave pods: pods on Nitro-capable
+// nodes that boot a Nitro Enclave and run UserPlugins inside it.
+// +kubebuilder:validation:XValidation:rule="self.userPlugins.all(p, self.userPlugins.exists_one(q, q.name == p.name))",message="userPlugins names must be unique"
+type NitroEnclaveDeploymentSpec struct {
+	common.ServiceSpec `json:",inline"`
+
+	// Replicas is the number of enclave pods.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Replicas *int32 `json:"replicas,omitempty"`
+	// +optional
+	// +kubebuilder:default={}
+	Enclave EnclaveResources `json:"enclave,omitempty"`
+	// UserPlugins are the containers of the enclave.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	UserPlugins []UserPlugin `json:"userPlugins"`
+}
+
+// DeploymentStatus is SCHEDULED once the enclave pods' Deployment exists, or
+// ERROR when it could not be created.
+// +kubebuilder:validation:Enum=SCHEDULED;ERROR
+type DeploymentStatus string
+
+// The statuses of seed 003.
+const (
+	DeploymentScheduled DeploymentStatus = "SCHEDULED"
+	DeploymentError     DeploymentStatus = "ERROR"
+)
+
+// NitroEnclaveDeploymentStatus reports the enclave pods.
+type NitroEnclaveDeploymentStatus struct {
+	common.ServiceStatus `json:",inline"`
+
+	// Status is SCHEDULED or ERROR (seed 003's STATUS column).
+	// +optional
+	Status DeploymentStatus `json:"status,omitempty"`
+	// Ready is "<ready>/<desired>" enclave pods (seed 003's READY column).
+	// +optional
+	Ready string `json:"ready,omitempty"`
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+}
+
+// NitroEnclaveDeployment runs enclave pods on AWS Nitro nodes (seed 003).
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=ned,categories=cloister
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NitroEnclaveDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NitroEnclaveDeploymentSpec   `json:"spec"`
+	Status NitroEnclaveDeploymentStatus `json:"status,omitempty"`
+}
+
+// NitroEnclaveDeploymentList is a list of NitroEnclaveDeployments.
+// +kubebuilder:object:root=true
+type NitroEnclaveDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NitroEnclaveDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NitroEnclaveDeployment{}, &NitroEnclaveDeploymentList{})
+}

@@ -1,0 +1,124 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/api/common"
+)
+
+// CASNodePorts are the node ports of a NodePort CAS service.
+type CASNodePorts struct {
+	// +optional
+	// +kubebuilder:validation:Minimum=30000
+	// +kubebuilder:validation:Maximum=32767
+	ClientPort int32 `json:"clientPort,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=30000
+	// +kubebuilder:validation:Maximum=32767
+	EnclavePort int32 `json:"enclavePort,omitempty"`
+}
+
+// CASService is how CAS is exposed (seed 000, service.*).
+// +kubebuilder:validation:XValidation:rule="!has(self.nodePorts) || self.type == 'NodePort'",message="service.nodePorts needs service.type NodePort"
+// +kubebuilder:validation:XValidation:rule="!has(self.loadBalancerIP) || self.type == 'LoadBalancer'",message="service.loadBalancerIP needs service.type LoadBalancer"
+type CASService struct {
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;LoadBalancer;NodePort
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// ClientPort serves clients: policy owners and workloads.
+	// +optional
+	// +kubebuilder:default=8081
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	ClientPort int32 `json:"clientPort,omitempty"`
+	// EnclavePort serves attesting enclaves.
+	// +optional
+	// +kubebuilder:default=18765
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	EnclavePort int32 `json:"enclavePort,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	LoadBalancerIP string `json:"loadBalancerIP,omitempty"`
+	// +optional
+	NodePorts *CASNodePorts `json:"nodePorts,omitempty"`
+	// Annotations are added to the CAS Service.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// CASPersistence keeps the CAS database on a PersistentVolumeClaim (seed
+// 000, persistence.*).
+type CASPersistence struct {
+	// +optional
+	// +kubebuilder:default=false
+	Enabled bool `json:"enabled,omitempty"`
+	// +optional
+	// +kubebuilder:default=`/etc/cas/db`
+	// +kubebuilder:validation:Pattern=`^/`
+	MountPath string `json:"mountPath,omitempty"`
+	// StorageClass of the claim; unset uses the default class, "-" disables
+	// dynamic provisioning.
+	// +optional
+	StorageClass *string `json:"storageClass,omitempty"`
+	// +optional
+	// +kubebuilder:default={ReadWriteOnce}
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Size *resource.Quantity `json:"size,omitempty"`
+}
+
+// CASSpec configures the attestation and configuration service (seed 000,
+// "Configuration of the CAS Custom Resource").
+type CASSpec struct {
+	common.ServiceSpec `json:",inline"`
+
+	// +optional
+	// +kubebuilder:default={}
+	Service CASService `json:"service,omitempty"`
+	// +optional
+	// +kubebuilder:default={}
+	Persistence CASPersistence `json:"persistence,omitempty"`
+}
+
+// CASStatus reports CAS.
+type CASStatus struct {
+	common.ServiceStatus `json:",inline"`
+
+	// Version is the CAS version observed in the CAS pod.
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// CAS runs the attestation and configuration service: it holds policies,
+// attests workloads and gives them certificates and secrets.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=cas,singular=cas,categories=cloister
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CAS struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   CASSpec   `json:"spec,omitempty"`
+	Status CASStatus `json:"status,omitempty"`
+}
+
+// CASList is a list of CAS.
+// +kubebuilder:object:root=true
+type CASList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CAS `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CAS{}, &CASList{})
+}

@@ -1,0 +1,101 @@
+// Package crd holds the CustomResourceDefinitions controller-gen generates
+// from api/; its tests check them against a real API server.
+package crd
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/testenv"
+)
+
+const repoRoot = "../.."
+
+// controllerGenArgs reads CONTROLLER_GEN_ARGS from the Makefile, so the
+// test regenerates exactly as `make generate` does.
+func controllerGenArgs(t *testing.T) []string {
+	t.Helper()
+	mk, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CONTROLLER_GEN_ARGS :=((?:.*\\\n)*.*)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile has no CONTROLLER_GEN_ARGS")
+	}
+	return strings.Fields(strings.ReplaceAll(string(m[1]), "\\\n", " "))
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The committed deepcopy code and CRDs are what the API types generate:
+// `make generate` was run after the last change to api/.
+func TestGeneratedFilesAreCurrent(t *testing.T) {
+	controllerGen := filepath.Join(testenv.AssetsDir(t), "controller-gen")
+	work := t.TempDir()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyTree(t, filepath.Join(repoRoot, "api"), filepath.Join(work, "api"))
+	cmd := exec.Command(controllerGen, controllerGenArgs(t)...)
+	cmd.Dir = work
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("controller-gen: %v\n%s", err, out)
+	}
+
+	compare := func(generated, committed string) {
+		want, err := os.ReadFile(generated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(committed)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is stale (%v): run `make generate` and commit the result", committed, err)
+		}
+	}
+	generatedCRDs, _ := filepath.Glob(filepath.Join(work, "config/crd/bases/*.yaml"))
+	committedCRDs, _ := filepath.Glob(filepath.Join(repoRoot, "config/crd/bases/*.yaml"))
+	if len(generatedCRDs) == 0 || len(generatedCRDs) != len(committedCRDs) {
+		t.Errorf("controller-gen makes %d CRDs, config/crd/bases holds %d: run `make generate`", len(generatedCRDs), len(committedCRDs))
+	}
+	for _, g := range generatedCRDs {
+		compare(g, filepath.Join(repoRoot, "config/crd/bases", filepath.Base(g)))
+	}
+	deepcopies, _ := filepath.Glob(filepath.Join(work, "api/*/zz_generated.deepcopy.go"))
+	more, _ := filepath.Glob(filepath.Join(work, "api/*/*/zz_generated.deepcopy.go"))
+	for _, g := range append(deepcopies, more...) {
+		rel, _ := filepath.Rel(work, g)
+		compare(g, filepath.Join(repoRoot, rel))
+	}
+}

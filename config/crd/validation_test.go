@@ -1,0 +1,262 @@
+package crd
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/testenv"
+)
+
+// cfg reaches the API server all tests of this package share; every test
+// uses its own object names.
+var cfg *rest.Config
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"bases"}}, &cfg))
+}
+
+func obj(t *testing.T, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func resourceOf(u *unstructured.Unstructured) schema.GroupVersionResource {
+	plural := map[string]string{
+		"SGXPlugin": "sgxplugins", "LAS": "las", "CEXPlugin": "cexplugins", "CAS": "cas",
+		"SignedPolicy": "signedpolicies", "EncryptedPolicy": "encryptedpolicies",
+		"NitroEnclaveDeployment": "nitroenclavedeployments",
+	}[u.GetKind()]
+	gv, _ := schema.ParseGroupVersion(u.GetAPIVersion())
+	return gv.WithResource(plural)
+}
+
+func create(t *testing.T, dyn dynamic.Interface, manifest string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	u := obj(t, manifest)
+	ri := dyn.Resource(resourceOf(u))
+	if u.GetNamespace() != "" {
+		return ri.Namespace(u.GetNamespace()).Create(context.Background(), u, metav1CreateOptions)
+	}
+	return ri.Create(context.Background(), u, metav1CreateOptions)
+}
+
+func TestDefaultsFollowTheSeed(t *testing.T) {
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	tests := []struct {
+		manifest string
+		want     map[string]any // field path (dot-separated) -> value
+	}{
+		{`{apiVersion: base.cloister.dev/v1beta1, kind: LAS, metadata: {name: las}, spec: {}}`,
+			map[string]any{"spec.hostPort": int64(18766), "spec.imagePullPolicy": "Always"}},
+		{`{apiVersion: base.cloister.dev/v1beta1, kind: SGXPlugin, metadata: {name: sgxplugin}, spec: {}}`,
+			map[string]any{"spec.imagePullPolicy": "Always"}},
+		{`{apiVersion: base.cloister.dev/v1beta1, kind: CEXPlugin, metadata: {name: cex}, spec: {}}`,
+			map[string]any{"spec.cexType": "ep11", "spec.overcommit": int64(1)}},
+		{`{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: mycas, namespace: default}, spec: {}}`,
+			map[string]any{
+				"spec.service.type": "ClusterIP", "spec.service.clientPort": int64(8081), "spec.service.enclavePort": int64(18765),
+				"spec.persistence.enabled": false, "spec.persistence.mountPath": "/etc/cas/db", "spec.persistence.size": "1Gi",
+				"spec.persistence.accessModes": []any{"ReadWriteOnce"},
+			}},
+		{`{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: ned, namespace: default},
+		   spec: {userPlugins: [{name: app, image: example.com/app:1}]}}`,
+			map[string]any{"spec.replicas": int64(1), "spec.enclave.cpus": int64(2), "spec.enclave.memoryMiB": int64(2048),
+				"spec.userPlugins": []any{map[string]any{"name": "app", "image": "example.com/app:1", "restartPolicy": "Always"}}}},
+	}
+	for _, tt := range tests {
+		u, err := create(t, dyn, tt.manifest)
+		if err != nil {
+			t.Fatalf("creating %s: %v", tt.manifest, err)
+		}
+		for path, want := range tt.want {
+			got, found, err := unstructured.NestedFieldNoCopy(u.Object, strings.Split(path, ".")...)
+			if err != nil || !found || !equal(got, want) {
+				t.Errorf("%s %s = %#v (found %v), want %#v", u.GetKind(), path, got, found, want)
+			}
+		}
+	}
+}
+
+func equal(a, b any) bool {
+	ja, _ := yaml.Marshal(a)
+	jb, _ := yaml.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// Bad input is refused by the API server with the field named, and a refused
+// update leaves the stored object as it was.
+func TestValidationNamesTheField(t *testing.T) {
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	tests := []struct {
+		name     string
+		manifest string
+		want     []string
+	}{
+		{"capacitySGXPods 0", `{apiVersion: base.cloister.dev/v1beta1, kind: SGXPlugin, metadata: {name: a}, spec: {capacitySGXPods: 0}}`,
+			[]string{"spec.capacitySGXPods", "greater than or equal to 1"}},
+		{"capacitySGXPods 10001", `{apiVersion: base.cloister.dev/v1beta1, kind: SGXPlugin, metadata: {name: b}, spec: {capacitySGXPods: 10001}}`,
+			[]string{"spec.capacitySGXPods", "less than or equal to 10000"}},
+		{"unknown imagePullPolicy", `{apiVersion: base.cloister.dev/v1beta1, kind: LAS, metadata: {name: c}, spec: {imagePullPolicy: Sometimes}}`,
+			[]string{"spec.imagePullPolicy", `"Always", "Never", "IfNotPresent"`}},
+		{"nodeSelector key", `{apiVersion: base.cloister.dev/v1beta1, kind: SGXPlugin, metadata: {name: d}, spec: {nodeSelector: {"sgx node": "true"}}}`,
+			[]string{"spec.nodeSelector", "every nodeSelector key must be a label name"}},
+		{"nodeSelector prefix", `{apiVersion: base.cloister.dev/v1beta1, kind: SGXPlugin, metadata: {name: e}, spec: {nodeSelector: {"Cloister.dev/sgx": "true"}}}`,
+			[]string{"spec.nodeSelector", "label name"}},
+		{"nodeSelector value", `{apiVersion: base.cloister.dev/v1beta1, kind: LAS, metadata: {name: f}, spec: {nodeSelector: {"cloister.dev/sgx": "yes please"}}}`,
+			[]string{"spec.nodeSelector.cloister.dev/sgx", "should match"}},
+		{"hostPort", `{apiVersion: base.cloister.dev/v1beta1, kind: LAS, metadata: {name: g}, spec: {hostPort: 70000}}`,
+			[]string{"spec.hostPort"}},
+		{"namespace", `{apiVersion: base.cloister.dev/v1beta1, kind: LAS, metadata: {name: h}, spec: {namespace: Cloister_System}}`,
+			[]string{"spec.namespace"}},
+		{"cexType", `{apiVersion: base.cloister.dev/v1beta1, kind: CEXPlugin, metadata: {name: i}, spec: {cexType: ep12}}`,
+			[]string{"spec.cexType"}},
+		{"overcommit", `{apiVersion: base.cloister.dev/v1beta1, kind: CEXPlugin, metadata: {name: j}, spec: {overcommit: 101}}`,
+			[]string{"spec.overcommit"}},
+		{"APQN domain", `{apiVersion: base.cloister.dev/v1beta1, kind: CEXPlugin, metadata: {name: k}, spec: {configSets: [{name: s, apqns: [{adapter: 1, domain: 300}]}]}}`,
+			[]string{"spec.configSets[0].apqns[0].domain"}},
+		{"config set names", `{apiVersion: base.cloister.dev/v1beta1, kind: CEXPlugin, metadata: {name: l}, spec: {configSets: [{name: s, apqns: [{adapter: 1, domain: 1}]}, {name: s, apqns: [{adapter: 2, domain: 1}]}]}}`,
+			[]string{"configSets names must be unique"}},
+		{"CAS nodePorts", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: m, namespace: default}, spec: {service: {nodePorts: {clientPort: 30081}}}}`,
+			[]string{"spec.service", "service.nodePorts needs service.type NodePort"}},
+		{"CAS service type", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-type, namespace: default}, spec: {service: {type: ExternalName}}}`,
+			[]string{"spec.service.type"}},
+		{"signed policy without signatures", `{apiVersion: cas.cloister.dev/v1beta1, kind: SignedPolicy, metadata: {name: o, namespace: default}, spec: {casAddress: "cas:8081", policy: "name: p", signatures: []}}`,
+			[]string{"spec.signatures"}},
+		{"encrypted policy without key", `{apiVersion: cas.cloister.dev/v1beta1, kind: EncryptedPolicy, metadata: {name: p, namespace: default}, spec: {casAddress: "cas:8081", policy: "AAAA"}}`,
+			[]string{"spec.encryptionKey", "Required"}},
+		{"duplicate user plugins", `{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: q, namespace: default}, spec: {userPlugins: [{name: a, image: img-a}, {name: a, image: img-b}]}}`,
+			[]string{"userPlugins names must be unique"}},
+		{"enclave cpus", `{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: r, namespace: default}, spec: {enclave: {cpus: 1}, userPlugins: [{name: a, image: x}]}}`,
+			[]string{"spec.enclave.cpus"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := create(t, dyn, tt.manifest)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+
+	// A refused update keeps what was stored.
+	good, err := create(t, dyn, `{apiVersion: base.cloister.dev/v1beta1, kind: SGXPlugin, metadata: {name: keep}, spec: {capacitySGXPods: 20}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := good.DeepCopy()
+	if err := unstructured.SetNestedField(bad.Object, int64(0), "spec", "capacitySGXPods"); err != nil {
+		t.Fatal(err)
+	}
+	ri := dyn.Resource(resourceOf(good))
+	if _, err := ri.Update(context.Background(), bad, metav1UpdateOptions); err == nil {
+		t.Fatal("update to capacitySGXPods 0 accepted")
+	}
+	stored, err := ri.Get(context.Background(), "keep", metav1GetOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedInt64(stored.Object, "spec", "capacitySGXPods"); v != 20 || stored.GetResourceVersion() != good.GetResourceVersion() {
+		t.Errorf("after a refused update capacitySGXPods = %d (resourceVersion %s -> %s), want 20 unchanged", v, good.GetResourceVersion(), stored.GetResourceVersion())
+	}
+}
+
+// `kubectl get las`, `kubectl get cas` and the short names resolve, and
+// kubectl shows the seed's columns.
+func TestNamesScopesAndColumns(t *testing.T) {
+	dc := discovery.NewDiscoveryClientForConfigOrDie(cfg)
+	lists, err := dc.ServerPreferredResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		namespaced bool
+		short      []string
+	}
+	found := map[string]res{}
+	for _, l := range lists {
+		if !strings.HasSuffix(l.GroupVersion, ".cloister.dev/v1beta1") {
+			continue
+		}
+		for _, r := range l.APIResources {
+			found[r.Name] = res{r.Namespaced, r.ShortNames}
+		}
+	}
+	for name, want := range map[string]res{
+		"las": {false, nil}, "sgxplugins": {false, []string{"sgx"}}, "cexplugins": {false, []string{"cex"}},
+		"cas": {true, nil}, "signedpolicies": {true, []string{"spol"}}, "encryptedpolicies": {true, []string{"epol"}},
+		"nitroenclavedeployments": {true, []string{"ned"}},
+	} {
+		got, ok := found[name]
+		if !ok {
+			t.Errorf("resource %q not served", name)
+			continue
+		}
+		if got.namespaced != want.namespaced || strings.Join(got.short, ",") != strings.Join(want.short, ",") {
+			t.Errorf("%s: namespaced=%v short=%v, want namespaced=%v short=%v", name, got.namespaced, got.short, want.namespaced, want.short)
+		}
+	}
+
+	c, err := client.New(cfg, client.Options{Scheme: scheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	columns := map[string][]string{
+		"sgxplugins.base.cloister.dev":                 {"State", "Desired", "Ready", "Age"},
+		"las.base.cloister.dev":                        {"State", "Desired", "Available", "Age"},
+		"cas.services.cloister.dev":                    {"State", "Version", "Age"},
+		"cexplugins.base.cloister.dev":                 {"Type", "State", "Desired", "Ready", "Age"},
+		"nitroenclavedeployments.enclave.cloister.dev": {"Ready", "Status", "Age"},
+	}
+	for crdName, want := range columns {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: crdName}, crd); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, col := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			if col.Priority == 0 {
+				got = append(got, col.Name)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s columns %v, want %v", crdName, got, want)
+		}
+	}
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var (
+	metav1CreateOptions = metav1.CreateOptions{}
+	metav1UpdateOptions = metav1.UpdateOptions{}
+	metav1GetOptions    = metav1.GetOptions{}
+)
