@@ -1,0 +1,107 @@
+// Package health is the status engine every service controller shares: it
+// turns observations of a CR, its Helm release and its owned objects (OOs)
+// into the conditions of seed 000's table, the CR's state and the single
+// next action. It is pure: no client, no clock.
+package health
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of the CR (one each).
+const (
+	IsHealthy                    = "IsHealthy"
+	DeletionPresent              = "DeletionPresent"
+	FinalizerPresent             = "FinalizerPresent"
+	ReleaseExists                = "ReleaseExists"
+	ReleaseSteady                = "ReleaseSteady"
+	ReleaseFailed                = "ReleaseFailed"
+	ReleaseDeployed              = "ReleaseDeployed"
+	AtLeastOneOwnedObjectPresent = "AtLeastOneOwnedObjectPresent"
+	AllOwnedObjectsPresent       = "AllOwnedObjectsPresent"
+)
+
+// Condition types of each owned object; in the CR's status they are
+// prefixed with the OO's ID.
+const (
+	OwnedObjectHealthy         = "OwnedObjectHealthy"
+	OwnedObjectPresent         = "OwnedObjectPresent"
+	OwnedObjectDeletionPresent = "OwnedObjectDeletionPresent"
+	OwnedObjectValidOwners     = "OwnedObjectValidOwners"
+	OwnsOwnedObject            = "OwnsOwnedObject"
+	SoleOwner                  = "SoleOwner"
+	EqualSpecs                 = "EqualSpecs"
+)
+
+const (
+	True    = metav1.ConditionTrue
+	False   = metav1.ConditionFalse
+	Unknown = metav1.ConditionUnknown
+)
+
+// conditionDef is one row group of seed 000's table: the value a healthy CR
+// shows, whether the other known value makes the CR UNHEALTHY (rather than
+// PENDING), and the table's explanation of each value.
+type conditionDef struct {
+	healthy   metav1.ConditionStatus
+	unhealthy bool
+	explain   map[metav1.ConditionStatus]string
+}
+
+// crConditions are the CR rows of the table, in the order they are shown.
+var crConditions = []string{
+	IsHealthy, DeletionPresent, FinalizerPresent, ReleaseExists, ReleaseSteady,
+	ReleaseFailed, ReleaseDeployed, AtLeastOneOwnedObjectPresent, AllOwnedObjectsPresent,
+}
+
+// ooConditions are the OO rows of the table, in the order they are shown.
+var ooConditions = []string{
+	OwnedObjectHealthy, OwnedObjectPresent, OwnedObjectDeletionPresent,
+	OwnedObjectValidOwners, OwnsOwnedObject, SoleOwner, EqualSpecs,
+}
+
+var table = map[string]conditionDef{
+	IsHealthy: {True, true, map[metav1.ConditionStatus]string{
+		True: "The CR is healthy", False: "The CR is not healthy", Unknown: "Could not be determined"}},
+	DeletionPresent: {False, false, map[metav1.ConditionStatus]string{
+		True: "The CR is being deleted", False: "The CR has not been deleted", Unknown: "Could not be determined"}},
+	FinalizerPresent: {True, false, map[metav1.ConditionStatus]string{
+		True: "The CR has the CR controller as a finalizer", False: "The CR does not have the CR controller as a finalizer",
+		Unknown: "Could not be determined"}},
+	ReleaseExists: {True, false, map[metav1.ConditionStatus]string{
+		True: "The helm release installing the OOs of the CR exists", False: "The helm release installing the OOs of the CR could not be found",
+		Unknown: "The command retrieving the release returned an error of a different kind than a not-found error"}},
+	ReleaseSteady: {True, false, map[metav1.ConditionStatus]string{
+		True:    "The status of the release installing the OOs of the CR indicates that it is not about to change on its own",
+		False:   "The status of the release installing the OOs of the CR indicates that it is in transition",
+		Unknown: "Could not be determined"}},
+	ReleaseFailed: {False, false, map[metav1.ConditionStatus]string{
+		True: "The helm release installing the OOs of the CR is in Failed state", False: "The helm release installing the OOs of the CR is not in Failed state",
+		Unknown: "Could not be determined"}},
+	ReleaseDeployed: {True, false, map[metav1.ConditionStatus]string{
+		True: "The helm release installing the OOs of the CR is in Deployed state", False: "The helm release installing the OOs of the CR is not in Deployed state",
+		Unknown: "Could not be determined"}},
+	AtLeastOneOwnedObjectPresent: {True, false, map[metav1.ConditionStatus]string{
+		True: "At least one OO of the CR exists", False: "No OO of the CR was found",
+		Unknown: "Could not be determined due to failure retrieving the OOs"}},
+	AllOwnedObjectsPresent: {True, false, map[metav1.ConditionStatus]string{
+		True: "All OOs of the CR exist", False: "At least one OO of the CR was not found",
+		Unknown: "Could not be determined due to failure retrieving the OOs"}},
+	OwnedObjectHealthy: {True, true, map[metav1.ConditionStatus]string{
+		True: "The OO is healthy and matches the spec of the CR", False: "The OO is not healthy", Unknown: "Could not be determined"}},
+	OwnedObjectPresent: {True, false, map[metav1.ConditionStatus]string{
+		True: "The OO exists", False: "The OO does not exist",
+		Unknown: "The command retrieving the OO returned an error of a different kind than a not-found error"}},
+	OwnedObjectDeletionPresent: {False, false, map[metav1.ConditionStatus]string{
+		True: "The OO has been deleted", False: "The OO has not been deleted", Unknown: "Could not be determined"}},
+	OwnedObjectValidOwners: {True, false, map[metav1.ConditionStatus]string{
+		True: "The OO has zero or one owner", False: "The OO has more than one owner", Unknown: "Could not be determined"}},
+	OwnsOwnedObject: {True, false, map[metav1.ConditionStatus]string{
+		True: "The OO has the CR as an owner", False: "The OO does not have the CR as an owner", Unknown: "Could not be determined"}},
+	SoleOwner: {True, false, map[metav1.ConditionStatus]string{
+		True: "The CR is the only owner of the OO", False: "The OO does not have exactly one owner, which is the CR",
+		Unknown: "Could not be determined"}},
+	EqualSpecs: {True, false, map[metav1.ConditionStatus]string{
+		True: "No attribute of the OO contradicts the spec of the CR", False: "At least one attribute of the OO contradicts the spec of the CR",
+		Unknown: "Could not be determined"}},
+}
