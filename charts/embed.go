@@ -1,0 +1,43 @@
+// Package charts embeds the Helm charts of the objects the operator owns, one
+// chart per service kind. Values come from the CR (see internal/controller);
+// the defaults in each values.yaml only make `helm template` work.
+package charts
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+)
+
+//go:embed all:sgxplugin all:las
+var files embed.FS
+
+// Load returns the embedded chart called name.
+func Load(name string) (*chart.Chart, error) {
+	var buffered []*archive.BufferedFile
+	err := fs.WalkDir(files, name, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := files.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel := p[len(name)+1:]
+		buffered = append(buffered, &archive.BufferedFile{Name: path.Clean(rel), Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded chart %s: %w", name, err)
+	}
+	ch, err := loader.LoadFiles(buffered)
+	if err != nil {
+		return nil, fmt.Errorf("loading embedded chart %s: %w", name, err)
+	}
+	return ch, nil
+}

@@ -1,0 +1,201 @@
+// Package release installs the owned objects of a custom resource as a Helm
+// release of an embedded chart (Helm v4 SDK), one release per CR, stored as
+// ConfigMaps in the namespace of its objects. It observes what the status
+// engine needs (ReleaseExists/Steady/Failed/Deployed, the desired objects)
+// and performs install, upgrade and uninstall, recovering releases a crash
+// left pending.
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	helmrelease "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+)
+
+// Request says which release a CR has and what it should contain.
+type Request struct {
+	// Name of the release; also the name of its objects (charts use
+	// .Release.Name).
+	Name string
+	// Namespace holds the release record and the namespaced objects.
+	Namespace string
+	Chart     *chart.Chart
+	Values    map[string]any
+	// Owner becomes every object's only owner reference (controller).
+	Owner metav1.OwnerReference
+	// Labels are added to every object, so the operator can watch just
+	// its own objects.
+	Labels map[string]string
+}
+
+// DefaultStaleAfter is how long a release may stay pending-install,
+// pending-upgrade or pending-rollback before it is taken for the leftover of
+// an interrupted operation (an operator killed mid-install) and recovered.
+// The operator itself never leaves a release pending longer than one call.
+const DefaultStaleAfter = 20 * time.Second
+
+// Manager performs the Helm actions of the operator.
+type Manager struct {
+	config     *rest.Config
+	discovery  discovery.CachedDiscoveryInterface
+	mapper     meta.RESTMapper
+	log        *slog.Logger
+	staleAfter time.Duration
+	now        func() time.Time
+
+	mu      sync.Mutex
+	configs map[string]*action.Configuration // by namespace
+}
+
+// NewManager returns a Manager using cfg for everything it does.
+func NewManager(cfg *rest.Config, log *slog.Logger) (*Manager, error) {
+	dc, mapper, err := newSharedDiscovery(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{
+		config: cfg, discovery: dc, mapper: mapper, log: log,
+		staleAfter: DefaultStaleAfter, now: time.Now,
+		configs: map[string]*action.Configuration{},
+	}, nil
+}
+
+// SetStaleAfter changes DefaultStaleAfter (tests shorten it).
+func (m *Manager) SetStaleAfter(d time.Duration) { m.staleAfter = d }
+
+// actionConfig is the Helm configuration for releases in namespace ns.
+func (m *Manager) actionConfig(ns string) (*action.Configuration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cfg, ok := m.configs[ns]; ok {
+		return cfg, nil
+	}
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(m.log.Handler()))
+	getter := &restGetter{config: m.config, namespace: ns, discovery: m.discovery, mapper: m.mapper}
+	if err := cfg.Init(getter, ns, "configmap"); err != nil {
+		return nil, fmt.Errorf("initialising helm for namespace %s: %w", ns, err)
+	}
+	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
+		kc.Namespace = ns
+	}
+	m.configs[ns] = cfg
+	return cfg, nil
+}
+
+// latest returns the newest revision of the release, or nil if it has none.
+func (m *Manager) latest(cfg *action.Configuration, name string) (*helmrelease.Release, error) {
+	r, err := cfg.Releases.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := r.(*helmrelease.Release)
+	if !ok {
+		return nil, fmt.Errorf("release %s has unsupported type %T", name, r)
+	}
+	return rel, nil
+}
+
+// stale reports whether rel is pending from an operation that is not
+// running any more.
+func (m *Manager) stale(rel *helmrelease.Release) bool {
+	if rel == nil || rel.Info == nil || !rel.Info.Status.IsPending() {
+		return false
+	}
+	return m.now().Sub(rel.Info.LastDeployed) > m.staleAfter
+}
+
+// Install creates the release (revision 1).
+func (m *Manager) Install(ctx context.Context, req Request) error {
+	cfg, err := m.actionConfig(req.Namespace)
+	if err != nil {
+		return err
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace = req.Name, req.Namespace
+	in.ServerSideApply, in.ForceConflicts = true, true
+	in.WaitStrategy = kube.HookOnlyStrategy
+	in.Timeout = time.Minute
+	in.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	if _, err := in.RunWithContext(ctx, req.Chart, req.Values); err != nil {
+		return fmt.Errorf("installing release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	return nil
+}
+
+// Upgrade applies the chart and values again: a changed spec is rolled out
+// and drifted or deleted objects are restored. A release an interrupted
+// operation left pending is marked failed first, as Helm refuses to touch a
+// pending release ("another operation is in progress").
+func (m *Manager) Upgrade(ctx context.Context, req Request) error {
+	cfg, err := m.actionConfig(req.Namespace)
+	if err != nil {
+		return err
+	}
+	if err := m.recoverPending(cfg, req.Name); err != nil {
+		return err
+	}
+	up := action.NewUpgrade(cfg)
+	up.Namespace = req.Namespace
+	up.ServerSideApply, up.ForceConflicts = "true", true
+	up.WaitStrategy = kube.HookOnlyStrategy
+	up.Timeout = time.Minute
+	up.MaxHistory = 5
+	up.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	if _, err := up.RunWithContext(ctx, req.Name, req.Chart, req.Values); err != nil {
+		return fmt.Errorf("upgrading release %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	return nil
+}
+
+// recoverPending marks a stale pending latest revision as failed.
+func (m *Manager) recoverPending(cfg *action.Configuration, name string) error {
+	rel, err := m.latest(cfg, name)
+	if err != nil || !m.stale(rel) {
+		return err
+	}
+	m.log.Info("recovering release left pending by an interrupted operation",
+		"release", name, "status", rel.Info.Status, "since", rel.Info.LastDeployed)
+	rel.SetStatus(rcommon.StatusFailed, fmt.Sprintf("%s interrupted; recovered by cloister-operator", rel.Info.Status))
+	if err := cfg.Releases.Update(rel); err != nil {
+		return fmt.Errorf("marking interrupted release %s failed: %w", name, err)
+	}
+	return nil
+}
+
+// Uninstall deletes the release and its objects. A release that does not
+// exist is not an error.
+func (m *Manager) Uninstall(ctx context.Context, namespace, name string) error {
+	cfg, err := m.actionConfig(namespace)
+	if err != nil {
+		return err
+	}
+	un := action.NewUninstall(cfg)
+	un.IgnoreNotFound = true
+	un.WaitStrategy = kube.HookOnlyStrategy
+	un.DeletionPropagation = "background"
+	un.Timeout = time.Minute
+	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return fmt.Errorf("uninstalling release %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
