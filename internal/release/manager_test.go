@@ -240,4 +240,3 @@ func healthyWith(obs *Observation) health.Observations {
 		health.AtLeastOneOwnedObjectPresent: ok, health.AllOwnedObjectsPresent: ok,
 	}}
 }
-
