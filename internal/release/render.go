@@ -106,6 +106,20 @@ func (o ownership) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 			labels[k] = v
 		}
 		obj.SetLabels(labels)
+		// Pods of workloads carry the labels too, so the operator can map a
+		// pod to its CR without parsing names.
+		if tmpl, found, _ := unstructured.NestedMap(obj.Object, "spec", "template", "metadata"); found {
+			podLabels, _, _ := unstructured.NestedStringMap(tmpl, "labels")
+			if podLabels == nil {
+				podLabels = map[string]string{}
+			}
+			for k, v := range o.labels {
+				podLabels[k] = v
+			}
+			if err := unstructured.SetNestedStringMap(obj.Object, podLabels, "spec", "template", "metadata", "labels"); err != nil {
+				return nil, err
+			}
+		}
 		data, err := yaml.Marshal(obj.Object)
 		if err != nil {
 			return nil, err

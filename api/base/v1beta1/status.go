@@ -1,0 +1,13 @@
+package v1beta1
+
+import "github.com/cloister-cc/cloister/api/common"
+
+// GetServiceStatus returns the status every service kind has, for the
+// shared reconciler.
+func (s *SGXPlugin) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }
+
+// GetServiceStatus returns the status every service kind has.
+func (s *LAS) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }
+
+// GetServiceStatus returns the status every service kind has.
+func (s *CEXPlugin) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }

@@ -1,0 +1,7 @@
+package v1beta1
+
+import "github.com/cloister-cc/cloister/api/common"
+
+// GetServiceStatus returns the status every service kind has, for the
+// shared reconciler.
+func (s *CAS) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }
