@@ -243,3 +243,16 @@ func condition(condType, tableType string, o Observation, observed bool) metav1.
 	}
 	return metav1.Condition{Type: condType, Status: st, Reason: reason, Message: msg}
 }
+
+// IsDesired reports whether a condition Evaluate produced (CR or OO,
+// prefixed or not) has the value a HEALTHY CR shows.
+func IsDesired(c metav1.Condition) bool {
+	t := c.Type
+	if slash := strings.LastIndex(t, "/"); slash >= 0 {
+		if dot := strings.LastIndex(t, "."); dot > slash {
+			t = t[dot+1:]
+		}
+	}
+	def, ok := table[t]
+	return ok && c.Status == def.healthy
+}

@@ -249,3 +249,21 @@ func find(cs []metav1.Condition, t string) *metav1.Condition {
 	}
 	return nil
 }
+
+func TestIsDesired(t *testing.T) {
+	for _, tt := range []struct {
+		c    metav1.Condition
+		want bool
+	}{
+		{metav1.Condition{Type: IsHealthy, Status: True}, true},
+		{metav1.Condition{Type: ReleaseFailed, Status: True}, false},
+		{metav1.Condition{Type: ReleaseFailed, Status: False}, true},
+		{metav1.Condition{Type: "daemonset.apps/las-x.OwnedObjectDeletionPresent", Status: False}, true},
+		{metav1.Condition{Type: "daemonset.apps/las-x.EqualSpecs", Status: Unknown}, false},
+		{metav1.Condition{Type: "Ready", Status: True}, false},
+	} {
+		if got := IsDesired(tt.c); got != tt.want {
+			t.Errorf("IsDesired(%s=%s) = %v", tt.c.Type, tt.c.Status, got)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func (m *Manager) Observe(ctx context.Context, req Request) (*Observation, error
 		obs.Deployed = health.Obs(health.False, "ReleaseNotDeployed", detail)
 	}
 
-	if obs.DeployedObjects, err = parseManifest(rel.Manifest); err != nil {
+	if obs.DeployedObjects, err = parseManifestIn(rel.Manifest, req.Namespace); err != nil {
 		return nil, err
 	}
 	obs.SpecChanged = !sameObjects(desired, obs.DeployedObjects)

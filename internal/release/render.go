@@ -38,13 +38,23 @@ func (m *Manager) Render(req Request) ([]*unstructured.Unstructured, error) {
 	if !ok {
 		return nil, fmt.Errorf("rendering release %s: unexpected type %T", req.Name, r)
 	}
-	objs, err := parseManifest(rel.Manifest)
+	objs, err := parseManifestIn(rel.Manifest, req.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("rendering release %s/%s: %w", req.Namespace, req.Name, err)
 	}
+	return objs, nil
+}
+
+// parseManifestIn parses a release manifest whose namespaced objects
+// without a namespace belong to namespace ns.
+func parseManifestIn(manifest, ns string) ([]*unstructured.Unstructured, error) {
+	objs, err := parseManifest(manifest)
+	if err != nil {
+		return nil, err
+	}
 	for _, o := range objs {
 		if o.GetNamespace() == "" && namespaced(o) {
-			o.SetNamespace(req.Namespace)
+			o.SetNamespace(ns)
 		}
 	}
 	return objs, nil

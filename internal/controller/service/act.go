@@ -1,0 +1,144 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/release"
+)
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// act takes the action the engine chose, then asks to look again: the next
+// pass observes its effect.
+func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, res health.Result, oos []OwnedObject) (ctrl.Result, error) {
+	logger := log.FromContext(ctx).WithValues("action", res.Action.String())
+	again := ctrl.Result{RequeueAfter: actedRecheck}
+	var err error
+	switch res.Action {
+	case health.ActionNone:
+		return ctrl.Result{}, nil
+	case health.ActionWait:
+		return ctrl.Result{RequeueAfter: waitDelay}, nil
+	case health.ActionUninstall:
+		if err = r.Releases.Uninstall(ctx, req.Namespace, req.Name); err != nil && r.deletionTimedOut(obj) {
+			// Never let deletion hang on a release that cannot be removed.
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "UninstallTimedOut", "Delete",
+				"giving up on uninstalling release %s/%s after %s: %v", req.Namespace, req.Name, r.deletionTimeout(), err)
+			return again, r.removeFinalizer(ctx, obj)
+		}
+		r.record(obj, err, "Uninstalled", "Uninstall", "release %s/%s uninstalled", req.Namespace, req.Name)
+	case health.ActionRemoveFinalizer:
+		err = r.removeFinalizer(ctx, obj)
+		if err == nil {
+			r.Metrics.Forget(r.Kind.Name(), obj.GetNamespace(), obj.GetName())
+			return ctrl.Result{}, nil
+		}
+	case health.ActionAddFinalizer:
+		before := obj.DeepCopyObject().(Object)
+		controllerutil.AddFinalizer(obj, Finalizer)
+		err = r.Client.Patch(ctx, obj, client.MergeFrom(before))
+	case health.ActionRemoveOwners, health.ActionSetOwner:
+		err = r.fixOwners(ctx, obj, res, oos, req)
+	case health.ActionInstall:
+		err = r.Releases.Install(ctx, req)
+		r.record(obj, err, "Installed", "Install", "release %s/%s installed", req.Namespace, req.Name)
+	case health.ActionUninstallFailed:
+		err = r.Releases.Uninstall(ctx, req.Namespace, req.Name)
+		r.record(obj, err, "UninstalledFailedRelease", "Uninstall", "failed release %s/%s uninstalled, to be installed again", req.Namespace, req.Name)
+	case health.ActionUpgrade:
+		err = r.Releases.Upgrade(ctx, req)
+		r.record(obj, err, "Upgraded", "Upgrade", "release %s/%s upgraded: spec rolled out, drift repaired", req.Namespace, req.Name)
+	default:
+		return ctrl.Result{}, fmt.Errorf("unknown action %v", res.Action)
+	}
+	if err != nil {
+		logger.Error(err, "action failed")
+		return ctrl.Result{}, err // controller-runtime backs off
+	}
+	logger.V(1).Info("action taken", "target", res.Target)
+	return again, nil
+}
+
+// record emits an Event for a completed (or failed) action.
+func (r *Reconciler) record(obj Object, err error, reason, action, format string, args ...any) {
+	if err != nil {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason+"Failed", action, "%v", err)
+		return
+	}
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, reason, action, format, args...)
+}
+
+func (r *Reconciler) deletionTimeout() time.Duration {
+	if r.DeletionTimeout > 0 {
+		return r.DeletionTimeout
+	}
+	return 2 * time.Minute
+}
+
+func (r *Reconciler) deletionTimedOut(obj Object) bool {
+	ts := obj.GetDeletionTimestamp()
+	return ts != nil && r.now().Sub(ts.Time) > r.deletionTimeout()
+}
+
+func (r *Reconciler) removeFinalizer(ctx context.Context, obj Object) error {
+	before := obj.DeepCopyObject().(Object)
+	if !controllerutil.RemoveFinalizer(obj, Finalizer) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, obj, client.MergeFrom(before)))
+}
+
+// fixOwners makes the CR the target object's sole controller owner: action
+// 4 drops the other owners, action 5 adds the CR.
+func (r *Reconciler) fixOwners(ctx context.Context, obj Object, res health.Result, oos []OwnedObject, req release.Request) error {
+	var oo *OwnedObject
+	for i := range oos {
+		if oos[i].ID == res.Target {
+			oo = &oos[i]
+		}
+	}
+	if oo == nil || oo.Live == nil {
+		return nil // gone meanwhile: the next pass sees it
+	}
+	var owners []metav1.OwnerReference
+	for _, o := range oo.Live.GetOwnerReferences() {
+		if o.UID == obj.GetUID() {
+			owners = append(owners, o)
+		}
+	}
+	if res.Action == health.ActionSetOwner && len(owners) == 0 {
+		owners = []metav1.OwnerReference{req.Owner}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": owners, "resourceVersion": oo.Live.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	target := oo.Live.DeepCopy()
+	if err := r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("setting owners of %s: %w", oo.ID, err)
+	}
+	reason := "RemovedForeignOwners"
+	if res.Action == health.ActionSetOwner {
+		reason = "SetOwner"
+	}
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Update", "%s now has %s as its only owner", oo.ID, r.Kind.Name())
+	return nil
+}

@@ -1,0 +1,175 @@
+// Package service is the reconciler every Helm-managed service kind shares
+// (SGXPlugin, LAS, and later CAS and CEXPlugin): fetch the CR, observe its
+// release and owned objects, let the status engine (internal/health) pick
+// the state and the one next action, write the status only when it changed,
+// then act. A Kind supplies what differs: chart, values and its own metrics.
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/metrics"
+	"github.com/cloister-cc/cloister/internal/release"
+)
+
+// Finalizer keeps a CR until its release is uninstalled.
+const Finalizer = "cloister.dev/release"
+
+// Labels the operator puts on every owned object (and its pods).
+const (
+	LabelOwnerKind      = "cloister.dev/owner-kind"
+	LabelOwnerName      = "cloister.dev/owner-name"
+	LabelOwnerNamespace = "cloister.dev/owner-namespace"
+)
+
+// Object is a service CR.
+type Object interface {
+	client.Object
+	GetServiceStatus() *common.ServiceStatus
+}
+
+// Kind adapts one service CRD to the reconciler.
+type Kind interface {
+	// Name is the API kind, e.g. "SGXPlugin".
+	Name() string
+	// ReleasePrefix names the kind's releases: <prefix>-<CR name>.
+	ReleasePrefix() string
+	// New returns an empty CR of the kind.
+	New() Object
+	Chart() *chart.Chart
+	// Release returns the namespace of the CR's release and objects, and
+	// the chart values for the CR.
+	Release(obj Object, operatorNamespace string) (namespace string, values map[string]any, err error)
+	// Observe sets the kind's own status fields (metrics, alerts) and
+	// says whether the CR is healthy (the IsHealthy condition).
+	Observe(ctx context.Context, obj Object, oos []OwnedObject) health.Observation
+	// Metrics are the kind's status fields as Prometheus samples.
+	Metrics(obj Object) []metrics.Sample
+}
+
+// Reconciler reconciles the CRs of one Kind.
+type Reconciler struct {
+	// Client reads the CR and other cached objects and writes.
+	Client client.Client
+	// Reader reads owned objects past the cache.
+	Reader            client.Reader
+	Scheme            *runtime.Scheme
+	Releases          *release.Manager
+	Recorder          events.EventRecorder
+	Metrics           *metrics.Recorder
+	Kind              Kind
+	OperatorNamespace string
+	// DeletionTimeout bounds how long deletion waits for an uninstall that
+	// keeps failing before the finalizer goes anyway.
+	DeletionTimeout time.Duration
+	Now             func() time.Time
+}
+
+const (
+	// waitDelay paces action 7 (a release in transition, something not yet
+	// observable): watches bring most changes sooner.
+	waitDelay = 2 * time.Second
+	// actedRecheck is how soon the effect of an action is observed.
+	actedRecheck = 200 * time.Millisecond
+)
+
+// Reconcile observes one CR, writes its status and takes the next action.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.Kind.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.Forget(r.Kind.Name(), req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	before := obj.DeepCopyObject().(Object)
+
+	rreq, err := r.releaseRequest(obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs, oos, err := r.observe(ctx, obj, rreq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	res := health.Evaluate(obs)
+	r.setStatus(obj, res)
+	if err := r.writeStatus(ctx, before, obj); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.announceState(ctx, obj, before.GetServiceStatus().State)
+	if obj.GetDeletionTimestamp() == nil {
+		r.Metrics.Record(r.Kind.Name(), obj.GetNamespace(), obj.GetName(), obj.GetServiceStatus().State, r.Kind.Metrics(obj))
+	}
+	return r.act(ctx, obj, rreq, res, oos)
+}
+
+// releaseRequest is the release the CR should have.
+func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
+	ns, values, err := r.Kind.Release(obj, r.OperatorNamespace)
+	if err != nil {
+		return release.Request{}, fmt.Errorf("computing release of %s %s: %w", r.Kind.Name(), obj.GetName(), err)
+	}
+	gvk, err := apiutil.GVKForObject(obj, r.Scheme)
+	if err != nil {
+		return release.Request{}, err
+	}
+	yes := true
+	labels := map[string]string{LabelOwnerKind: r.Kind.Name(), LabelOwnerName: obj.GetName()}
+	if obj.GetNamespace() != "" {
+		labels[LabelOwnerNamespace] = obj.GetNamespace()
+	}
+	return release.Request{
+		Name:      r.Kind.ReleasePrefix() + "-" + obj.GetName(),
+		Namespace: ns,
+		Chart:     r.Kind.Chart(),
+		Values:    values,
+		Owner: metav1.OwnerReference{
+			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: obj.GetName(), UID: obj.GetUID(),
+			Controller: &yes, BlockOwnerDeletion: &yes,
+		},
+		Labels: labels,
+	}, nil
+}
+
+// writeStatus patches the status subresource if, and only if, it changed:
+// an idle cluster sees no writes.
+func (r *Reconciler) writeStatus(ctx context.Context, before, obj Object) error {
+	if equality.Semantic.DeepEqual(statusOf(before), statusOf(obj)) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing status of %s %s: %w", r.Kind.Name(), obj.GetName(), err)
+	}
+	log.FromContext(ctx).V(1).Info("status written", "state", obj.GetServiceStatus().State)
+	return nil
+}
+
+// statusOf extracts the whole status (service fields and the kind's own)
+// through the unstructured converter, so no kind needs its own comparer.
+func statusOf(obj Object) any {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil
+	}
+	return u["status"]
+}
