@@ -11,7 +11,9 @@ LDFLAGS := -X github.com/cloister-cc/cloister/internal/version.Version=$(VERSION
 CLOISTER := $(BIN)/cloister
 # Also in config/crd's staleness test: keep the two in step.
 CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/... \
-                       output:crd:artifacts:config=config/crd/bases
+                       output:crd:artifacts:config=config/crd/bases \
+                       rbac:roleName=cloister-operator paths=./internal/... \
+                       output:rbac:artifacts:config=config/rbac
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 

@@ -67,7 +67,9 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	copyTree(t, filepath.Join(repoRoot, "api"), filepath.Join(work, "api"))
+	for _, dir := range []string{"api", "internal", "charts"} {
+		copyTree(t, filepath.Join(repoRoot, dir), filepath.Join(work, dir))
+	}
 	cmd := exec.Command(controllerGen, controllerGenArgs(t)...)
 	cmd.Dir = work
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -91,6 +93,13 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	}
 	for _, g := range generatedCRDs {
 		compare(g, filepath.Join(repoRoot, "config/crd/bases", filepath.Base(g)))
+	}
+	generatedRBAC, _ := filepath.Glob(filepath.Join(work, "config/rbac/*.yaml"))
+	if len(generatedRBAC) == 0 {
+		t.Error("controller-gen made no RBAC")
+	}
+	for _, g := range generatedRBAC {
+		compare(g, filepath.Join(repoRoot, "config/rbac", filepath.Base(g)))
 	}
 	deepcopies, _ := filepath.Glob(filepath.Join(work, "api/*/zz_generated.deepcopy.go"))
 	more, _ := filepath.Glob(filepath.Join(work, "api/*/*/zz_generated.deepcopy.go"))

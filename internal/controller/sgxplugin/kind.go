@@ -6,7 +6,6 @@ package sgxplugin
 import (
 	"context"
 
-	chart "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,10 +18,7 @@ import (
 
 // Kind adapts SGXPlugin to the service reconciler.
 type Kind struct {
-	// Reader lists nodes and pods (the manager's cache).
-	Reader       client.Reader
-	ChartData    *chart.Chart
-	DefaultImage string
+	service.Base
 }
 
 var _ service.Kind = (*Kind)(nil)
@@ -30,17 +26,12 @@ var _ service.Kind = (*Kind)(nil)
 func (k *Kind) Name() string                       { return "SGXPlugin" }
 func (k *Kind) ReleasePrefix() string              { return "sgx" }
 func (k *Kind) New() service.Object                { return &basev1beta1.SGXPlugin{} }
-func (k *Kind) Chart() *chart.Chart                { return k.ChartData }
 func as(obj service.Object) *basev1beta1.SGXPlugin { return obj.(*basev1beta1.SGXPlugin) }
 
 // Release places the plugin in spec.namespace (default: the operator's).
 func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, map[string]any, error) {
 	p := as(obj)
-	ns := p.Spec.Namespace
-	if ns == "" {
-		ns = operatorNamespace
-	}
-	values, err := service.CommonValues(&p.Spec.ServiceSpec, k.DefaultImage)
+	ns, values, err := service.NamespacedValues(&p.Spec.ServiceSpec, p.Spec.Namespace, operatorNamespace, k.DefaultImage)
 	if err != nil {
 		return "", nil, err
 	}

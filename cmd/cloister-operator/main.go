@@ -1,0 +1,62 @@
+// Command cloister-operator runs Cloister's controllers; see internal/operator.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cloister-cc/cloister/internal/operator"
+	"github.com/cloister-cc/cloister/internal/version"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "cloister-operator: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	v := version.Get()
+	opts := operator.Options{Namespace: os.Getenv("OPERATOR_NAMESPACE")}
+	if opts.Namespace == "" {
+		opts.Namespace = "cloister-system"
+	}
+	var logLevel string
+	fs := flag.NewFlagSet("cloister-operator", flag.ContinueOnError)
+	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443",
+		"address of the metrics endpoint (HTTPS with Kubernetes authn/authz unless --metrics-secure=false); 0 disables it")
+	fs.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "serve metrics over HTTPS, for authenticated and authorized clients only")
+	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader among replicas (lease in $OPERATOR_NAMESPACE)")
+	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version,
+		"default image of the SGX device plugin")
+	fs.StringVar(&opts.Images.LAS, "las-image", "ghcr.io/cloister-cc/cloister-las:"+v.Version, "default image of LAS")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", logLevel)
+	}
+	handler := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	log := slog.New(handler)
+	ctrl.SetLogger(logr.FromSlogHandler(handler))
+
+	cfg, err := ctrl.GetConfig() // in the cluster, or $KUBECONFIG outside it
+	if err != nil {
+		return fmt.Errorf("finding the cluster: %w", err)
+	}
+	mgr, err := operator.New(cfg, opts, log)
+	if err != nil {
+		return err
+	}
+	log.Info("starting cloister-operator", "version", v.Version, "commit", v.Commit, "namespace", opts.Namespace)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
