@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/cloister-cc/cloister/internal/operator"
+	"github.com/cloister-cc/cloister/internal/release"
 	"github.com/cloister-cc/cloister/internal/version"
 )
 
@@ -37,6 +38,8 @@ func run() error {
 	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version,
 		"default image of the SGX device plugin")
 	fs.StringVar(&opts.Images.LAS, "las-image", "ghcr.io/cloister-cc/cloister-las:"+v.Version, "default image of LAS")
+	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
+		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err

@@ -46,6 +46,10 @@ type Options struct {
 	// default namespace of cluster-scoped services' objects.
 	Namespace string
 	Images    Images
+	// InterruptedReleaseAfter is how long a release may stay pending before
+	// it is recovered as the leftover of a killed operator; 0 means
+	// release.DefaultStaleAfter.
+	InterruptedReleaseAfter time.Duration
 }
 
 // Images are the default images of the services.
@@ -119,6 +123,9 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 	releases, err := release.NewManager(mgr.GetConfig(), log)
 	if err != nil {
 		return nil, err
+	}
+	if opts.InterruptedReleaseAfter > 0 {
+		releases.SetStaleAfter(opts.InterruptedReleaseAfter)
 	}
 	recorder := metrics.NewRecorder(crmetrics.Registry)
 	reconciler := func(kind service.Kind) *service.Reconciler {

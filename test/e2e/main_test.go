@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,12 @@ var shared struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if sharedOp.op != nil {
+		if err := sharedOp.op.signal(syscall.SIGTERM); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
 	if shared.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if _, err := shared.cluster.Down(ctx); err != nil {

@@ -1,0 +1,346 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/operator"
+)
+
+// operatorNamespace is where the operator keeps its lease and, by default,
+// the objects of LAS and SGXPlugin.
+const operatorNamespace = "cloister-system"
+
+// repoRoot is the checkout this test runs in (test/e2e is two levels down).
+func repoRoot(tb testing.TB) string {
+	tb.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return root
+}
+
+var operatorBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// operatorBinary builds cmd/cloister-operator once per test run: the tests
+// run the real binary, as `make demo` and a cluster do.
+func operatorBinary(tb testing.TB) string {
+	tb.Helper()
+	operatorBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cloister-e2e-bin-")
+		if err != nil {
+			operatorBuild.err = err
+			return
+		}
+		operatorBuild.path = filepath.Join(dir, "cloister-operator")
+		cmd := exec.Command("go", "build", "-o", operatorBuild.path, "./cmd/cloister-operator")
+		cmd.Dir = repoRoot(tb)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			operatorBuild.err = fmt.Errorf("building cloister-operator: %v\n%s", err, out)
+		}
+	})
+	if operatorBuild.err != nil {
+		tb.Fatal(operatorBuild.err)
+	}
+	return operatorBuild.path
+}
+
+// operatorProcess is one cloister-operator process against a dev cluster.
+type operatorProcess struct {
+	bin, kubeconfig, logPath string
+	metricsAddr, probeAddr   string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newOperator(tb testing.TB, c *devcluster.Cluster) *operatorProcess {
+	tb.Helper()
+	return &operatorProcess{
+		bin: operatorBinary(tb), kubeconfig: c.KubeconfigPath(),
+		logPath:     filepath.Join(c.Workdir, "operator.log"),
+		metricsAddr: freeAddr(tb), probeAddr: freeAddr(tb),
+	}
+}
+
+// start runs the operator and waits until it answers /readyz.
+func (o *operatorProcess) start(tb testing.TB) {
+	tb.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	logFile, err := os.OpenFile(o.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(o.bin,
+		"--metrics-bind-address="+o.metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address="+o.probeAddr,
+		"--interrupted-release-after=5s", "--log-level=debug")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+o.kubeconfig, "OPERATOR_NAMESPACE="+operatorNamespace)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("starting cloister-operator: %v", err)
+	}
+	o.cmd, o.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(o.done)
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-o.done:
+			return false, fmt.Errorf("cloister-operator exited: %s", cmd.ProcessState)
+		default:
+		}
+		resp, err := http.Get("http://" + o.probeAddr + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		tb.Fatalf("cloister-operator not ready: %v; log %s:\n%s", err, o.logPath, tailFile(o.logPath, 30))
+	}
+}
+
+// signal sends sig and waits for the process to exit.
+func (o *operatorProcess) signal(sig syscall.Signal) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cmd == nil {
+		return nil
+	}
+	_ = o.cmd.Process.Signal(sig)
+	select {
+	case <-o.done:
+	case <-time.After(time.Minute):
+		return fmt.Errorf("cloister-operator did not exit on %v", sig)
+	}
+	o.cmd = nil
+	return nil
+}
+
+func (o *operatorProcess) kill(tb testing.TB) {
+	tb.Helper()
+	if err := o.signal(syscall.SIGKILL); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (o *operatorProcess) stop(tb testing.TB) {
+	tb.Helper()
+	if err := o.signal(syscall.SIGTERM); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (o *operatorProcess) pid() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cmd == nil {
+		return 0
+	}
+	return o.cmd.Process.Pid
+}
+
+// apiRequests scrapes the operator's own count of API requests by method.
+func (o *operatorProcess) apiRequests(tb testing.TB) map[string]float64 {
+	tb.Helper()
+	resp, err := http.Get("http://" + o.metricsAddr + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	byMethod := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "cloister_operator_api_requests_total{") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `method="`)
+		method, _, _ := strings.Cut(rest, `"`)
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			tb.Fatalf("parsing %q: %v", line, err)
+		}
+		byMethod[method] += v
+	}
+	if len(byMethod) == 0 {
+		tb.Fatal("the operator exports no cloister_operator_api_requests_total")
+	}
+	return byMethod
+}
+
+// peakRSS is the operator process's high-water resident memory in bytes.
+func (o *operatorProcess) peakRSS(tb testing.TB) int64 {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", o.pid()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	tb.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+func tailFile(path string, lines int) string {
+	data, _ := os.ReadFile(path)
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// kubectl runs the pinned kubectl against c.
+func kubectl(t testing.TB, c *devcluster.Cluster, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(tools(t).Path("kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath()}, args...)...)
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// installCRDs applies config/crd/bases as a user would and waits until the
+// API server serves them; it also creates the operator's namespace.
+func installCRDs(tb testing.TB, c *devcluster.Cluster, cs kubernetes.Interface) {
+	tb.Helper()
+	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "config/crd/bases"); err != nil {
+		tb.Fatalf("installing CRDs: %v\n%s", err, out)
+	}
+	if out, err := kubectl(tb, c, "wait", "--for=condition=Established", "--timeout=60s", "-f", "config/crd/bases"); err != nil {
+		tb.Fatalf("waiting for CRDs: %v\n%s", err, out)
+	}
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		tb.Fatal(err)
+	}
+}
+
+var sharedOp struct {
+	once sync.Once
+	op   *operatorProcess
+	crs  client.WithWatch
+}
+
+// sharedOperator is the operator of the shared cluster, with the CRDs
+// installed; TestMain stops it. A test that kills it starts it again.
+func sharedOperator(t *testing.T) (*devcluster.Cluster, kubernetes.Interface, client.WithWatch, *operatorProcess) {
+	t.Helper()
+	c, cs := sharedCluster(t)
+	sharedOp.once.Do(func() {
+		installCRDs(t, c, cs)
+		cfg, err := c.RESTConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		scheme, err := operator.Scheme()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sharedOp.crs, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+			t.Fatal(err)
+		}
+		sharedOp.op = newOperator(t, c)
+		sharedOp.op.start(t)
+	})
+	if sharedOp.op == nil || sharedOp.op.pid() == 0 {
+		t.Fatal("the shared operator is not running (an earlier test failed to start it)")
+	}
+	return c, cs, sharedOp.crs, sharedOp.op
+}
+
+// serviceCR is what the tests read of LAS and SGXPlugin CRs.
+type serviceCR interface {
+	client.Object
+	GetServiceStatus() *common.ServiceStatus
+}
+
+// waitFor polls cond until it holds, failing t after timeout with the last
+// reason cond gave.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, why, err := cond(ctx)
+		last = why
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last seen: %s)", what, err, last)
+	}
+}
+
+// waitState waits until the CR's state is want and its status describes
+// its latest generation.
+func waitState(t testing.TB, crs client.Client, obj serviceCR, want common.State) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s %s to be %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), want), 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			if err := crs.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return false, err.Error(), nil
+			}
+			st := obj.GetServiceStatus()
+			return st.State == want && st.ObservedGeneration == obj.GetGeneration(),
+				fmt.Sprintf("state %s, generation %d observed %d, conditions %v", st.State, obj.GetGeneration(), st.ObservedGeneration, notDesired(st.Conditions)), nil
+		})
+}
+
+// notDesired lists the conditions that are not as a HEALTHY CR shows
+// them, for failure messages.
+func notDesired(conds []metav1.Condition) []string {
+	var out []string
+	for _, c := range conds {
+		if !health.IsDesired(c) {
+			out = append(out, c.Type+"="+string(c.Status)+"("+c.Reason+")")
+		}
+	}
+	return out
+}
