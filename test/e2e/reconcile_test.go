@@ -34,7 +34,9 @@ func newLAS(t *testing.T, crs client.Client, name, ns string, port int32) *basev
 	if err := crs.Create(context.Background(), las); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = crs.Delete(context.Background(), &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	t.Cleanup(func() {
+		_ = crs.Delete(context.Background(), &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 	return las
 }
 
@@ -176,10 +178,19 @@ func TestDeletionLeavesNothing(t *testing.T) {
 	}
 	release := "sgx-" + plugin.Name
 	for what, get := range map[string]func() error{
-		"DaemonSet":          func() error { _, err := getDaemonSet(ctx, cs, ns, release); return err },
-		"ClusterRole":        func() error { _, err := cs.RbacV1().ClusterRoles().Get(ctx, "cloister-"+release, metav1.GetOptions{}); return err },
-		"ClusterRoleBinding": func() error { _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "cloister-"+release, metav1.GetOptions{}); return err },
-		"ServiceAccount":     func() error { _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, release, metav1.GetOptions{}); return err },
+		"DaemonSet": func() error { _, err := getDaemonSet(ctx, cs, ns, release); return err },
+		"ClusterRole": func() error {
+			_, err := cs.RbacV1().ClusterRoles().Get(ctx, "cloister-"+release, metav1.GetOptions{})
+			return err
+		},
+		"ClusterRoleBinding": func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "cloister-"+release, metav1.GetOptions{})
+			return err
+		},
+		"ServiceAccount": func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, release, metav1.GetOptions{})
+			return err
+		},
 	} {
 		if err := get(); err != nil {
 			t.Fatalf("%s of a HEALTHY plugin: %v", what, err)
