@@ -57,19 +57,13 @@ lint: tools
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
 
-## demo: bring up the dev cluster and show its TEE nodes.
+## demo: the dev cluster, the CRDs, cloister-operator and the SGXPlugin and
+## LAS samples, shown HEALTHY (hack/demo.sh).
 demo: build
-	$(CLOISTER) dev up
-	@echo
-	"$$($(CLOISTER) dev tools)/kubectl" --kubeconfig "$$($(CLOISTER) dev kubeconfig)" \
-		get nodes -L cloister.dev/tee -L kubernetes.io/arch
-	@echo
-	@echo "The cluster keeps running. Use it with:"
-	@echo "  export KUBECONFIG=$$($(CLOISTER) dev kubeconfig)"
-	@echo "Remove it with: make demo-down"
+	hack/demo.sh up
 
 demo-down: build
-	$(CLOISTER) dev down
+	hack/demo.sh down
 
 ## clean: remove built binaries (the toolchain cache stays; rm -rf .cache to drop it).
 clean:
