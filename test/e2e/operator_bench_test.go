@@ -1,0 +1,149 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/controller/service"
+	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/operator"
+)
+
+// benchOperator brings up a cluster of n nodes with the CRDs and a running
+// operator, all removed when b ends.
+func benchOperator(b *testing.B, n int) (*devcluster.Cluster, kubernetes.Interface, client.Client, *operatorProcess) {
+	b.Helper()
+	c := newCluster(b, fmt.Sprintf("bench-op-%d", n))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := c.Up(ctx, n); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if _, err := c.Down(context.Background()); err != nil {
+			b.Error(err)
+		}
+		os.RemoveAll(c.Workdir)
+	})
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	installCRDs(b, c, cs)
+	scheme, err := operator.Scheme()
+	if err != nil {
+		b.Fatal(err)
+	}
+	crs, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	op := newOperator(b, c)
+	op.start(b)
+	b.Cleanup(func() { _ = op.signal(syscall.SIGKILL) })
+	return c, cs, crs, op
+}
+
+// pollUntil checks cond every 10 ms: benchmarks want the latency, not the
+// poll interval.
+func pollUntil(b *testing.B, what string, cond func(ctx context.Context) (bool, error)) {
+	b.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Minute, true, cond); err != nil {
+		b.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func healthy(crs client.Client, obj serviceCR) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		if err := crs.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, nil
+		}
+		st := obj.GetServiceStatus()
+		return st.State == common.StateHealthy && st.ObservedGeneration == obj.GetGeneration(), nil
+	}
+}
+
+// BenchmarkSamplesToHealthy is the time from `kubectl apply` of the SGXPlugin
+// and LAS samples to both being HEALTHY on a 3-node cluster (goal: 5 s).
+func BenchmarkSamplesToHealthy(b *testing.B) {
+	c, cs, crs, _ := benchOperator(b, 3)
+	ctx := context.Background()
+	b.ResetTimer()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "sgxplugin-sample"}}
+		las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "las-sample"}}
+		b.StartTimer()
+		if out, err := kubectl(b, c, "apply", "-f", "config/samples/base_v1beta1_sgxplugin.yaml", "-f", "config/samples/base_v1beta1_las.yaml"); err != nil {
+			b.Fatalf("%v\n%s", err, out)
+		}
+		pollUntil(b, "SGXPlugin HEALTHY", healthy(crs, plugin))
+		pollUntil(b, "LAS HEALTHY", healthy(crs, las))
+		b.StopTimer()
+		if err := crs.Delete(ctx, plugin); err != nil {
+			b.Fatal(err)
+		}
+		if err := crs.Delete(ctx, las); err != nil {
+			b.Fatal(err)
+		}
+		// Gone, pods included: the next LAS needs the host port.
+		pollUntil(b, "the samples and their pods to be gone", func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: service.LabelOwnerKind})
+			errP := crs.Get(ctx, client.ObjectKeyFromObject(plugin), plugin)
+			errL := crs.Get(ctx, client.ObjectKeyFromObject(las), las)
+			return err == nil && len(pods.Items) == 0 && client.IgnoreNotFound(errP) == nil && errP != nil &&
+				client.IgnoreNotFound(errL) == nil && errL != nil, nil
+		})
+	}
+}
+
+// BenchmarkAllocatableChange1000Nodes is, on 1,000 simulated nodes with the
+// SGX plugin on every one, the time from a change of an SGX node's
+// allocatable enclave devices to the SGXPlugin status showing it (goal:
+// 10 s), and the operator's peak RSS (goal: 150 MiB).
+func BenchmarkAllocatableChange1000Nodes(b *testing.B) {
+	c, cs, crs, op := benchOperator(b, 1000)
+	if out, err := kubectl(b, c, "apply", "-f", "config/samples/base_v1beta1_sgxplugin.yaml"); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "sgxplugin-sample"}}
+	start := time.Now()
+	pollUntil(b, "SGXPlugin HEALTHY on 1000 nodes", healthy(crs, plugin))
+	b.Logf("SGXPlugin HEALTHY on 1000 nodes %s after apply (desired %d ready %d, %d SGX nodes)",
+		time.Since(start).Round(time.Millisecond), plugin.Status.DesiredReplicas, plugin.Status.ReadyReplicas,
+		len(plugin.Status.CapacitySGXDevicesPerNode))
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		node := fmt.Sprintf("sgx-%d", 5*(i%200))
+		want := int32(50 + i%50)
+		patch := fmt.Sprintf(`{"status":{"allocatable":{%q:"%d"}}}`, sgxplugin.ResourceEnclave, want)
+		if _, err := cs.CoreV1().Nodes().PatchStatus(ctx, node, []byte(patch)); err != nil {
+			b.Fatal(err)
+		}
+		pollUntil(b, "the status to show "+node+"'s new allocatable", func(ctx context.Context) (bool, error) {
+			if err := crs.Get(ctx, client.ObjectKeyFromObject(plugin), plugin); err != nil {
+				return false, nil
+			}
+			return plugin.Status.CapacitySGXDevicesPerNode[node] == want, nil
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(op.peakRSS(b))/(1<<20), "peak-RSS-MiB")
+}
