@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/toolchain"
@@ -31,6 +33,8 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	// The tests' own controller-runtime clients log nothing worth reading.
+	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
 	if sharedOp.op != nil {
 		if err := sharedOp.op.signal(syscall.SIGTERM); err != nil {
