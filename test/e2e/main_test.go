@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -41,6 +42,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
+	}
+	if operatorBuild.path != "" {
+		os.RemoveAll(filepath.Dir(operatorBuild.path))
 	}
 	if shared.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
