@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/devcluster"
@@ -39,9 +38,10 @@ func namespace(t *testing.T, cs kubernetes.Interface) string {
 
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	waitFor(t, what, waitTimeout, func(ctx context.Context) (bool, string, error) {
+		ok, err := cond(ctx)
+		return ok, "", err
+	})
 }
 
 func TestNodesLookLikeTEEHosts(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,21 +62,9 @@ func benchOperator(b *testing.B, n int) (*devcluster.Cluster, kubernetes.Interfa
 
 // pollUntil checks cond every 10 ms: benchmarks want the latency, not the
 // poll interval.
-func pollUntil(b *testing.B, what string, cond func(ctx context.Context) (bool, error)) {
+func pollUntil(b *testing.B, what string, cond func(ctx context.Context) (bool, string, error)) {
 	b.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Minute, true, cond); err != nil {
-		b.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-func healthy(crs client.Client, obj serviceCR) func(ctx context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		if err := crs.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return false, nil
-		}
-		st := obj.GetServiceStatus()
-		return st.State == common.StateHealthy && st.ObservedGeneration == obj.GetGeneration(), nil
-	}
+	poll(b, what, 10*time.Millisecond, 5*time.Minute, cond)
 }
 
 // BenchmarkSamplesToHealthy is the time from `kubectl apply` of the SGXPlugin
@@ -93,8 +81,8 @@ func BenchmarkSamplesToHealthy(b *testing.B) {
 		if out, err := kubectl(b, c, "apply", "-f", "config/samples/base_v1beta1_sgxplugin.yaml", "-f", "config/samples/base_v1beta1_las.yaml"); err != nil {
 			b.Fatalf("%v\n%s", err, out)
 		}
-		pollUntil(b, "SGXPlugin HEALTHY", healthy(crs, plugin))
-		pollUntil(b, "LAS HEALTHY", healthy(crs, las))
+		pollUntil(b, "SGXPlugin HEALTHY", inState(crs, plugin, common.StateHealthy))
+		pollUntil(b, "LAS HEALTHY", inState(crs, las, common.StateHealthy))
 		b.StopTimer()
 		if err := crs.Delete(ctx, plugin); err != nil {
 			b.Fatal(err)
@@ -103,12 +91,15 @@ func BenchmarkSamplesToHealthy(b *testing.B) {
 			b.Fatal(err)
 		}
 		// Gone, pods included: the next LAS needs the host port.
-		pollUntil(b, "the samples and their pods to be gone", func(ctx context.Context) (bool, error) {
+		pollUntil(b, "the samples and their pods to be gone", func(ctx context.Context) (bool, string, error) {
 			pods, err := cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: service.LabelOwnerKind})
+			if err != nil {
+				return false, err.Error(), nil
+			}
 			errP := crs.Get(ctx, client.ObjectKeyFromObject(plugin), plugin)
 			errL := crs.Get(ctx, client.ObjectKeyFromObject(las), las)
-			return err == nil && len(pods.Items) == 0 && client.IgnoreNotFound(errP) == nil && errP != nil &&
-				client.IgnoreNotFound(errL) == nil && errL != nil, nil
+			return len(pods.Items) == 0 && apierrors.IsNotFound(errP) && apierrors.IsNotFound(errL),
+				fmt.Sprintf("%d pods, SGXPlugin: %v, LAS: %v", len(pods.Items), errP, errL), nil
 		})
 	}
 }
@@ -124,7 +115,7 @@ func BenchmarkAllocatableChange1000Nodes(b *testing.B) {
 	}
 	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "sgxplugin-sample"}}
 	start := time.Now()
-	pollUntil(b, "SGXPlugin HEALTHY on 1000 nodes", healthy(crs, plugin))
+	pollUntil(b, "SGXPlugin HEALTHY on 1000 nodes", inState(crs, plugin, common.StateHealthy))
 	b.Logf("SGXPlugin HEALTHY on 1000 nodes %s after apply (desired %d ready %d, %d SGX nodes)",
 		time.Since(start).Round(time.Millisecond), plugin.Status.DesiredReplicas, plugin.Status.ReadyReplicas,
 		len(plugin.Status.CapacitySGXDevicesPerNode))
@@ -137,11 +128,12 @@ func BenchmarkAllocatableChange1000Nodes(b *testing.B) {
 		if _, err := cs.CoreV1().Nodes().PatchStatus(ctx, node, []byte(patch)); err != nil {
 			b.Fatal(err)
 		}
-		pollUntil(b, "the status to show "+node+"'s new allocatable", func(ctx context.Context) (bool, error) {
+		pollUntil(b, "the status to show "+node+"'s new allocatable", func(ctx context.Context) (bool, string, error) {
 			if err := crs.Get(ctx, client.ObjectKeyFromObject(plugin), plugin); err != nil {
-				return false, nil
+				return false, err.Error(), nil
 			}
-			return plugin.Status.CapacitySGXDevicesPerNode[node] == want, nil
+			got := plugin.Status.CapacitySGXDevicesPerNode[node]
+			return got == want, fmt.Sprintf("capacity %d", got), nil
 		})
 	}
 	b.StopTimer()

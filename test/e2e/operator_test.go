@@ -303,18 +303,37 @@ type serviceCR interface {
 	GetServiceStatus() *common.ServiceStatus
 }
 
-// waitFor polls cond until it holds, failing t after timeout with the last
-// reason cond gave.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
+// poll checks cond every interval until it holds, failing tb after
+// timeout with the last reason cond gave.
+func poll(tb testing.TB, what string, interval, timeout time.Duration, cond func(ctx context.Context) (bool, string, error)) {
+	tb.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, why, err := cond(ctx)
 		last = why
 		return ok, err
 	})
 	if err != nil {
-		t.Fatalf("waiting for %s: %v (last seen: %s)", what, err, last)
+		tb.Fatalf("waiting for %s: %v (last seen: %s)", what, err, last)
+	}
+}
+
+// waitFor polls cond every 100 ms for at most timeout.
+func waitFor(tb testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string, error)) {
+	tb.Helper()
+	poll(tb, what, 100*time.Millisecond, timeout, cond)
+}
+
+// inState holds when the CR's state is want and its status describes its
+// latest generation; it says what it saw otherwise.
+func inState(crs client.Client, obj serviceCR, want common.State) func(ctx context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		if err := crs.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, err.Error(), nil
+		}
+		st := obj.GetServiceStatus()
+		return st.State == want && st.ObservedGeneration == obj.GetGeneration(),
+			fmt.Sprintf("state %s, generation %d observed %d, conditions %v", st.State, obj.GetGeneration(), st.ObservedGeneration, notDesired(st.Conditions)), nil
 	}
 }
 
@@ -322,15 +341,7 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func(ctx con
 // its latest generation.
 func waitState(t testing.TB, crs client.Client, obj serviceCR, want common.State) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s %s to be %s", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), want), 2*time.Minute,
-		func(ctx context.Context) (bool, string, error) {
-			if err := crs.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-				return false, err.Error(), nil
-			}
-			st := obj.GetServiceStatus()
-			return st.State == want && st.ObservedGeneration == obj.GetGeneration(),
-				fmt.Sprintf("state %s, generation %d observed %d, conditions %v", st.State, obj.GetGeneration(), st.ObservedGeneration, notDesired(st.Conditions)), nil
-		})
+	waitFor(t, fmt.Sprintf("%T %s to be %s", obj, obj.GetName(), want), 2*time.Minute, inState(crs, obj, want))
 }
 
 // notDesired lists the conditions that are not as a HEALTHY CR shows
