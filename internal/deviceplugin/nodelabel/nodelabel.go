@@ -1,0 +1,48 @@
+// Package nodelabel sets and removes labels on the plugin's own node, so a
+// user never labels TEE nodes by hand (the "Insufficient nitro_enclaves"
+// trap of the Nitro plugin).
+package nodelabel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Node is the plugin's node in the API server.
+type Node struct {
+	Client kubernetes.Interface
+	Name   string // NODE_NAME, from the downward API
+}
+
+// SetLabel sets key to *value, or removes it when value is nil. Only the
+// one key is patched: other labels, and concurrent writers of them, are
+// left alone.
+func (n *Node) SetLabel(ctx context.Context, key string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{key: value}}})
+	if err != nil {
+		return err
+	}
+	if _, err := n.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("labelling node %s with %s: %w", n.Name, key, err)
+	}
+	return nil
+}
+
+// MaxPods is the node's pod capacity.
+func (n *Node) MaxPods(ctx context.Context) (int64, error) {
+	node, err := n.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("reading node %s: %w", n.Name, err)
+	}
+	q, ok := node.Status.Capacity["pods"]
+	if !ok {
+		return 0, fmt.Errorf("node %s reports no pod capacity", n.Name)
+	}
+	return q.Value(), nil
+}
+

@@ -1,0 +1,151 @@
+// Package sgx is the device plugin mode for Intel SGX: it offers
+// sgx.cloister.dev/enclave and sgx.cloister.dev/provision, backed by the
+// in-kernel driver's /dev/sgx_enclave and /dev/sgx_provision, and labels
+// its node cloister.dev/sgx=true while the enclave device exists.
+package sgx
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin"
+)
+
+// Resources and the node label; the operator's SGXPlugin controller reads
+// the same names.
+const (
+	ResourceEnclave   = "sgx.cloister.dev/enclave"
+	ResourceProvision = "sgx.cloister.dev/provision"
+	Label             = "cloister.dev/sgx"
+)
+
+// Capacity bounds (seed 000's capacitySGXPods).
+const (
+	MinCapacity = 1
+	MaxCapacity = 10000
+)
+
+// devices maps each resource to its device node and where containers see it.
+// SDKs built for the out-of-tree driver open /dev/sgx/enclave, so the node
+// is mapped there too.
+var devices = []struct {
+	resource, file string
+	containerPaths []string
+}{
+	{ResourceEnclave, "sgx_enclave", []string{"/dev/sgx_enclave", "/dev/sgx/enclave"}},
+	{ResourceProvision, "sgx_provision", []string{"/dev/sgx_provision", "/dev/sgx/provision"}},
+}
+
+// Labeler sets (value non-nil) or removes a label on the plugin's node.
+type Labeler interface {
+	SetLabel(ctx context.Context, key string, value *string) error
+}
+
+// Mode offers Capacity devices of each resource: how many containers of
+// the node may use SGX at once.
+type Mode struct {
+	DevRoot  string
+	Capacity int
+	Labeler  Labeler // nil: do not label
+	Log      *slog.Logger
+
+	mu      sync.Mutex
+	labeled *bool // what the node's label is known to be
+}
+
+// Validate checks the configuration before anything is served.
+func (m *Mode) Validate() error {
+	if m.Capacity < MinCapacity || m.Capacity > MaxCapacity {
+		return fmt.Errorf("capacity %d is out of range: --capacity (capacitySGXPods) must be between %d and %d",
+			m.Capacity, MinCapacity, MaxCapacity)
+	}
+	return nil
+}
+
+// Scan offers Capacity devices per resource whose device node exists,
+// healthy when it can be opened; a missing node offers none.
+func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
+	inv := deviceplugin.Inventory{}
+	present := false
+	for _, d := range devices {
+		path := filepath.Join(m.DevRoot, d.file)
+		if _, err := os.Stat(path); err != nil {
+			inv[d.resource] = nil
+			continue
+		}
+		if d.resource == ResourceEnclave {
+			present = true
+		}
+		healthy := openable(path)
+		devs := make([]deviceplugin.Device, m.Capacity)
+		for i := range devs {
+			devs[i] = deviceplugin.Device{ID: fmt.Sprintf("%s-%d", d.file, i), Healthy: healthy}
+		}
+		inv[d.resource] = devs
+	}
+	m.label(ctx, present)
+	return inv, nil
+}
+
+// openable is the health check: the driver answers an open.
+func openable(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
+}
+
+// label keeps the node label in step with the enclave device; a failed
+// patch is retried on the next scan.
+func (m *Mode) label(ctx context.Context, present bool) {
+	if m.Labeler == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.labeled != nil && *m.labeled == present {
+		return
+	}
+	var value *string
+	if present {
+		v := "true"
+		value = &v
+	}
+	if err := m.Labeler.SetLabel(ctx, Label, value); err != nil {
+		if m.Log != nil {
+			m.Log.Warn("labelling the node; retrying on the next scan", "label", Label, "present", present, "error", err)
+		}
+		return
+	}
+	m.labeled = &present
+	if m.Log != nil {
+		m.Log.Info("node label set", "label", Label, "sgx", present)
+	}
+}
+
+// WatchPaths: device nodes appear and vanish in the device root.
+func (m *Mode) WatchPaths() []string { return []string{m.DevRoot} }
+
+// Allocate maps the resource's device node into the container, once
+// however many of its devices the container asked for.
+func (m *Mode) Allocate(_ context.Context, resource string, _ []string) (*pluginapi.ContainerAllocateResponse, error) {
+	for _, d := range devices {
+		if d.resource != resource {
+			continue
+		}
+		r := &pluginapi.ContainerAllocateResponse{}
+		for _, p := range d.containerPaths {
+			r.Devices = append(r.Devices, &pluginapi.DeviceSpec{HostPath: filepath.Join(m.DevRoot, d.file), ContainerPath: p, Permissions: "rw"})
+		}
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w: sgx mode does not serve %s", deviceplugin.ErrInvalid, resource)
+}

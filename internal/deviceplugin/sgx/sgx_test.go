@@ -1,0 +1,241 @@
+package sgx_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/testenv"
+)
+
+type rig struct {
+	dev     string
+	kubelet *kubelettest.Kubelet
+}
+
+// start serves the sgx mode over a fake /dev holding the given device
+// files, to a fake kubelet.
+func start(tb testing.TB, capacity int, labeler sgx.Labeler, files ...string) *rig {
+	tb.Helper()
+	pluginDir, err := os.MkdirTemp("", "sgx")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(pluginDir) })
+	r := &rig{dev: tb.TempDir()}
+	for _, f := range files {
+		touch(tb, filepath.Join(r.dev, f))
+	}
+	r.kubelet = kubelettest.Start(tb, pluginDir)
+	mode := &sgx.Mode{DevRoot: r.dev, Capacity: capacity, Labeler: labeler}
+	if err := mode.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&deviceplugin.Manager{Mode: mode, PluginDir: pluginDir, RescanInterval: time.Hour}).Run(ctx)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("Run: %v", err)
+		}
+	})
+	return r
+}
+
+func touch(tb testing.TB, path string) {
+	tb.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// summary renders what kubelet was last told about resource: "3 Healthy".
+func (r *rig) summary(resource string) string {
+	devs, ok := r.kubelet.Devices(resource)
+	if !ok {
+		return "not listed"
+	}
+	health := map[string]int{}
+	for _, d := range devs {
+		health[d.Health]++
+	}
+	var parts []string
+	for h, n := range health {
+		parts = append(parts, fmt.Sprintf("%d %s", n, h))
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *rig) want(t *testing.T, enclave, provision string) {
+	t.Helper()
+	if _, ok := r.kubelet.WaitFor(2*time.Second, func() bool {
+		return r.summary(sgx.ResourceEnclave) == enclave && r.summary(sgx.ResourceProvision) == provision
+	}); !ok {
+		t.Fatalf("after 2 s kubelet sees enclave %q provision %q, want %q %q",
+			r.summary(sgx.ResourceEnclave), r.summary(sgx.ResourceProvision), enclave, provision)
+	}
+}
+
+func TestRegistersBothResourcesWithCapacity(t *testing.T) {
+	r := start(t, 7, nil, "sgx_enclave", "sgx_provision")
+	r.want(t, "7 Healthy", "7 Healthy")
+	var names []string
+	for _, reg := range r.kubelet.Registrations() {
+		names = append(names, reg.ResourceName)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{sgx.ResourceEnclave, sgx.ResourceProvision}) {
+		t.Errorf("registered %v", names)
+	}
+}
+
+func TestAllocateMapsTheDeviceNode(t *testing.T) {
+	r := start(t, 3, nil, "sgx_enclave", "sgx_provision")
+	r.want(t, "3 Healthy", "3 Healthy")
+	for _, tc := range []struct{ resource, file string }{
+		{sgx.ResourceEnclave, "sgx_enclave"}, {sgx.ResourceProvision, "sgx_provision"},
+	} {
+		resp, err := r.kubelet.Client(tc.resource).Allocate(context.Background(), &pluginapi.AllocateRequest{
+			ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{tc.file + "-0", tc.file + "-2"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range resp.ContainerResponses[0].Devices {
+			got = append(got, d.HostPath+"->"+d.ContainerPath+":"+d.Permissions)
+		}
+		host := filepath.Join(r.dev, tc.file)
+		want := []string{host + "->/dev/" + tc.file + ":rw", host + "->/dev/sgx/" + strings.TrimPrefix(tc.file, "sgx_") + ":rw"}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: devices %v, want %v", tc.resource, got, want)
+		}
+	}
+}
+
+func TestDeviceRemovedAndBrokenReachKubelet(t *testing.T) {
+	r := start(t, 2, nil, "sgx_enclave", "sgx_provision")
+	r.want(t, "2 Healthy", "2 Healthy")
+
+	if err := os.Remove(filepath.Join(r.dev, "sgx_provision")); err != nil {
+		t.Fatal(err)
+	}
+	r.want(t, "2 Healthy", "0")
+
+	// A node that exists but cannot be opened (a directory cannot be
+	// opened for writing, even by root) is unhealthy.
+	if err := os.Remove(filepath.Join(r.dev, "sgx_enclave")); err != nil {
+		t.Fatal(err)
+	}
+	r.want(t, "0", "0")
+	if err := os.Mkdir(filepath.Join(r.dev, "sgx_enclave"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.want(t, "2 Unhealthy", "0")
+	if err := os.Remove(filepath.Join(r.dev, "sgx_enclave")); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(r.dev, "sgx_enclave"))
+	r.want(t, "2 Healthy", "0")
+}
+
+func TestLabelsItsNodeWhileSGXExists(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(testenv.Start(t, testenv.Options{}))
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sgx-0"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	label := func() string {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "sgx-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Labels[sgx.Label]
+	}
+	waitLabel := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for label() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("label %s = %q, want %q", sgx.Label, label(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	r := start(t, 1, &nodelabel.Node{Client: cs, Name: "sgx-0"}, "sgx_enclave")
+	waitLabel("true")
+	if err := os.Remove(filepath.Join(r.dev, "sgx_enclave")); err != nil {
+		t.Fatal(err)
+	}
+	waitLabel("")
+	touch(t, filepath.Join(r.dev, "sgx_enclave"))
+	waitLabel("true")
+}
+
+func TestCapacityOutOfRange(t *testing.T) {
+	for _, c := range []int{0, -1, 10001} {
+		err := (&sgx.Mode{Capacity: c}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "--capacity") || !strings.Contains(err.Error(), "between 1 and 10000") {
+			t.Errorf("capacity %d: %v", c, err)
+		}
+	}
+	for _, c := range []int{1, 110, 10000} {
+		if err := (&sgx.Mode{Capacity: c}).Validate(); err != nil {
+			t.Errorf("capacity %d refused: %v", c, err)
+		}
+	}
+}
+
+// BenchmarkAllocate measures kubelet's Allocate round trip over the unix
+// socket and reports p50/p99.
+func BenchmarkAllocate(b *testing.B) {
+	r := start(b, 110, nil, "sgx_enclave", "sgx_provision")
+	if _, ok := r.kubelet.WaitFor(5*time.Second, func() bool { return r.summary(sgx.ResourceEnclave) == "110 Healthy" }); !ok {
+		b.Fatal("plugin not listed")
+	}
+	c := r.kubelet.Client(sgx.ResourceEnclave)
+	req := &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"sgx_enclave-5"}}}}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		if _, err := c.Allocate(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	ReportPercentiles(b, lat)
+}
+
+// ReportPercentiles adds p50 and p99 of lat to the benchmark's output.
+func ReportPercentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return
+	}
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
