@@ -45,4 +45,3 @@ func (n *Node) MaxPods(ctx context.Context) (int64, error) {
 	}
 	return q.Value(), nil
 }
-
