@@ -1,0 +1,281 @@
+package cex
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin"
+)
+
+// Overcommit bounds: how many containers may share one APQN (the seed
+// hard-codes 1).
+const (
+	MinOvercommit = 1
+	MaxOvercommit = 100
+)
+
+// DefaultReleaseGrace is how long a zcrypt node nobody uses survives: a
+// node made by Allocate is not in kubelet's pod-resources list until its
+// container starts.
+const DefaultReleaseGrace = 2 * time.Minute
+
+// Resource is the resource of a type, or of one of its config sets.
+func Resource(t Type, set string) string {
+	if set == "" {
+		return "ibm.com/cex-" + string(t)
+	}
+	return "ibm.com/cex-" + string(t) + "-" + set
+}
+
+// Mode offers the APQNs of one adapter type.
+type Mode struct {
+	Type       Type
+	SysRoot    string
+	DevRoot    string
+	Overcommit int
+	// ConfigPath is the config sets file; empty offers every APQN of Type
+	// as one resource. The file is read again whenever it changes; a bad
+	// version is logged and the last good one kept.
+	ConfigPath   string
+	SysinfoPath  string
+	ReleaseGrace time.Duration
+	// NodeWait bounds how long Allocate waits for udev (default 3 s).
+	NodeWait time.Duration
+	Log      *slog.Logger
+
+	mu        sync.Mutex
+	config    *Config
+	configRaw []byte
+	machine   string
+	queues    map[APQN]Queue // as of the last scan
+	lastSeen  map[string]time.Time
+	z         *zcrypt
+}
+
+// Init validates the settings and reads the config sets; its errors are
+// the plugin's exit message.
+func (m *Mode) Init() error {
+	if _, err := ParseType(string(m.Type)); err != nil {
+		return err
+	}
+	if m.Overcommit < MinOvercommit || m.Overcommit > MaxOvercommit {
+		return fmt.Errorf("overcommit %d is out of range: --overcommit must be between %d and %d", m.Overcommit, MinOvercommit, MaxOvercommit)
+	}
+	if m.Log == nil {
+		m.Log = slog.New(slog.DiscardHandler)
+	}
+	if m.ReleaseGrace == 0 {
+		m.ReleaseGrace = DefaultReleaseGrace
+	}
+	if m.NodeWait == 0 {
+		m.NodeWait = 3 * time.Second
+	}
+	m.z = &zcrypt{sysRoot: m.SysRoot, devRoot: m.DevRoot, wait: m.NodeWait}
+	m.lastSeen = map[string]time.Time{}
+	m.machine = machineID(m.SysinfoPath)
+	if m.ConfigPath != "" {
+		raw, err := os.ReadFile(m.ConfigPath)
+		if err != nil {
+			return fmt.Errorf("reading config sets (--config-sets): %w", err)
+		}
+		c, err := ParseConfig(raw)
+		if err != nil {
+			return fmt.Errorf("config sets %s: %w", m.ConfigPath, err)
+		}
+		m.config, m.configRaw = c, raw
+	}
+	if err := m.z.supported(); err != nil {
+		m.Log.Warn("allocations will fail", "error", err)
+	}
+	m.Log.Info("cex mode", "type", m.Type, "overcommit", m.Overcommit, "machine", m.machine, "configSets", m.setNames())
+	return nil
+}
+
+func (m *Mode) setNames() []string {
+	if m.config == nil {
+		return nil
+	}
+	var n []string
+	for _, s := range m.config.ConfigSets {
+		n = append(n, s.Name)
+	}
+	return n
+}
+
+// reload picks up a changed config sets file, keeping the last good one
+// when the new one is bad.
+func (m *Mode) reload() {
+	if m.ConfigPath == "" {
+		return
+	}
+	raw, err := os.ReadFile(m.ConfigPath)
+	if err != nil {
+		m.Log.Warn("reading config sets; keeping the last good configuration", "path", m.ConfigPath, "error", err)
+		return
+	}
+	if bytes.Equal(raw, m.configRaw) {
+		return
+	}
+	c, err := ParseConfig(raw)
+	if err != nil {
+		m.configRaw = raw // report a bad version once, not on every scan
+		m.Log.Error("config sets changed but are invalid; keeping the last good configuration", "path", m.ConfigPath, "error", err)
+		return
+	}
+	m.config, m.configRaw = c, raw
+	m.Log.Info("config sets reloaded", "path", m.ConfigPath, "configSets", m.setNames())
+}
+
+// Scan offers Overcommit devices per APQN of the type; an offline APQN's
+// devices are unhealthy, an unplugged one's are gone.
+func (m *Mode) Scan(context.Context) (deviceplugin.Inventory, error) {
+	queues, err := ScanAP(m.SysRoot)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reload()
+	m.queues = map[APQN]Queue{}
+	for _, q := range queues {
+		if q.Type == m.Type {
+			m.queues[q.APQN] = q
+		}
+	}
+	inv := deviceplugin.Inventory{}
+	if m.config == nil {
+		var devs []deviceplugin.Device
+		for _, q := range queues {
+			if q.Type == m.Type {
+				devs = append(devs, m.devices(q)...)
+			}
+		}
+		inv[Resource(m.Type, "")] = devs
+		return inv, nil
+	}
+	for _, s := range m.config.ConfigSets {
+		var devs []deviceplugin.Device
+		if s.MachineID == "" || s.MachineID == m.machine {
+			for _, a := range s.APQNs {
+				if q, ok := m.queues[a]; ok {
+					devs = append(devs, m.devices(q)...)
+				}
+			}
+		}
+		inv[Resource(m.Type, s.Name)] = devs
+	}
+	return inv, nil
+}
+
+func (m *Mode) devices(q Queue) []deviceplugin.Device {
+	devs := make([]deviceplugin.Device, m.Overcommit)
+	for i := range devs {
+		devs[i] = deviceplugin.Device{ID: fmt.Sprintf("%s-%d", q.APQN, i), Healthy: q.Online}
+	}
+	return devs
+}
+
+// parseID reads the APQN back from a device ID (05.0012-3).
+func parseID(id string) (APQN, error) {
+	var a APQN
+	var slot int
+	if n, err := fmt.Sscanf(id, "%02x.%04x-%d", &a.Adapter, &a.Domain, &slot); err != nil || n != 3 {
+		return a, fmt.Errorf("%w: %q is not a CEX device ID", deviceplugin.ErrInvalid, id)
+	}
+	return a, nil
+}
+
+// WatchPaths follow the AP bus (cards and queues come and go) and the
+// config sets file's directory (a ConfigMap update swaps a symlink there).
+func (m *Mode) WatchPaths() []string {
+	paths := watchPaths(m.SysRoot)
+	if m.ConfigPath != "" {
+		paths = append(paths, filepath.Dir(m.ConfigPath))
+	}
+	return paths
+}
+
+// Allocate gives the container a zcrypt node restricted to its APQN as
+// /dev/z90crypt. A container gets one APQN: masks are sets of adapters and
+// of domains, so two APQNs would open their cross product.
+func (m *Mode) Allocate(_ context.Context, resource string, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+	var apqn *APQN
+	for _, id := range ids {
+		a, err := parseID(id)
+		if err != nil {
+			return nil, err
+		}
+		if apqn != nil && *apqn != a {
+			return nil, fmt.Errorf("%w: a container can hold one APQN, got %s and %s: request %s: 1", deviceplugin.ErrInvalid, *apqn, a, resource)
+		}
+		apqn = &a
+	}
+	if apqn == nil {
+		return nil, fmt.Errorf("%w: no device requested", deviceplugin.ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name, err := m.z.ensure(*apqn)
+	if err != nil {
+		return nil, err
+	}
+	m.lastSeen[name] = time.Now()
+	m.Log.Info("allocated", "resource", resource, "apqn", apqn.String(), "node", name)
+	return &pluginapi.ContainerAllocateResponse{
+		Devices: []*pluginapi.DeviceSpec{{HostPath: m.z.devicePath(name), ContainerPath: "/dev/z90crypt", Permissions: "rw"}},
+		Envs:    map[string]string{"CEX_APQN": apqn.String(), "CEX_TYPE": string(m.Type)},
+	}, nil
+}
+
+// Release destroys the zcrypt nodes of this type's APQNs that no container
+// has held for ReleaseGrace (the seed leaves them behind for ever).
+func (m *Mode) Release(_ context.Context, inUse map[string][]string) error {
+	used := map[string]bool{}
+	for resource, ids := range inUse {
+		if resource != Resource(m.Type, "") && !strings.HasPrefix(resource, Resource(m.Type, "")+"-") {
+			continue
+		}
+		for _, id := range ids {
+			if a, err := parseID(id); err == nil {
+				used[nodeName(a)] = true
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names, err := m.z.nodes()
+	if err != nil {
+		return err
+	}
+	ours := map[string]bool{}
+	for a := range m.queues {
+		ours[nodeName(a)] = true
+	}
+	now := time.Now()
+	for _, name := range names {
+		if !ours[name] {
+			continue // another type's plugin, or an unplugged adapter
+		}
+		seen, known := m.lastSeen[name]
+		switch {
+		case used[name] || !known:
+			m.lastSeen[name] = now
+		case now.Sub(seen) >= m.ReleaseGrace:
+			if err := m.z.destroy(name); err != nil {
+				return err
+			}
+			delete(m.lastSeen, name)
+			m.Log.Info("removed unused zcrypt node", "node", name, "unusedFor", now.Sub(seen).Round(time.Second).String())
+		}
+	}
+	return nil
+}
