@@ -79,6 +79,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	defer m.stopAll()
 
+	// Watch before the first scan, so no change between the two is lost.
+	watched := map[string]bool{}
+	m.rewatch(w, watched)
 	inv, err := m.Mode.Scan(ctx)
 	if err != nil {
 		return fmt.Errorf("scanning devices: %w", err)
@@ -86,7 +89,6 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := m.apply(ctx, inv); err != nil {
 		return err
 	}
-	watched := map[string]bool{}
 	m.rewatch(w, watched)
 	m.registerPending(ctx)
 

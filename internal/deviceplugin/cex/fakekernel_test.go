@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fsnotify/fsnotify"
@@ -15,15 +16,14 @@ import (
 // as the kernel and udev do (a sysfs node directory with masks, a device
 // node in /dev). CryptoExpress hardware cannot exist here.
 type fakeKernel struct {
-	t            testing.TB
-	sys, dev     string
-	created      chan string
-	destroyed    chan string
-	lastCreation string
+	t         testing.TB
+	sys, dev  string
+	created   atomic.Int64
+	destroyed chan string // buffered; a full buffer drops names
 }
 
 func newFakeKernel(t testing.TB) *fakeKernel {
-	k := &fakeKernel{t: t, sys: t.TempDir(), dev: t.TempDir(), created: make(chan string, 100), destroyed: make(chan string, 100)}
+	k := &fakeKernel{t: t, sys: t.TempDir(), dev: t.TempDir(), destroyed: make(chan string, 100)}
 	k.mkdir("devices/ap")
 	k.mkdir("class/zcrypt")
 	k.mkdir("devices/virtual/zcrypt")
@@ -58,11 +58,14 @@ func newFakeKernel(t testing.TB) *fakeKernel {
 				if err := os.WriteFile(filepath.Join(k.dev, name), nil, 0o600); err != nil {
 					t.Error(err)
 				}
-				k.created <- name
+				k.created.Add(1)
 			case "destroy":
 				_ = os.RemoveAll(filepath.Join(k.sys, "devices/virtual/zcrypt", name))
 				_ = os.Remove(filepath.Join(k.dev, name))
-				k.destroyed <- name
+				select {
+				case k.destroyed <- name:
+				default:
+				}
 			}
 		}
 	}()

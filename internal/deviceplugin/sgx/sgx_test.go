@@ -227,15 +227,5 @@ func BenchmarkAllocate(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	ReportPercentiles(b, lat)
-}
-
-// ReportPercentiles adds p50 and p99 of lat to the benchmark's output.
-func ReportPercentiles(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	if len(lat) == 0 {
-		return
-	}
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	kubelettest.ReportPercentiles(b, lat)
 }
