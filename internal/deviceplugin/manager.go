@@ -89,7 +89,6 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err := m.apply(ctx, inv); err != nil {
 		return err
 	}
-	m.rewatch(w, watched)
 	m.registerPending(ctx)
 
 	tick := time.NewTicker(m.RescanInterval)
@@ -172,7 +171,10 @@ func (m *Manager) pluginDirEvent(ctx context.Context, ev fsnotify.Event) {
 }
 
 // rescan scans and applies the inventory; a failed scan keeps the last one.
+// Watches are renewed before the scan: a path that appears later makes an
+// event in a watched parent, and so another rescan.
 func (m *Manager) rescan(ctx context.Context, w *fsnotify.Watcher, watched map[string]bool) {
+	m.rewatch(w, watched)
 	inv, err := m.Mode.Scan(ctx)
 	if err != nil {
 		m.Log.Warn("scanning devices; keeping the last inventory", "error", err)
@@ -181,7 +183,6 @@ func (m *Manager) rescan(ctx context.Context, w *fsnotify.Watcher, watched map[s
 	if err := m.apply(ctx, inv); err != nil {
 		m.Log.Error("serving devices", "error", err)
 	}
-	m.rewatch(w, watched)
 }
 
 // apply starts a server for every new resource and updates every list.

@@ -177,8 +177,9 @@ func TestRegistersAndListsDevices(t *testing.T) {
 	if !reg.Options.GetGetPreferredAllocationAvailable() || reg.Options.GetPreStartRequired() {
 		t.Errorf("options %v: the mode prefers allocations and needs no pre-start", reg.Options)
 	}
-	if err := r.manager.Ready(); err != nil {
-		t.Errorf("Ready: %v", err)
+	// kubelet lists the devices before Register returns to the plugin.
+	if _, ok := waitUntil(2*time.Second, func() bool { return r.manager.Ready() == nil }); !ok {
+		t.Errorf("Ready: %v", r.manager.Ready())
 	}
 	if got := gauge(t, r.manager.Metrics, "cloister_device_plugin_healthy"); got != 2 {
 		t.Errorf("healthy gauge %v, want 2", got)
@@ -238,9 +239,15 @@ func TestKubeletRestartReregisters(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r.pluginDir, deviceplugin.SocketName(resource))); err != nil {
 		t.Errorf("plugin socket not recreated: %v", err)
 	}
-	resp, err := r.kubelet.Client(resource).Allocate(context.Background(), allocReq("w0"))
-	if err != nil || resp.ContainerResponses[0].Devices[0].ContainerPath != "/dev/w0" {
-		t.Errorf("Allocate after restart: %v %v", resp, err)
+	// The plugin may register twice (its socket removed, then kubelet.sock
+	// created), and kubelet drops the older connection: ask on the newest.
+	var err error
+	if _, ok := waitUntil(2*time.Second, func() bool {
+		var resp *pluginapi.AllocateResponse
+		resp, err = r.kubelet.Client(resource).Allocate(context.Background(), allocReq("w0"))
+		return err == nil && resp.ContainerResponses[0].Devices[0].ContainerPath == "/dev/w0"
+	}); !ok {
+		t.Errorf("Allocate after restart: %v", err)
 	}
 }
 

@@ -48,9 +48,15 @@ func newFakeKernel(t testing.TB) *fakeKernel {
 			if name == "" {
 				continue
 			}
+			// Consume the write: the plugin's open(O_TRUNC) and write each
+			// make an event, and the kernel acts once per write.
+			_ = os.Truncate(ev.Name, 0)
 			switch filepath.Base(ev.Name) {
 			case "create":
 				node := filepath.Join("devices/virtual/zcrypt", name)
+				if _, err := os.Stat(filepath.Join(k.sys, node)); err == nil {
+					continue // the kernel refuses an existing name
+				}
 				k.mkdir(node)
 				for _, m := range []string{"apmask", "aqmask", "ioctlmask"} {
 					k.write(filepath.Join(node, m), "0x"+strings.Repeat("0", 64))

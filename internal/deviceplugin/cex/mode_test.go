@@ -13,27 +13,19 @@ import (
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 )
 
 type rig struct {
-	kernel    *fakeKernel
-	kubelet   *kubelettest.Kubelet
-	pods      *kubelettest.PodResources
-	mode      *Mode
-	pluginDir string
+	kernel  *fakeKernel
+	kubelet *kubelettest.Kubelet
+	pods    *kubelettest.PodResources
 }
 
 // plugin runs mode (its roots set to the fake kernel) against a fake
-// kubelet. The rescan interval is an hour: changes must arrive by events.
+// kubelet. With a rescan interval of an hour, changes must arrive by events.
 func plugin(tb testing.TB, k *fakeKernel, mode *Mode, rescan time.Duration) *rig {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "cex")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
 	mode.SysRoot, mode.DevRoot = k.sys, k.dev
 	if mode.Overcommit == 0 {
 		mode.Overcommit = 1
@@ -41,44 +33,16 @@ func plugin(tb testing.TB, k *fakeKernel, mode *Mode, rescan time.Duration) *rig
 	if err := mode.Init(); err != nil {
 		tb.Fatal(err)
 	}
-	r := &rig{kernel: k, mode: mode, pluginDir: dir}
-	r.kubelet = kubelettest.Start(tb, dir)
-	r.pods = kubelettest.StartPodResources(tb, filepath.Join(dir, "pr.sock"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- (&deviceplugin.Manager{Mode: mode, PluginDir: dir, RescanInterval: rescan,
-			PodResourcesSocket: filepath.Join(dir, "pr.sock")}).Run(ctx)
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("Run: %v", err)
-		}
-	})
+	r := &rig{kernel: k}
+	r.kubelet, r.pods = kubelettest.Serve(tb, mode, rescan)
 	return r
 }
 
-// listed renders kubelet's view of resource: "05.0012-0:Healthy ...".
-func (r *rig) listed(resource string) string {
-	devs, ok := r.kubelet.Devices(resource)
-	if !ok {
-		return "not listed"
-	}
-	var s []string
-	for _, d := range devs {
-		s = append(s, d.ID+":"+d.Health)
-	}
-	return strings.Join(s, " ")
-}
+func (r *rig) listed(resource string) string { return r.kubelet.Listed(resource) }
 
 func (r *rig) want(tb testing.TB, resource, want string) time.Duration {
 	tb.Helper()
-	took, ok := r.kubelet.WaitFor(2*time.Second, func() bool { return r.listed(resource) == want })
-	if !ok {
-		tb.Fatalf("after 2 s kubelet sees %s = %q\nwant %q", resource, r.listed(resource), want)
-	}
-	return took
+	return r.kubelet.WaitListed(tb, resource, want)
 }
 
 func TestOffersTheAPQNsOfItsType(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin"
 )
 
 // Kubelet is a fake kubelet serving Registration in Dir.
@@ -230,4 +233,56 @@ func ReportPercentiles(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// Serve runs mode's plugins against a new fake kubelet in a temp plugin
+// directory (short enough for unix socket paths) until the test ends.
+// It also serves a fake pod-resources API, returned.
+func Serve(tb testing.TB, mode deviceplugin.Mode, rescan time.Duration) (*Kubelet, *PodResources) {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "dp")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	k := Start(tb, dir)
+	pr := StartPodResources(tb, filepath.Join(dir, "pod-resources.sock"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&deviceplugin.Manager{Mode: mode, PluginDir: dir, RescanInterval: rescan,
+			PodResourcesSocket: filepath.Join(dir, "pod-resources.sock")}).Run(ctx)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("Run: %v", err)
+		}
+	})
+	return k, pr
+}
+
+// Listed renders the last ListAndWatch answer for resource as
+// "id:Health id:Health", or "not listed".
+func (k *Kubelet) Listed(resource string) string {
+	devs, ok := k.Devices(resource)
+	if !ok {
+		return "not listed"
+	}
+	s := make([]string, len(devs))
+	for i, d := range devs {
+		s[i] = d.ID + ":" + d.Health
+	}
+	return strings.Join(s, " ")
+}
+
+// WaitListed fails tb unless resource is listed as want within 2 s, the
+// hot-plug goal, and returns how long it took.
+func (k *Kubelet) WaitListed(tb testing.TB, resource, want string) time.Duration {
+	tb.Helper()
+	took, ok := k.WaitFor(2*time.Second, func() bool { return k.Listed(resource) == want })
+	if !ok {
+		tb.Fatalf("after 2 s kubelet sees %s = %q\nwant %q", resource, k.Listed(resource), want)
+	}
+	return took
 }

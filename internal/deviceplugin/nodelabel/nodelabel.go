@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,4 +46,47 @@ func (n *Node) MaxPods(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("node %s reports no pod capacity", n.Name)
 	}
 	return q.Value(), nil
+}
+
+// Labeler sets (value non-nil) or removes a label on the plugin's node.
+type Labeler interface {
+	SetLabel(ctx context.Context, key string, value *string) error
+}
+
+// Presence keeps Key=true on the node while a device is present and
+// removes it when it is gone. A failed patch is retried on the next Sync.
+type Presence struct {
+	Labeler Labeler // nil: do nothing
+	Key     string
+	Log     *slog.Logger
+
+	mu      sync.Mutex
+	labeled *bool // what the node's label is known to be
+}
+
+// Sync brings the label in line with present.
+func (p *Presence) Sync(ctx context.Context, present bool) {
+	if p == nil || p.Labeler == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.labeled != nil && *p.labeled == present {
+		return
+	}
+	var value *string
+	if present {
+		v := "true"
+		value = &v
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := p.Labeler.SetLabel(ctx, p.Key, value); err != nil {
+		log.Warn("labelling the node; retrying on the next scan", "label", p.Key, "present", present, "error", err)
+		return
+	}
+	p.labeled = &present
+	log.Info("node label set", "label", p.Key, "present", present)
 }

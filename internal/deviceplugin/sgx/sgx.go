@@ -7,14 +7,13 @@ package sgx
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/cloister-cc/cloister/internal/deviceplugin"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 )
 
 // Resources and the node label; the operator's SGXPlugin controller reads
@@ -42,21 +41,14 @@ var devices = []struct {
 	{ResourceProvision, "sgx_provision", []string{"/dev/sgx_provision", "/dev/sgx/provision"}},
 }
 
-// Labeler sets (value non-nil) or removes a label on the plugin's node.
-type Labeler interface {
-	SetLabel(ctx context.Context, key string, value *string) error
-}
-
 // Mode offers Capacity devices of each resource: how many containers of
 // the node may use SGX at once.
 type Mode struct {
 	DevRoot  string
 	Capacity int
-	Labeler  Labeler // nil: do not label
-	Log      *slog.Logger
-
-	mu      sync.Mutex
-	labeled *bool // what the node's label is known to be
+	// Label keeps cloister.dev/sgx on the node in step with the enclave
+	// device; nil does not label.
+	Label *nodelabel.Presence
 }
 
 // Validate checks the configuration before anything is served.
@@ -89,7 +81,7 @@ func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
 		}
 		inv[d.resource] = devs
 	}
-	m.label(ctx, present)
+	m.Label.Sync(ctx, present)
 	return inv, nil
 }
 
@@ -101,34 +93,6 @@ func openable(path string) bool {
 	}
 	_ = f.Close()
 	return true
-}
-
-// label keeps the node label in step with the enclave device; a failed
-// patch is retried on the next scan.
-func (m *Mode) label(ctx context.Context, present bool) {
-	if m.Labeler == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.labeled != nil && *m.labeled == present {
-		return
-	}
-	var value *string
-	if present {
-		v := "true"
-		value = &v
-	}
-	if err := m.Labeler.SetLabel(ctx, Label, value); err != nil {
-		if m.Log != nil {
-			m.Log.Warn("labelling the node; retrying on the next scan", "label", Label, "present", present, "error", err)
-		}
-		return
-	}
-	m.labeled = &present
-	if m.Log != nil {
-		m.Log.Info("node label set", "label", Label, "sgx", present)
-	}
 }
 
 // WatchPaths: device nodes appear and vanish in the device root.

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
@@ -30,33 +29,17 @@ type rig struct {
 
 // start serves the sgx mode over a fake /dev holding the given device
 // files, to a fake kubelet.
-func start(tb testing.TB, capacity int, labeler sgx.Labeler, files ...string) *rig {
+func start(tb testing.TB, capacity int, labeler nodelabel.Labeler, files ...string) *rig {
 	tb.Helper()
-	pluginDir, err := os.MkdirTemp("", "sgx")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(pluginDir) })
 	r := &rig{dev: tb.TempDir()}
 	for _, f := range files {
 		touch(tb, filepath.Join(r.dev, f))
 	}
-	r.kubelet = kubelettest.Start(tb, pluginDir)
-	mode := &sgx.Mode{DevRoot: r.dev, Capacity: capacity, Labeler: labeler}
+	mode := &sgx.Mode{DevRoot: r.dev, Capacity: capacity, Label: &nodelabel.Presence{Labeler: labeler, Key: sgx.Label}}
 	if err := mode.Validate(); err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- (&deviceplugin.Manager{Mode: mode, PluginDir: pluginDir, RescanInterval: time.Hour}).Run(ctx)
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("Run: %v", err)
-		}
-	})
+	r.kubelet, _ = kubelettest.Serve(tb, mode, time.Hour)
 	return r
 }
 
