@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make demo` and `make demo-down`. up: the dev cluster, Cloister's CRDs,
 # cloister-operator running outside the cluster with the cluster's
-# kubeconfig (as a developer runs it), and the SGXPlugin and LAS samples
-# until they are HEALTHY. down: stops the operator and removes the cluster.
+# kubeconfig (as a developer runs it), and the SGXPlugin, CEXPlugin and LAS
+# samples until they are HEALTHY. down: stops the operator and removes the cluster.
 # Running `up` again replaces the operator with the freshly built one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,18 +50,19 @@ up() {
 		>"$STATE/operator.log" 2>&1 &
 	echo $! >"$PIDFILE"
 
-	echo "Applying the SGXPlugin and LAS samples"
-	kube apply -f config/samples/base_v1beta1_sgxplugin.yaml -f config/samples/base_v1beta1_las.yaml
-	if ! kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s sgx/sgxplugin-sample las/las-sample >/dev/null; then
+	echo "Applying the SGXPlugin, CEXPlugin and LAS samples"
+	kube apply -f config/samples/base_v1beta1_sgxplugin.yaml -f config/samples/base_v1beta1_cexplugin.yaml \
+		-f config/samples/base_v1beta1_las.yaml
+	if ! kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s sgx/sgxplugin-sample cex/cexplugin-sample las/las-sample >/dev/null; then
 		operator_pid >/dev/null || echo "cloister-operator is not running; the end of its log:" >&2
 		tail -n 20 "$STATE/operator.log" >&2
-		kube describe sgx/sgxplugin-sample las/las-sample >&2 || true
+		kube describe sgx/sgxplugin-sample cex/cexplugin-sample las/las-sample >&2 || true
 		exit 1
 	fi
 	echo
 	kube get nodes -L cloister.dev/tee -L kubernetes.io/arch
 	echo
-	kube get sgx,las
+	kube get sgx,cex,las
 	echo
 	echo "The cluster and the operator keep running. Use them with:"
 	echo "  export KUBECONFIG=$KUBECONFIG_PATH"

@@ -36,7 +36,7 @@ func run() error {
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader among replicas (lease in $OPERATOR_NAMESPACE)")
 	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version,
-		"default image of the SGX device plugin")
+		"default image of the SGX and CEX device plugins")
 	fs.StringVar(&opts.Images.LAS, "las-image", "ghcr.io/cloister-cc/cloister-las:"+v.Version, "default image of LAS")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
@@ -39,6 +40,8 @@ func TestEveryStatusFieldIsAGauge(t *testing.T) {
 	sgx.Status.AvailableSGXDevicesPerNode = map[string]int32{"n": 1}
 	sgx.Status.CapacitySGXDevicesPerNode = map[string]int32{"n": 1}
 	sgx.Status.UsedSGXDevicesPerNode = map[string]int32{"n": 1}
+	cex := &basev1beta1.CEXPlugin{}
+	cex.Status.AvailableDevicesPerNode = map[string]int32{"n": 1}
 	lasCR := &basev1beta1.LAS{}
 	lasCR.Status.Nodes = map[string]basev1beta1.LASNode{"n": {Pod: "p", Ready: true}}
 	for _, tt := range []struct {
@@ -48,6 +51,7 @@ func TestEveryStatusFieldIsAGauge(t *testing.T) {
 	}{
 		{&sgxplugin.Kind{}, sgx, sgx.Status},
 		{&las.Kind{}, lasCR, lasCR.Status},
+		{&cexplugin.Kind{}, cex, cex.Status},
 	} {
 		exported := map[string]bool{}
 		perNode := map[string]bool{}

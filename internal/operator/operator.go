@@ -29,6 +29,7 @@ import (
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
@@ -103,6 +104,7 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 				// Only what the operator owns, not every DaemonSet of the cluster.
 				&appsv1.DaemonSet{}:          owned,
 				&corev1.ServiceAccount{}:     owned,
+				&corev1.ConfigMap{}:          owned,
 				&rbacv1.ClusterRole{}:        owned,
 				&rbacv1.ClusterRoleBinding{}: owned,
 				&corev1.Pod{}:                {Transform: slimPod},
@@ -144,6 +146,15 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 		Reader: mgr.GetClient(), ChartData: sgxChart, DefaultImage: opts.Images.DevicePlugin,
 	}})); err != nil {
 		return nil, fmt.Errorf("setting up the SGXPlugin controller: %w", err)
+	}
+	cexChart, err := charts.Load("cexplugin")
+	if err != nil {
+		return nil, err
+	}
+	if err := cexplugin.Setup(mgr, reconciler(&cexplugin.Kind{Base: service.Base{
+		Reader: mgr.GetClient(), ChartData: cexChart, DefaultImage: opts.Images.DevicePlugin,
+	}})); err != nil {
+		return nil, fmt.Errorf("setting up the CEXPlugin controller: %w", err)
 	}
 	lasChart, err := charts.Load("las")
 	if err != nil {

@@ -29,14 +29,23 @@ type APQN struct {
 }
 
 // CryptoConfigSet is a named group of APQNs that pods of one project share.
+// Each set is offered as its own resource, ibm.com/cex-<cexType>-<name>.
 type CryptoConfigSet struct {
+	// Name is part of the resource name, which must stay within 63
+	// characters.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=53
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
+	// APQNs of the set; an APQN belongs to one set at most.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
 	APQNs []APQN `json:"apqns"`
+	// MachineID limits the set to the IBM Z machine with this
+	// <manufacturer>-<type>-<sequence code> (from /proc/sysinfo).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	MachineID string `json:"machineID,omitempty"`
 }
 
 // CEXPluginSpec configures the IBM CryptoExpress device plugin DaemonSet.
@@ -56,8 +65,10 @@ type CEXPluginSpec struct {
 	// +kubebuilder:validation:Maximum=100
 	Overcommit int32 `json:"overcommit,omitempty"`
 
-	// ConfigSets restrict allocation to named groups of APQNs; without them
-	// every online APQN of CEXType is offered.
+	// ConfigSets offer named groups of APQNs, each as its own resource
+	// ibm.com/cex-<cexType>-<name>; without them every APQN of CEXType is
+	// offered as ibm.com/cex-<cexType>. The plugin also refuses an APQN
+	// listed in two sets.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	ConfigSets []CryptoConfigSet `json:"configSets,omitempty"`

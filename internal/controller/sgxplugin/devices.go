@@ -2,13 +2,14 @@ package sgxplugin
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/health"
 )
 
@@ -29,7 +30,7 @@ var categories = []corev1.ResourceName{ResourceEnclave, ResourceProvision}
 // the SGX nodes among nodes: those with enclave devices or the SGX label.
 func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (basev1beta1.SGXPluginStatus, health.Observation) {
 	var st basev1beta1.SGXPluginStatus
-	used := usedPerNode(pods)
+	used := service.UsedPerNode(pods, isSGX)
 	st.CapacitySGXDevicesPerNode = map[string]int32{}
 	st.UsedSGXDevicesPerNode = map[string]int32{}
 	st.AvailableSGXDevicesPerNode = map[string]int32{}
@@ -84,49 +85,11 @@ func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (base
 	}
 }
 
-// usedPerNode sums the SGX devices requested by the non-terminated pods of
-// each node (init containers and pod overhead counted as the scheduler does).
-func usedPerNode(pods []corev1.Pod) map[string]map[corev1.ResourceName]int32 {
-	used := map[string]map[corev1.ResourceName]int32{}
-	for i := range pods {
-		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		for _, cat := range categories {
-			if n := quantity(req, cat); n > 0 {
-				if used[p.Spec.NodeName] == nil {
-					used[p.Spec.NodeName] = map[corev1.ResourceName]int32{}
-				}
-				used[p.Spec.NodeName][cat] += n
-			}
-		}
-	}
-	return used
-}
+func isSGX(name corev1.ResourceName) bool { return slices.Contains(categories, name) }
 
 // RequestsSGX reports whether a pod asks for any SGX device.
-func RequestsSGX(p *corev1.Pod) bool {
-	for _, list := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
-		for _, c := range list {
-			for _, cat := range categories {
-				if _, ok := c.Resources.Requests[cat]; ok {
-					return true
-				}
-				if _, ok := c.Resources.Limits[cat]; ok {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
+func RequestsSGX(p *corev1.Pod) bool { return service.RequestsAny(p, isSGX) }
 
 func quantity(list corev1.ResourceList, name corev1.ResourceName) int32 {
-	q, ok := list[name]
-	if !ok {
-		return 0
-	}
-	return int32(min(q.Value(), 1<<31-1))
+	return service.Quantity(list, name)
 }

@@ -68,7 +68,7 @@ func (k *Kind) unknown(p *basev1beta1.SGXPlugin, msg string) health.Observation 
 // Metrics exports every metric and alert field.
 func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 	s := as(obj).Status
-	out := []metrics.Sample{
+	return service.DeviceSamples([]metrics.Sample{
 		{Field: "availableSGXDevices", Value: float64(s.AvailableSGXDevices)},
 		{Field: "capacitySGXDevices", Value: float64(s.CapacitySGXDevices)},
 		{Field: "usedSGXDevices", Value: float64(s.UsedSGXDevices)},
@@ -76,15 +76,9 @@ func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 		{Field: "readyReplicas", Value: float64(s.ReadyReplicas)},
 		{Field: "sgxDeviceAlert", Value: float64(s.SGXDeviceAlert)},
 		{Field: "sgxReplicaAlert", Value: float64(s.SGXReplicaAlert)},
-	}
-	for node, v := range s.AvailableSGXDevicesPerNode {
-		out = append(out, metrics.Sample{Field: "availableSGXDevices", Node: node, Value: float64(v)})
-	}
-	for node, v := range s.CapacitySGXDevicesPerNode {
-		out = append(out, metrics.Sample{Field: "capacitySGXDevices", Node: node, Value: float64(v)})
-	}
-	for node, v := range s.UsedSGXDevicesPerNode {
-		out = append(out, metrics.Sample{Field: "usedSGXDevices", Node: node, Value: float64(v)})
-	}
-	return out
+	}, map[string]map[string]int32{
+		"availableSGXDevices": s.AvailableSGXDevicesPerNode,
+		"capacitySGXDevices":  s.CapacitySGXDevicesPerNode,
+		"usedSGXDevices":      s.UsedSGXDevicesPerNode,
+	})
 }

@@ -1,0 +1,116 @@
+// Package cexplugin is the CEXPlugin controller: the shared service
+// reconciler with the CryptoExpress device plugin chart, and the device
+// metrics and alerts computed from s390x nodes and pods, as for SGXPlugin.
+package cexplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/controller/service"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
+	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/metrics"
+)
+
+// Kind adapts CEXPlugin to the service reconciler.
+type Kind struct {
+	service.Base
+}
+
+var _ service.Kind = (*Kind)(nil)
+
+func (k *Kind) Name() string                       { return "CEXPlugin" }
+func (k *Kind) ReleasePrefix() string              { return "cex" }
+func (k *Kind) New() service.Object                { return &basev1beta1.CEXPlugin{} }
+func as(obj service.Object) *basev1beta1.CEXPlugin { return obj.(*basev1beta1.CEXPlugin) }
+
+func cexType(p *basev1beta1.CEXPlugin) basev1beta1.CEXType {
+	if p.Spec.CEXType == "" {
+		return basev1beta1.CEXTypeEP11
+	}
+	return p.Spec.CEXType
+}
+
+// Release places the plugin in spec.namespace (default: the operator's)
+// with the type, overcommit and config sets. The config sets are checked
+// with the plugin's own validation, so a set the plugin would refuse is
+// refused here, naming the field.
+func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, map[string]any, error) {
+	p := as(obj)
+	ns, values, err := service.NamespacedValues(&p.Spec.ServiceSpec, p.Spec.Namespace, operatorNamespace, k.DefaultImage)
+	if err != nil {
+		return "", nil, err
+	}
+	values["cexType"] = string(cexType(p))
+	if p.Spec.Overcommit > 0 {
+		values["overcommit"] = int64(p.Spec.Overcommit)
+	}
+	if len(p.Spec.ConfigSets) > 0 {
+		cfg := cex.Config{}
+		for _, s := range p.Spec.ConfigSets {
+			set := cex.ConfigSet{Name: s.Name, MachineID: s.MachineID}
+			for _, a := range s.APQNs {
+				set.APQNs = append(set.APQNs, cex.APQN{Adapter: int(a.Adapter), Domain: int(a.Domain)})
+			}
+			cfg.ConfigSets = append(cfg.ConfigSets, set)
+		}
+		if err := cfg.Validate(); err != nil {
+			return "", nil, fmt.Errorf("spec.%w", err)
+		}
+		data, err := json.Marshal(cfg)
+		if err != nil {
+			return "", nil, err
+		}
+		values["configSets"] = string(data)
+	}
+	return ns, values, nil
+}
+
+// Observe computes the device metrics and alerts.
+func (k *Kind) Observe(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+	p := as(obj)
+	var nodes corev1.NodeList
+	if err := k.Reader.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(p.Spec.NodeSelector.Map())}); err != nil {
+		return k.unknown(p, "listing nodes: "+err.Error())
+	}
+	var pods corev1.PodList
+	if err := k.Reader.List(ctx, &pods); err != nil {
+		return k.unknown(p, "listing pods: "+err.Error())
+	}
+	st, healthy := Devices(cexType(p), nodes.Items, pods.Items, service.LiveDaemonSet(oos))
+	st.ServiceStatus = p.Status.ServiceStatus
+	p.Status = st
+	return healthy
+}
+
+func (k *Kind) unknown(p *basev1beta1.CEXPlugin, msg string) health.Observation {
+	s := &p.Status
+	s.AvailableDevices, s.CapacityDevices, s.UsedDevices = -1, -1, -1
+	s.DesiredReplicas, s.ReadyReplicas, s.CEXDeviceAlert, s.CEXReplicaAlert = -1, -1, -1, -1
+	return health.Obs(health.Unknown, "ReadError", msg)
+}
+
+// Metrics exports every metric and alert field.
+func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
+	s := as(obj).Status
+	return service.DeviceSamples([]metrics.Sample{
+		{Field: "availableDevices", Value: float64(s.AvailableDevices)},
+		{Field: "capacityDevices", Value: float64(s.CapacityDevices)},
+		{Field: "usedDevices", Value: float64(s.UsedDevices)},
+		{Field: "desiredReplicas", Value: float64(s.DesiredReplicas)},
+		{Field: "readyReplicas", Value: float64(s.ReadyReplicas)},
+		{Field: "cexDeviceAlert", Value: float64(s.CEXDeviceAlert)},
+		{Field: "cexReplicaAlert", Value: float64(s.CEXReplicaAlert)},
+	}, map[string]map[string]int32{
+		"availableDevices": s.AvailableDevicesPerNode,
+		"capacityDevices":  s.CapacityDevicesPerNode,
+		"usedDevices":      s.UsedDevicesPerNode,
+	})
+}
