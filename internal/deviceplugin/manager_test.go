@@ -389,3 +389,30 @@ func waitUntil(timeout time.Duration, cond func() bool) (time.Duration, bool) {
 	}
 	return time.Since(start), cond()
 }
+
+// unwatched hides fileMode's WatchPaths: only a Rescan signal (or the
+// timer) can notice its changes.
+type unwatched struct{ f *fileMode }
+
+func (u unwatched) Scan(ctx context.Context) (deviceplugin.Inventory, error) { return u.f.Scan(ctx) }
+func (u unwatched) Allocate(ctx context.Context, r string, ids []string) (*pluginapi.ContainerAllocateResponse, error) {
+	return u.f.Allocate(ctx, r, ids)
+}
+
+func TestRescanSignal(t *testing.T) {
+	pluginDir, devDir := shortDir(t), t.TempDir()
+	write(t, filepath.Join(devDir, "w0"), "ok")
+	rescan := make(chan struct{}, 1)
+	r := &rig{pluginDir: pluginDir, devDir: devDir, done: make(chan error, 1)}
+	r.kubelet = kubelettest.Start(t, pluginDir)
+	r.manager = &deviceplugin.Manager{Mode: unwatched{&fileMode{dir: devDir}}, PluginDir: pluginDir, RescanInterval: time.Hour, Rescan: rescan}
+	r.run(t)
+	r.waitDevices(t, "w0:Healthy")
+	write(t, filepath.Join(devDir, "w1"), "ok")
+	time.Sleep(200 * time.Millisecond)
+	if got := listed(r.kubelet); got != "w0:Healthy" {
+		t.Fatalf("an unwatched change arrived without a signal: %q", got)
+	}
+	rescan <- struct{}{}
+	r.waitDevices(t, "w0:Healthy w1:Healthy")
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nitro"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/uevent"
 	"github.com/cloister-cc/cloister/internal/version"
 )
 
@@ -86,7 +87,7 @@ func sgxCommand(c *common) *cobra.Command {
 			if err := m.Validate(); err != nil {
 				return err
 			}
-			return c.serve(cmd.Context(), "sgx", m)
+			return c.serve(cmd.Context(), "sgx", m, nil)
 		},
 	}
 	cmd.Flags().IntVar(&capacity, "capacity", 0, "SGX devices per resource, 1..10000 (capacitySGXPods); default: the node's maximum number of pods")
@@ -112,7 +113,13 @@ func cexCommand(c *common) *cobra.Command {
 			if err := m.Init(); err != nil {
 				return err
 			}
-			return c.serve(cmd.Context(), "cex", m)
+			// sysfs raises no inotify events for the kernel's own changes:
+			// hot plugs and on/offlining arrive as AP bus uevents.
+			events, err := uevent.Listen(cmd.Context(), "ap")
+			if err != nil {
+				c.log.Warn("hot plug noticed by periodic rescans only", "error", err)
+			}
+			return c.serve(cmd.Context(), "cex", m, events)
 		},
 	}
 	cmd.Flags().StringVarP(&typ, "cex-type", "t", "ep11", "adapter mode to offer: ep11, cca or accel (or $CEXTYPE)")
@@ -134,7 +141,7 @@ func nitroCommand(c *common) *cobra.Command {
 			if err := m.Validate(); err != nil {
 				return err
 			}
-			return c.serve(cmd.Context(), "nitro", m)
+			return c.serve(cmd.Context(), "nitro", m, nil)
 		},
 	}
 	cmd.Flags().IntVar(&m.Enclaves, "enclaves", nitro.MaxEnclaves, "enclaves per node, 1..4")
@@ -183,10 +190,11 @@ func (c *common) maxPods(ctx context.Context, node *nodelabel.Node, nodeErr erro
 	return int(min(n, sgx.MaxCapacity))
 }
 
-// serve runs the mode and the metrics endpoint until ctx ends.
-func (c *common) serve(ctx context.Context, mode string, m deviceplugin.Mode) error {
+// serve runs the mode and the metrics endpoint until ctx ends; rescan
+// (may be nil) asks for extra scans.
+func (c *common) serve(ctx context.Context, mode string, m deviceplugin.Mode, rescan <-chan struct{}) error {
 	mgr := &deviceplugin.Manager{
-		Mode: m, PluginDir: c.pluginDir, RescanInterval: c.rescan, PodResourcesSocket: c.podResources,
+		Mode: m, PluginDir: c.pluginDir, RescanInterval: c.rescan, PodResourcesSocket: c.podResources, Rescan: rescan,
 		Metrics: deviceplugin.NewMetrics(), Log: c.log.With("mode", mode),
 	}
 	if c.metricsAddress != "" {
