@@ -57,8 +57,8 @@ lint: tools
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
 
-## demo: the dev cluster, the CRDs, cloister-operator and the SGXPlugin and
-## LAS samples, shown HEALTHY (hack/demo.sh).
+## demo: the dev cluster, the CRDs, cloister-operator and the SGXPlugin,
+## CEXPlugin and LAS samples, shown HEALTHY (hack/demo.sh).
 demo: build
 	hack/demo.sh up
 
