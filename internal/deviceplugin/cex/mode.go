@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -278,4 +279,49 @@ func (m *Mode) Release(_ context.Context, inUse map[string][]string) error {
 		}
 	}
 	return nil
+}
+
+// PreferredAllocation keeps a container on one APQN (its zcrypt node can
+// only reach one) and spreads containers: it picks the APQN with the most
+// free slots, the one a must-include device names if any.
+func (m *Mode) PreferredAllocation(_ string, available, mustInclude []string, size int) ([]string, error) {
+	free := map[APQN][]string{}
+	var order []APQN
+	for _, id := range available {
+		a, err := parseID(id)
+		if err != nil {
+			continue
+		}
+		if free[a] == nil {
+			order = append(order, a)
+		}
+		free[a] = append(free[a], id)
+	}
+	var pick *APQN
+	for _, id := range mustInclude {
+		if a, err := parseID(id); err == nil {
+			pick = &a
+			break
+		}
+	}
+	if pick == nil {
+		for i, a := range order {
+			if len(free[a]) >= size && (pick == nil || len(free[a]) > len(free[*pick])) {
+				pick = &order[i]
+			}
+		}
+	}
+	if pick == nil {
+		return available[:min(size, len(available))], nil // no single APQN fits: Allocate will say so
+	}
+	out := slices.Clone(mustInclude)
+	for _, id := range free[*pick] {
+		if len(out) >= size {
+			break
+		}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }

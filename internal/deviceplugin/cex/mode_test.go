@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func TestOffersTheAPQNsOfItsType(t *testing.T) {
 	k.card(0x0a, "CEX8C", 0x12)
 	r := plugin(t, k, &Mode{Type: EP11}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0013-0:Healthy")
-	if regs := r.kubelet.Registrations(); len(regs) != 1 || regs[0].ResourceName != "ibm.com/cex-ep11" {
-		t.Errorf("registrations %v", regs)
+	if regs := r.kubelet.Registrations(); len(regs) != 1 || regs[0].ResourceName != "ibm.com/cex-ep11" ||
+		!regs[0].Options.GetGetPreferredAllocationAvailable() {
+		t.Errorf("registrations %v: want ibm.com/cex-ep11 with preferred allocation", regs)
 	}
 }
 
@@ -312,5 +314,25 @@ func BenchmarkHotPlug(b *testing.B) {
 			b.Fatal("unplugged card still listed")
 		}
 		b.StartTimer()
+	}
+}
+
+func TestPreferredAllocationKeepsOneAPQNAndSpreads(t *testing.T) {
+	m := &Mode{}
+	avail := []string{"05.0012-0", "05.0013-0", "05.0013-1", "05.0013-2", "05.0012-2"}
+	for _, tc := range []struct {
+		must []string
+		size int
+		want []string
+	}{
+		{nil, 1, []string{"05.0013-0"}},                                        // the APQN with most free slots
+		{nil, 2, []string{"05.0013-0", "05.0013-1"}},                           // both from one APQN
+		{[]string{"05.0012-2"}, 2, []string{"05.0012-2", "05.0012-0"}},         // kubelet's must-include decides
+		{nil, 4, []string{"05.0012-0", "05.0013-0", "05.0013-1", "05.0013-2"}}, // no APQN has 4: Allocate refuses later
+	} {
+		got, err := m.PreferredAllocation("ibm.com/cex-ep11", avail, tc.must, tc.size)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("must %v size %d: %v %v, want %v", tc.must, tc.size, got, err, tc.want)
+		}
 	}
 }
