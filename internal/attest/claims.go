@@ -1,0 +1,126 @@
+// Package attest owns hardware evidence and what it proves: the Claims
+// every verifier returns (SGX DCAP, TDX, SEV-SNP, Nitro and the insecure
+// simulation), the named rejections, and the policy check over Claims
+// that CAS and the CLI share. Verification is offline: roots are embedded,
+// collateral and the verification time are the caller's.
+package attest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Type names an evidence format.
+type Type string
+
+// The evidence formats.
+const (
+	SGX   Type = "sgx"
+	TDX   Type = "tdx"
+	SNP   Type = "snp"
+	Nitro Type = "nitro"
+	Sim   Type = "sim"
+)
+
+// Types lists every format, in the order the CLI shows them.
+var Types = []Type{SGX, TDX, SNP, Nitro, Sim}
+
+// ParseType accepts a format name.
+func ParseType(s string) (Type, error) {
+	for _, t := range Types {
+		if strings.EqualFold(strings.TrimSpace(s), string(t)) {
+			return t, nil
+		}
+	}
+	return "", Reject(CheckType, "unknown evidence type %q: use sgx, tdx, snp, nitro or sim", s)
+}
+
+// Evidence is what a workload presents.
+type Evidence struct {
+	Type Type
+	Raw  []byte
+}
+
+// Bytes prints as lowercase hex in JSON and text.
+type Bytes []byte
+
+func (b Bytes) String() string { return hex.EncodeToString(b) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (b Bytes) MarshalText() ([]byte, error) { return []byte(hex.EncodeToString(b)), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (b *Bytes) UnmarshalText(text []byte) error {
+	d, err := hex.DecodeString(string(text))
+	if err != nil {
+		return fmt.Errorf("not hex: %w", err)
+	}
+	*b = d
+	return nil
+}
+
+// TCB statuses, as Intel's PCS names them; SNP and Nitro evidence that
+// verifies is UpToDate.
+const (
+	TCBUpToDate                          = "UpToDate"
+	TCBSWHardeningNeeded                 = "SWHardeningNeeded"
+	TCBConfigurationNeeded               = "ConfigurationNeeded"
+	TCBConfigurationAndSWHardeningNeeded = "ConfigurationAndSWHardeningNeeded"
+	TCBOutOfDate                         = "OutOfDate"
+	TCBOutOfDateConfigurationNeeded      = "OutOfDateConfigurationNeeded"
+	TCBRevoked                           = "Revoked"
+)
+
+// Claims are what verified evidence says, the same shape for every type.
+type Claims struct {
+	Type Type `json:"type"`
+	// Insecure marks evidence no hardware vouches for (simulation).
+	Insecure  bool   `json:"insecure,omitempty"`
+	Debug     bool   `json:"debug"`
+	TCBStatus string `json:"tcbStatus,omitempty"`
+	// ReportData is what the workload bound into the evidence (SGX/TDX
+	// report data, SNP report data, Nitro user data).
+	ReportData Bytes `json:"reportData,omitempty"`
+	Nonce      Bytes `json:"nonce,omitempty"`
+	PublicKey  Bytes `json:"publicKey,omitempty"`
+	// NotBefore and NotAfter bound when the evidence and its chain verify.
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	NotAfter  time.Time `json:"notAfter,omitzero"`
+
+	SGX   *SGXIdentity   `json:"sgx,omitempty"`
+	TDX   *TDXIdentity   `json:"tdx,omitempty"`
+	SNP   *SNPIdentity   `json:"snp,omitempty"`
+	Nitro *NitroIdentity `json:"nitro,omitempty"`
+}
+
+// SGXIdentity is an enclave's identity.
+type SGXIdentity struct {
+	MRENCLAVE Bytes  `json:"mrenclave"`
+	MRSIGNER  Bytes  `json:"mrsigner"`
+	ISVProdID uint16 `json:"isvProdID"`
+	ISVSVN    uint16 `json:"isvSVN"`
+}
+
+// TDXIdentity is a trust domain's identity.
+type TDXIdentity struct {
+	MRTD         Bytes    `json:"mrtd"`
+	RTMR         [4]Bytes `json:"rtmr"`
+	MRSEAM       Bytes    `json:"mrseam"`
+	TDAttributes Bytes    `json:"tdAttributes"`
+}
+
+// SNPIdentity is a confidential VM's identity.
+type SNPIdentity struct {
+	Measurement Bytes  `json:"measurement"`
+	HostData    Bytes  `json:"hostData"`
+	GuestPolicy uint64 `json:"guestPolicy"`
+	ReportedTCB uint64 `json:"reportedTCB"`
+}
+
+// NitroIdentity is an enclave image's identity.
+type NitroIdentity struct {
+	ModuleID string        `json:"moduleID"`
+	PCRs     map[int]Bytes `json:"pcrs"`
+}

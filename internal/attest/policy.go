@@ -1,0 +1,144 @@
+package attest
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Policy is what a relying party accepts. The zero Policy accepts any
+// identity with TCB status UpToDate, no debug, no simulation.
+type Policy struct {
+	// Identities: the claims must match one of them (any-of); empty
+	// accepts any identity.
+	Identities []Identity `json:"identities,omitempty"`
+	// AcceptTCB lists accepted TCB statuses; empty means UpToDate only.
+	AcceptTCB  []string `json:"acceptTCB,omitempty"`
+	AllowDebug bool     `json:"allowDebug,omitempty"`
+	// ReportData, when set, must be the start of the claims' report data
+	// (e.g. the SHA-256 of the public key the workload's CSR carries).
+	ReportData Bytes `json:"reportData,omitempty"`
+	// AllowSimulation accepts evidence no hardware vouches for.
+	AllowSimulation bool `json:"allowSimulation,omitempty"`
+}
+
+// Identity is one expected workload. Type selects which fields apply;
+// unset fields match anything.
+type Identity struct {
+	Type Type `json:"type"`
+	// SGX
+	MRENCLAVE Bytes   `json:"mrenclave,omitempty"`
+	MRSIGNER  Bytes   `json:"mrsigner,omitempty"`
+	ISVProdID *uint16 `json:"isvProdID,omitempty"`
+	MinISVSVN uint16  `json:"minISVSVN,omitempty"`
+	// TDX
+	MRTD Bytes   `json:"mrtd,omitempty"`
+	RTMR []Bytes `json:"rtmr,omitempty"` // by index; an empty entry matches anything
+	// SNP
+	Measurement Bytes `json:"measurement,omitempty"`
+	HostData    Bytes `json:"hostData,omitempty"`
+	// Nitro
+	PCRs map[int]Bytes `json:"pcrs,omitempty"`
+}
+
+// Check judges claims; a rejection names the first check that fails.
+func (p *Policy) Check(c *Claims) error {
+	if c.Insecure && !p.AllowSimulation {
+		return Reject(CheckSimulation, "the evidence is simulated (no TEE vouches for it) and the policy does not allow simulation")
+	}
+	if c.Debug && !p.AllowDebug {
+		return Reject(CheckDebug, "the %s evidence is from a debug-mode workload, whose memory the host can read; the policy does not allow debug", c.Type)
+	}
+	accepted := p.AcceptTCB
+	if len(accepted) == 0 {
+		accepted = []string{TCBUpToDate}
+	}
+	if !slices.Contains(accepted, c.TCBStatus) {
+		return Reject(CheckTCB, "TCB status %q is not accepted (accepted: %s)", c.TCBStatus, strings.Join(accepted, ", "))
+	}
+	if len(p.Identities) > 0 {
+		var why []string
+		for i := range p.Identities {
+			mismatch := p.Identities[i].mismatch(c)
+			if mismatch == "" {
+				why = nil
+				break
+			}
+			why = append(why, fmt.Sprintf("identities[%d]: %s", i, mismatch))
+		}
+		if why != nil {
+			return Reject(CheckIdentity, "no expected identity matches: %s", strings.Join(why, "; "))
+		}
+	}
+	if len(p.ReportData) > 0 && !bytes.HasPrefix(c.ReportData, p.ReportData) {
+		return Reject(CheckReportData, "report data %s does not start with the expected %s", c.ReportData, p.ReportData)
+	}
+	return nil
+}
+
+// mismatch says why id does not match c, or "".
+func (id *Identity) mismatch(c *Claims) string {
+	eq := func(field string, want, got Bytes) string {
+		if len(want) > 0 && !bytes.Equal(want, got) {
+			return fmt.Sprintf("%s is %s, want %s", field, got, want)
+		}
+		return ""
+	}
+	first := func(s ...string) string {
+		for _, x := range s {
+			if x != "" {
+				return x
+			}
+		}
+		return ""
+	}
+	switch id.Type {
+	case SGX:
+		s := c.SGX
+		if s == nil {
+			return fmt.Sprintf("want sgx evidence, got %s", c.Type)
+		}
+		if id.ISVProdID != nil && *id.ISVProdID != s.ISVProdID {
+			return fmt.Sprintf("ISVPRODID is %d, want %d", s.ISVProdID, *id.ISVProdID)
+		}
+		if s.ISVSVN < id.MinISVSVN {
+			return fmt.Sprintf("ISVSVN %d is below the minimum %d", s.ISVSVN, id.MinISVSVN)
+		}
+		return first(eq("MRENCLAVE", id.MRENCLAVE, s.MRENCLAVE), eq("MRSIGNER", id.MRSIGNER, s.MRSIGNER))
+	case TDX:
+		t := c.TDX
+		if t == nil {
+			return fmt.Sprintf("want tdx evidence, got %s", c.Type)
+		}
+		if len(id.RTMR) > len(t.RTMR) {
+			return fmt.Sprintf("%d RTMRs expected, TDX has %d", len(id.RTMR), len(t.RTMR))
+		}
+		for i, want := range id.RTMR {
+			if m := eq(fmt.Sprintf("RTMR%d", i), want, t.RTMR[i]); m != "" {
+				return m
+			}
+		}
+		return eq("MRTD", id.MRTD, t.MRTD)
+	case SNP:
+		s := c.SNP
+		if s == nil {
+			return fmt.Sprintf("want snp evidence, got %s", c.Type)
+		}
+		return first(eq("measurement", id.Measurement, s.Measurement), eq("host data", id.HostData, s.HostData))
+	case Nitro:
+		n := c.Nitro
+		if n == nil {
+			return fmt.Sprintf("want nitro evidence, got %s", c.Type)
+		}
+		for _, i := range slices.Sorted(maps.Keys(id.PCRs)) {
+			if m := eq(fmt.Sprintf("PCR%d", i), id.PCRs[i], n.PCRs[i]); m != "" {
+				return m
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("unknown identity type %q", id.Type)
+}
+

@@ -1,0 +1,96 @@
+package attest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Small claim builders.
+
+func sgxClaims(opts ...func(*Claims)) *Claims {
+	c := &Claims{Type: SGX, TCBStatus: TCBUpToDate, ReportData: Bytes{0xaa, 0xbb, 0xcc},
+		SGX: &SGXIdentity{MRENCLAVE: Bytes{1, 2}, MRSIGNER: Bytes{3, 4}, ISVProdID: 7, ISVSVN: 3}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func debug(c *Claims)     { c.Debug = true }
+func simulated(c *Claims) { c.Insecure = true }
+func tcb(s string) func(*Claims) {
+	return func(c *Claims) { c.TCBStatus = s }
+}
+
+func u16(v uint16) *uint16 { return &v }
+
+func TestPolicyCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy Policy
+		claims *Claims
+		check  Check  // "" accepts
+		reason string // in the rejection
+	}{
+		{"default policy accepts an up-to-date release enclave", Policy{}, sgxClaims(), "", ""},
+		{"debug under the default policy", Policy{}, sgxClaims(debug), CheckDebug, "debug-mode workload"},
+		{"debug allowed", Policy{AllowDebug: true}, sgxClaims(debug), "", ""},
+		{"TCB status not accepted by default", Policy{}, sgxClaims(tcb(TCBOutOfDate)), CheckTCB, `"OutOfDate" is not accepted (accepted: UpToDate)`},
+		{"TCB status accepted", Policy{AcceptTCB: []string{TCBUpToDate, TCBSWHardeningNeeded}}, sgxClaims(tcb(TCBSWHardeningNeeded)), "", ""},
+		{"simulation under the default policy", Policy{}, sgxClaims(simulated), CheckSimulation, "does not allow simulation"},
+		{"simulation allowed", Policy{AllowSimulation: true}, sgxClaims(simulated), "", ""},
+		{"simulation is checked before debug", Policy{}, sgxClaims(simulated, debug), CheckSimulation, ""},
+		{"one of two identities matches", Policy{Identities: []Identity{
+			{Type: SGX, MRENCLAVE: Bytes{9}}, {Type: SGX, MRSIGNER: Bytes{3, 4}, ISVProdID: u16(7), MinISVSVN: 3},
+		}}, sgxClaims(), "", ""},
+		{"no identity matches: every mismatch named", Policy{Identities: []Identity{
+			{Type: SGX, MRENCLAVE: Bytes{9}}, {Type: SGX, MinISVSVN: 4}, {Type: TDX},
+		}}, sgxClaims(), CheckIdentity, "identities[0]: MRENCLAVE is 0102, want 09; identities[1]: ISVSVN 3 is below the minimum 4; identities[2]: want tdx evidence, got sgx"},
+		{"product id", Policy{Identities: []Identity{{Type: SGX, ISVProdID: u16(8)}}}, sgxClaims(), CheckIdentity, "ISVPRODID is 7, want 8"},
+		{"report data binding holds", Policy{ReportData: Bytes{0xaa, 0xbb}}, sgxClaims(), "", ""},
+		{"report data binding fails", Policy{ReportData: Bytes{0xaa, 0xbd}}, sgxClaims(), CheckReportData, "aabbcc does not start with the expected aabd"},
+		{"nitro PCRs", Policy{Identities: []Identity{{Type: Nitro, PCRs: map[int]Bytes{0: {1}, 8: {2}}}}},
+			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nitro: &NitroIdentity{PCRs: map[int]Bytes{0: {1}, 8: {3}}}}, CheckIdentity, "PCR8 is 03, want 02"},
+		{"tdx RTMR by index", Policy{Identities: []Identity{{Type: TDX, RTMR: []Bytes{nil, {5}}}}},
+			&Claims{Type: TDX, TCBStatus: TCBUpToDate, TDX: &TDXIdentity{RTMR: [4]Bytes{{1}, {5}}}}, "", ""},
+		{"snp measurement", Policy{Identities: []Identity{{Type: SNP, Measurement: Bytes{1}}}},
+			&Claims{Type: SNP, TCBStatus: TCBUpToDate, SNP: &SNPIdentity{Measurement: Bytes{2}}}, CheckIdentity, "measurement is 02, want 01"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.Check(tt.claims)
+			if got := CheckOf(err); got != tt.check {
+				t.Fatalf("check %q (%v), want %q", got, err, tt.check)
+			}
+			if err != nil && !strings.Contains(err.Error(), tt.reason) {
+				t.Errorf("rejection %q does not say %q", err, tt.reason)
+			}
+		})
+	}
+}
+
+func TestPolicyJSON(t *testing.T) {
+	var p Policy
+	doc := `{"identities":[{"type":"sgx","mrenclave":"68823bc6","minISVSVN":2}],"acceptTCB":["UpToDate","SWHardeningNeeded"],"reportData":"aabb"}`
+	if err := json.Unmarshal([]byte(doc), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Identities[0].MRENCLAVE.String() != "68823bc6" || p.Identities[0].MinISVSVN != 2 || p.ReportData.String() != "aabb" {
+		t.Errorf("decoded %+v", p)
+	}
+	if err := json.Unmarshal([]byte(`{"reportData":"xyz"}`), &p); err == nil {
+		t.Error("non-hex report data accepted")
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, s := range []string{"sgx", "TDX", " snp", "nitro", "sim"} {
+		if _, err := ParseType(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	if _, err := ParseType("sev"); CheckOf(err) != CheckType || !strings.Contains(err.Error(), `unknown evidence type "sev"`) {
+		t.Errorf("unknown type: %v", err)
+	}
+}
