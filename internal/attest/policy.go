@@ -141,4 +141,3 @@ func (id *Identity) mismatch(c *Claims) string {
 	}
 	return fmt.Sprintf("unknown identity type %q", id.Type)
 }
-
