@@ -111,4 +111,3 @@ func trustedKey(key *ecdsa.PublicKey, trusted []*ecdsa.PublicKey) bool {
 	}
 	return false
 }
-

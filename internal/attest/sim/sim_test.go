@@ -114,7 +114,9 @@ func TestRejections(t *testing.T) {
 		{"trailing bytes", append(bytes.Clone(raw), []byte(` {}`)...), issued, nil, attest.CheckFormat, "trailing bytes"},
 		{"truncated", raw[:len(raw)/2], issued, nil, attest.CheckFormat, "not simulated evidence"},
 		{"empty", nil, issued, nil, attest.CheckFormat, ""},
-		{"other format", mutate(func(e *envelope) { e.Payload = bytes.Replace(e.Payload, []byte("sim-evidence/v1"), []byte("sim-evidence/v9"), 1) }), issued, nil, attest.CheckFormat, "format"},
+		{"other format", mutate(func(e *envelope) {
+			e.Payload = bytes.Replace(e.Payload, []byte("sim-evidence/v1"), []byte("sim-evidence/v9"), 1)
+		}), issued, nil, attest.CheckFormat, "format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Verify(tc.raw, tc.at, tc.trusted...)
