@@ -1,0 +1,204 @@
+package sgx
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"crypto/x509"
+	_ "embed"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/google/go-tdx-guest/pcs"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+//go:embed intel_sgx_root_ca.pem
+var rootPEM []byte
+
+// RootSHA256 pins the embedded Intel SGX Root CA.
+const RootSHA256 = "44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3"
+
+// Root is the embedded Intel SGX Root CA.
+func Root() *x509.Certificate {
+	block, _ := pem.Decode(rootPEM)
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		panic("embedded Intel SGX Root CA: " + err.Error())
+	}
+	return c
+}
+
+// Collateral is Intel PCS data for the quote's platform: TCB info for its
+// FMSPC, the QE identity, and the chain that signed both (PEM).
+type Collateral struct {
+	TCBInfo      []byte
+	QEIdentity   []byte
+	SigningChain []byte
+}
+
+// Options of a verification.
+type Options struct {
+	Collateral Collateral
+	// At is the verification time; required.
+	At time.Time
+	// Root replaces the Intel root (tests of foreign roots); nil: Intel's.
+	Root *x509.Certificate
+}
+
+// Verify checks a v3 quote and returns its claims; every failure is an
+// attest.Rejection naming the check.
+func Verify(raw []byte, opts Options) (*attest.Claims, error) {
+	if opts.At.IsZero() {
+		return nil, errors.New("sgx: a verification time is required")
+	}
+	root := opts.Root
+	if root == nil {
+		root = Root()
+	}
+	q, err := parseQuote(raw)
+	if err != nil {
+		return nil, err
+	}
+	attKey, err := p256Key(q.attKey)
+	if err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "attestation key: %v", err)
+	}
+	if !verifyRS(attKey, q.signed, q.sig) {
+		return nil, attest.Reject(attest.CheckSignature, "the quote signature does not verify with the attestation key")
+	}
+	pck, err := parseChain("PCK certificate chain", bytes.TrimRight(q.certData, "\x00"))
+	if err != nil {
+		return nil, err
+	}
+	notBefore, notAfter, err := verifyChain("PCK certificate chain", pck, root, opts.At)
+	if err != nil {
+		return nil, err
+	}
+	pckKey, ok := pck[0].PublicKey.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, attest.Reject(attest.CheckChain, "the PCK certificate's key is %T, want ECDSA", pck[0].PublicKey)
+	}
+	if !verifyRS(pckKey, q.qeReport, q.qeSig) {
+		return nil, attest.Reject(attest.CheckSignature, "the QE report signature does not verify with the PCK certificate")
+	}
+	// The QE vouches for the attestation key by putting its hash (with
+	// the QE authentication data) into its report data.
+	want := sha256.Sum256(append(append([]byte(nil), q.attKey...), q.qeAuth...))
+	if !bytes.Equal(q.qeReport[offReportData:offReportData+32], want[:]) || !allZero(q.qeReport[offReportData+32:]) {
+		return nil, attest.Reject(attest.CheckBinding, "the QE report does not bind the attestation key")
+	}
+	ext, err := pcs.PckCertificateExtensions(pck[0])
+	if err != nil {
+		return nil, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
+	}
+	tcb, err := judgeTCB(ext, q.qeReport, opts, root)
+	if err != nil {
+		return nil, err
+	}
+	return &attest.Claims{
+		Type:       attest.SGX,
+		Debug:      debug(q.body),
+		TCBStatus:  tcb.status,
+		ReportData: attest.Bytes(q.body[offReportData : offReportData+64]),
+		NotBefore:  latest(notBefore, tcb.notBefore),
+		NotAfter:   earliest(notAfter, tcb.notAfter),
+		SGX:        identity(q.body),
+	}, nil
+}
+
+// p256Key reads an uncompressed x||y P-256 point.
+func p256Key(xy []byte) (*ecdsa.PublicKey, error) {
+	if len(xy) != 64 {
+		return nil, fmt.Errorf("%d bytes, want 64", len(xy))
+	}
+	k := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(xy[:32]), Y: new(big.Int).SetBytes(xy[32:])}
+	if !k.Curve.IsOnCurve(k.X, k.Y) { //nolint:staticcheck // the point comes from the wire
+		return nil, errors.New("not a point on P-256")
+	}
+	return k, nil
+}
+
+// verifyRS checks a raw r||s ECDSA signature over SHA-256(msg).
+func verifyRS(key *ecdsa.PublicKey, msg, rs []byte) bool {
+	if len(rs) != 64 {
+		return false
+	}
+	d := sha256.Sum256(msg)
+	return ecdsa.Verify(key, d[:], new(big.Int).SetBytes(rs[:32]), new(big.Int).SetBytes(rs[32:]))
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// parseChain reads PEM certificates, leaf first.
+func parseChain(what string, data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, attest.Reject(attest.CheckFormat, "%s: %v", what, err)
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, attest.Reject(attest.CheckFormat, "%s: no certificate", what)
+	}
+	return certs, nil
+}
+
+// verifyChain checks chain[0] up to root at time at, and returns the
+// window in which the whole chain is valid.
+func verifyChain(what string, chain []*x509.Certificate, root *x509.Certificate, at time.Time) (time.Time, time.Time, error) {
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(root)
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	for _, c := range chain {
+		if at.Before(c.NotBefore) || at.After(c.NotAfter) {
+			return time.Time{}, time.Time{}, attest.Reject(attest.CheckValidity, "%s: %q is valid from %s to %s, not at %s", what,
+				c.Subject.CommonName, c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+		}
+	}
+	verified, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
+		return time.Time{}, time.Time{}, attest.Reject(attest.CheckChain, "%s does not chain to the %s: %v", what, root.Subject.CommonName, err)
+	}
+	nb, na := time.Time{}, time.Time{}
+	for _, c := range verified[0] {
+		nb, na = latest(nb, c.NotBefore), earliest(na, c.NotAfter)
+	}
+	return nb, na, nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.IsZero() || b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
