@@ -1,10 +1,18 @@
 package sgx
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
+	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +62,124 @@ func TestRealQuoteVerifies(t *testing.T) {
 	}
 	t.Logf("MRENCLAVE %s MRSIGNER %s ISVPRODID %d ISVSVN %d debug %v TCB %s valid %s..%s",
 		c.SGX.MRENCLAVE, c.SGX.MRSIGNER, c.SGX.ISVProdID, c.SGX.ISVSVN, c.Debug, c.TCBStatus, c.NotBefore, c.NotAfter)
+}
+
+func TestRejections(t *testing.T) {
+	raw, col := load(t)
+	flip := func(b []byte, i int) []byte { c := bytes.Clone(b); c[i] ^= 0x01; return c }
+	sigStart := sigDataStart
+	foreign := selfSignedRoot(t)
+	tamperTCB := bytes.Replace(col.TCBInfo, []byte(`"pcesvn":13`), []byte(`"pcesvn":12`), 1)
+	if bytes.Equal(tamperTCB, col.TCBInfo) {
+		t.Fatal("TCB info has no pcesvn 13 to tamper with")
+	}
+	for _, tc := range []struct {
+		name   string
+		raw    []byte
+		col    func(Collateral) Collateral
+		at     time.Time
+		root   *x509.Certificate
+		check  attest.Check
+		reason string
+	}{
+		{"flipped byte in the report body", flip(raw, headerLen+offMRENCLAVE), nil, vectorTime, nil, attest.CheckSignature, "quote signature"},
+		{"flipped byte in the quote signature", flip(raw, sigStart+3), nil, vectorTime, nil, attest.CheckSignature, "quote signature"},
+		{"flipped byte in the QE report", flip(raw, sigStart+128+100), nil, vectorTime, nil, attest.CheckSignature, "QE report signature"},
+		{"chain after expiry", raw, nil, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, "PCK certificate chain"},
+		{"chain before validity", raw, nil, time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, "is valid from"},
+		{"collateral issued in the future", raw, nil, time.Date(2022, 12, 19, 9, 0, 0, 0, time.UTC), nil, attest.CheckValidity, "TCB info is issued 2022-12-19T09:40:10Z"},
+		{"collateral past its next update", raw, nil, time.Date(2023, 1, 16, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, "QE identity is issued"},
+		{"foreign root", raw, nil, vectorTime, foreign, attest.CheckChain, "does not chain to the Foreign Root"},
+		{"tampered TCB info", raw, func(c Collateral) Collateral { c.TCBInfo = tamperTCB; return c }, vectorTime, nil, attest.CheckCollateral, "TCB info signature"},
+		{"TCB info of another platform", raw, func(c Collateral) Collateral { c.TCBInfo = c.QEIdentity; return c }, vectorTime, nil, attest.CheckCollateral, "want the fields \"tcbInfo\""},
+		{"no collateral", raw, func(Collateral) Collateral { return Collateral{} }, vectorTime, nil, attest.CheckCollateral, "--collateral"},
+		{"trailing bytes", append(bytes.Clone(raw), 0), nil, vectorTime, nil, attest.CheckFormat, "1 trailing bytes"},
+		{"truncated", raw[:len(raw)-10], nil, vectorTime, nil, attest.CheckFormat, "truncated"},
+		{"truncated header", raw[:100], nil, vectorTime, nil, attest.CheckFormat, "truncated quote: 100 bytes"},
+		{"not a v3 quote", flip(raw, 0), nil, vectorTime, nil, attest.CheckFormat, "quote version 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := col
+			if tc.col != nil {
+				c = tc.col(col)
+			}
+			_, err := Verify(tc.raw, Options{Collateral: c, At: tc.at, Root: tc.root})
+			if attest.CheckOf(err) != tc.check || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("got %v, want %s (%q)", err, tc.check, tc.reason)
+			}
+		})
+	}
+}
+
+// The real quote's platform needs SW hardening: the default policy
+// (UpToDate only) refuses it by name, a policy accepting it takes it.
+func TestRealQuoteUnderPolicies(t *testing.T) {
+	raw, col := load(t)
+	c, err := Verify(raw, Options{Collateral: col, At: vectorTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&attest.Policy{}).Check(c); attest.CheckOf(err) != attest.CheckTCB {
+		t.Errorf("default policy: %v, want a tcb-status rejection", err)
+	}
+	p := attest.Policy{AcceptTCB: []string{attest.TCBUpToDate, attest.TCBSWHardeningNeeded},
+		Identities: []attest.Identity{{Type: attest.SGX, MRENCLAVE: c.SGX.MRENCLAVE}}}
+	if err := p.Check(c); err != nil {
+		t.Errorf("accepting policy: %v", err)
+	}
+}
+
+func selfSignedRoot(t *testing.T) *x509.Certificate {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Foreign Root"},
+		NotBefore: time.Unix(0, 0), NotAfter: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return c
+}
+
+func FuzzVerify(f *testing.F) {
+	raw, err := os.ReadFile(filepath.Join(vectors, "quote_v3_ecdsa_p256_pck_chain.bin"))
+	if err == nil {
+		f.Add(raw)
+	}
+	f.Add(make([]byte, sigDataStart))
+	col := Collateral{}
+	if b, err := os.ReadFile(filepath.Join(vectors, "tcb_info_v3_fmspc_00606A000000.json")); err == nil {
+		col.TCBInfo = b
+		col.QEIdentity, _ = os.ReadFile(filepath.Join(vectors, "qe_identity_v2.json"))
+		col.SigningChain, _ = os.ReadFile(filepath.Join(vectors, "tcb_info_v3_fmspc_00606A000000_certs.pem"))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
+		if err != nil && attest.CheckOf(err) == "" {
+			t.Fatalf("unnamed rejection: %v", err)
+		}
+	})
+}
+
+func BenchmarkVerify(b *testing.B) {
+	raw, col := load(b)
+	for b.Loop() {
+		if _, err := Verify(raw, Options{Collateral: col, At: vectorTime}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkECDSAP256Verify is the raw cost of one signature check, to
+// compare with a quote's (quote, QE report, PCK chain, collateral).
+func BenchmarkECDSAP256Verify(b *testing.B) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	d := sha256.Sum256([]byte("quote"))
+	sig, _ := ecdsa.SignASN1(rand.Reader, key, d[:])
+	for b.Loop() {
+		if !ecdsa.VerifyASN1(&key.PublicKey, d[:], sig) {
+			b.Fatal("no")
+		}
+	}
 }
