@@ -52,7 +52,8 @@ type Options struct {
 }
 
 // Verify checks a v3 quote and returns its claims; every failure is an
-// attest.Rejection naming the check.
+// attest.Rejection naming the check, returned with the claims read so far
+// (nil when the quote could not be parsed).
 func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if opts.At.IsZero() {
 		return nil, errors.New("sgx: a verification time is required")
@@ -65,51 +66,53 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the quote says is returned with any later rejection too: the
+	// user debugging a failed attestation wants to see it.
+	claims := &attest.Claims{
+		Type:       attest.SGX,
+		Debug:      debug(q.body),
+		ReportData: attest.Bytes(q.body[offReportData : offReportData+64]),
+		SGX:        identity(q.body),
+	}
 	attKey, err := p256Key(q.attKey)
 	if err != nil {
-		return nil, attest.Reject(attest.CheckFormat, "attestation key: %v", err)
+		return claims, attest.Reject(attest.CheckFormat, "attestation key: %v", err)
 	}
 	if !verifyRS(attKey, q.signed, q.sig) {
-		return nil, attest.Reject(attest.CheckSignature, "the quote signature does not verify with the attestation key")
+		return claims, attest.Reject(attest.CheckSignature, "the quote signature does not verify with the attestation key")
 	}
 	pck, err := parseChain("PCK certificate chain", bytes.TrimRight(q.certData, "\x00"))
 	if err != nil {
-		return nil, err
+		return claims, err
 	}
 	notBefore, notAfter, err := verifyChain("PCK certificate chain", pck, root, opts.At)
 	if err != nil {
-		return nil, err
+		return claims, err
 	}
 	pckKey, ok := pck[0].PublicKey.(*ecdsa.PublicKey)
 	if !ok {
-		return nil, attest.Reject(attest.CheckChain, "the PCK certificate's key is %T, want ECDSA", pck[0].PublicKey)
+		return claims, attest.Reject(attest.CheckChain, "the PCK certificate's key is %T, want ECDSA", pck[0].PublicKey)
 	}
 	if !verifyRS(pckKey, q.qeReport, q.qeSig) {
-		return nil, attest.Reject(attest.CheckSignature, "the QE report signature does not verify with the PCK certificate")
+		return claims, attest.Reject(attest.CheckSignature, "the QE report signature does not verify with the PCK certificate")
 	}
 	// The QE vouches for the attestation key by putting its hash (with
 	// the QE authentication data) into its report data.
 	want := sha256.Sum256(append(append([]byte(nil), q.attKey...), q.qeAuth...))
 	if !bytes.Equal(q.qeReport[offReportData:offReportData+32], want[:]) || !allZero(q.qeReport[offReportData+32:]) {
-		return nil, attest.Reject(attest.CheckBinding, "the QE report does not bind the attestation key")
+		return claims, attest.Reject(attest.CheckBinding, "the QE report does not bind the attestation key")
 	}
 	ext, err := pcs.PckCertificateExtensions(pck[0])
 	if err != nil {
-		return nil, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
+		return claims, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
 	}
 	tcb, err := judgeTCB(ext, q.qeReport, opts, root)
 	if err != nil {
-		return nil, err
+		return claims, err
 	}
-	return &attest.Claims{
-		Type:       attest.SGX,
-		Debug:      debug(q.body),
-		TCBStatus:  tcb.status,
-		ReportData: attest.Bytes(q.body[offReportData : offReportData+64]),
-		NotBefore:  latest(notBefore, tcb.notBefore),
-		NotAfter:   earliest(notAfter, tcb.notAfter),
-		SGX:        identity(q.body),
-	}, nil
+	claims.TCBStatus = tcb.status
+	claims.NotBefore, claims.NotAfter = latest(notBefore, tcb.notBefore), earliest(notAfter, tcb.notAfter)
+	return claims, nil
 }
 
 // p256Key reads an uncompressed x||y P-256 point.

@@ -1,0 +1,126 @@
+// Package verify dispatches evidence to its format's verifier and loads
+// what the verifiers need from the caller: collateral from a directory,
+// evidence that may be base64.
+package verify
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sgx"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+)
+
+// Options are the caller's inputs to a verification.
+type Options struct {
+	// At is the verification time.
+	At time.Time
+	// CollateralDir holds the format's collateral, laid out like the
+	// team's test vectors (sgx: tcb_info*.json, qe_identity*.json,
+	// *certs*.pem).
+	CollateralDir string
+	// SimKeys, when set, are the only keys sim evidence may be signed by.
+	SimKeys []*ecdsa.PublicKey
+}
+
+// Evidence verifies ev and returns its claims.
+func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
+	if opts.At.IsZero() {
+		opts.At = time.Now()
+	}
+	raw := Decode(ev.Raw)
+	if len(raw) == 0 {
+		return nil, attest.Reject(attest.CheckFormat, "the evidence is empty")
+	}
+	switch ev.Type {
+	case attest.SGX:
+		col, err := SGXCollateral(opts.CollateralDir)
+		if err != nil {
+			return nil, err
+		}
+		return sgx.Verify(raw, sgx.Options{Collateral: col, At: opts.At})
+	case attest.Sim:
+		return sim.Verify(raw, opts.At, opts.SimKeys...)
+	case attest.TDX, attest.SNP, attest.Nitro:
+		return nil, attest.Reject(attest.CheckType, "%s evidence cannot be verified by this build yet", ev.Type)
+	}
+	_, err := attest.ParseType(string(ev.Type))
+	return nil, err
+}
+
+// Decode returns raw, or what it decodes to when it is base64 text (with
+// or without padding and line breaks).
+func Decode(raw []byte) []byte {
+	text := bytes.Join(bytes.Fields(raw), nil)
+	if len(text) == 0 {
+		return raw
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if d, err := enc.DecodeString(string(text)); err == nil && len(d) > 0 {
+			return d
+		}
+	}
+	return raw
+}
+
+// SGXCollateral reads TCB info, QE identity and their signing chain from
+// dir; no dir is no collateral.
+func SGXCollateral(dir string) (sgx.Collateral, error) {
+	if dir == "" {
+		return sgx.Collateral{}, nil // the verifier says it is missing, after reading the quote
+	}
+	var c sgx.Collateral
+	var err error
+	if c.TCBInfo, err = one(dir, "tcb_info*.json"); err != nil {
+		return c, err
+	}
+	if c.QEIdentity, err = one(dir, "qe_identity*.json"); err != nil {
+		return c, err
+	}
+	if c.SigningChain, err = one(dir, "*certs*.pem"); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// one reads the single file of dir matching pattern.
+func one(dir, pattern string) ([]byte, error) {
+	matches, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return nil, err
+	}
+	switch len(matches) {
+	case 0:
+		return nil, attest.Reject(attest.CheckCollateral, "no %s in %s", pattern, dir)
+	case 1:
+		b, err := os.ReadFile(matches[0])
+		if err != nil {
+			return nil, attest.Reject(attest.CheckCollateral, "reading %s: %v", matches[0], err)
+		}
+		return b, nil
+	}
+	names := make([]string, len(matches))
+	for i, m := range matches {
+		names[i] = filepath.Base(m)
+	}
+	return nil, attest.Reject(attest.CheckCollateral, "%d files match %s in %s (%s): keep one", len(matches), pattern, dir, strings.Join(names, ", "))
+}
+
+// ParseTime reads --at: RFC 3339 or Unix seconds.
+func ParseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var sec int64
+	if _, err := fmt.Sscanf(s, "%d", &sec); err == nil && fmt.Sprint(sec) == strings.TrimSpace(s) {
+		return time.Unix(sec, 0).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("invalid --at %q: use RFC 3339 (2022-12-20T00:50:04Z) or Unix seconds", s)
+}

@@ -1,0 +1,73 @@
+package verify
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+func TestDecode(t *testing.T) {
+	bin := []byte{0x03, 0x00, 0x02, 0x00, 0xff, 0xfe}
+	for name, in := range map[string][]byte{
+		"raw":             bin,
+		"base64":          []byte(base64.StdEncoding.EncodeToString(bin)),
+		"base64 wrapped":  []byte(base64.StdEncoding.EncodeToString(bin)[:4] + "\n" + base64.StdEncoding.EncodeToString(bin)[4:] + "\n"),
+		"base64 unpadded": []byte(base64.RawStdEncoding.EncodeToString(bin)),
+	} {
+		if got := Decode(in); string(got) != string(bin) {
+			t.Errorf("%s: Decode = %x", name, got)
+		}
+	}
+	if got := Decode([]byte(`{"payload":"x"}`)); string(got) != `{"payload":"x"}` {
+		t.Errorf("JSON taken for base64: %q", got)
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	for in, want := range map[string]time.Time{
+		"1671497404":           time.Unix(1671497404, 0),
+		"2022-12-20T00:50:04Z": time.Unix(1671497404, 0),
+	} {
+		if got, err := ParseTime(in); err != nil || !got.Equal(want) {
+			t.Errorf("ParseTime(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "12x", "20/12/2022"} {
+		if _, err := ParseTime(bad); err == nil || !strings.Contains(err.Error(), "--at") {
+			t.Errorf("ParseTime(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestSGXCollateral(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) { os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644) }
+	write("tcb_info_v3.json")
+	write("qe_identity_v2.json")
+	if _, err := SGXCollateral(dir); attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "no *certs*.pem in") {
+		t.Errorf("missing chain: %v", err)
+	}
+	write("tcb_certs.pem")
+	c, err := SGXCollateral(dir)
+	if err != nil || string(c.TCBInfo) != "tcb_info_v3.json" || string(c.SigningChain) != "tcb_certs.pem" {
+		t.Errorf("collateral %q %q: %v", c.TCBInfo, c.SigningChain, err)
+	}
+	write("tcb_info_old.json")
+	if _, err := SGXCollateral(dir); err == nil || !strings.Contains(err.Error(), "2 files match tcb_info*.json") {
+		t.Errorf("two TCB infos: %v", err)
+	}
+}
+
+func TestEvidenceTypes(t *testing.T) {
+	if _, err := Evidence(attest.Evidence{Type: "sev", Raw: []byte("x")}, Options{}); attest.CheckOf(err) != attest.CheckType {
+		t.Errorf("unknown type: %v", err)
+	}
+	if _, err := Evidence(attest.Evidence{Type: attest.Sim}, Options{}); attest.CheckOf(err) != attest.CheckFormat {
+		t.Errorf("empty evidence: %v", err)
+	}
+}

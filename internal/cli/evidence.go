@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
+)
+
+// ExitError ends the command with Code, the command having said why.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+func newEvidence(s Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "evidence", Short: "Work with attestation evidence"}
+	cmd.AddCommand(newEvidenceVerify(s))
+	return cmd
+}
+
+type evidenceVerify struct {
+	typ, file, collateral, at, policy, output string
+	allowDebug, allowSimulation               bool
+	acceptTCB                                 []string
+}
+
+func newEvidenceVerify(s Streams) *cobra.Command {
+	o := &evidenceVerify{}
+	cmd := &cobra.Command{
+		Use:   "verify --type sgx|tdx|snp|nitro|sim --evidence FILE",
+		Short: "Verify attestation evidence offline and judge it by a policy",
+		Long: "Verifies evidence against the vendor roots built into cloister and the collateral\n" +
+			"given, at the time given, then checks the claims against the policy. Prints the\n" +
+			"claims and exits 0 when accepted; prints 'rejected: <check>: <reason>' and the\n" +
+			"claims that could be read, and exits 1, otherwise.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(s) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.typ, "type", "", "evidence type: sgx, tdx, snp, nitro or sim")
+	f.StringVar(&o.file, "evidence", "", "evidence file, raw or base64")
+	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx: tcb_info*.json, qe_identity*.json, *certs*.pem)")
+	f.StringVar(&o.at, "at", "", "verification time, RFC 3339 or Unix seconds (default: now)")
+	f.StringVar(&o.policy, "policy", "", "policy file (YAML or JSON): identities, acceptTCB, allowDebug, reportData, allowSimulation")
+	f.BoolVar(&o.allowDebug, "allow-debug", false, "accept debug-mode workloads")
+	f.BoolVar(&o.allowSimulation, "allow-simulation", false, "accept simulated (insecure) evidence")
+	f.StringSliceVar(&o.acceptTCB, "accept-tcb", nil, "accepted TCB statuses (default UpToDate), e.g. UpToDate,SWHardeningNeeded")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func (o *evidenceVerify) run(s Streams) error {
+	if o.output != "text" && o.output != "json" {
+		return fmt.Errorf("invalid --output %q: use text or json", o.output)
+	}
+	if o.typ == "" || o.file == "" {
+		return errors.New("--type and --evidence are required")
+	}
+	typ, err := attest.ParseType(o.typ)
+	if err != nil {
+		return fmt.Errorf("--type: %w", err)
+	}
+	raw, err := os.ReadFile(o.file)
+	if err != nil {
+		return fmt.Errorf("--evidence: %w", err)
+	}
+	opts := verify.Options{CollateralDir: o.collateral}
+	if o.at != "" {
+		if opts.At, err = verify.ParseTime(o.at); err != nil {
+			return err
+		}
+	}
+	policy := attest.Policy{}
+	if o.policy != "" {
+		data, err := os.ReadFile(o.policy)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(data, &policy); err != nil {
+			return fmt.Errorf("--policy %s: %w", o.policy, err)
+		}
+	}
+	policy.AllowDebug = policy.AllowDebug || o.allowDebug
+	policy.AllowSimulation = policy.AllowSimulation || o.allowSimulation
+	if len(o.acceptTCB) > 0 {
+		policy.AcceptTCB = o.acceptTCB
+	}
+	claims, err := verify.Evidence(attest.Evidence{Type: typ, Raw: raw}, opts)
+	if err == nil {
+		err = policy.Check(claims)
+	}
+	if err != nil && attest.CheckOf(err) == "" {
+		return err // not a verdict: a broken input of ours
+	}
+	if perr := o.print(s.Out, claims, err); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+type verdict struct {
+	Accepted bool           `json:"accepted"`
+	Rejected *rejection     `json:"rejected,omitempty"`
+	Claims   *attest.Claims `json:"claims,omitempty"`
+}
+
+type rejection struct {
+	Check  attest.Check `json:"check"`
+	Reason string       `json:"reason"`
+}
+
+func (o *evidenceVerify) print(w io.Writer, c *attest.Claims, err error) error {
+	v := verdict{Accepted: err == nil, Claims: c}
+	var r *attest.Rejection
+	if errors.As(err, &r) {
+		v.Rejected = &rejection{Check: r.Check, Reason: r.Reason}
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	var b strings.Builder
+	if v.Rejected != nil {
+		fmt.Fprintf(&b, "rejected: %s: %s\n", v.Rejected.Check, v.Rejected.Reason)
+	} else {
+		fmt.Fprintf(&b, "accepted: %s evidence\n", c.Type)
+	}
+	if c != nil {
+		writeClaims(&b, c)
+	}
+	_, werr := io.WriteString(w, b.String())
+	return werr
+}
+
+func writeClaims(b *strings.Builder, c *attest.Claims) {
+	line := func(k string, v any) { fmt.Fprintf(b, "  %-13s %v\n", k+":", v) }
+	line("type", c.Type)
+	if c.Insecure {
+		line("insecure", "true (simulated: no TEE vouches for this evidence)")
+	}
+	line("debug", c.Debug)
+	line("tcbStatus", c.TCBStatus)
+	if s := c.SGX; s != nil {
+		line("mrenclave", s.MRENCLAVE)
+		line("mrsigner", s.MRSIGNER)
+		line("isvProdID", s.ISVProdID)
+		line("isvSVN", s.ISVSVN)
+	}
+	if len(c.ReportData) > 0 {
+		line("reportData", c.ReportData)
+	}
+	if !c.NotBefore.IsZero() {
+		line("valid", c.NotBefore.UTC().Format(time.RFC3339)+" to "+c.NotAfter.UTC().Format(time.RFC3339))
+	}
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+)
+
+const sgxVectors = "../../../shared/testvectors/sgx-dcap"
+
+func sgxQuote(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(sgxVectors, "quote_v3_ecdsa_p256_pck_chain.bin")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("SGX test vectors absent (%v); they live in ../shared/testvectors", err)
+	}
+	return p
+}
+
+func exitCode(err error) int {
+	var e *ExitError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestEvidenceVerifySGX(t *testing.T) {
+	quote := sgxQuote(t)
+	base := []string{"evidence", "verify", "--type", "sgx", "--evidence", quote, "--collateral", sgxVectors, "--at", "1671497404"}
+
+	out, _, err := run(t, base...)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, `rejected: tcb-status: TCB status "SWHardeningNeeded" is not accepted`) ||
+		!strings.Contains(out, "mrenclave:    68823bc6") {
+		t.Errorf("default policy: exit %d\n%s", exitCode(err), out)
+	}
+
+	out, _, err = run(t, append(base, "--accept-tcb", "UpToDate,SWHardeningNeeded", "-o", "json")...)
+	var v struct {
+		Accepted bool
+		Claims   attest.Claims
+	}
+	if exitCode(err) != 0 || json.Unmarshal([]byte(out), &v) != nil || !v.Accepted || v.Claims.SGX.MRENCLAVE.String()[:8] != "68823bc6" {
+		t.Errorf("accepting policy: exit %d\n%s", exitCode(err), out)
+	}
+
+	// Base64 evidence is recognised; a later time rejects by validity.
+	raw, _ := os.ReadFile(quote)
+	b64 := filepath.Join(t.TempDir(), "quote.b64")
+	os.WriteFile(b64, []byte(base64.StdEncoding.EncodeToString(raw)+"\n"), 0o644)
+	out, _, err = run(t, "evidence", "verify", "--type", "sgx", "--evidence", b64, "--collateral", sgxVectors, "--at", "2031-01-01T00:00:00Z")
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: validity: ") || strings.Count(out, "rejected:") != 1 {
+		t.Errorf("base64 evidence at 2031: exit %d\n%s", exitCode(err), out)
+	}
+
+	out, _, err = run(t, "evidence", "verify", "--type", "sgx", "--evidence", quote, "--at", "1671497404")
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: collateral: TCB info, QE identity and their signing chain are required (--collateral DIR)") ||
+		!strings.Contains(out, "mrenclave:    68823bc6") {
+		t.Errorf("no collateral: exit %d\n%s", exitCode(err), out)
+	}
+}
+
+func TestEvidenceVerifySim(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	at := time.Now()
+	raw, err := sim.Generate(key, attest.Claims{TCBStatus: attest.TCBUpToDate, SGX: &attest.SGXIdentity{MRENCLAVE: attest.Bytes{1}}}, at, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "sim.json")
+	os.WriteFile(file, raw, 0o644)
+	out, _, err := run(t, "evidence", "verify", "--type", "sim", "--evidence", file)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: simulation: ") || !strings.Contains(out, "insecure:") {
+		t.Errorf("sim under the default policy: exit %d\n%s", exitCode(err), out)
+	}
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	os.WriteFile(policy, []byte("allowSimulation: true\nidentities:\n- type: sgx\n  mrenclave: \"01\"\n"), 0o644)
+	out, _, err = run(t, "evidence", "verify", "--type", "sim", "--evidence", file, "--policy", policy)
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: sim evidence") {
+		t.Errorf("sim allowed by the policy file: exit %d %v\n%s", exitCode(err), err, out)
+	}
+}
+
+func TestEvidenceVerifyBadInput(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "e")
+	os.WriteFile(file, []byte("x"), 0o644)
+	badPolicy := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(badPolicy, []byte("allowDebugging: true\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--type", "sev", "--evidence", file}, `--type: type: unknown evidence type "sev"`},
+		{[]string{"--evidence", file}, "--type and --evidence are required"},
+		{[]string{"--type", "sgx", "--evidence", file, "--at", "yesterday"}, `invalid --at "yesterday"`},
+		{[]string{"--type", "sgx", "--evidence", file, "-o", "yaml"}, `invalid --output "yaml"`},
+		{[]string{"--type", "sgx", "--evidence", file, "--policy", badPolicy}, `unknown field "allowDebugging"`},
+		{[]string{"--type", "sgx", "--evidence", filepath.Join(t.TempDir(), "none")}, "--evidence: open"},
+	} {
+		_, _, err := run(t, append([]string{"evidence", "verify"}, tc.args...)...)
+		if exitCode(err) != -1 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	// Garbage evidence is a verdict (format), not a usage error.
+	out, _, err := run(t, "evidence", "verify", "--type", "sgx", "--evidence", file, "--collateral", t.TempDir())
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: ") {
+		t.Errorf("garbage: exit %d\n%s", exitCode(err), out)
+	}
+}
