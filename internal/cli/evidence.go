@@ -159,6 +159,14 @@ func writeClaims(b *strings.Builder, c *attest.Claims) {
 		line("isvProdID", s.ISVProdID)
 		line("isvSVN", s.ISVSVN)
 	}
+	if n := c.Nitro; n != nil {
+		line("moduleID", n.ModuleID)
+		for _, i := range []int{0, 1, 2, 3, 4, 8} {
+			if v, ok := n.PCRs[i]; ok {
+				line(fmt.Sprintf("pcr%d", i), v)
+			}
+		}
+	}
 	if len(c.ReportData) > 0 {
 		line("reportData", c.ReportData)
 	}

@@ -122,3 +122,18 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 		t.Errorf("garbage: exit %d\n%s", exitCode(err), out)
 	}
 }
+
+func TestEvidenceVerifyNitro(t *testing.T) {
+	const doc = "../../../shared/testvectors/nitro/nitro_attestation.b64"
+	if _, err := os.Stat(doc); err != nil {
+		t.Skipf("Nitro test vector absent (%v)", err)
+	}
+	out, _, err := run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc, "--at", "2024-09-07T14:37:39.545Z")
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: nitro evidence") || !strings.Contains(out, "pcr0:         e72a46ca") {
+		t.Errorf("exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, _, err = run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: validity: ") {
+		t.Errorf("now, long after the leaf expired: exit %d\n%s", exitCode(err), out)
+	}
+}

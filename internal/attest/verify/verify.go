@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/nitro"
 	"github.com/cloister-cc/cloister/internal/attest/sgx"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 )
@@ -48,7 +49,9 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		return sgx.Verify(raw, sgx.Options{Collateral: col, At: opts.At})
 	case attest.Sim:
 		return sim.Verify(raw, opts.At, opts.SimKeys...)
-	case attest.TDX, attest.SNP, attest.Nitro:
+	case attest.Nitro:
+		return nitro.Verify(raw, nitro.Options{At: opts.At})
+	case attest.TDX, attest.SNP:
 		return nil, attest.Reject(attest.CheckType, "%s evidence cannot be verified by this build yet", ev.Type)
 	}
 	_, err := attest.ParseType(string(ev.Type))

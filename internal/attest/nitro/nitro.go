@@ -1,0 +1,170 @@
+// Package nitro verifies AWS Nitro Enclaves attestation documents offline:
+// a COSE_Sign1 (ES384) over a CBOR document whose certificate chains,
+// through its cabundle, to the AWS Nitro root pinned by SHA-256.
+package nitro
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"math/big"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+// RootSHA256 pins the AWS Nitro Enclaves root ("aws.nitro-enclaves").
+const RootSHA256 = "641a0321a3e244efe456463195d606317ed7cdcc3c1756e09893f3c68f79bb5b"
+
+// algES384 is COSE's ECDSA with SHA-384.
+const algES384 = -35
+
+// document is the attestation document (CBOR payload).
+type document struct {
+	ModuleID    string          `cbor:"module_id"`
+	Digest      string          `cbor:"digest"`
+	Timestamp   uint64          `cbor:"timestamp"`
+	PCRs        map[uint][]byte `cbor:"pcrs"`
+	Certificate []byte          `cbor:"certificate"`
+	CABundle    [][]byte        `cbor:"cabundle"`
+	PublicKey   []byte          `cbor:"public_key"`
+	UserData    []byte          `cbor:"user_data"`
+	Nonce       []byte          `cbor:"nonce"`
+}
+
+// Options of a verification.
+type Options struct {
+	At time.Time
+	// RootSHA256 replaces the pinned root (tests of foreign roots).
+	RootSHA256 string
+}
+
+var decMode, _ = cbor.DecOptions{DupMapKey: cbor.DupMapKeyEnforcedAPF, MaxNestedLevels: 8}.DecMode()
+
+// Verify checks the document and returns its claims (with those read so
+// far on a rejection).
+func Verify(raw []byte, opts Options) (*attest.Claims, error) {
+	if opts.At.IsZero() {
+		return nil, errors.New("nitro: a verification time is required")
+	}
+	pin := opts.RootSHA256
+	if pin == "" {
+		pin = RootSHA256
+	}
+	var msg struct {
+		_           struct{} `cbor:",toarray"`
+		Protected   []byte
+		Unprotected cbor.RawMessage
+		Payload     []byte
+		Signature   []byte
+	}
+	rest, err := decMode.UnmarshalFirst(untag(raw), &msg)
+	if err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "not a COSE_Sign1 attestation document: %v", err)
+	}
+	if len(rest) > 0 {
+		return nil, attest.Reject(attest.CheckFormat, "%d trailing bytes after the attestation document", len(rest))
+	}
+	var header map[int]any
+	if err := decMode.Unmarshal(msg.Protected, &header); err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "protected header: %v", err)
+	}
+	if alg, _ := header[1].(int64); alg != algES384 {
+		return nil, attest.Reject(attest.CheckFormat, "COSE algorithm %v, want ES384 (-35)", header[1])
+	}
+	var doc document
+	if err := decMode.Unmarshal(msg.Payload, &doc); err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "attestation document payload: %v", err)
+	}
+	if doc.ModuleID == "" || doc.Digest != "SHA384" || len(doc.Certificate) == 0 || len(doc.CABundle) == 0 || len(doc.PCRs) == 0 {
+		return nil, attest.Reject(attest.CheckFormat, "attestation document lacks module_id, digest SHA384, pcrs, certificate or cabundle")
+	}
+	claims := &attest.Claims{
+		Type: attest.Nitro, ReportData: doc.UserData, Nonce: doc.Nonce, PublicKey: doc.PublicKey,
+		Nitro: &attest.NitroIdentity{ModuleID: doc.ModuleID, PCRs: map[int]attest.Bytes{}},
+	}
+	for _, i := range []uint{0, 1, 2, 3, 4, 8} {
+		if v, ok := doc.PCRs[i]; ok {
+			claims.Nitro.PCRs[int(i)] = v
+		}
+	}
+	// An enclave started in debug mode reports PCR0, PCR1 and PCR2 as zero.
+	claims.Debug = allZero(doc.PCRs[0]) && allZero(doc.PCRs[1]) && allZero(doc.PCRs[2])
+
+	leaf, err := x509.ParseCertificate(doc.Certificate)
+	if err != nil {
+		return claims, attest.Reject(attest.CheckFormat, "certificate: %v", err)
+	}
+	bundle := make([]*x509.Certificate, len(doc.CABundle))
+	for i, der := range doc.CABundle {
+		if bundle[i], err = x509.ParseCertificate(der); err != nil {
+			return claims, attest.Reject(attest.CheckFormat, "cabundle[%d]: %v", i, err)
+		}
+	}
+	if d := sha256.Sum256(bundle[0].Raw); hex.EncodeToString(d[:]) != pin {
+		return claims, attest.Reject(attest.CheckChain, "the cabundle's root %q (SHA-256 %x) is not the pinned AWS Nitro root", bundle[0].Subject.CommonName, d)
+	}
+	chain := append([]*x509.Certificate{leaf}, bundle[1:]...)
+	for _, c := range append(chain, bundle[0]) {
+		if opts.At.Before(c.NotBefore) || opts.At.After(c.NotAfter) {
+			return claims, attest.Reject(attest.CheckValidity, "%q is valid from %s to %s, not at %s", c.Subject.CommonName,
+				c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), opts.At.UTC().Format(time.RFC3339Nano))
+		}
+		claims.NotBefore, claims.NotAfter = later(claims.NotBefore, c.NotBefore), earlier(claims.NotAfter, c.NotAfter)
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(bundle[0])
+	for _, c := range bundle[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: opts.At,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return claims, attest.Reject(attest.CheckChain, "the certificate does not chain to the AWS Nitro root: %v", err)
+	}
+	key, ok := leaf.PublicKey.(*ecdsa.PublicKey)
+	if !ok || key.Curve != elliptic.P384() || len(msg.Signature) != 96 {
+		return claims, attest.Reject(attest.CheckSignature, "want an ES384 signature (96 bytes) by a P-384 key")
+	}
+	// Sig_structure (RFC 9052 4.4): ["Signature1", protected, external_aad, payload].
+	toSign, err := cbor.Marshal([]any{"Signature1", msg.Protected, []byte{}, msg.Payload})
+	if err != nil {
+		return claims, err
+	}
+	d := sha512.Sum384(toSign)
+	if !ecdsa.Verify(key, d[:], new(big.Int).SetBytes(msg.Signature[:48]), new(big.Int).SetBytes(msg.Signature[48:])) {
+		return claims, attest.Reject(attest.CheckSignature, "the document's signature does not verify with its certificate")
+	}
+	claims.TCBStatus = attest.TCBUpToDate
+	return claims, nil
+}
+
+// untag drops COSE_Sign1's optional tag 18 (0xd2).
+func untag(raw []byte) []byte {
+	if len(raw) > 0 && raw[0] == 0xd2 {
+		return raw[1:]
+	}
+	return raw
+}
+
+func allZero(b []byte) bool { return len(b) > 0 && bytes.Count(b, []byte{0}) == len(b) }
+
+func later(a, b time.Time) time.Time {
+	if a.IsZero() || b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
