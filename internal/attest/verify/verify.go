@@ -17,6 +17,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/nitro"
 	"github.com/cloister-cc/cloister/internal/attest/sgx"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/attest/snp"
 )
 
 // Options are the caller's inputs to a verification.
@@ -25,7 +26,7 @@ type Options struct {
 	At time.Time
 	// CollateralDir holds the format's collateral, laid out like the
 	// team's test vectors (sgx: tcb_info*.json, qe_identity*.json,
-	// *certs*.pem).
+	// *certs*.pem; snp: the VCEK as *vcek*, DER or PEM).
 	CollateralDir string
 	// SimKeys, when set, are the only keys sim evidence may be signed by.
 	SimKeys []*ecdsa.PublicKey
@@ -51,7 +52,16 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		return sim.Verify(raw, opts.At, opts.SimKeys...)
 	case attest.Nitro:
 		return nitro.Verify(raw, nitro.Options{At: opts.At})
-	case attest.TDX, attest.SNP:
+	case attest.SNP:
+		var vcek []byte
+		if opts.CollateralDir != "" {
+			var err error
+			if vcek, err = one(opts.CollateralDir, "*vcek*"); err != nil {
+				return nil, err
+			}
+		}
+		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek})
+	case attest.TDX:
 		return nil, attest.Reject(attest.CheckType, "%s evidence cannot be verified by this build yet", ev.Type)
 	}
 	_, err := attest.ParseType(string(ev.Type))
