@@ -48,7 +48,7 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.typ, "type", "", "evidence type: sgx, tdx, snp, nitro or sim")
 	f.StringVar(&o.file, "evidence", "", "evidence file, raw or base64")
-	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx: tcb_info*.json, qe_identity*.json, *certs*.pem; snp: *vcek*)")
+	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx, tdx: tcb_info*.json, qe_identity*.json, *certs*.pem; snp: *vcek*)")
 	f.StringVar(&o.at, "at", "", "verification time, RFC 3339 or Unix seconds (default: now)")
 	f.StringVar(&o.policy, "policy", "", "policy file (YAML or JSON): identities, acceptTCB, allowDebug, reportData, allowSimulation")
 	f.BoolVar(&o.allowDebug, "allow-debug", false, "accept debug-mode workloads")
@@ -158,6 +158,14 @@ func writeClaims(b *strings.Builder, c *attest.Claims) {
 		line("mrsigner", s.MRSIGNER)
 		line("isvProdID", s.ISVProdID)
 		line("isvSVN", s.ISVSVN)
+	}
+	if x := c.TDX; x != nil {
+		line("mrtd", x.MRTD)
+		for i, r := range x.RTMR {
+			line(fmt.Sprintf("rtmr%d", i), r)
+		}
+		line("mrseam", x.MRSEAM)
+		line("tdAttributes", x.TDAttributes)
 	}
 	if p := c.SNP; p != nil {
 		line("measurement", p.Measurement)

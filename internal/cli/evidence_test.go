@@ -137,3 +137,15 @@ func TestEvidenceVerifyNitro(t *testing.T) {
 		t.Errorf("now, long after the leaf expired: exit %d\n%s", exitCode(err), out)
 	}
 }
+
+func TestEvidenceVerifyTDX(t *testing.T) {
+	const dir = "../../../shared/testvectors/tdx"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("TDX test vectors absent (%v)", err)
+	}
+	out, _, err := run(t, "evidence", "verify", "--type", "tdx", "--evidence", filepath.Join(dir, "quote_v4_tdx_ecdsa_p256.bin"),
+		"--collateral", dir, "--at", "1725263032")
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: tdx evidence") || !strings.Contains(out, "mrtd:         91eb2b44") {
+		t.Errorf("exit %d %v\n%s", exitCode(err), err, out)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sgx"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/attest/snp"
+	"github.com/cloister-cc/cloister/internal/attest/tdx"
 )
 
 // Options are the caller's inputs to a verification.
@@ -62,7 +63,11 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		}
 		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek})
 	case attest.TDX:
-		return nil, attest.Reject(attest.CheckType, "%s evidence cannot be verified by this build yet", ev.Type)
+		col, err := SGXCollateral(opts.CollateralDir)
+		if err != nil {
+			return nil, err
+		}
+		return tdx.Verify(raw, tdx.Options{Collateral: tdx.Collateral(col), At: opts.At})
 	}
 	_, err := attest.ParseType(string(ev.Type))
 	return nil, err
@@ -83,8 +88,8 @@ func Decode(raw []byte) []byte {
 	return raw
 }
 
-// SGXCollateral reads TCB info, QE identity and their signing chain from
-// dir; no dir is no collateral.
+// SGXCollateral reads Intel PCS collateral (TCB info, QE identity and
+// their signing chain; SGX and TDX alike) from dir; no dir is none.
 func SGXCollateral(dir string) (sgx.Collateral, error) {
 	if dir == "" {
 		return sgx.Collateral{}, nil // the verifier says it is missing, after reading the quote

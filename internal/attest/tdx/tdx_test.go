@@ -1,0 +1,96 @@
+package tdx
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+const vectors = "../../../../shared/testvectors/tdx"
+
+var vectorTime = time.Unix(1725263032, 0)
+
+func load(t testing.TB) ([]byte, Collateral) {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(vectors, name))
+		if err != nil {
+			t.Skipf("TDX test vectors absent (%v); they live in ../shared/testvectors", err)
+		}
+		return b
+	}
+	return read("quote_v4_tdx_ecdsa_p256.bin"), Collateral{
+		TCBInfo:      read("tcb_info_v3_tdx_fmspc_C0806F000000.json"),
+		QEIdentity:   read("qe_identity_v2_tdx2.json"),
+		SigningChain: read("tcb_signing_chain_certs.pem"),
+	}
+}
+
+func TestRealQuote(t *testing.T) {
+	raw, col := load(t)
+	c, err := Verify(raw, Options{Collateral: col, At: vectorTime})
+	t.Logf("claims: MRTD %s RTMR0 %s debug %v TCB %q; err %v", c.TDX.MRTD, c.TDX.RTMR[0], c.Debug, c.TCBStatus, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Type != attest.TDX || len(c.TDX.MRTD) != 48 || c.TDX.MRTD.String()[:8] != "91eb2b44" || c.TCBStatus != attest.TCBUpToDate {
+		t.Errorf("claims %+v", c)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	raw, col := load(t)
+	flip := func(i int) []byte { c := bytes.Clone(raw); c[i] ^= 1; return c }
+	for _, tc := range []struct {
+		name   string
+		raw    []byte
+		col    Collateral
+		at     time.Time
+		check  attest.Check
+		reason string
+	}{
+		{"flipped byte in the TD report", flip(200), col, vectorTime, attest.CheckSignature, ""},
+		{"collateral past its next update", raw, col, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), attest.CheckValidity, ""},
+		{"no collateral", raw, Collateral{}, vectorTime, attest.CheckCollateral, "--collateral"},
+		{"trailing bytes", append(bytes.Clone(raw), 0, 0), col, vectorTime, attest.CheckFormat, "trailing bytes"},
+		{"truncated", raw[:300], col, vectorTime, attest.CheckFormat, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Verify(tc.raw, Options{Collateral: tc.col, At: tc.at})
+			if attest.CheckOf(err) != tc.check || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("got %v, want %s (%q)", err, tc.check, tc.reason)
+			}
+		})
+	}
+}
+
+func FuzzVerify(f *testing.F) {
+	raw, err := os.ReadFile(filepath.Join(vectors, "quote_v4_tdx_ecdsa_p256.bin"))
+	if err == nil {
+		f.Add(raw)
+	}
+	var col Collateral
+	col.TCBInfo, _ = os.ReadFile(filepath.Join(vectors, "tcb_info_v3_tdx_fmspc_C0806F000000.json"))
+	col.QEIdentity, _ = os.ReadFile(filepath.Join(vectors, "qe_identity_v2_tdx2.json"))
+	col.SigningChain, _ = os.ReadFile(filepath.Join(vectors, "tcb_signing_chain_certs.pem"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
+		if err != nil && attest.CheckOf(err) == "" {
+			t.Fatalf("unnamed rejection: %v", err)
+		}
+	})
+}
+
+func BenchmarkVerify(b *testing.B) {
+	raw, col := load(b)
+	for b.Loop() {
+		if _, err := Verify(raw, Options{Collateral: col, At: vectorTime}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
