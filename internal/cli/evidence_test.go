@@ -14,18 +14,15 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 )
 
-const sgxVectors = "../../../shared/testvectors/sgx-dcap"
-
-func sgxQuote(t *testing.T) string {
+// sgxQuote returns the real quote's path and its collateral's folder.
+func sgxQuote(t *testing.T) (string, string) {
 	t.Helper()
-	p := filepath.Join(sgxVectors, "quote_v3_ecdsa_p256_pck_chain.bin")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SGX test vectors absent (%v); they live in ../shared/testvectors", err)
-	}
-	return p
+	dir := filepath.Join(attesttest.Dir(t), "sgx-dcap")
+	return filepath.Join(dir, "quote_v3_ecdsa_p256_pck_chain.bin"), dir
 }
 
 func exitCode(err error) int {
@@ -40,7 +37,7 @@ func exitCode(err error) int {
 }
 
 func TestEvidenceVerifySGX(t *testing.T) {
-	quote := sgxQuote(t)
+	quote, sgxVectors := sgxQuote(t)
 	base := []string{"evidence", "verify", "--type", "sgx", "--evidence", quote, "--collateral", sgxVectors, "--at", "1671497404"}
 
 	out, _, err := run(t, base...)
@@ -124,10 +121,7 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 }
 
 func TestEvidenceVerifyNitro(t *testing.T) {
-	const doc = "../../../shared/testvectors/nitro/nitro_attestation.b64"
-	if _, err := os.Stat(doc); err != nil {
-		t.Skipf("Nitro test vector absent (%v)", err)
-	}
+	doc := filepath.Join(attesttest.Dir(t), "nitro/nitro_attestation.b64")
 	out, _, err := run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc, "--at", "2024-09-07T14:37:39.545Z")
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: nitro evidence") || !strings.Contains(out, "pcr0:         e72a46ca") {
 		t.Errorf("exit %d %v\n%s", exitCode(err), err, out)
@@ -139,10 +133,7 @@ func TestEvidenceVerifyNitro(t *testing.T) {
 }
 
 func TestEvidenceVerifyTDX(t *testing.T) {
-	const dir = "../../../shared/testvectors/tdx"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("TDX test vectors absent (%v)", err)
-	}
+	dir := filepath.Join(attesttest.Dir(t), "tdx")
 	out, _, err := run(t, "evidence", "verify", "--type", "tdx", "--evidence", filepath.Join(dir, "quote_v4_tdx_ecdsa_p256.bin"),
 		"--collateral", dir, "--at", "1725263032")
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: tdx evidence") || !strings.Contains(out, "mrtd:         91eb2b44") {

@@ -10,30 +10,19 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
-
-// The real quote and collateral are in the team's shared test vectors;
-// they are read from there, never copied.
-const vectors = "../../../../shared/testvectors/sgx-dcap"
 
 var vectorTime = time.Unix(1671497404, 0)
 
 func load(t testing.TB) ([]byte, Collateral) {
 	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(vectors, name))
-		if err != nil {
-			t.Skipf("SGX test vectors absent (%v); they live in ../shared/testvectors", err)
-		}
-		return b
-	}
+	read := func(name string) []byte { return attesttest.Read(t, "sgx-dcap/"+name) }
 	return read("quote_v3_ecdsa_p256_pck_chain.bin"), Collateral{
 		TCBInfo:      read("tcb_info_v3_fmspc_00606A000000.json"),
 		QEIdentity:   read("qe_identity_v2.json"),
@@ -143,17 +132,9 @@ func selfSignedRoot(t *testing.T) *x509.Certificate {
 }
 
 func FuzzVerify(f *testing.F) {
-	raw, err := os.ReadFile(filepath.Join(vectors, "quote_v3_ecdsa_p256_pck_chain.bin"))
-	if err == nil {
-		f.Add(raw)
-	}
+	raw, col := load(f)
+	f.Add(raw)
 	f.Add(make([]byte, sigDataStart))
-	col := Collateral{}
-	if b, err := os.ReadFile(filepath.Join(vectors, "tcb_info_v3_fmspc_00606A000000.json")); err == nil {
-		col.TCBInfo = b
-		col.QEIdentity, _ = os.ReadFile(filepath.Join(vectors, "qe_identity_v2.json"))
-		col.SigningChain, _ = os.ReadFile(filepath.Join(vectors, "tcb_info_v3_fmspc_00606A000000_certs.pem"))
-	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
 		if err != nil && attest.CheckOf(err) == "" {

@@ -2,28 +2,19 @@ package tdx
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
-
-const vectors = "../../../../shared/testvectors/tdx"
 
 var vectorTime = time.Unix(1725263032, 0)
 
 func load(t testing.TB) ([]byte, Collateral) {
 	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(vectors, name))
-		if err != nil {
-			t.Skipf("TDX test vectors absent (%v); they live in ../shared/testvectors", err)
-		}
-		return b
-	}
+	read := func(name string) []byte { return attesttest.Read(t, "tdx/"+name) }
 	return read("quote_v4_tdx_ecdsa_p256.bin"), Collateral{
 		TCBInfo:      read("tcb_info_v3_tdx_fmspc_C0806F000000.json"),
 		QEIdentity:   read("qe_identity_v2_tdx2.json"),
@@ -70,14 +61,8 @@ func TestRejections(t *testing.T) {
 }
 
 func FuzzVerify(f *testing.F) {
-	raw, err := os.ReadFile(filepath.Join(vectors, "quote_v4_tdx_ecdsa_p256.bin"))
-	if err == nil {
-		f.Add(raw)
-	}
-	var col Collateral
-	col.TCBInfo, _ = os.ReadFile(filepath.Join(vectors, "tcb_info_v3_tdx_fmspc_C0806F000000.json"))
-	col.QEIdentity, _ = os.ReadFile(filepath.Join(vectors, "qe_identity_v2_tdx2.json"))
-	col.SigningChain, _ = os.ReadFile(filepath.Join(vectors, "tcb_signing_chain_certs.pem"))
+	raw, col := load(f)
+	f.Add(raw)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
 		if err != nil && attest.CheckOf(err) == "" {
