@@ -48,10 +48,6 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 	}
 	st.DesiredNumberScheduled = ds.Status.DesiredNumberScheduled
 	st.NumberAvailable = ds.Status.NumberAvailable
-	st.LASReplicaAlert = max(st.DesiredNumberScheduled-st.NumberAvailable, 0)
-	if st.LASReplicaAlert == 0 {
-		return st, health.Obs(health.True, "NoAlerts", fmt.Sprintf("LAS ready on %d nodes", st.NumberAvailable))
-	}
 	var notReady []string
 	for node, n := range st.Nodes {
 		if !n.Ready {
@@ -59,6 +55,13 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 		}
 	}
 	slices.Sort(notReady)
+	// A pod's readiness reaches the operator before the DaemonSet
+	// controller counts it: take whichever says more, so the alert and
+	// the per-node map never disagree.
+	st.LASReplicaAlert = max(st.DesiredNumberScheduled-st.NumberAvailable, int32(len(notReady)), 0)
+	if st.LASReplicaAlert == 0 {
+		return st, health.Obs(health.True, "NoAlerts", fmt.Sprintf("LAS ready on %d nodes", st.NumberAvailable))
+	}
 	msg := fmt.Sprintf("lasReplicaAlert=%d: LAS is not ready on %d of %d nodes", st.LASReplicaAlert, st.LASReplicaAlert, st.DesiredNumberScheduled)
 	if len(notReady) > 0 {
 		msg += " (" + strings.Join(notReady, ", ") + "); if its SGX probe fails, check the permissions of /dev/sgx_enclave on the node (seed 001: 0666)"

@@ -44,6 +44,13 @@ func TestReplicas(t *testing.T) {
 		t.Error("unready pod reported ready")
 	}
 
+	// The pod's readiness arrives before the DaemonSet controller counts
+	// it: the alert follows the pod, agreeing with the per-node map.
+	st, h = Replicas(ds(2, 2), []corev1.Pod{lasPod("las-a", "sgx-0", "1.2", false), lasPod("las-b", "sgx-5", "1.2", true)})
+	if st.LASReplicaAlert != 1 || h.Reason != "LASReplicaAlert" || !strings.Contains(h.Message, "sgx-0") {
+		t.Errorf("pod not ready, DaemonSet not yet updated: alert %d, %+v", st.LASReplicaAlert, h)
+	}
+
 	st, h = Replicas(nil, nil)
 	if st.DesiredNumberScheduled != -1 || st.NumberAvailable != -1 || st.LASReplicaAlert != -1 || h.Status != "Unknown" {
 		t.Errorf("missing DaemonSet: %+v %+v", st, h)
