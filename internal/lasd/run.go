@@ -1,0 +1,72 @@
+package lasd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Config is cloister-las's command line.
+type Config struct {
+	Port          int
+	DevRoot       string
+	ProbeInterval time.Duration
+	Simulation    bool
+	KeyFile       string
+}
+
+// Run serves until ctx ends, probing the SGX device every ProbeInterval
+// and logging each change of the verdict.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.Port < 1 || cfg.Port > 65535 {
+		return fmt.Errorf("--port %d: use 1..65535 (seed 001's hostPort is %d)", cfg.Port, DefaultPort)
+	}
+	if cfg.ProbeInterval < time.Second {
+		return fmt.Errorf("--probe-interval %v is too short: use 1s or more", cfg.ProbeInterval)
+	}
+	s := &Server{Probe: &Probe{DevRoot: cfg.DevRoot}}
+	if cfg.Simulation {
+		k, err := LoadOrCreateKey(cfg.KeyFile)
+		if err != nil {
+			return err
+		}
+		s.SimKey = k
+		log.Warn("simulation mode: evidence is signed by this node's key and marked insecure; CAS accepts it only where the policy allows simulation")
+	}
+	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
+	if err != nil {
+		return fmt.Errorf("--port: %w", err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Close()
+	log.Info("serving local attestation", "address", lis.Addr().String(), "simulation", cfg.Simulation)
+
+	var last error = errors.New("not probed yet")
+	probe := func() {
+		err := s.Probe.Check()
+		if (err == nil) != (last == nil) || (err != nil && last != nil && err.Error() != last.Error()) {
+			if err != nil {
+				log.Warn("SGX device check failed: not ready", "reason", err.Error())
+			} else {
+				log.Info("SGX device check passed: ready")
+			}
+		}
+		last = err
+	}
+	probe()
+	t := time.NewTicker(cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			probe()
+		}
+	}
+}
