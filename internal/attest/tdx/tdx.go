@@ -111,6 +111,8 @@ func classify(err error) error {
 	switch {
 	case tcbStatus.MatchString(msg):
 		return &attest.Rejection{Check: attest.CheckTCB, Reason: fmt.Sprintf("TCB status %q (this verifier accepts UpToDate only)", tcbStatus.FindStringSubmatch(msg)[1]), Err: err}
+	case strings.Contains(msg, "no matching TCB level"):
+		return &attest.Rejection{Check: attest.CheckTCB, Reason: "the platform's TCB is below every TCB level of the TCB info: " + msg, Err: err}
 	case strings.Contains(msg, "expired") || strings.Contains(msg, "not yet valid") || strings.Contains(msg, "current time"):
 		return &attest.Rejection{Check: attest.CheckValidity, Reason: msg, Err: err}
 	case strings.Contains(msg, "tcbInfo") || strings.Contains(msg, "QeIdentity") || strings.Contains(msg, "collateral"):

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	tdxtestdata "github.com/google/go-tdx-guest/testing/testdata"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
@@ -78,4 +80,30 @@ func BenchmarkVerify(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// go-tdx-guest's own production quote and sample PCS responses (signed by
+// Intel's TCB signing chain, the same as in the shared vectors) pass the
+// PCK chain and collateral checks and are refused at the TCB status: the
+// sample TCB info has no level for the quote's TCB. The TD's identity is
+// readable with the rejection.
+func TestGoTDXGuestVector(t *testing.T) {
+	_, col := load(t)
+	col.TCBInfo, col.QEIdentity = tdxtestdata.TcbInfoBody, tdxtestdata.QeIdentityBody
+	at := time.Date(2023, 7, 1, 1, 0, 0, 0, time.UTC)
+	// The sample carries a marked test suffix after the quote: refused as
+	// trailing bytes, and verified without it.
+	suffix := []byte("\nextra bytes(only for testing purpose)\n")
+	if _, err := Verify(tdxtestdata.RawQuote, Options{Collateral: col, At: at}); attest.CheckOf(err) != attest.CheckFormat {
+		t.Errorf("with the suffix: %v, want trailing bytes refused", err)
+	}
+	quote, ok := bytes.CutSuffix(tdxtestdata.RawQuote, suffix)
+	if !ok {
+		t.Fatal("the sample quote's test suffix changed")
+	}
+	c, err := Verify(quote, Options{Collateral: col, At: at})
+	if attest.CheckOf(err) != attest.CheckTCB || c == nil || len(c.TDX.MRTD) != 48 {
+		t.Fatalf("got %v (claims %+v), want a tcb-status rejection", err, c)
+	}
+	t.Logf("MRTD %s: %v", c.TDX.MRTD, err)
 }
