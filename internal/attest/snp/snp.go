@@ -76,7 +76,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	}
 	err = verify.SnpAttestation(&spb.Attestation{Report: report, CertificateChain: &spb.CertificateChain{
 		VcekCert: vcek, AskCert: roots.ProductCerts.Ask.Raw, ArkCert: roots.ProductCerts.Ark.Raw,
-	}}, &verify.Options{DisableCertFetching: true, Now: opts.At, TrustedRoots: map[string][]*trust.AMDRootCerts{line: {roots}}})
+	}}, &verify.Options{DisableCertFetching: true, Getter: offline{}, Now: opts.At, TrustedRoots: map[string][]*trust.AMDRootCerts{line: {roots}}})
 	if err != nil {
 		return claims, classify(err)
 	}
@@ -95,4 +95,12 @@ func classify(err error) error {
 	default:
 		return &attest.Rejection{Check: attest.CheckChain, Reason: msg, Err: err}
 	}
+}
+
+// offline refuses every fetch: verification uses only what the caller
+// gave, and go-sev-guest must never reach AMD's KDS from here.
+type offline struct{}
+
+func (offline) Get(url string) ([]byte, error) {
+	return nil, errors.New("offline verification: will not fetch " + url)
 }
