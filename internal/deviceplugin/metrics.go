@@ -53,14 +53,8 @@ func NewMetrics() *Metrics {
 }
 
 func (m *Metrics) setDevices(resource string, devs []Device) {
-	healthy := 0
-	for _, d := range devs {
-		if d.Healthy {
-			healthy++
-		}
-	}
 	m.capacity.WithLabelValues(resource).Set(float64(len(devs)))
-	m.healthy.WithLabelValues(resource).Set(float64(healthy))
+	m.healthy.WithLabelValues(resource).Set(float64(countHealthy(devs)))
 }
 
 func (m *Metrics) setAllocated(resource string, n int) {

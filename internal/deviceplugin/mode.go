@@ -13,6 +13,7 @@ package deviceplugin
 
 import (
 	"context"
+	"os"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
@@ -59,4 +60,15 @@ type PreStarter interface {
 // resource; it is called after each periodic rescan when that API answers.
 type Releaser interface {
 	Release(ctx context.Context, inUse map[string][]string) error
+}
+
+// Openable is the health check of a device node: it can be opened for
+// reading and writing, as a container will.
+func Openable(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -136,5 +137,18 @@ func (k *fakeKernel) setOnline(a, d int, online bool) {
 func (k *fakeKernel) unplug(a int) {
 	if err := os.RemoveAll(filepath.Join(k.sys, fmt.Sprintf("devices/ap/card%02x", a))); err != nil {
 		k.t.Fatal(err)
+	}
+}
+
+// wantDestroyed fails t unless the next node destroyed, within 5 s, is name.
+func (k *fakeKernel) wantDestroyed(t *testing.T, name, why string) {
+	t.Helper()
+	select {
+	case got := <-k.destroyed:
+		if got != name {
+			t.Fatalf("destroyed %s, want %s", got, name)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s node %s not removed", why, name)
 	}
 }

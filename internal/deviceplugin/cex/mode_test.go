@@ -161,14 +161,7 @@ func TestUnusedZcryptNodesAreRemoved(t *testing.T) {
 
 	// The node left from before the plugin started goes after the grace
 	// period; the one in use and the other type's stay.
-	select {
-	case name := <-k.destroyed:
-		if name != "zcrypt_apqn_5_19" {
-			t.Fatalf("destroyed %s, want zcrypt_apqn_5_19", name)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("unused node zcrypt_apqn_5_19 not removed")
-	}
+	k.wantDestroyed(t, "zcrypt_apqn_5_19", "unused")
 	time.Sleep(300 * time.Millisecond) // several grace periods
 	for _, n := range []string{"zcrypt_apqn_5_18", "zcrypt_apqn_10_18"} {
 		if _, err := os.Stat(filepath.Join(k.sys, "devices/virtual/zcrypt", n)); err != nil {
@@ -178,14 +171,7 @@ func TestUnusedZcryptNodesAreRemoved(t *testing.T) {
 
 	// The container ends: its node goes too.
 	r.pods.Assign("ibm.com/cex-ep11")
-	select {
-	case name := <-k.destroyed:
-		if name != "zcrypt_apqn_5_18" {
-			t.Fatalf("destroyed %s, want zcrypt_apqn_5_18", name)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("released node zcrypt_apqn_5_18 not removed")
-	}
+	k.wantDestroyed(t, "zcrypt_apqn_5_18", "released")
 }
 
 func TestConfigSetsAreResourcesAndReloadKeepsLastGood(t *testing.T) {

@@ -64,11 +64,7 @@ func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
 	_, err := os.Stat(path)
 	present := err == nil
 	if present {
-		healthy := false
-		if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
-			healthy = true
-			_ = f.Close()
-		}
+		healthy := deviceplugin.Openable(path)
 		for i := range m.Enclaves {
 			inv[ResourceEnclaves] = append(inv[ResourceEnclaves], deviceplugin.Device{ID: fmt.Sprintf("%s-%d", device, i), Healthy: healthy})
 		}

@@ -74,7 +74,7 @@ func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
 		if d.resource == ResourceEnclave {
 			present = true
 		}
-		healthy := openable(path)
+		healthy := deviceplugin.Openable(path)
 		devs := make([]deviceplugin.Device, m.Capacity)
 		for i := range devs {
 			devs[i] = deviceplugin.Device{ID: fmt.Sprintf("%s-%d", d.file, i), Healthy: healthy}
@@ -83,16 +83,6 @@ func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
 	}
 	m.Label.Sync(ctx, present)
 	return inv, nil
-}
-
-// openable is the health check: the driver answers an open.
-func openable(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	_ = f.Close()
-	return true
 }
 
 // WatchPaths: device nodes appear and vanish in the device root.
