@@ -138,32 +138,24 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 		}
 	}
 
-	sgxChart, err := charts.Load("sgxplugin")
-	if err != nil {
-		return nil, err
-	}
-	if err := sgxplugin.Setup(mgr, reconciler(&sgxplugin.Kind{Base: service.Base{
-		Reader: mgr.GetClient(), ChartData: sgxChart, DefaultImage: opts.Images.DevicePlugin,
-	}})); err != nil {
-		return nil, fmt.Errorf("setting up the SGXPlugin controller: %w", err)
-	}
-	cexChart, err := charts.Load("cexplugin")
-	if err != nil {
-		return nil, err
-	}
-	if err := cexplugin.Setup(mgr, reconciler(&cexplugin.Kind{Base: service.Base{
-		Reader: mgr.GetClient(), ChartData: cexChart, DefaultImage: opts.Images.DevicePlugin,
-	}})); err != nil {
-		return nil, fmt.Errorf("setting up the CEXPlugin controller: %w", err)
-	}
-	lasChart, err := charts.Load("las")
-	if err != nil {
-		return nil, err
-	}
-	if err := las.Setup(mgr, reconciler(&las.Kind{Base: service.Base{
-		Reader: mgr.GetClient(), ChartData: lasChart, DefaultImage: opts.Images.LAS,
-	}})); err != nil {
-		return nil, fmt.Errorf("setting up the LAS controller: %w", err)
+	// One controller per service kind: its chart, default image, adapter.
+	for _, c := range []struct {
+		chart, image string
+		kind         func(service.Base) service.Kind
+		setup        func(ctrl.Manager, *service.Reconciler) error
+	}{
+		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &sgxplugin.Kind{Base: b} }, sgxplugin.Setup},
+		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
+		{"las", opts.Images.LAS, func(b service.Base) service.Kind { return &las.Kind{Base: b} }, las.Setup},
+	} {
+		data, err := charts.Load(c.chart)
+		if err != nil {
+			return nil, err
+		}
+		kind := c.kind(service.Base{Reader: mgr.GetClient(), ChartData: data, DefaultImage: c.image})
+		if err := c.setup(mgr, reconciler(kind)); err != nil {
+			return nil, fmt.Errorf("setting up the %s controller: %w", kind.Name(), err)
+		}
 	}
 	return mgr, nil
 }

@@ -1,9 +1,15 @@
 package service
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
+	"context"
+	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/metrics"
 )
 
@@ -69,4 +75,18 @@ func DeviceSamples(totals []metrics.Sample, perNode map[string]map[string]int32)
 		}
 	}
 	return out
+}
+
+// NodesAndPods reads the nodes a device plugin serves (those matching its
+// node selector) and every pod, whose requests are the devices in use.
+func (b *Base) NodesAndPods(ctx context.Context, selector common.NodeSelector) ([]corev1.Node, []corev1.Pod, error) {
+	var nodes corev1.NodeList
+	if err := b.Reader.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(selector.Map())}); err != nil {
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var pods corev1.PodList
+	if err := b.Reader.List(ctx, &pods); err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return nodes.Items, pods.Items, nil
 }

@@ -37,7 +37,7 @@ func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (base
 	var empty []string
 	for i := range nodes {
 		n := &nodes[i]
-		capacity := quantity(n.Status.Allocatable, ResourceEnclave)
+		capacity := service.Quantity(n.Status.Allocatable, ResourceEnclave)
 		if capacity == 0 && n.Labels[LabelSGX] != "true" {
 			continue
 		}
@@ -49,7 +49,7 @@ func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (base
 		st.UsedSGXDevices += u
 		st.AvailableSGXDevices += max(capacity-u, 0)
 		for _, cat := range categories {
-			if quantity(n.Status.Allocatable, cat)-used[n.Name][cat] <= 0 {
+			if service.Quantity(n.Status.Allocatable, cat)-used[n.Name][cat] <= 0 {
 				empty = append(empty, fmt.Sprintf("%s (%s)", n.Name, cat))
 				st.SGXDeviceAlert++
 				break
@@ -89,7 +89,3 @@ func isSGX(name corev1.ResourceName) bool { return slices.Contains(categories, n
 
 // RequestsSGX reports whether a pod asks for any SGX device.
 func RequestsSGX(p *corev1.Pod) bool { return service.RequestsAny(p, isSGX) }
-
-func quantity(list corev1.ResourceList, name corev1.ResourceName) int32 {
-	return service.Quantity(list, name)
-}

@@ -6,10 +6,6 @@ package sgxplugin
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/health"
@@ -44,15 +40,11 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 // Observe computes the device metrics and alerts.
 func (k *Kind) Observe(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
 	p := as(obj)
-	var nodes corev1.NodeList
-	if err := k.Reader.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(p.Spec.NodeSelector.Map())}); err != nil {
-		return k.unknown(p, "listing nodes: "+err.Error())
+	nodes, pods, err := k.NodesAndPods(ctx, p.Spec.NodeSelector)
+	if err != nil {
+		return k.unknown(p, err.Error())
 	}
-	var pods corev1.PodList
-	if err := k.Reader.List(ctx, &pods); err != nil {
-		return k.unknown(p, "listing pods: "+err.Error())
-	}
-	st, healthy := Devices(nodes.Items, pods.Items, service.LiveDaemonSet(oos))
+	st, healthy := Devices(nodes, pods, service.LiveDaemonSet(oos))
 	st.ServiceStatus = p.Status.ServiceStatus
 	p.Status = st
 	return healthy
