@@ -111,23 +111,11 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if d := sha256.Sum256(bundle[0].Raw); hex.EncodeToString(d[:]) != pin {
 		return claims, attest.Reject(attest.CheckChain, "the cabundle's root %q (SHA-256 %x) is not the pinned AWS Nitro root", bundle[0].Subject.CommonName, d)
 	}
-	chain := append([]*x509.Certificate{leaf}, bundle[1:]...)
-	for _, c := range append(chain, bundle[0]) {
-		if opts.At.Before(c.NotBefore) || opts.At.After(c.NotAfter) {
-			return claims, attest.Reject(attest.CheckValidity, "%q is valid from %s to %s, not at %s", c.Subject.CommonName,
-				c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), opts.At.UTC().Format(time.RFC3339Nano))
-		}
-		claims.NotBefore, claims.NotAfter = later(claims.NotBefore, c.NotBefore), earlier(claims.NotAfter, c.NotAfter)
+	nb, na, err := attest.VerifyChain("the document's certificate chain", append([]*x509.Certificate{leaf}, bundle[1:]...), bundle[0], opts.At)
+	if err != nil {
+		return claims, err
 	}
-	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	roots.AddCert(bundle[0])
-	for _, c := range bundle[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: opts.At,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return claims, attest.Reject(attest.CheckChain, "the certificate does not chain to the AWS Nitro root: %v", err)
-	}
+	claims.NotBefore, claims.NotAfter = nb, na
 	key, ok := leaf.PublicKey.(*ecdsa.PublicKey)
 	if !ok || key.Curve != elliptic.P384() || len(msg.Signature) != 96 {
 		return claims, attest.Reject(attest.CheckSignature, "want an ES384 signature (96 bytes) by a P-384 key")
@@ -154,17 +142,3 @@ func untag(raw []byte) []byte {
 }
 
 func allZero(b []byte) bool { return len(b) > 0 && bytes.Count(b, []byte{0}) == len(b) }
-
-func later(a, b time.Time) time.Time {
-	if a.IsZero() || b.After(a) {
-		return b
-	}
-	return a
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.IsZero() || b.Before(a) {
-		return b
-	}
-	return a
-}

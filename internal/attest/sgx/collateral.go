@@ -63,7 +63,7 @@ func judgeTCB(ext *pcs.PckExtensions, qeReport []byte, opts Options, root *x509.
 	if err != nil {
 		return nil, err
 	}
-	nb, na, err := verifyChain("TCB signing chain", chain, root, opts.At)
+	nb, na, err := attest.VerifyChain("TCB signing chain", chain, root, opts.At)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func judgeTCB(ext *pcs.PckExtensions, qeReport []byte, opts Options, root *x509.
 			return nil, attest.Reject(attest.CheckValidity, "%s is issued %s with next update %s, not valid at %s",
 				w.what, w.issued.UTC().Format(time.RFC3339), w.update.UTC().Format(time.RFC3339), opts.At.UTC().Format(time.RFC3339))
 		}
-		nb, na = latest(nb, w.issued), earliest(na, w.update)
+		nb, na = attest.Later(nb, w.issued), attest.Earlier(na, w.update)
 	}
 	if !strings.EqualFold(info.FMSPC, ext.FMSPC) {
 		return nil, attest.Reject(attest.CheckCollateral, "TCB info is for FMSPC %s, the platform's is %s", info.FMSPC, ext.FMSPC)

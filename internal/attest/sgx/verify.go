@@ -34,8 +34,9 @@ func Root() *x509.Certificate {
 	return c
 }
 
-// Collateral is Intel PCS data for the quote's platform: TCB info for its
-// FMSPC, the QE identity, and the chain that signed both (PEM).
+// Collateral is Intel PCS data for the quote's platform (SGX and TDX
+// alike): TCB info for its FMSPC, the QE identity, and the chain that
+// signed both (PEM).
 type Collateral struct {
 	TCBInfo      []byte
 	QEIdentity   []byte
@@ -85,7 +86,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err != nil {
 		return claims, err
 	}
-	notBefore, notAfter, err := verifyChain("PCK certificate chain", pck, root, opts.At)
+	notBefore, notAfter, err := attest.VerifyChain("PCK certificate chain", pck, root, opts.At)
 	if err != nil {
 		return claims, err
 	}
@@ -111,7 +112,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		return claims, err
 	}
 	claims.TCBStatus = tcb.status
-	claims.NotBefore, claims.NotAfter = latest(notBefore, tcb.notBefore), earliest(notAfter, tcb.notAfter)
+	claims.NotBefore, claims.NotAfter = attest.Later(notBefore, tcb.notBefore), attest.Earlier(notAfter, tcb.notAfter)
 	return claims, nil
 }
 
@@ -164,44 +165,4 @@ func parseChain(what string, data []byte) ([]*x509.Certificate, error) {
 		return nil, attest.Reject(attest.CheckFormat, "%s: no certificate", what)
 	}
 	return certs, nil
-}
-
-// verifyChain checks chain[0] up to root at time at, and returns the
-// window in which the whole chain is valid.
-func verifyChain(what string, chain []*x509.Certificate, root *x509.Certificate, at time.Time) (time.Time, time.Time, error) {
-	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	roots.AddCert(root)
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	for _, c := range chain {
-		if at.Before(c.NotBefore) || at.After(c.NotAfter) {
-			return time.Time{}, time.Time{}, attest.Reject(attest.CheckValidity, "%s: %q is valid from %s to %s, not at %s", what,
-				c.Subject.CommonName, c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
-		}
-	}
-	verified, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
-	if err != nil {
-		return time.Time{}, time.Time{}, attest.Reject(attest.CheckChain, "%s does not chain to the %s: %v", what, root.Subject.CommonName, err)
-	}
-	nb, na := time.Time{}, time.Time{}
-	for _, c := range verified[0] {
-		nb, na = latest(nb, c.NotBefore), earliest(na, c.NotAfter)
-	}
-	return nb, na, nil
-}
-
-func latest(a, b time.Time) time.Time {
-	if a.IsZero() || b.After(a) {
-		return b
-	}
-	return a
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
-		return b
-	}
-	return a
 }

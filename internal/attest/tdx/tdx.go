@@ -20,16 +20,10 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sgx"
 )
 
-// Collateral is Intel PCS data for the quote's platform (as for SGX).
-type Collateral struct {
-	TCBInfo      []byte
-	QEIdentity   []byte
-	SigningChain []byte // PEM: TCB signing certificate, then the root
-}
-
 // Options of a verification.
 type Options struct {
-	Collateral Collateral
+	// Collateral is Intel PCS data, as for SGX.
+	Collateral sgx.Collateral
 	At         time.Time
 }
 

@@ -10,14 +10,15 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
+	"github.com/cloister-cc/cloister/internal/attest/sgx"
 )
 
 var vectorTime = time.Unix(1725263032, 0)
 
-func load(t testing.TB) ([]byte, Collateral) {
+func load(t testing.TB) ([]byte, sgx.Collateral) {
 	t.Helper()
 	read := func(name string) []byte { return attesttest.Read(t, "tdx/"+name) }
-	return read("quote_v4_tdx_ecdsa_p256.bin"), Collateral{
+	return read("quote_v4_tdx_ecdsa_p256.bin"), sgx.Collateral{
 		TCBInfo:      read("tcb_info_v3_tdx_fmspc_C0806F000000.json"),
 		QEIdentity:   read("qe_identity_v2_tdx2.json"),
 		SigningChain: read("tcb_signing_chain_certs.pem"),
@@ -42,14 +43,14 @@ func TestRejections(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		raw    []byte
-		col    Collateral
+		col    sgx.Collateral
 		at     time.Time
 		check  attest.Check
 		reason string
 	}{
 		{"flipped byte in the TD report", flip(200), col, vectorTime, attest.CheckSignature, ""},
 		{"collateral past its next update", raw, col, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), attest.CheckValidity, ""},
-		{"no collateral", raw, Collateral{}, vectorTime, attest.CheckCollateral, "--collateral"},
+		{"no collateral", raw, sgx.Collateral{}, vectorTime, attest.CheckCollateral, "--collateral"},
 		{"trailing bytes", append(bytes.Clone(raw), 0, 0), col, vectorTime, attest.CheckFormat, "trailing bytes"},
 		{"truncated", raw[:300], col, vectorTime, attest.CheckFormat, ""},
 	} {

@@ -44,7 +44,7 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	}
 	switch ev.Type {
 	case attest.SGX:
-		col, err := SGXCollateral(opts.CollateralDir)
+		col, err := IntelCollateral(opts.CollateralDir)
 		if err != nil {
 			return nil, err
 		}
@@ -63,11 +63,11 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		}
 		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek})
 	case attest.TDX:
-		col, err := SGXCollateral(opts.CollateralDir)
+		col, err := IntelCollateral(opts.CollateralDir)
 		if err != nil {
 			return nil, err
 		}
-		return tdx.Verify(raw, tdx.Options{Collateral: tdx.Collateral(col), At: opts.At})
+		return tdx.Verify(raw, tdx.Options{Collateral: col, At: opts.At})
 	}
 	_, err := attest.ParseType(string(ev.Type))
 	return nil, err
@@ -88,9 +88,9 @@ func Decode(raw []byte) []byte {
 	return raw
 }
 
-// SGXCollateral reads Intel PCS collateral (TCB info, QE identity and
+// IntelCollateral reads Intel PCS collateral (TCB info, QE identity and
 // their signing chain; SGX and TDX alike) from dir; no dir is none.
-func SGXCollateral(dir string) (sgx.Collateral, error) {
+func IntelCollateral(dir string) (sgx.Collateral, error) {
 	if dir == "" {
 		return sgx.Collateral{}, nil // the verifier says it is missing, after reading the quote
 	}

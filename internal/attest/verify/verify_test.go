@@ -44,21 +44,21 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
-func TestSGXCollateral(t *testing.T) {
+func TestIntelCollateral(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string) { os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644) }
 	write("tcb_info_v3.json")
 	write("qe_identity_v2.json")
-	if _, err := SGXCollateral(dir); attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "no *certs*.pem in") {
+	if _, err := IntelCollateral(dir); attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "no *certs*.pem in") {
 		t.Errorf("missing chain: %v", err)
 	}
 	write("tcb_certs.pem")
-	c, err := SGXCollateral(dir)
+	c, err := IntelCollateral(dir)
 	if err != nil || string(c.TCBInfo) != "tcb_info_v3.json" || string(c.SigningChain) != "tcb_certs.pem" {
 		t.Errorf("collateral %q %q: %v", c.TCBInfo, c.SigningChain, err)
 	}
 	write("tcb_info_old.json")
-	if _, err := SGXCollateral(dir); err == nil || !strings.Contains(err.Error(), "2 files match tcb_info*.json") {
+	if _, err := IntelCollateral(dir); err == nil || !strings.Contains(err.Error(), "2 files match tcb_info*.json") {
 		t.Errorf("two TCB infos: %v", err)
 	}
 }

@@ -1,0 +1,46 @@
+package attest
+
+import (
+	"crypto/x509"
+	"time"
+)
+
+// VerifyChain checks that chain (leaf first, then its intermediates; a copy
+// of the root may end it) leads to root, with every certificate valid at
+// the given time, and returns the window in which they all are. what names
+// the chain in rejections.
+func VerifyChain(what string, chain []*x509.Certificate, root *x509.Certificate, at time.Time) (notBefore, notAfter time.Time, err error) {
+	for _, c := range append(chain[:len(chain):len(chain)], root) {
+		if at.Before(c.NotBefore) || at.After(c.NotAfter) {
+			return time.Time{}, time.Time{}, Reject(CheckValidity, "%s: %q is valid from %s to %s, not at %s", what,
+				c.Subject.CommonName, c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339Nano))
+		}
+		notBefore, notAfter = Later(notBefore, c.NotBefore), Earlier(notAfter, c.NotAfter)
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	roots.AddCert(root)
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return time.Time{}, time.Time{}, Reject(CheckChain, "%s does not chain to the %s: %v", what, root.Subject.CommonName, err)
+	}
+	return notBefore, notAfter, nil
+}
+
+// Later is the later of two times; a zero time counts as unset.
+func Later(a, b time.Time) time.Time {
+	if a.IsZero() || b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Earlier is the earlier of two times; a zero time counts as unset.
+func Earlier(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
