@@ -147,20 +147,18 @@ func (m *Mode) Scan(context.Context) (deviceplugin.Inventory, error) {
 	defer m.mu.Unlock()
 	m.reload()
 	m.queues = map[APQN]Queue{}
+	var all []deviceplugin.Device // without config sets: every APQN of the type
 	for _, q := range queues {
 		if q.Type == m.Type {
 			m.queues[q.APQN] = q
+			if m.config == nil {
+				all = append(all, m.devices(q)...)
+			}
 		}
 	}
 	inv := deviceplugin.Inventory{}
 	if m.config == nil {
-		var devs []deviceplugin.Device
-		for _, q := range queues {
-			if q.Type == m.Type {
-				devs = append(devs, m.devices(q)...)
-			}
-		}
-		inv[Resource(m.Type, "")] = devs
+		inv[Resource(m.Type, "")] = all
 		return inv, nil
 	}
 	for _, s := range m.config.ConfigSets {
