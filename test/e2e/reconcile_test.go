@@ -124,8 +124,10 @@ func TestOwnedObjectsAreRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ds.Spec.Template.Spec.Containers[0].Image
-	ds.Spec.Template.Spec.Containers[0].Image = "evil.example.com/las:6"
-	if _, err := cs.AppsV1().DaemonSets(ns).Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+	// A patch, not read-modify-write: the DaemonSet controller writes its
+	// status meanwhile, and an Update would conflict with it.
+	edit := `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"evil.example.com/las:6"}]`
+	if _, err := cs.AppsV1().DaemonSets(ns).Patch(ctx, dsName, types.JSONPatchType, []byte(edit), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the DaemonSet's image to be restored", time.Minute, func(ctx context.Context) (bool, string, error) {
