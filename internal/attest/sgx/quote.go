@@ -9,24 +9,15 @@ import (
 	"encoding/binary"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 )
 
 // Quote v3 layout (Intel SGX ECDSA Quote Library API, appendix A).
 const (
 	headerLen    = 48
-	bodyLen      = 384
+	bodyLen      = intelpcs.ReportLen
 	signedLen    = headerLen + bodyLen // what the quote signature covers
 	sigDataStart = signedLen + 4
-
-	// Report body offsets.
-	offAttributes = 48
-	offMRENCLAVE  = 64
-	offMRSIGNER   = 128
-	offISVProdID  = 256
-	offISVSVN     = 258
-	offReportData = 320
-
-	attributeDebug = 0x02
 
 	certTypePCKChain = 5
 )
@@ -34,10 +25,10 @@ const (
 // quote is a parsed v3 quote; its fields are slices of the raw bytes.
 type quote struct {
 	signed   []byte // header and report body
-	body     []byte
+	body     intelpcs.Report
 	sig      []byte // r||s
 	attKey   []byte // x||y
-	qeReport []byte
+	qeReport intelpcs.Report
 	qeSig    []byte
 	qeAuth   []byte
 	certData []byte
@@ -114,15 +105,11 @@ func (r *reader) u32() uint32 {
 }
 
 // identity reads the enclave identity from a report body.
-func identity(body []byte) *attest.SGXIdentity {
+func identity(body intelpcs.Report) *attest.SGXIdentity {
 	return &attest.SGXIdentity{
-		MRENCLAVE: attest.Bytes(body[offMRENCLAVE : offMRENCLAVE+32]),
-		MRSIGNER:  attest.Bytes(body[offMRSIGNER : offMRSIGNER+32]),
-		ISVProdID: binary.LittleEndian.Uint16(body[offISVProdID:]),
-		ISVSVN:    binary.LittleEndian.Uint16(body[offISVSVN:]),
+		MRENCLAVE: attest.Bytes(body.MRENCLAVE()),
+		MRSIGNER:  attest.Bytes(body.MRSIGNER()),
+		ISVProdID: body.ISVProdID(),
+		ISVSVN:    body.ISVSVN(),
 	}
-}
-
-func debug(body []byte) bool {
-	return binary.LittleEndian.Uint64(body[offAttributes:])&attributeDebug != 0
 }

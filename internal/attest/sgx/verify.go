@@ -6,8 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/sha256"
 	"crypto/x509"
-	_ "embed"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -16,32 +14,11 @@ import (
 	"github.com/google/go-tdx-guest/pcs"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 )
 
-//go:embed intel_sgx_root_ca.pem
-var rootPEM []byte
-
-// RootSHA256 pins the embedded Intel SGX Root CA.
-const RootSHA256 = "44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3"
-
-// Root is the embedded Intel SGX Root CA.
-func Root() *x509.Certificate {
-	block, _ := pem.Decode(rootPEM)
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		panic("embedded Intel SGX Root CA: " + err.Error())
-	}
-	return c
-}
-
-// Collateral is Intel PCS data for the quote's platform (SGX and TDX
-// alike): TCB info for its FMSPC, the QE identity, and the chain that
-// signed both (PEM).
-type Collateral struct {
-	TCBInfo      []byte
-	QEIdentity   []byte
-	SigningChain []byte
-}
+// Collateral is Intel PCS data for the quote's platform.
+type Collateral = intelpcs.Collateral
 
 // Options of a verification.
 type Options struct {
@@ -61,7 +38,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	}
 	root := opts.Root
 	if root == nil {
-		root = Root()
+		root = intelpcs.Root()
 	}
 	q, err := parseQuote(raw)
 	if err != nil {
@@ -71,18 +48,18 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// user debugging a failed attestation wants to see it.
 	claims := &attest.Claims{
 		Type:       attest.SGX,
-		Debug:      debug(q.body),
-		ReportData: attest.Bytes(q.body[offReportData : offReportData+64]),
+		Debug:      q.body.Debug(),
+		ReportData: attest.Bytes(q.body.ReportData()),
 		SGX:        identity(q.body),
 	}
 	attKey, err := p256Key(q.attKey)
 	if err != nil {
 		return claims, attest.Reject(attest.CheckFormat, "attestation key: %v", err)
 	}
-	if !verifyRS(attKey, q.signed, q.sig) {
+	if !intelpcs.VerifyRS(attKey, q.signed, q.sig) {
 		return claims, attest.Reject(attest.CheckSignature, "the quote signature does not verify with the attestation key")
 	}
-	pck, err := parseChain("PCK certificate chain", bytes.TrimRight(q.certData, "\x00"))
+	pck, err := intelpcs.ParseChain("PCK certificate chain", bytes.TrimRight(q.certData, "\x00"))
 	if err != nil {
 		return claims, err
 	}
@@ -94,25 +71,25 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if !ok {
 		return claims, attest.Reject(attest.CheckChain, "the PCK certificate's key is %T, want ECDSA", pck[0].PublicKey)
 	}
-	if !verifyRS(pckKey, q.qeReport, q.qeSig) {
+	if !intelpcs.VerifyRS(pckKey, q.qeReport, q.qeSig) {
 		return claims, attest.Reject(attest.CheckSignature, "the QE report signature does not verify with the PCK certificate")
 	}
 	// The QE vouches for the attestation key by putting its hash (with
 	// the QE authentication data) into its report data.
 	want := sha256.Sum256(append(append([]byte(nil), q.attKey...), q.qeAuth...))
-	if !bytes.Equal(q.qeReport[offReportData:offReportData+32], want[:]) || !allZero(q.qeReport[offReportData+32:]) {
+	if rd := q.qeReport.ReportData(); !bytes.Equal(rd[:32], want[:]) || !allZero(rd[32:]) {
 		return claims, attest.Reject(attest.CheckBinding, "the QE report does not bind the attestation key")
 	}
 	ext, err := pcs.PckCertificateExtensions(pck[0])
 	if err != nil {
 		return claims, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
 	}
-	tcb, err := judgeTCB(ext, q.qeReport, opts, root)
+	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: ext, QE: q.qeReport}, opts.Collateral, opts.At, root)
 	if err != nil {
 		return claims, err
 	}
-	claims.TCBStatus = tcb.status
-	claims.NotBefore, claims.NotAfter = attest.Later(notBefore, tcb.notBefore), attest.Earlier(notAfter, tcb.notAfter)
+	claims.TCBStatus = tcb.Status
+	claims.NotBefore, claims.NotAfter = attest.Later(notBefore, tcb.NotBefore), attest.Earlier(notAfter, tcb.NotAfter)
 	return claims, nil
 }
 
@@ -128,15 +105,6 @@ func p256Key(xy []byte) (*ecdsa.PublicKey, error) {
 	return k, nil
 }
 
-// verifyRS checks a raw r||s ECDSA signature over SHA-256(msg).
-func verifyRS(key *ecdsa.PublicKey, msg, rs []byte) bool {
-	if len(rs) != 64 {
-		return false
-	}
-	d := sha256.Sum256(msg)
-	return ecdsa.Verify(key, d[:], new(big.Int).SetBytes(rs[:32]), new(big.Int).SetBytes(rs[32:]))
-}
-
 func allZero(b []byte) bool {
 	for _, x := range b {
 		if x != 0 {
@@ -144,25 +112,4 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// parseChain reads PEM certificates, leaf first.
-func parseChain(what string, data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, attest.Reject(attest.CheckFormat, "%s: %v", what, err)
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, attest.Reject(attest.CheckFormat, "%s: no certificate", what)
-	}
-	return certs, nil
 }

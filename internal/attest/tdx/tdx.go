@@ -1,41 +1,47 @@
-// Package tdx verifies Intel TDX quotes (v4) offline with go-tdx-guest:
-// the caller's Intel PCS collateral is served to it from memory, never
-// fetched, and the verification time is the caller's.
+// Package tdx verifies Intel TDX quotes (v4) offline: go-tdx-guest checks
+// the quote, its QE report and the PCK chain to the pinned Intel root;
+// the caller's Intel PCS collateral is judged by intelpcs (as for SGX), so
+// every TCB status Intel defines is reported for the policy to accept or
+// refuse, where go-tdx-guest itself accepts UpToDate only.
 package tdx
 
 import (
+	"bytes"
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/go-tdx-guest/abi"
+	"github.com/google/go-tdx-guest/pcs"
 	pb "github.com/google/go-tdx-guest/proto/tdx"
 	"github.com/google/go-tdx-guest/verify"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/attest/sgx"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 )
 
 // Options of a verification.
 type Options struct {
 	// Collateral is Intel PCS data, as for SGX.
-	Collateral sgx.Collateral
+	Collateral intelpcs.Collateral
 	At         time.Time
+	// Root replaces the Intel root (tests of foreign roots); nil: Intel's.
+	Root *x509.Certificate
 }
 
 // tdAttributeDebug is bit 0 of TD attributes.
 const tdAttributeDebug = 0x01
 
 // Verify checks a v4 quote and returns its claims (with those read so far
-// on a rejection). go-tdx-guest accepts only TCB status UpToDate, so any
-// other status is a tcb-status rejection here whatever the policy says.
+// on a rejection).
 func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if opts.At.IsZero() {
 		return nil, errors.New("tdx: a verification time is required")
+	}
+	root := opts.Root
+	if root == nil {
+		root = intelpcs.Root()
 	}
 	q, err := abi.QuoteToProto(raw)
 	if err != nil {
@@ -48,10 +54,13 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if n := len(quote.GetExtraBytes()); n > 0 {
 		return nil, attest.Reject(attest.CheckFormat, "%d trailing bytes after the quote", n)
 	}
+	if err := abi.CheckQuoteV4(quote); err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
+	}
 	body := quote.GetTdQuoteBody()
 	claims := &attest.Claims{
 		Type:       attest.TDX,
-		Debug:      len(body.GetTdAttributes()) > 0 && body.GetTdAttributes()[0]&tdAttributeDebug != 0,
+		Debug:      body.GetTdAttributes()[0]&tdAttributeDebug != 0,
 		ReportData: body.GetReportData(),
 		TDX:        &attest.TDXIdentity{MRTD: body.GetMrTd(), MRSEAM: body.GetMrSeam(), TDAttributes: body.GetTdAttributes()},
 	}
@@ -60,60 +69,53 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 			claims.TDX.RTMR[i] = r
 		}
 	}
-	c := opts.Collateral
-	if len(c.TCBInfo) == 0 || len(c.QEIdentity) == 0 || len(c.SigningChain) == 0 {
-		return claims, attest.Reject(attest.CheckCollateral, "TCB info, QE identity and their signing chain are required (--collateral DIR)")
+	certification := quote.GetSignedData().GetCertificationData().GetQeReportCertificationData()
+	pck, err := intelpcs.ParseChain("PCK certificate chain", bytes.TrimRight(certification.GetPckCertificateChainData().GetPckCertChain(), "\x00"))
+	if err != nil {
+		return claims, err
 	}
-	chain := []string{url.QueryEscape(string(c.SigningChain))}
-	getter := collateralGetter{
-		"tcb": {header: map[string][]string{"Tcb-Info-Issuer-Chain": chain}, body: c.TCBInfo},
-		"qe":  {header: map[string][]string{"Sgx-Enclave-Identity-Issuer-Chain": chain}, body: c.QEIdentity},
+	// Validity first, so an expired chain is named as such rather than as
+	// whatever go-tdx-guest's message says.
+	notBefore, notAfter, err := attest.VerifyChain("PCK certificate chain", pck, root, opts.At)
+	if err != nil {
+		return claims, err
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(sgx.Root()) // TDX chains to the same pinned Intel root
-	err = verify.TdxQuote(quote, &verify.Options{GetCollateral: true, Getter: getter, Now: opts.At, TrustedRoots: roots})
-	if err != nil {
+	roots.AddCert(root)
+	if err := verify.TdxQuote(quote, &verify.Options{Now: opts.At, TrustedRoots: roots}); err != nil {
 		return claims, classify(err)
 	}
-	claims.TCBStatus = attest.TCBUpToDate
+	ext, err := pcs.PckCertificateExtensions(pck[0])
+	if err != nil {
+		return claims, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
+	}
+	qeReport, err := abi.EnclaveReportToAbiBytes(certification.GetQeReport())
+	if err != nil {
+		return claims, attest.Reject(attest.CheckFormat, "QE report: %v", err)
+	}
+	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: ext, QE: qeReport, TDX: &intelpcs.TDXModule{
+		TEETCBSVN: body.GetTeeTcbSvn(), MRSIGNERSEAM: body.GetMrSignerSeam(), SEAMAttributes: body.GetSeamAttributes(),
+	}}, opts.Collateral, opts.At, root)
+	if err != nil {
+		return claims, err
+	}
+	claims.TCBStatus = tcb.Status
+	claims.NotBefore, claims.NotAfter = attest.Later(notBefore, tcb.NotBefore), attest.Earlier(notAfter, tcb.NotAfter)
 	return claims, nil
 }
 
-type response struct {
-	header map[string][]string
-	body   []byte
-}
-
-// collateralGetter answers go-tdx-guest's PCS requests from memory.
-type collateralGetter map[string]response
-
-func (g collateralGetter) Get(u string) (map[string][]string, []byte, error) {
-	switch {
-	case strings.Contains(u, "/tcb"):
-		return g["tcb"].header, g["tcb"].body, nil
-	case strings.Contains(u, "/qe/identity"):
-		return g["qe"].header, g["qe"].body, nil
-	}
-	return nil, nil, fmt.Errorf("offline verification: %s is not among the collateral given", u)
-}
-
-var tcbStatus = regexp.MustCompile(`TCB Status is not "UpToDate", found "(\w+)"`)
-
-// classify names the check go-tdx-guest's error failed.
+// classify names the check a go-tdx-guest error failed; validity was
+// checked before, and the collateral is not its business here.
 func classify(err error) error {
 	msg := err.Error()
+	check := attest.CheckChain
 	switch {
-	case tcbStatus.MatchString(msg):
-		return &attest.Rejection{Check: attest.CheckTCB, Reason: fmt.Sprintf("TCB status %q (this verifier accepts UpToDate only)", tcbStatus.FindStringSubmatch(msg)[1]), Err: err}
-	case strings.Contains(msg, "no matching TCB level"):
-		return &attest.Rejection{Check: attest.CheckTCB, Reason: "the platform's TCB is below every TCB level of the TCB info: " + msg, Err: err}
-	case strings.Contains(msg, "expired") || strings.Contains(msg, "not yet valid") || strings.Contains(msg, "current time"):
-		return &attest.Rejection{Check: attest.CheckValidity, Reason: msg, Err: err}
-	case strings.Contains(msg, "tcbInfo") || strings.Contains(msg, "QeIdentity") || strings.Contains(msg, "collateral"):
-		return &attest.Rejection{Check: attest.CheckCollateral, Reason: msg, Err: err}
-	case strings.Contains(msg, "signature") || strings.Contains(msg, "verify"):
-		return &attest.Rejection{Check: attest.CheckSignature, Reason: msg, Err: err}
-	default:
-		return &attest.Rejection{Check: attest.CheckChain, Reason: msg, Err: err}
+	case errors.Is(err, verify.ErrSHA56VerificationFail) || strings.Contains(msg, "QE report data"):
+		check = attest.CheckBinding
+	case errors.Is(err, verify.ErrHashVerificationFail) || strings.Contains(msg, "QE report signature"):
+		check = attest.CheckSignature
+	case strings.Contains(msg, "attestation key") || strings.Contains(msg, "DER format"):
+		check = attest.CheckFormat
 	}
+	return &attest.Rejection{Check: check, Reason: msg, Err: err}
 }

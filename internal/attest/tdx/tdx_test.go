@@ -2,6 +2,7 @@ package tdx
 
 import (
 	"bytes"
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -10,15 +11,15 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
-	"github.com/cloister-cc/cloister/internal/attest/sgx"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 )
 
 var vectorTime = time.Unix(1725263032, 0)
 
-func load(t testing.TB) ([]byte, sgx.Collateral) {
+func load(t testing.TB) ([]byte, intelpcs.Collateral) {
 	t.Helper()
 	read := func(name string) []byte { return attesttest.Read(t, "tdx/"+name) }
-	return read("quote_v4_tdx_ecdsa_p256.bin"), sgx.Collateral{
+	return read("quote_v4_tdx_ecdsa_p256.bin"), intelpcs.Collateral{
 		TCBInfo:      read("tcb_info_v3_tdx_fmspc_C0806F000000.json"),
 		QEIdentity:   read("qe_identity_v2_tdx2.json"),
 		SigningChain: read("tcb_signing_chain_certs.pem"),
@@ -35,27 +36,48 @@ func TestRealQuote(t *testing.T) {
 	if c.Type != attest.TDX || len(c.TDX.MRTD) != 48 || c.TDX.MRTD.String()[:8] != "91eb2b44" || c.TCBStatus != attest.TCBUpToDate {
 		t.Errorf("claims %+v", c)
 	}
+	if c.NotBefore.After(vectorTime) || c.NotAfter.Before(vectorTime) || c.NotAfter.After(time.Date(2024, 10, 2, 7, 25, 12, 0, time.UTC)) {
+		t.Errorf("validity %s..%s: want the vector's time inside, ending no later than the TCB info's next update", c.NotBefore, c.NotAfter)
+	}
 }
 
 func TestRejections(t *testing.T) {
 	raw, col := load(t)
 	flip := func(i int) []byte { c := bytes.Clone(raw); c[i] ^= 1; return c }
+	foreign := attesttest.ForeignRoot(t)
+	sgxCol := intelpcs.Collateral{
+		TCBInfo:      attesttest.Read(t, "sgx-dcap/tcb_info_v3_fmspc_00606A000000.json"),
+		QEIdentity:   col.QEIdentity,
+		SigningChain: col.SigningChain,
+	}
+	sgxQE := col
+	sgxQE.QEIdentity = attesttest.Read(t, "sgx-dcap/qe_identity_v2.json")
+	const sigStart = 48 + 584 + 4 // header, TD report body, signature data length
 	for _, tc := range []struct {
 		name   string
 		raw    []byte
-		col    sgx.Collateral
+		col    intelpcs.Collateral
 		at     time.Time
+		root   *x509.Certificate
 		check  attest.Check
 		reason string
 	}{
-		{"flipped byte in the TD report", flip(200), col, vectorTime, attest.CheckSignature, ""},
-		{"collateral past its next update", raw, col, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), attest.CheckValidity, ""},
-		{"no collateral", raw, sgx.Collateral{}, vectorTime, attest.CheckCollateral, "--collateral"},
-		{"trailing bytes", append(bytes.Clone(raw), 0, 0), col, vectorTime, attest.CheckFormat, "trailing bytes"},
-		{"truncated", raw[:300], col, vectorTime, attest.CheckFormat, ""},
+		{"flipped byte in the TD report", flip(200), col, vectorTime, nil, attest.CheckSignature, ""},
+		{"flipped byte in the quote signature", flip(sigStart + 3), col, vectorTime, nil, attest.CheckSignature, ""},
+		{"flipped byte in the QE report", flip(sigStart + 64 + 64 + 6 + 100), col, vectorTime, nil, attest.CheckSignature, "QE report signature"},
+		{"PCK chain before its validity", raw, col, time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, "PCK certificate chain"},
+		{"PCK chain after its expiry", raw, col, time.Date(2060, 1, 1, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, "PCK certificate chain"},
+		{"TCB info issued after the verification time", raw, col, time.Date(2024, 9, 2, 7, 20, 0, 0, time.UTC), nil, attest.CheckValidity, "TCB info is issued 2024-09-02T07:25:12Z"},
+		{"foreign root", raw, col, vectorTime, foreign, attest.CheckChain, "does not chain to the Foreign Root"},
+		{"SGX TCB info for a TD", raw, sgxCol, vectorTime, nil, attest.CheckCollateral, "the TCB info is for SGX, the quote is TDX"},
+		{"SGX QE identity for a TD", raw, sgxQE, vectorTime, nil, attest.CheckCollateral, "the QE identity is QE's"},
+		{"collateral past its next update", raw, col, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, ""},
+		{"no collateral", raw, intelpcs.Collateral{}, vectorTime, nil, attest.CheckCollateral, "--collateral"},
+		{"trailing bytes", append(bytes.Clone(raw), 0, 0), col, vectorTime, nil, attest.CheckFormat, "trailing bytes"},
+		{"truncated", raw[:300], col, vectorTime, nil, attest.CheckFormat, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Verify(tc.raw, Options{Collateral: tc.col, At: tc.at})
+			_, err := Verify(tc.raw, Options{Collateral: tc.col, At: tc.at, Root: tc.root})
 			if attest.CheckOf(err) != tc.check || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("got %v, want %s (%q)", err, tc.check, tc.reason)
 			}

@@ -1,0 +1,277 @@
+package intelpcs
+
+import (
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/google/go-tdx-guest/pcs"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+// Collateral is Intel PCS data for a quote's platform: TCB info for its
+// FMSPC, the QE identity, and the chain that signed both (PEM).
+type Collateral struct {
+	TCBInfo      []byte
+	QEIdentity   []byte
+	SigningChain []byte
+}
+
+// Platform is what a verified quote says about the machine that made it.
+type Platform struct {
+	// PCK holds the FMSPC and platform TCB of the PCK certificate.
+	PCK *pcs.PckExtensions
+	// QE is the quoting enclave's report.
+	QE Report
+	// TDX is set for TDX quotes.
+	TDX *TDXModule
+}
+
+// TDXModule is the TDX module's part of a TD report.
+type TDXModule struct {
+	TEETCBSVN      []byte // 16 bytes: [0] module SVN, [1] module major version
+	MRSIGNERSEAM   []byte // 48 bytes
+	SEAMAttributes []byte // 8 bytes
+}
+
+// Verdict is the platform's TCB status and the window in which the
+// collateral and its signing chain are valid.
+type Verdict struct {
+	Status              string
+	NotBefore, NotAfter time.Time
+}
+
+// tcbInfo is the part of Intel's TCB info (v2, v3; SGX and TDX) the
+// verdict needs.
+type tcbInfo struct {
+	ID                  string           `json:"id"` // v3: SGX or TDX
+	Version             int              `json:"version"`
+	IssueDate           time.Time        `json:"issueDate"`
+	NextUpdate          time.Time        `json:"nextUpdate"`
+	FMSPC               string           `json:"fmspc"`
+	TCBLevels           []tcbLevel       `json:"tcbLevels"`
+	TDXModule           *moduleIdentity  `json:"tdxModule"`
+	TDXModuleIdentities []moduleIdentity `json:"tdxModuleIdentities"`
+}
+
+type svn struct {
+	SVN byte `json:"svn"`
+}
+
+type tcbLevel struct {
+	TCB struct {
+		SGXComponents []svn  `json:"sgxtcbcomponents"`
+		TDXComponents []svn  `json:"tdxtcbcomponents"`
+		PCESVN        uint16 `json:"pcesvn"`
+		ISVSVN        uint16 `json:"isvsvn"`
+	} `json:"tcb"`
+	TCBStatus string `json:"tcbStatus"`
+}
+
+// moduleIdentity is a TDX module's expected signer and attributes, with
+// its own TCB levels (by module SVN) in TCB info v3.
+type moduleIdentity struct {
+	ID             string     `json:"id"`
+	MRSIGNER       string     `json:"mrsigner"`
+	Attributes     string     `json:"attributes"`
+	AttributesMask string     `json:"attributesMask"`
+	TCBLevels      []tcbLevel `json:"tcbLevels"`
+}
+
+// qeIdentity is the part of Intel's QE identity (v2) the verdict needs.
+type qeIdentity struct {
+	ID             string     `json:"id"` // QE (SGX) or TD_QE (TDX)
+	IssueDate      time.Time  `json:"issueDate"`
+	NextUpdate     time.Time  `json:"nextUpdate"`
+	MiscSelect     string     `json:"miscselect"`
+	MiscSelectMask string     `json:"miscselectMask"`
+	Attributes     string     `json:"attributes"`
+	AttributesMask string     `json:"attributesMask"`
+	MRSIGNER       string     `json:"mrsigner"`
+	ISVProdID      uint16     `json:"isvprodid"`
+	TCBLevels      []tcbLevel `json:"tcbLevels"`
+}
+
+// Judge checks the collateral (signatures, chain to root, validity at the
+// given time, that it is for this platform and quoting enclave) and
+// returns the platform's TCB status, converged with the quoting enclave's
+// and, for TDX, the TDX module's.
+func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate) (*Verdict, error) {
+	if len(c.TCBInfo) == 0 || len(c.QEIdentity) == 0 || len(c.SigningChain) == 0 {
+		return nil, attest.Reject(attest.CheckCollateral, "TCB info, QE identity and their signing chain are required (--collateral DIR)")
+	}
+	chain, err := ParseChain("TCB signing chain", c.SigningChain)
+	if err != nil {
+		return nil, err
+	}
+	nb, na, err := attest.VerifyChain("TCB signing chain", chain, root, at)
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := chain[0].PublicKey.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, attest.Reject(attest.CheckCollateral, "the TCB signing key is %T, want ECDSA", chain[0].PublicKey)
+	}
+	var info tcbInfo
+	if err := signedJSON("TCB info", c.TCBInfo, "tcbInfo", signer, &info); err != nil {
+		return nil, err
+	}
+	var qe qeIdentity
+	if err := signedJSON("QE identity", c.QEIdentity, "enclaveIdentity", signer, &qe); err != nil {
+		return nil, err
+	}
+	// Collateral for another TEE or platform is named as such, even when
+	// its dates are also wrong.
+	if err := forQuote(p, &info, &qe); err != nil {
+		return nil, err
+	}
+	for _, w := range []struct {
+		what           string
+		issued, update time.Time
+	}{{"TCB info", info.IssueDate, info.NextUpdate}, {"QE identity", qe.IssueDate, qe.NextUpdate}} {
+		if at.Before(w.issued) || at.After(w.update) {
+			return nil, attest.Reject(attest.CheckValidity, "%s is issued %s with next update %s, not valid at %s",
+				w.what, w.issued.UTC().Format(time.RFC3339), w.update.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+		}
+		nb, na = attest.Later(nb, w.issued), attest.Earlier(na, w.update)
+	}
+	if err := matchQE(&qe, p.QE); err != nil {
+		return nil, err
+	}
+	status, err := platformStatus(p, &info)
+	if err != nil {
+		return nil, err
+	}
+	if p.TDX != nil {
+		module, err := moduleStatus(p.TDX, &info)
+		if err != nil {
+			return nil, err
+		}
+		status = converge(status, module)
+	}
+	qeSVN := p.QE.ISVSVN()
+	qeStatus := levelStatus(qe.TCBLevels, func(l *tcbLevel) bool { return qeSVN >= l.TCB.ISVSVN })
+	if qeStatus == "" {
+		return nil, attest.Reject(attest.CheckTCB, "the quoting enclave's ISVSVN %d is below every TCB level of the QE identity", qeSVN)
+	}
+	return &Verdict{Status: converge(status, qeStatus), NotBefore: nb, NotAfter: na}, nil
+}
+
+// forQuote checks the collateral is for the quote's kind of TEE and its
+// platform: SGX TCB info cannot judge a TD, nor one FMSPC another.
+func forQuote(p Platform, info *tcbInfo, qe *qeIdentity) error {
+	wantInfo, wantQE := "SGX", "QE"
+	if p.TDX != nil {
+		wantInfo, wantQE = "TDX", "TD_QE"
+	}
+	if info.ID != wantInfo && (info.ID != "" || p.TDX != nil) { // v2 SGX TCB info has no id
+		return attest.Reject(attest.CheckCollateral, "the TCB info is for %s, the quote is %s: give the %s TCB info", orSGX(info.ID), wantInfo, wantInfo)
+	}
+	if qe.ID != "" && qe.ID != wantQE {
+		return attest.Reject(attest.CheckCollateral, "the QE identity is %s's, the quote's quoting enclave is %s: give the %s identity", qe.ID, wantQE, wantQE)
+	}
+	if !strings.EqualFold(info.FMSPC, p.PCK.FMSPC) {
+		return attest.Reject(attest.CheckCollateral, "TCB info is for FMSPC %s, the platform's is %s", info.FMSPC, p.PCK.FMSPC)
+	}
+	return nil
+}
+
+func orSGX(id string) string {
+	if id == "" {
+		return "SGX"
+	}
+	return id
+}
+
+// platformStatus is the status of the first (highest) TCB level the
+// platform's SVNs all reach.
+func platformStatus(p Platform, info *tcbInfo) (string, error) {
+	status := levelStatus(info.TCBLevels, func(l *tcbLevel) bool {
+		if !reaches(p.PCK.TCB.CPUSvnComponents, l.TCB.SGXComponents, 0) || p.PCK.TCB.PCESvn < l.TCB.PCESVN {
+			return false
+		}
+		if p.TDX == nil {
+			return true
+		}
+		// With module identities (v3) and a module major version, the
+		// module's SVNs (bytes 0 and 1) are judged by its identity's
+		// levels, not here.
+		from := 0
+		if info.Version >= 3 && p.TDX.TEETCBSVN[1] > 0 {
+			from = 2
+		}
+		return reaches(p.TDX.TEETCBSVN, l.TCB.TDXComponents, from)
+	})
+	if status == "" {
+		return "", attest.Reject(attest.CheckTCB, "the platform's TCB (PCESVN %d) is below every TCB level of FMSPC %s", p.PCK.TCB.PCESvn, info.FMSPC)
+	}
+	return status, nil
+}
+
+// reaches says whether every SVN from index from on is at least the
+// level's.
+func reaches(have []byte, level []svn, from int) bool {
+	if len(level) != len(have) {
+		return false
+	}
+	for i := from; i < len(level); i++ {
+		if have[i] < level[i].SVN {
+			return false
+		}
+	}
+	return true
+}
+
+// levelStatus is the status of the first (highest) level that matches.
+func levelStatus(levels []tcbLevel, match func(*tcbLevel) bool) string {
+	for i := range levels {
+		if match(&levels[i]) {
+			return levels[i].TCBStatus
+		}
+	}
+	return ""
+}
+
+// converge folds a component's status (quoting enclave, TDX module) into
+// the platform's, as Intel's Quote Verification Library does: an outdated
+// component makes the platform out of date, a revoked one revoked.
+func converge(platform, component string) string {
+	switch component {
+	case attest.TCBOutOfDate:
+		switch platform {
+		case attest.TCBUpToDate, attest.TCBSWHardeningNeeded:
+			return attest.TCBOutOfDate
+		case attest.TCBConfigurationNeeded, attest.TCBConfigurationAndSWHardeningNeeded:
+			return attest.TCBOutOfDateConfigurationNeeded
+		}
+	case attest.TCBRevoked:
+		return attest.TCBRevoked
+	}
+	return platform
+}
+
+// signedJSON verifies Intel's signature (raw r||s, hex) over the exact
+// bytes of the field's JSON value and decodes it into out.
+func signedJSON(what string, doc []byte, field string, signer *ecdsa.PublicKey, out any) error {
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &env); err != nil {
+		return attest.Reject(attest.CheckCollateral, "%s: %v", what, err)
+	}
+	body, sigHex := env[field], env["signature"]
+	var sigStr string
+	if body == nil || json.Unmarshal(sigHex, &sigStr) != nil {
+		return attest.Reject(attest.CheckCollateral, "%s: want the fields %q and \"signature\"", what, field)
+	}
+	sig, err := hex.DecodeString(sigStr)
+	if err != nil || !VerifyRS(signer, body, sig) {
+		return attest.Reject(attest.CheckCollateral, "the %s signature does not verify with the TCB signing certificate", what)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return attest.Reject(attest.CheckCollateral, "%s: %v", what, err)
+	}
+	return nil
+}
