@@ -80,7 +80,13 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err != nil {
 		return claims, classify(err)
 	}
+	// SEV-SNP has no TCB status of Intel's kind: a report that verifies
+	// against a VCEK for its reported TCB counts as up to date, and the
+	// policy's minimum SVNs judge the TCB itself.
 	claims.TCBStatus = attest.TCBUpToDate
+	for _, c := range []*x509.Certificate{cert, roots.ProductCerts.Ask, roots.ProductCerts.Ark} {
+		claims.NotBefore, claims.NotAfter = attest.Later(claims.NotBefore, c.NotBefore), attest.Earlier(claims.NotAfter, c.NotAfter)
+	}
 	return claims, nil
 }
 
@@ -90,7 +96,7 @@ func classify(err error) error {
 	switch {
 	case strings.Contains(msg, "expired") || strings.Contains(msg, "not yet valid") || strings.Contains(msg, "current time"):
 		return &attest.Rejection{Check: attest.CheckValidity, Reason: msg, Err: err}
-	case strings.Contains(msg, "signature"):
+	case strings.Contains(msg, "report signature"):
 		return &attest.Rejection{Check: attest.CheckSignature, Reason: msg, Err: err}
 	default:
 		return &attest.Rejection{Check: attest.CheckChain, Reason: msg, Err: err}

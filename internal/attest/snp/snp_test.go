@@ -2,6 +2,12 @@ package snp
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +29,9 @@ func TestRealReportVerifies(t *testing.T) {
 	if c.Type != attest.SNP || len(c.SNP.Measurement) != 48 || c.TCBStatus != attest.TCBUpToDate {
 		t.Errorf("claims %+v", c)
 	}
+	if c.NotBefore.After(vectorTime) || c.NotAfter.Before(vectorTime) || c.NotBefore.IsZero() {
+		t.Errorf("validity %s..%s does not hold the vector's time", c.NotBefore, c.NotAfter)
+	}
 	t.Logf("measurement %s policy %#x debug %v reported TCB %#x", c.SNP.Measurement, c.SNP.GuestPolicy, c.Debug, c.SNP.ReportedTCB)
 	// Its guest policy allows debugging: the default policy refuses it.
 	if err := (&attest.Policy{}).Check(c); c.Debug && attest.CheckOf(err) != attest.CheckDebug {
@@ -33,6 +42,7 @@ func TestRealReportVerifies(t *testing.T) {
 func TestRejections(t *testing.T) {
 	raw := testdata.AttestationBytes
 	flip := func(i int) []byte { c := bytes.Clone(raw); c[i] ^= 1; return c }
+	foreign, unknownLine := vcekFrom(t, "SEV-Milan"), vcekFrom(t, "SEV-Mars")
 	for _, tc := range []struct {
 		name   string
 		raw    []byte
@@ -41,6 +51,10 @@ func TestRejections(t *testing.T) {
 		reason string
 	}{
 		{"flipped byte in the measurement", flip(0x90), Options{At: vectorTime, VCEK: testdata.VcekBytes}, attest.CheckSignature, ""},
+		{"flipped byte in the signature", flip(0x2A0 + 5), Options{At: vectorTime, VCEK: testdata.VcekBytes}, attest.CheckSignature, ""},
+		{"VCEK not yet valid", raw, Options{At: time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC), VCEK: testdata.VcekBytes}, attest.CheckValidity, ""},
+		{"VCEK of a foreign CA named like AMD's", raw, Options{At: vectorTime, VCEK: foreign}, attest.CheckChain, "unknown authority"},
+		{"VCEK of an unknown product line", raw, Options{At: vectorTime, VCEK: unknownLine}, attest.CheckChain, "no AMD root for product line \"Mars\""},
 		{"VCEK expired", raw, Options{At: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), VCEK: testdata.VcekBytes}, attest.CheckValidity, ""},
 		{"no VCEK", raw, Options{At: vectorTime}, attest.CheckCollateral, "--collateral"},
 		{"trailing bytes", append(bytes.Clone(raw), 0), Options{At: vectorTime, VCEK: testdata.VcekBytes}, attest.CheckFormat, "1 trailing bytes"},
@@ -50,6 +64,8 @@ func TestRejections(t *testing.T) {
 			_, err := Verify(tc.raw, tc.opts)
 			if attest.CheckOf(err) != tc.check || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("got %v, want %s (%q)", err, tc.check, tc.reason)
+			} else {
+				t.Log(err)
 			}
 		})
 	}
@@ -71,4 +87,42 @@ func BenchmarkVerify(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// vcekFrom copies the real VCEK (subject, SEV-SNP extensions, key type)
+// into a certificate signed with RSASSA-PSS SHA-384 by a foreign CA that
+// carries the real issuer's name, but the given common name: the only
+// difference from AMD's is the key.
+func vcekFrom(t *testing.T, issuerCN string) []byte {
+	t.Helper()
+	real, err := x509.ParseCertificate(testdata.VcekBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := real.Issuer
+	issuer.CommonName, issuer.Names = issuerCN, nil
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: issuer, IsCA: true, BasicConstraintsValid: true,
+		SignatureAlgorithm: x509.SHA384WithRSAPSS, NotBefore: time.Unix(0, 0), NotAfter: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), KeyUsage: x509.KeyUsageCertSign}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := real.Subject
+	subject.Names = nil
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: subject, SignatureAlgorithm: x509.SHA384WithRSAPSS,
+		NotBefore: real.NotBefore, NotAfter: real.NotAfter}
+	for _, e := range real.Extensions {
+		if strings.HasPrefix(e.Id.String(), "1.3.6.1.4.1.3704.") { // AMD's SEV-SNP extensions
+			leaf.ExtraExtensions = append(leaf.ExtraExtensions, e)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
 }
