@@ -117,6 +117,32 @@ type SNPIdentity struct {
 	HostData    Bytes  `json:"hostData"`
 	GuestPolicy uint64 `json:"guestPolicy"`
 	ReportedTCB uint64 `json:"reportedTCB"`
+	// TCB is ReportedTCB by component (the layout depends on the product
+	// line).
+	TCB SNPTCB `json:"tcb"`
+}
+
+// SNPTCB is an SEV-SNP TCB version by component: security patch levels
+// of the firmware parts and the microcode.
+type SNPTCB struct {
+	FMC        uint8 `json:"fmc,omitempty"` // Turin and later
+	Bootloader uint8 `json:"bootloader"`
+	TEE        uint8 `json:"tee"`
+	SNP        uint8 `json:"snp"`
+	Microcode  uint8 `json:"microcode"`
+}
+
+// below names the first component of t lower than min's, or "".
+func (t SNPTCB) below(min SNPTCB) string {
+	for _, c := range []struct {
+		name      string
+		have, min uint8
+	}{{"FMC", t.FMC, min.FMC}, {"bootloader", t.Bootloader, min.Bootloader}, {"TEE", t.TEE, min.TEE}, {"SNP firmware", t.SNP, min.SNP}, {"microcode", t.Microcode, min.Microcode}} {
+		if c.have < c.min {
+			return fmt.Sprintf("%s SVN %d is below the minimum %d", c.name, c.have, c.min)
+		}
+	}
+	return ""
 }
 
 // NitroIdentity is an enclave image's identity.

@@ -39,6 +39,8 @@ type Identity struct {
 	// SNP
 	Measurement Bytes `json:"measurement,omitempty"`
 	HostData    Bytes `json:"hostData,omitempty"`
+	// MinTCB is the lowest SEV-SNP TCB accepted, by component.
+	MinTCB *SNPTCB `json:"minTCB,omitempty"`
 	// Nitro
 	PCRs map[int]Bytes `json:"pcrs,omitempty"`
 }
@@ -125,6 +127,11 @@ func (id *Identity) mismatch(c *Claims) string {
 		s := c.SNP
 		if s == nil {
 			return fmt.Sprintf("want snp evidence, got %s", c.Type)
+		}
+		if id.MinTCB != nil {
+			if m := s.TCB.below(*id.MinTCB); m != "" {
+				return "reported TCB: " + m
+			}
 		}
 		return first(eq("measurement", id.Measurement, s.Measurement), eq("host data", id.HostData, s.HostData))
 	case Nitro:

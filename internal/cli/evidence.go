@@ -171,7 +171,7 @@ func writeClaims(b *strings.Builder, c *attest.Claims) {
 		line("measurement", p.Measurement)
 		line("hostData", p.HostData)
 		line("guestPolicy", fmt.Sprintf("%#x", p.GuestPolicy))
-		line("reportedTCB", fmt.Sprintf("%#x", p.ReportedTCB))
+		line("reportedTCB", fmt.Sprintf("%#x (bootloader %d, tee %d, snp %d, microcode %d)", p.ReportedTCB, p.TCB.Bootloader, p.TCB.TEE, p.TCB.SNP, p.TCB.Microcode))
 	}
 	if n := c.Nitro; n != nil {
 		line("moduleID", n.ModuleID)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	snptestdata "github.com/google/go-sev-guest/verify/testdata"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
@@ -138,5 +140,32 @@ func TestEvidenceVerifyTDX(t *testing.T) {
 		"--collateral", dir, "--at", "1725263032")
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: tdx evidence") || !strings.Contains(out, "mrtd:         91eb2b44") {
 		t.Errorf("exit %d %v\n%s", exitCode(err), err, out)
+	}
+}
+
+// go-sev-guest's real Milan report, whose guest policy allows debugging:
+// refused under the default policy with its claims shown, accepted with
+// --allow-debug; a VCEK is needed.
+func TestEvidenceVerifySNP(t *testing.T) {
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.bin")
+	if err := os.WriteFile(report, snptestdata.AttestationBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "milan_vcek.der"), snptestdata.VcekBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"evidence", "verify", "--type", "snp", "--evidence", report, "--collateral", dir, "--at", "2023-01-01T00:00:00Z"}
+	out, _, err := run(t, args...)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: debug: ") || !strings.Contains(out, "measurement:  b07af962") {
+		t.Errorf("default policy: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, _, err = run(t, append(args, "--allow-debug")...)
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: snp evidence") || !strings.Contains(out, "(bootloader 2, tee 0, snp 5, microcode 68)") {
+		t.Errorf("--allow-debug: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, _, err = run(t, "evidence", "verify", "--type", "snp", "--evidence", report, "--at", "2023-01-01T00:00:00Z", "--allow-debug")
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: collateral: ") {
+		t.Errorf("no VCEK: exit %d %v\n%s", exitCode(err), err, out)
 	}
 }

@@ -70,6 +70,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// The VCEK's issuer names the product line (SEV-Milan, SEV-Genoa,
 	// SEV-Turin) whose embedded ASK and ARK must certify it.
 	line := strings.TrimPrefix(cert.Issuer.CommonName, "SEV-")
+	claims.SNP.TCB = tcbParts(line, report.GetReportedTcb())
 	roots, ok := trust.DefaultRootCerts[line]
 	if !ok || roots.ProductCerts == nil {
 		return claims, attest.Reject(attest.CheckChain, "the VCEK is issued by %q: no AMD root for product line %q", cert.Issuer.CommonName, line)
@@ -109,4 +110,14 @@ type offline struct{}
 
 func (offline) Get(url string) ([]byte, error) {
 	return nil, errors.New("offline verification: will not fetch " + url)
+}
+
+// tcbParts splits a TCB version by the product line's layout (SEV-SNP
+// firmware ABI): Turin added the FMC and moved the firmware levels down.
+func tcbParts(line string, v uint64) attest.SNPTCB {
+	b := func(i int) uint8 { return uint8(v >> (8 * i)) }
+	if line == "Turin" {
+		return attest.SNPTCB{FMC: b(0), Bootloader: b(1), TEE: b(2), SNP: b(3), Microcode: b(7)}
+	}
+	return attest.SNPTCB{Bootloader: b(0), TEE: b(1), SNP: b(6), Microcode: b(7)}
 }

@@ -32,7 +32,19 @@ func TestRealReportVerifies(t *testing.T) {
 	if c.NotBefore.After(vectorTime) || c.NotAfter.Before(vectorTime) || c.NotBefore.IsZero() {
 		t.Errorf("validity %s..%s does not hold the vector's time", c.NotBefore, c.NotAfter)
 	}
-	t.Logf("measurement %s policy %#x debug %v reported TCB %#x", c.SNP.Measurement, c.SNP.GuestPolicy, c.Debug, c.SNP.ReportedTCB)
+	t.Logf("measurement %s policy %#x debug %v reported TCB %#x %+v", c.SNP.Measurement, c.SNP.GuestPolicy, c.Debug, c.SNP.ReportedTCB, c.SNP.TCB)
+	// 0x4405000000000002: bootloader 2, TEE 0, SNP 5, microcode 0x44.
+	if want := (attest.SNPTCB{Bootloader: 2, SNP: 5, Microcode: 0x44}); c.SNP.ReportedTCB != 0x4405000000000002 || c.SNP.TCB != want {
+		t.Errorf("TCB parts %+v, want %+v", c.SNP.TCB, want)
+	}
+	allowDebug := &attest.Policy{AllowDebug: true, Identities: []attest.Identity{{Type: attest.SNP, MinTCB: &attest.SNPTCB{SNP: 6}}}}
+	if err := allowDebug.Check(c); attest.CheckOf(err) != attest.CheckIdentity || !strings.Contains(err.Error(), "SNP firmware SVN 5 is below the minimum 6") {
+		t.Errorf("minimum SNP firmware SVN 6: %v", err)
+	}
+	allowDebug.Identities[0].MinTCB.SNP = 5
+	if err := allowDebug.Check(c); err != nil {
+		t.Errorf("minimum SNP firmware SVN 5: %v", err)
+	}
 	// Its guest policy allows debugging: the default policy refuses it.
 	if err := (&attest.Policy{}).Check(c); c.Debug && attest.CheckOf(err) != attest.CheckDebug {
 		t.Errorf("default policy on a debug-allowing report: %v", err)
