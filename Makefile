@@ -17,7 +17,7 @@ CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/...
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
-.PHONY: all tools generate build test unit e2e lint bench demo demo-down clean
+.PHONY: all tools generate build test unit e2e lint bench fuzz demo demo-down clean
 
 all: build
 
@@ -56,6 +56,10 @@ lint: tools
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
+
+## fuzz: every fuzz target for FUZZTIME (default 60s), with the executions each made.
+fuzz:
+	GO=$(GO) FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
 ## demo: the dev cluster, the CRDs, cloister-operator and the SGXPlugin,
 ## CEXPlugin and LAS samples, shown HEALTHY (hack/demo.sh).

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
 
 // Small claim builders.
@@ -93,4 +95,65 @@ func TestParseType(t *testing.T) {
 	if _, err := ParseType("sev"); CheckOf(err) != CheckType || !strings.Contains(err.Error(), `unknown evidence type "sev"`) {
 		t.Errorf("unknown type: %v", err)
 	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	mr := strings.Repeat("ab", 32)
+	m48 := strings.Repeat("cd", 48)
+	for _, tc := range []struct {
+		name, doc, err string // err "" accepts
+	}{
+		{"sgx identity and statuses", "acceptTCB: [UpToDate, SWHardeningNeeded]\nidentities:\n- type: sgx\n  mrenclave: " + mr + "\n  minISVSVN: 2\n", ""},
+		{"json", `{"allowDebug": true, "identities": [{"type": "tdx", "mrtd": "` + m48 + `", "rtmr": ["", "` + m48 + `"]}]}`, ""},
+		{"snp minimum TCB", "identities:\n- type: snp\n  minTCB: {snp: 8, microcode: 200}\n", ""},
+		{"unknown field", "allowDebugging: true\n", `unknown field "allowDebugging"`},
+		{"misspelt TCB status", "acceptTCB: [UpTodate]\n", `acceptTCB[0]: unknown TCB status "UpTodate": use UpToDate, SWHardeningNeeded`},
+		{"unknown identity type", "identities:\n- type: sev\n", `identities[0]: type "sev": use sgx, tdx, snp or nitro`},
+		{"sim identity", "identities:\n- type: sim\n", `identities[0]: type "sim"`},
+		{"short MRENCLAVE", "identities:\n- type: sgx\n  mrenclave: abcd\n", "identities[0]: mrenclave has 2 bytes, a sgx mrenclave has 32 (64 hex digits)"},
+		{"field of another type", "identities:\n- type: sgx\n  mrtd: " + m48 + "\n", "identities[0]: mrtd is a tdx field, the identity's type is sgx"},
+		{"RTMR4", "identities:\n- type: tdx\n  rtmr: ['', '', '', '', '']\n", "rtmr has 5 entries"},
+		{"short RTMR", "identities:\n- type: tdx\n  rtmr: ['" + mr + "']\n", "rtmr[0] has 32 bytes"},
+		{"PCR of SHA-256 size", "identities:\n- type: nitro\n  pcrs: {0: " + mr + "}\n", "pcrs[0] has 32 bytes"},
+		{"PCR index", "identities:\n- type: nitro\n  pcrs: {40: " + m48 + "}\n", "pcrs: index 40"},
+		{"not hex", "reportData: xyz\n", "not hex"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePolicy([]byte(tc.doc))
+			if tc.err == "" {
+				if err != nil || p == nil {
+					t.Fatalf("got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("got %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// Any input either fails with an error or yields a policy that validates
+// and survives a JSON round trip unchanged.
+func FuzzParsePolicy(f *testing.F) {
+	f.Add([]byte("acceptTCB: [UpToDate]\nidentities:\n- type: sgx\n  minISVSVN: 2\n"))
+	f.Add([]byte(`{"identities": [{"type": "nitro", "pcrs": {"0": "` + strings.Repeat("00", 48) + `"}}], "allowSimulation": true}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		attesttest.CountExec()
+		p, err := ParsePolicy(data)
+		if err != nil {
+			return
+		}
+		again, err := json.Marshal(p)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		q, err := ParsePolicy(again)
+		if err != nil {
+			t.Fatalf("a parsed policy does not parse again: %v\n%s", err, again)
+		}
+		if b, _ := json.Marshal(q); string(b) != string(again) {
+			t.Fatalf("round trip changed the policy:\n%s\n%s", again, b)
+		}
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
@@ -79,15 +78,18 @@ func (o *evidenceVerify) run(s Streams) error {
 			return err
 		}
 	}
-	policy := attest.Policy{}
+	policy := &attest.Policy{}
 	if o.policy != "" {
 		data, err := os.ReadFile(o.policy)
 		if err != nil {
 			return fmt.Errorf("--policy: %w", err)
 		}
-		if err := yaml.UnmarshalStrict(data, &policy); err != nil {
+		if policy, err = attest.ParsePolicy(data); err != nil {
 			return fmt.Errorf("--policy %s: %w", o.policy, err)
 		}
+	}
+	if err := attest.ValidateTCBStatuses("--accept-tcb", o.acceptTCB); err != nil {
+		return err
 	}
 	policy.AllowDebug = policy.AllowDebug || o.allowDebug
 	policy.AllowSimulation = policy.AllowSimulation || o.allowSimulation

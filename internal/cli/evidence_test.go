@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -76,7 +77,7 @@ func TestEvidenceVerifySGX(t *testing.T) {
 func TestEvidenceVerifySim(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	at := time.Now()
-	raw, err := sim.Generate(key, attest.Claims{TCBStatus: attest.TCBUpToDate, SGX: &attest.SGXIdentity{MRENCLAVE: attest.Bytes{1}}}, at, time.Hour)
+	raw, err := sim.Generate(key, attest.Claims{TCBStatus: attest.TCBUpToDate, SGX: &attest.SGXIdentity{MRENCLAVE: bytes.Repeat([]byte{1}, 32)}}, at, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestEvidenceVerifySim(t *testing.T) {
 		t.Errorf("sim under the default policy: exit %d\n%s", exitCode(err), out)
 	}
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	os.WriteFile(policy, []byte("allowSimulation: true\nidentities:\n- type: sgx\n  mrenclave: \"01\"\n"), 0o644)
+	os.WriteFile(policy, []byte("allowSimulation: true\nidentities:\n- type: sgx\n  mrenclave: \""+strings.Repeat("01", 32)+"\"\n"), 0o644)
 	out, _, err = run(t, "evidence", "verify", "--type", "sim", "--evidence", file, "--policy", policy)
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: sim evidence") {
 		t.Errorf("sim allowed by the policy file: exit %d %v\n%s", exitCode(err), err, out)
@@ -99,6 +100,8 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	badPolicy := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(badPolicy, []byte("allowDebugging: true\n"), 0o644)
+	shortMR := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(shortMR, []byte("identities:\n- type: sgx\n  mrenclave: 68823bc6\n"), 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -108,6 +111,8 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 		{[]string{"--type", "sgx", "--evidence", file, "--at", "yesterday"}, `invalid --at "yesterday"`},
 		{[]string{"--type", "sgx", "--evidence", file, "-o", "yaml"}, `invalid --output "yaml"`},
 		{[]string{"--type", "sgx", "--evidence", file, "--policy", badPolicy}, `unknown field "allowDebugging"`},
+		{[]string{"--type", "sgx", "--evidence", file, "--policy", shortMR}, "identities[0]: mrenclave has 4 bytes, a sgx mrenclave has 32 (64 hex digits)"},
+		{[]string{"--type", "sgx", "--evidence", file, "--accept-tcb", "UpToDate,SWHardening"}, `--accept-tcb[1]: unknown TCB status "SWHardening"`},
 		{[]string{"--type", "sgx", "--evidence", filepath.Join(t.TempDir(), "none")}, "--evidence: open"},
 	} {
 		_, _, err := run(t, append([]string{"evidence", "verify"}, tc.args...)...)

@@ -68,6 +68,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add(load(f))
 	f.Add([]byte{0x84, 0x40, 0xa0, 0x40, 0x40})
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		attesttest.CountExec()
 		_, err := Verify(raw, Options{At: vectorTime})
 		if err != nil && attest.CheckOf(err) == "" {
 			t.Fatalf("unnamed rejection: %v", err)

@@ -113,6 +113,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add(raw)
 	f.Add(make([]byte, sigDataStart))
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		attesttest.CountExec()
 		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
 		if err != nil && attest.CheckOf(err) == "" {
 			t.Fatalf("unnamed rejection: %v", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
 
 var issued = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -132,6 +133,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add(evidence(f, key))
 	f.Add([]byte(`{"payload":"e30=","signature":""}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		attesttest.CountExec()
 		c, err := Verify(raw, issued)
 		if err == nil && (!c.Insecure || c.Type != attest.Sim) {
 			t.Fatalf("verified sim evidence not marked insecure: %+v", c)

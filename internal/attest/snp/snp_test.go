@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-sev-guest/verify/testdata"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
 
 // go-sev-guest's real Milan report and its VCEK; they verify at
@@ -86,6 +87,7 @@ func TestRejections(t *testing.T) {
 func FuzzVerify(f *testing.F) {
 	f.Add(testdata.AttestationBytes)
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		attesttest.CountExec()
 		_, err := Verify(raw, Options{At: vectorTime, VCEK: testdata.VcekBytes})
 		if err != nil && attest.CheckOf(err) == "" {
 			t.Fatalf("unnamed rejection: %v", err)

@@ -89,6 +89,7 @@ func FuzzVerify(f *testing.F) {
 	raw, col := load(f)
 	f.Add(raw)
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		attesttest.CountExec()
 		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
 		if err != nil && attest.CheckOf(err) == "" {
 			t.Fatalf("unnamed rejection: %v", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
 
 func TestDecode(t *testing.T) {
@@ -26,6 +27,28 @@ func TestDecode(t *testing.T) {
 	if got := Decode([]byte(`{"payload":"x"}`)); string(got) != `{"payload":"x"}` {
 		t.Errorf("JSON taken for base64: %q", got)
 	}
+}
+
+// Base64 text (wrapped or not) of any bytes decodes to them.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte{0x03, 0x00, 0x02, 0x00})
+	f.Add([]byte("{}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		attesttest.CountExec()
+		if len(data) == 0 {
+			return
+		}
+		text := base64.StdEncoding.EncodeToString(data)
+		if got := Decode([]byte(text)); string(got) != string(data) {
+			t.Fatalf("Decode(%q) = %x, want %x", text, got, data)
+		}
+		if len(text) > 8 {
+			wrapped := text[:8] + "\n" + text[8:] + "\n"
+			if got := Decode([]byte(wrapped)); string(got) != string(data) {
+				t.Fatalf("Decode(%q) = %x, want %x", wrapped, got, data)
+			}
+		}
+	})
 }
 
 func TestParseTime(t *testing.T) {

@@ -1,0 +1,104 @@
+package attest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TCBStatuses are the statuses a policy may accept.
+var TCBStatuses = []string{
+	TCBUpToDate, TCBSWHardeningNeeded, TCBConfigurationNeeded, TCBConfigurationAndSWHardeningNeeded,
+	TCBOutOfDate, TCBOutOfDateConfigurationNeeded, TCBRevoked,
+}
+
+// ParsePolicy reads a policy (YAML or JSON); unknown fields, unknown TCB
+// statuses and identities that could never match are errors naming the
+// field, not a policy that silently refuses or accepts everything.
+func ParsePolicy(data []byte) (*Policy, error) {
+	var p Policy
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate checks the policy's fields; the error names each bad one.
+func (p *Policy) Validate() error {
+	var errs []error
+	if err := ValidateTCBStatuses("acceptTCB", p.AcceptTCB); err != nil {
+		errs = append(errs, err)
+	}
+	for i := range p.Identities {
+		if err := p.Identities[i].validate(); err != nil {
+			errs = append(errs, fmt.Errorf("identities[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateTCBStatuses checks each status is one Intel defines (names are
+// case-sensitive, as in PCS collateral).
+func ValidateTCBStatuses(field string, statuses []string) error {
+	for i, s := range statuses {
+		if !slices.Contains(TCBStatuses, s) {
+			return fmt.Errorf("%s[%d]: unknown TCB status %q: use %s", field, i, s, strings.Join(TCBStatuses, ", "))
+		}
+	}
+	return nil
+}
+
+// validate checks the identity's fields belong to its type and have the
+// sizes the hardware measures, so a typo cannot make it never match.
+func (id *Identity) validate() error {
+	type field struct {
+		name string
+		set  bool
+		size int // bytes; 0: not a measurement
+		got  int
+	}
+	fields := map[Type][]field{
+		SGX: {{"mrenclave", id.MRENCLAVE != nil, 32, len(id.MRENCLAVE)}, {"mrsigner", id.MRSIGNER != nil, 32, len(id.MRSIGNER)},
+			{"isvProdID", id.ISVProdID != nil, 0, 0}, {"minISVSVN", id.MinISVSVN != 0, 0, 0}},
+		TDX: {{"mrtd", id.MRTD != nil, 48, len(id.MRTD)}, {"rtmr", id.RTMR != nil, 0, 0}},
+		SNP: {{"measurement", id.Measurement != nil, 48, len(id.Measurement)}, {"hostData", id.HostData != nil, 32, len(id.HostData)},
+			{"minTCB", id.MinTCB != nil, 0, 0}},
+		Nitro: {{"pcrs", id.PCRs != nil, 0, 0}},
+	}
+	if _, err := ParseType(string(id.Type)); err != nil || id.Type == Sim {
+		return fmt.Errorf("type %q: use sgx, tdx, snp or nitro (sim evidence is judged by allowSimulation)", id.Type)
+	}
+	for _, typ := range []Type{SGX, TDX, SNP, Nitro} {
+		for _, f := range fields[typ] {
+			switch {
+			case f.set && typ != id.Type:
+				return fmt.Errorf("%s is a %s field, the identity's type is %s", f.name, typ, id.Type)
+			case f.set && f.size > 0 && f.got != f.size:
+				return fmt.Errorf("%s has %d bytes, a %s %s has %d (%d hex digits)", f.name, f.got, typ, f.name, f.size, 2*f.size)
+			}
+		}
+	}
+	if len(id.RTMR) > 4 {
+		return fmt.Errorf("rtmr has %d entries, TDX has RTMR0-3", len(id.RTMR))
+	}
+	for i, r := range id.RTMR {
+		if len(r) != 0 && len(r) != 48 {
+			return fmt.Errorf("rtmr[%d] has %d bytes, an RTMR has 48 (96 hex digits; empty matches any)", i, len(r))
+		}
+	}
+	for i, v := range id.PCRs {
+		if i < 0 || i > 31 {
+			return fmt.Errorf("pcrs: index %d, Nitro PCRs are 0-31", i)
+		}
+		if len(v) != 48 {
+			return fmt.Errorf("pcrs[%d] has %d bytes, a Nitro PCR (SHA-384) has 48 (96 hex digits)", i, len(v))
+		}
+	}
+	return nil
+}
