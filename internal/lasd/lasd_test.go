@@ -57,7 +57,7 @@ func server(t *testing.T, simulation bool) (*httptest.Server, *Probe, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.SimKey = k
+		s.Quoter = &SimQuoter{Key: k}
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

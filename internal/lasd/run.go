@@ -34,7 +34,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		s.SimKey = k
+		s.Quoter = &SimQuoter{Key: k}
 		log.Warn("simulation mode: evidence is signed by this node's key and marked insecure; CAS accepts it only where the policy allows simulation")
 	}
 	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/attest/sim"
 )
 
 // DefaultPort is seed 001's LAS hostPort; DefaultProbeInterval how often
@@ -27,12 +26,9 @@ const maxRequest = 4 << 10
 // Server is LAS's HTTP API.
 type Server struct {
 	Probe *Probe
-	// SimKey signs simulated evidence; nil means no simulation, and
-	// without a platform quoting service LAS cannot produce evidence.
-	SimKey *ecdsa.PrivateKey
-	// Validity of the evidence it issues.
-	Validity time.Duration
-	Now      func() time.Time
+	// Quoter makes the evidence; nil: LAS cannot produce any (simulation
+	// off, no quoting service).
+	Quoter Quoter
 }
 
 // EvidenceRequest is what an enclave asks for.
@@ -77,35 +73,28 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("reportData is %d bytes: at most 64", len(req.ReportData)))
 		return
 	}
-	if s.SimKey == nil {
+	if s.Quoter == nil {
 		writeError(w, http.StatusNotImplemented, errors.New("this LAS has no quoting service and simulation is off (--simulation)"))
 		return
 	}
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	validity := s.Validity
-	if validity == 0 {
-		validity = 10 * time.Minute
-	}
-	raw, err := sim.Generate(s.SimKey, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: req.ReportData}, now(), validity)
+	ev, err := s.Quoter.Quote(req.ReportData)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("making evidence: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(EvidenceResponse{Type: attest.Sim, Evidence: raw})
+	_ = json.NewEncoder(w).Encode(EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
 }
 
 // simulationKey publishes the public key of the simulated evidence, so a
 // verifier can pin the cluster's LAS keys.
 func (s *Server) simulationKey(w http.ResponseWriter, _ *http.Request) {
-	if s.SimKey == nil {
+	q, ok := s.Quoter.(interface{ PublicKey() *ecdsa.PublicKey })
+	if !ok {
 		writeError(w, http.StatusNotFound, errors.New("simulation is off"))
 		return
 	}
-	der, err := x509.MarshalPKIXPublicKey(&s.SimKey.PublicKey)
+	der, err := x509.MarshalPKIXPublicKey(q.PublicKey())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
