@@ -10,12 +10,8 @@ import (
 // the given time, and returns the window in which they all are. what names
 // the chain in rejections.
 func VerifyChain(what string, chain []*x509.Certificate, root *x509.Certificate, at time.Time) (notBefore, notAfter time.Time, err error) {
-	for _, c := range append(chain[:len(chain):len(chain)], root) {
-		if at.Before(c.NotBefore) || at.After(c.NotAfter) {
-			return time.Time{}, time.Time{}, Reject(CheckValidity, "%s: %q is valid from %s to %s, not at %s", what,
-				c.Subject.CommonName, c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339Nano))
-		}
-		notBefore, notAfter = Later(notBefore, c.NotBefore), Earlier(notAfter, c.NotAfter)
+	if notBefore, notAfter, err = ValidAt(what, append(chain[:len(chain):len(chain)], root), at); err != nil {
+		return time.Time{}, time.Time{}, err
 	}
 	roots, inter := x509.NewCertPool(), x509.NewCertPool()
 	roots.AddCert(root)
@@ -25,6 +21,19 @@ func VerifyChain(what string, chain []*x509.Certificate, root *x509.Certificate,
 	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return time.Time{}, time.Time{}, Reject(CheckChain, "%s does not chain to the %s: %v", what, root.Subject.CommonName, err)
+	}
+	return notBefore, notAfter, nil
+}
+
+// ValidAt checks every certificate is valid at the given time (and
+// nothing else) and returns the window in which they all are.
+func ValidAt(what string, certs []*x509.Certificate, at time.Time) (notBefore, notAfter time.Time, err error) {
+	for _, c := range certs {
+		if at.Before(c.NotBefore) || at.After(c.NotAfter) {
+			return time.Time{}, time.Time{}, Reject(CheckValidity, "%s: %q is valid from %s to %s, not at %s", what,
+				c.Subject.CommonName, c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339Nano))
+		}
+		notBefore, notAfter = Later(notBefore, c.NotBefore), Earlier(notAfter, c.NotAfter)
 	}
 	return notBefore, notAfter, nil
 }

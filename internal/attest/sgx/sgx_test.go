@@ -2,10 +2,6 @@ package sgx
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"strings"
 	"testing"
@@ -130,15 +126,3 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
-// BenchmarkECDSAP256Verify is the raw cost of one signature check, to
-// compare with a quote's (quote, QE report, PCK chain, collateral).
-func BenchmarkECDSAP256Verify(b *testing.B) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	d := sha256.Sum256([]byte("quote"))
-	sig, _ := ecdsa.SignASN1(rand.Reader, key, d[:])
-	for b.Loop() {
-		if !ecdsa.VerifyASN1(&key.PublicKey, d[:], sig) {
-			b.Fatal("no")
-		}
-	}
-}

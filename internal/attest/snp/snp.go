@@ -85,10 +85,8 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// against a VCEK for its reported TCB counts as up to date, and the
 	// policy's minimum SVNs judge the TCB itself.
 	claims.TCBStatus = attest.TCBUpToDate
-	for _, c := range []*x509.Certificate{cert, roots.ProductCerts.Ask, roots.ProductCerts.Ark} {
-		claims.NotBefore, claims.NotAfter = attest.Later(claims.NotBefore, c.NotBefore), attest.Earlier(claims.NotAfter, c.NotAfter)
-	}
-	return claims, nil
+	claims.NotBefore, claims.NotAfter, err = attest.ValidAt("VCEK chain", []*x509.Certificate{cert, roots.ProductCerts.Ask, roots.ProductCerts.Ark}, opts.At)
+	return claims, err
 }
 
 // classify names the check go-sev-guest's error failed.

@@ -75,15 +75,16 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		return claims, err
 	}
 	// Validity first, so an expired chain is named as such rather than as
-	// whatever go-tdx-guest's message says.
-	notBefore, notAfter, err := attest.VerifyChain("PCK certificate chain", pck, root, opts.At)
+	// whatever go-tdx-guest's message says; go-tdx-guest checks the
+	// signatures up to the root.
+	notBefore, notAfter, err := attest.ValidAt("PCK certificate chain", append(pck, root), opts.At)
 	if err != nil {
 		return claims, err
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(root)
 	if err := verify.TdxQuote(quote, &verify.Options{Now: opts.At, TrustedRoots: roots}); err != nil {
-		return claims, classify(err)
+		return claims, classify(err, root.Subject.CommonName)
 	}
 	ext, err := pcs.PckCertificateExtensions(pck[0])
 	if err != nil {
@@ -106,10 +107,12 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 
 // classify names the check a go-tdx-guest error failed; validity was
 // checked before, and the collateral is not its business here.
-func classify(err error) error {
+func classify(err error, rootName string) error {
 	msg := err.Error()
 	check := attest.CheckChain
 	switch {
+	case strings.Contains(msg, "PCK Certificate") || strings.Contains(msg, "certificate chain"):
+		msg = "PCK certificate chain does not chain to the " + rootName + ": " + msg
 	case errors.Is(err, verify.ErrSHA56VerificationFail) || strings.Contains(msg, "QE report data"):
 		check = attest.CheckBinding
 	case errors.Is(err, verify.ErrHashVerificationFail) || strings.Contains(msg, "QE report signature"):
