@@ -125,4 +125,3 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
-
