@@ -1,0 +1,155 @@
+package policy
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"strings"
+	"testing"
+)
+
+// doc builds a valid policy owned by keys; edits change its YAML lines.
+func doc(t testing.TB, ownerPEMs []string, edits ...func(string) string) string {
+	t.Helper()
+	var keys strings.Builder
+	for _, k := range ownerPEMs {
+		keys.WriteString("  - |\n")
+		for _, line := range strings.Split(strings.TrimSpace(k), "\n") {
+			keys.WriteString("    " + line + "\n")
+		}
+	}
+	y := `version: cloister.dev/policy/v1
+name: payments
+owners:
+  threshold: 1
+  keys:
+` + keys.String() + `services:
+- name: api
+  attestation:
+    identities:
+    - type: sgx
+      mrenclave: ` + strings.Repeat("ab", 32) + `
+  certificate:
+    sans: [api.payments.svc, 10.0.0.7]
+    validity: 12h
+  env:
+    DB_KEY: "{{ .Secrets.dbKey.Hex }}"
+  files:
+    /etc/api/tls.pem: "{{ .Secrets.tls.Cert }}"
+  secrets: [dbKey, tls]
+secrets:
+- name: dbKey
+  kind: symmetric-key
+- name: tls
+  kind: ecdsa-cert
+- name: token
+  kind: plain
+  value: c2VjcmV0
+`
+	for _, e := range edits {
+		y = e(y)
+	}
+	return y
+}
+
+func replace(old, new string) func(string) string {
+	return func(s string) string { return strings.Replace(s, old, new, 1) }
+}
+
+func ownerPEM(t testing.TB) string {
+	t.Helper()
+	k, err := NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(MarshalPublicKey(&k.PublicKey))
+}
+
+func TestParseValid(t *testing.T) {
+	d, err := Parse([]byte(doc(t, []string{ownerPEM(t)})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := d.Service("api")
+	if api == nil || api.CertificateValidity().Hours() != 12 || d.OwnerThreshold() != 1 || d.Secret("dbKey").KeySize() != 32 || d.Secret("tls").KeySize() != 256 {
+		t.Errorf("parsed %+v", d)
+	}
+	if p := d.Policy(api); p.AllowSimulation || len(p.Identities) != 1 {
+		t.Errorf("attest policy %+v", p)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	owner := ownerPEM(t)
+	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	edDER, _ := x509.MarshalPKIXPublicKey(edPub)
+	edKey := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: edDER}))
+	for _, tc := range []struct {
+		name string
+		edit func(string) string
+		keys []string
+		want string
+	}{
+		{"unknown field", replace("name: payments", "name: payments\ndescription: x"), nil, `unknown field "description"`},
+		{"wrong version", replace("cloister.dev/policy/v1", "v2"), nil, `version: "v2", want "cloister.dev/policy/v1"`},
+		{"bad name", replace("name: payments", "name: Payments_1"), nil, `name: "Payments_1"`},
+		{"no owners", nil, []string{}, "owners.keys: 0 keys"},
+		{"owner key twice", nil, []string{owner, owner}, "owners.keys[1]: the same key as an earlier one"},
+		{"Ed25519 owner key", nil, []string{edKey}, "owners.keys[0]: a ed25519.PublicKey key: owner keys are ECDSA P-256"},
+		{"threshold above the keys", replace("threshold: 1", "threshold: 2"), nil, "owners.threshold: 2, want 1..1"},
+		{"no identities without simulation", replace("    identities:\n    - type: sgx\n      mrenclave: "+strings.Repeat("ab", 32)+"\n", "    identities: []\n"), nil, "attestation.identities: none"},
+		{"short MRENCLAVE", replace(strings.Repeat("ab", 32), "abcd"), nil, "services[0] (api): attestation: identities[0]: mrenclave has 2 bytes"},
+		{"misspelt TCB status", replace("    identities:", "    acceptTCB: [UpTodate]\n    identities:"), nil, `acceptTCB[0]: unknown TCB status "UpTodate"`},
+		{"bad SAN", replace("api.payments.svc", "api payments"), nil, `certificate.sans[0]: "api payments" is neither`},
+		{"no SANs", replace("sans: [api.payments.svc, 10.0.0.7]", "sans: []"), nil, "certificate.sans: none"},
+		{"validity too long", replace("validity: 12h", "validity: 9000h"), nil, `certificate.validity: "9000h"`},
+		{"unlisted secret in a template", replace("{{ .Secrets.dbKey.Hex }}", "{{ .Secrets.token.Hex }}"), nil, "env DB_KEY: "},
+		{"field the kind lacks", replace("{{ .Secrets.tls.Cert }}", "{{ .Secrets.dbKey.Cert }}"), nil, "files /etc/api/tls.pem: "},
+		{"unknown secret listed", replace("secrets: [dbKey, tls]", "secrets: [dbKey, tls, nope]"), nil, `secrets[2]: "nope" is not among the policy's secrets`},
+		{"relative file path", replace("/etc/api/tls.pem", "etc/tls.pem"), nil, `files: "etc/tls.pem": use a clean absolute path`},
+		{"bad env name", replace("DB_KEY:", "DB-KEY:"), nil, `env: "DB-KEY" is not a variable name`},
+		{"unknown secret kind", replace("kind: symmetric-key", "kind: password"), nil, `secrets[0] (dbKey): kind: "password"`},
+		{"odd key size", replace("kind: symmetric-key", "kind: symmetric-key\n  size: 20"), nil, "size: 20, use one of [16 24 32 64]"},
+		{"plain without value", replace("  value: c2VjcmV0\n", ""), nil, "a plain secret needs its value"},
+		{"generated secret with a value", replace("kind: symmetric-key", "kind: symmetric-key\n  value: c2VjcmV0"), nil, "only a plain secret has one"},
+		{"secret name with a dash", replace("- name: dbKey", "- name: db-key"), nil, "secrets[0] (db-key): name: start with a letter"},
+		{"service twice", replace("secrets:\n- name: dbKey", "- name: api\n  attestation: {identities: [{type: nitro}]}\n  certificate: {sans: [a]}\nsecrets:\n- name: dbKey"), nil, "services[1] (api): name used twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := tc.keys
+			if keys == nil {
+				keys = []string{owner}
+			}
+			var edits []func(string) string
+			if tc.edit != nil {
+				edits = append(edits, tc.edit)
+			}
+			_, err := Parse([]byte(doc(t, keys, edits...)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// YAML layout, comments and key order do not change what is signed.
+func TestCanonical(t *testing.T) {
+	owner := ownerPEM(t)
+	a, err := Parse([]byte(doc(t, []string{owner})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reordered := doc(t, []string{owner}, replace("name: payments\n", "# the payments team's policy\n"), replace("version: cloister.dev/policy/v1\n", "version: cloister.dev/policy/v1\nname: payments\n"))
+	b, err := Parse([]byte(reordered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest() != b.Digest() {
+		t.Errorf("digests differ:\n%s\n%s", a.Canonical(), b.Canonical())
+	}
+	c, _ := Parse([]byte(doc(t, []string{owner}, replace("validity: 12h", "validity: 11h"))))
+	if c.Digest() == a.Digest() {
+		t.Error("a changed validity has the same digest")
+	}
+}

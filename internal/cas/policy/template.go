@@ -1,0 +1,64 @@
+package policy
+
+import (
+	"bytes"
+	"fmt"
+	"text/template"
+)
+
+// SecretFields are what a template may read of a secret, by kind:
+// keys as raw bytes, hex or base64; certificates as PEM.
+var SecretFields = map[string][]string{
+	SymmetricKey: {"Raw", "Hex", "Base64"},
+	Plain:        {"Raw", "Hex", "Base64"},
+	ECDSACert:    {"Cert", "Key", "Chain"},
+	RSACert:      {"Cert", "Key", "Chain"},
+}
+
+// TemplateData is what env and file templates are executed with:
+// .Secrets.NAME.FIELD.
+type TemplateData struct {
+	Secrets map[string]map[string]string
+}
+
+// Render executes one env or file template; a reference to a secret the
+// service may not read, or a field its kind lacks, is an error.
+func Render(name, text string, data TemplateData) (string, error) {
+	t, err := template.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// checkTemplates renders every template with placeholders for the
+// secrets the service lists, so a typo or a secret it may not read fails
+// when the policy is registered, not when a workload starts.
+func (s *Service) checkTemplates(secrets map[string]*Secret) []error {
+	data := TemplateData{Secrets: map[string]map[string]string{}}
+	for _, name := range s.Secrets {
+		if sec := secrets[name]; sec != nil {
+			fields := map[string]string{}
+			for _, f := range SecretFields[sec.Kind] {
+				fields[f] = "x"
+			}
+			data.Secrets[name] = fields
+		}
+	}
+	var errs []error
+	for k, v := range s.Env {
+		if _, err := Render("env "+k, v, data); err != nil {
+			errs = append(errs, fmt.Errorf("env %s: %w (a service reads only the secrets it lists)", k, err))
+		}
+	}
+	for p, v := range s.Files {
+		if _, err := Render("file "+p, v, data); err != nil {
+			errs = append(errs, fmt.Errorf("files %s: %w (a service reads only the secrets it lists)", p, err))
+		}
+	}
+	return errs
+}

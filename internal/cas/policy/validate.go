@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+// ecdsaCurve is the owner keys' curve.
+var ecdsaCurve = elliptic.P256()
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	secretRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	dnsRE    = regexp.MustCompile(`^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// Limits that keep a policy (and what CAS does for it) bounded.
+const (
+	maxOwners      = 64
+	maxServices    = 256
+	maxSecrets     = 256
+	maxPlainSecret = 64 << 10
+	maxValidity    = 365 * 24 * time.Hour
+)
+
+// Validate checks the document; the error lists every bad field.
+func (d *Document) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if d.Version != Version {
+		bad("version: %q, want %q", d.Version, Version)
+	}
+	if !nameRE.MatchString(d.Name) || len(d.Name) > 63 {
+		bad("name: %q: use lowercase letters, digits and '-', at most 63 characters", d.Name)
+	}
+	if _, err := d.OwnerKeys(); err != nil {
+		errs = append(errs, err)
+	}
+	if t := d.Owners.Threshold; t < 0 || t > len(d.Owners.Keys) {
+		bad("owners.threshold: %d, want 1..%d (the number of owner keys)", t, len(d.Owners.Keys))
+	}
+	if len(d.Services) == 0 || len(d.Services) > maxServices {
+		bad("services: %d, want 1..%d", len(d.Services), maxServices)
+	}
+	if len(d.Secrets) > maxSecrets {
+		bad("secrets: %d, at most %d", len(d.Secrets), maxSecrets)
+	}
+	secrets := map[string]*Secret{}
+	for i := range d.Secrets {
+		s := &d.Secrets[i]
+		field := fmt.Sprintf("secrets[%d] (%s)", i, s.Name)
+		if err := s.validate(); err != nil {
+			bad("%s: %w", field, err)
+		}
+		if secrets[s.Name] != nil {
+			bad("%s: name used twice", field)
+		}
+		secrets[s.Name] = s
+	}
+	seen := map[string]bool{}
+	for i := range d.Services {
+		s := &d.Services[i]
+		field := fmt.Sprintf("services[%d] (%s)", i, s.Name)
+		if seen[s.Name] {
+			bad("%s: name used twice", field)
+		}
+		seen[s.Name] = true
+		for _, err := range s.validate(d.AllowSimulation, secrets) {
+			bad("%s: %w", field, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OwnerKeys parses the owners' keys (ECDSA P-256, PEM), refusing repeats.
+func (d *Document) OwnerKeys() ([]*ecdsa.PublicKey, error) {
+	if len(d.Owners.Keys) == 0 || len(d.Owners.Keys) > maxOwners {
+		return nil, fmt.Errorf("owners.keys: %d keys, want 1..%d (make one with: cloister policy keygen)", len(d.Owners.Keys), maxOwners)
+	}
+	var keys []*ecdsa.PublicKey
+	seen := map[string]bool{}
+	for i, k := range d.Owners.Keys {
+		key, err := ParsePublicKey([]byte(k))
+		if err != nil {
+			return nil, fmt.Errorf("owners.keys[%d]: %w", i, err)
+		}
+		fp := Fingerprint(key)
+		if seen[fp] {
+			return nil, fmt.Errorf("owners.keys[%d]: the same key as an earlier one (%s)", i, fp)
+		}
+		seen[fp] = true
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// OwnerThreshold is how many owner signatures an update needs.
+func (d *Document) OwnerThreshold() int { return max(1, d.Owners.Threshold) }
+
+// ParsePublicKey reads an ECDSA P-256 public key (PEM "PUBLIC KEY").
+func ParsePublicKey(data []byte) (*ecdsa.PublicKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, errors.New("not a PEM \"PUBLIC KEY\" block")
+	}
+	k, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	ek, ok := k.(*ecdsa.PublicKey)
+	if !ok || ek.Curve != ecdsaCurve {
+		return nil, fmt.Errorf("a %T key: owner keys are ECDSA P-256", k)
+	}
+	return ek, nil
+}
+
+func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !nameRE.MatchString(s.Name) || len(s.Name) > 63 {
+		bad("name: use lowercase letters, digits and '-', at most 63 characters")
+	}
+	a := attest.Policy{Identities: s.Attestation.Identities, AcceptTCB: s.Attestation.AcceptTCB}
+	if err := a.Validate(); err != nil {
+		bad("attestation: %w", err)
+	}
+	if len(s.Attestation.Identities) == 0 && !allowSimulation {
+		bad("attestation.identities: none, so any workload could attest as this service: list the measurements it may have")
+	}
+	if len(s.Certificate.SANs) == 0 {
+		bad("certificate.sans: none: give the DNS names or IP addresses the service is reached by")
+	}
+	for i, san := range s.Certificate.SANs {
+		if net.ParseIP(san) == nil && (!dnsRE.MatchString(san) || len(san) > 253) {
+			bad("certificate.sans[%d]: %q is neither a DNS name nor an IP address", i, san)
+		}
+	}
+	if v := s.Certificate.Validity; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute || d > maxValidity {
+			bad("certificate.validity: %q: use a duration from 1m to 8760h, e.g. 24h", v)
+		}
+	}
+	for i, name := range s.Secrets {
+		if secrets[name] == nil {
+			bad("secrets[%d]: %q is not among the policy's secrets", i, name)
+		}
+	}
+	for k := range s.Env {
+		if !envRE.MatchString(k) {
+			bad("env: %q is not a variable name (letters, digits, '_')", k)
+		}
+	}
+	for p := range s.Files {
+		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+			bad("files: %q: use a clean absolute path", p)
+		}
+	}
+	errs = append(errs, s.checkTemplates(secrets)...)
+	return errs
+}
+
+func (s *Secret) validate() error {
+	if !secretRE.MatchString(s.Name) || len(s.Name) > 63 {
+		return errors.New("name: start with a letter, then letters, digits or '_' (templates read it as .Secrets.NAME), at most 63")
+	}
+	if s.Kind != Plain && s.Value != nil {
+		return fmt.Errorf("value: only a plain secret has one; CAS generates a %s", s.Kind)
+	}
+	sizes := map[string][]int{SymmetricKey: {16, 24, 32, 64}, RSACert: {2048, 3072, 4096}, ECDSACert: {256, 384}, Plain: {0}}
+	allowed, ok := sizes[s.Kind]
+	switch {
+	case !ok:
+		return fmt.Errorf("kind: %q: use %s, %s, %s or %s", s.Kind, SymmetricKey, ECDSACert, RSACert, Plain)
+	case s.Kind == Plain && len(s.Value) == 0:
+		return errors.New("value: a plain secret needs its value (base64)")
+	case s.Kind == Plain && len(s.Value) > maxPlainSecret:
+		return fmt.Errorf("value: %d bytes, at most %d", len(s.Value), maxPlainSecret)
+	case s.Kind == Plain && s.Size != 0:
+		return errors.New("size: a plain secret's size is its value's")
+	case s.Size != 0 && !slices.Contains(allowed, s.Size):
+		return fmt.Errorf("size: %d, use one of %v for %s", s.Size, allowed, s.Kind)
+	}
+	return nil
+}
+
+// KeySize is the secret's size with its default applied.
+func (s *Secret) KeySize() int {
+	if s.Size != 0 {
+		return s.Size
+	}
+	return map[string]int{SymmetricKey: 32, RSACert: 3072, ECDSACert: 256}[s.Kind]
+}
