@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+)
+
+// defaultCASAddress is where a policy is registered unless told
+// otherwise: the CAS service's client port (seed 000) in the namespace.
+const defaultCASAddress = "https://cas:8081"
+
+func newPolicy(s Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "policy", Short: "Make owner keys; sign and encrypt CAS policies as SignedPolicy/EncryptedPolicy resources"}
+	cmd.AddCommand(newPolicyKeygen(s), newPolicySign(s), newPolicyEncrypt(s))
+	return cmd
+}
+
+func newPolicyKeygen(s Streams) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "keygen --out KEY.pem",
+		Short: "Make a policy owner key (ECDSA P-256); prints its public key for the policy's owners.keys",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if out == "" {
+				return errors.New("--out is required: the file for the private key")
+			}
+			k, err := policy.NewKey()
+			if err != nil {
+				return err
+			}
+			pemKey, err := policy.MarshalKey(k)
+			if err != nil {
+				return err
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return fmt.Errorf("--out: %w (an existing key is never overwritten)", err)
+			}
+			if _, err := f.Write(pemKey); err != nil {
+				f.Close()
+				return fmt.Errorf("--out: %w", err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
+			_, err = s.Out.Write(policy.MarshalPublicKey(&k.PublicKey))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "file for the private key (created 0600; never overwritten)")
+	return cmd
+}
+
+type policySign struct{ key, casAddress string }
+
+func newPolicySign(s Streams) *cobra.Command {
+	o := &policySign{}
+	cmd := &cobra.Command{
+		Use:   "sign --key KEY.pem [--cas-address A] POLICY|SIGNEDPOLICY",
+		Short: "Sign a policy; prints the SignedPolicy resource for kubectl apply",
+		Long: "Signs the policy's canonical form with an owner key and prints a SignedPolicy.\n" +
+			"Given a SignedPolicy (another owner's output), adds this owner's signature to it:\n" +
+			"an update needs the threshold of the current owners' signatures.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			signed, address, err := readSigned(args[0], o.key)
+			if err != nil {
+				return err
+			}
+			if o.casAddress != "" {
+				address = o.casAddress
+			}
+			return printResource(s.Out, signed.Policy, func(name string) any {
+				sigs := make([]casv1beta1.Signature, len(signed.Signatures))
+				for i, sg := range signed.Signatures {
+					sigs[i] = casv1beta1.Signature{Signer: sg.Signer, Signature: sg.Signature}
+				}
+				return &casv1beta1.SignedPolicy{
+					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "SignedPolicy"},
+					ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec:       casv1beta1.SignedPolicySpec{CASAddress: address, Policy: signed.Policy, Signatures: sigs},
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&o.key, "key", "", "the owner's private key (cloister policy keygen)")
+	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+", or the input SignedPolicy's)")
+	return cmd
+}
+
+type policyEncrypt struct{ key, casAddress, casPublicKey string }
+
+func newPolicyEncrypt(s Streams) *cobra.Command {
+	o := &policyEncrypt{}
+	cmd := &cobra.Command{
+		Use:   "encrypt --key KEY.pem --cas-public-key FILE [--cas-address A] POLICY|SIGNEDPOLICY",
+		Short: "Sign a policy and seal it to one CAS; prints the EncryptedPolicy resource",
+		Long: "Signs the policy (or adds a signature to a SignedPolicy) and seals the signed\n" +
+			"policy to the CAS encryption key (HPKE, RFC 9180), so only that CAS can read it.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if o.casPublicKey == "" {
+				return errors.New("--cas-public-key is required: the CAS encryption key (GET /v1/public-key)")
+			}
+			raw, err := os.ReadFile(o.casPublicKey)
+			if err != nil {
+				return fmt.Errorf("--cas-public-key: %w", err)
+			}
+			casKey, err := policy.DecodePublicKey(strings.TrimSpace(string(raw)))
+			if err != nil {
+				return fmt.Errorf("--cas-public-key %s: %w", o.casPublicKey, err)
+			}
+			signed, address, err := readSigned(args[0], o.key)
+			if err != nil {
+				return err
+			}
+			if o.casAddress != "" {
+				address = o.casAddress
+			}
+			sealed, err := policy.Encrypt(signed, casKey)
+			if err != nil {
+				return err
+			}
+			return printResource(s.Out, signed.Policy, func(name string) any {
+				return &casv1beta1.EncryptedPolicy{
+					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "EncryptedPolicy"},
+					ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec:       casv1beta1.EncryptedPolicySpec{CASAddress: address, Policy: sealed.Policy, EncryptionKey: sealed.EncryptionKey},
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&o.key, "key", "", "the owner's private key (cloister policy keygen)")
+	cmd.Flags().StringVar(&o.casPublicKey, "cas-public-key", "", "file with the CAS encryption key (base64, as GET /v1/public-key gives it)")
+	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+")")
+	return cmd
+}
+
+// readSigned reads a policy document or a SignedPolicy resource and adds
+// the signature of the key in keyFile; it returns the CAS address the
+// resource named (or the default).
+func readSigned(file, keyFile string) (*policy.Signed, string, error) {
+	if keyFile == "" {
+		return nil, "", errors.New("--key is required: the owner's private key (cloister policy keygen)")
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("--key: %w", err)
+	}
+	key, err := policy.ParseKey(keyPEM)
+	if err != nil {
+		return nil, "", fmt.Errorf("--key %s: %w", keyFile, err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", err
+	}
+	signed, address := &policy.Signed{Policy: string(data)}, defaultCASAddress
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if yaml.Unmarshal(data, &head) == nil && head.Kind == "SignedPolicy" {
+		var sp casv1beta1.SignedPolicy
+		if err := yaml.UnmarshalStrict(data, &sp); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", file, err)
+		}
+		signed.Policy, address = sp.Spec.Policy, sp.Spec.CASAddress
+		for _, sg := range sp.Spec.Signatures {
+			signed.Signatures = append(signed.Signatures, policy.Signature{Signer: sg.Signer, Signature: sg.Signature})
+		}
+	}
+	if err := policy.Sign(signed, key); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", file, err)
+	}
+	return signed, address, nil
+}
+
+// printResource writes the resource named after the policy as YAML.
+func printResource(w io.Writer, text string, build func(name string) any) error {
+	d, err := policy.Parse([]byte(text))
+	if err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(build(d.Name))
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
