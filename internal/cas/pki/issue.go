@@ -49,9 +49,9 @@ func Load(s seed.Seed, certsPEM []byte) (*Authority, error) {
 		return nil, fmt.Errorf("stored CA certificates: %d, want root, intermediate and mesh", len(certs))
 	}
 	a := &Authority{
-		Root:         CA{certs[0], deriveKey(s, "root")},
-		Intermediate: CA{certs[1], deriveKey(s, "intermediate")},
-		Mesh:         CA{certs[2], deriveKey(s, "mesh")},
+		Root:         CA{certs[0], DeriveKey(s, "root")},
+		Intermediate: CA{certs[1], DeriveKey(s, "intermediate")},
+		Mesh:         CA{certs[2], DeriveKey(s, "mesh")},
 	}
 	for _, ca := range []CA{a.Root, a.Intermediate, a.Mesh} {
 		if !ca.Key.PublicKey.Equal(ca.Cert.PublicKey) {

@@ -45,9 +45,9 @@ const (
 	meshLifetime         = 5 * 365 * 24 * time.Hour
 )
 
-// deriveKey makes the P-256 key for label from the seed: the same seed
+// DeriveKey makes the P-256 key for label from the seed: the same seed
 // always gives the same key.
-func deriveKey(s seed.Seed, label string) *ecdsa.PrivateKey {
+func DeriveKey(s seed.Seed, label string) *ecdsa.PrivateKey {
 	for i := 0; ; i++ {
 		// A 32-byte string is at or above the P-256 order with
 		// probability 2^-32; try the next counter then.
@@ -61,9 +61,9 @@ func deriveKey(s seed.Seed, label string) *ecdsa.PrivateKey {
 // New makes the CA certificates for a freshly initialised seed.
 func New(s seed.Seed, name string, now time.Time) (*Authority, error) {
 	a := &Authority{
-		Root:         CA{Key: deriveKey(s, "root")},
-		Intermediate: CA{Key: deriveKey(s, "intermediate")},
-		Mesh:         CA{Key: deriveKey(s, "mesh")},
+		Root:         CA{Key: DeriveKey(s, "root")},
+		Intermediate: CA{Key: DeriveKey(s, "intermediate")},
+		Mesh:         CA{Key: DeriveKey(s, "mesh")},
 	}
 	var err error
 	if a.Root.Cert, err = caCert(name+" root CA", now, rootLifetime, a.Root.Key, nil, 2); err != nil {

@@ -1,0 +1,193 @@
+// Package core is CAS itself, without its transport: the lifecycle of the
+// seed (uninitialised, recovery mode, ready), policy registration with
+// owner signatures and a signed, hash-chained history, secrets, and
+// attestation that turns verified evidence into a certificate, secrets
+// and configuration. The HTTP API (package api) is a thin edge over it.
+package core
+
+import (
+	"crypto/ecdsa"
+	"crypto/hpke"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/cas/pki"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// Errors the API edge maps to status codes.
+var (
+	ErrNotInitialized = errors.New("CAS is not initialised: run cloister cas init")
+	ErrInitialized    = errors.New("CAS is already initialised")
+	ErrRecovery       = errors.New("CAS is in recovery mode: owners must submit their shares (cloister cas recover)")
+	ErrNotFound       = errors.New("not found")
+	ErrUnauthorized   = errors.New("not authorised")
+	ErrInvalid        = errors.New("invalid request")
+	ErrRejected       = errors.New("attestation rejected")
+)
+
+// State is where CAS is in its lifecycle.
+type State string
+
+const (
+	Uninitialized State = "uninitialized"
+	RecoveryMode  State = "recovery"
+	Ready         State = "ready"
+)
+
+// Buckets of the store; meta is in the clear (it is needed before the
+// seed is known and holds nothing secret), the others are encrypted.
+const (
+	bucketMeta     = "meta"
+	bucketCA       = "ca"
+	bucketPolicies = "policies"
+	bucketHistory  = "history"
+	bucketSecrets  = "secrets"
+)
+
+// meta is what CAS knows of its seed without having it.
+type meta struct {
+	Commitment  seed.Commitment `json:"commitment"`
+	Owners      []string        `json:"owners"` // recovery owners' fingerprints, share order
+	Check       []byte          `json:"check"`  // a seed-derived value: proves a recovered seed is this CAS's
+	Initialized time.Time       `json:"initialized"`
+}
+
+// Sealer keeps the seed where a restarted CAS can unseal it without its
+// owners: a TEE's sealing key in production, a file in development.
+type Sealer interface {
+	Seal(seed []byte) error
+	// Unseal returns the sealed seed, or ErrNotSealed.
+	Unseal() ([]byte, error)
+	// Insecure says the seal protects nothing (a plain file).
+	Insecure() bool
+}
+
+// ErrNotSealed: the sealer holds no seed; recovery needs the owners.
+var ErrNotSealed = errors.New("no sealed seed")
+
+// Config of a CAS.
+type Config struct {
+	Store  store.Store
+	Sealer Sealer
+	// Name goes into the CA certificates' names.
+	Name string
+	// CollateralDir holds Intel PCS collateral / VCEKs for hardware
+	// evidence (as for cloister evidence verify).
+	CollateralDir string
+	Log           *slog.Logger
+	Now           func() time.Time
+	Metrics       *Metrics
+}
+
+// CAS is the attestation and configuration service.
+type CAS struct {
+	cfg Config
+
+	// regMu orders registrations; mu guards the fields below, held
+	// only briefly so attestations run in parallel.
+	regMu  sync.Mutex
+	mu     sync.RWMutex
+	state  State
+	meta   *meta
+	shares map[uint64]seed.Share // submitted in recovery mode
+	keys   *keys                 // set when Ready
+}
+
+// keys are everything derived from the seed.
+type keys struct {
+	enc        *store.Encrypted
+	authority  *pki.Authority
+	encryption hpke.PrivateKey
+	history    *ecdsa.PrivateKey
+	policies   map[string]*registered
+}
+
+// Open reads the state: uninitialised, or initialised and then unsealed by
+// the sealer, or else in recovery mode.
+func Open(cfg Config) (*CAS, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Name == "" {
+		cfg.Name = "cas"
+	}
+	c := &CAS{cfg: cfg, state: Uninitialized, shares: map[uint64]seed.Share{}}
+	err := cfg.Store.View(func(tx store.Tx) error {
+		raw, err := tx.Get(bucketMeta, "seed")
+		if raw == nil || err != nil {
+			return err
+		}
+		c.meta = &meta{}
+		return json.Unmarshal(raw, c.meta)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading CAS state: %w", err)
+	}
+	if c.meta == nil {
+		c.setState(Uninitialized, "")
+		return c, nil
+	}
+	c.state = RecoveryMode
+	raw, err := cfg.Sealer.Unseal()
+	switch {
+	case errors.Is(err, ErrNotSealed):
+		c.setState(RecoveryMode, "no sealed seed: waiting for the owners' shares")
+		return c, nil
+	case err != nil:
+		c.setState(RecoveryMode, "unsealing failed: "+err.Error())
+		return c, nil
+	}
+	s, err := seed.FromBytes(raw)
+	if err == nil {
+		err = c.unlock(s)
+	}
+	if err != nil {
+		c.setState(RecoveryMode, "the sealed seed does not open this state: "+err.Error())
+	}
+	return c, nil
+}
+
+// setState records a state change in the log and metrics.
+func (c *CAS) setState(s State, why string) {
+	c.state = s
+	c.cfg.Metrics.setState(s)
+	if why != "" {
+		c.cfg.Log.Info("CAS state", "state", string(s), "reason", why)
+	}
+}
+
+// Status is CAS's state with the reason it is not ready.
+func (c *CAS) Status() (State, string) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	switch c.state {
+	case Uninitialized:
+		return c.state, ErrNotInitialized.Error()
+	case RecoveryMode:
+		return c.state, fmt.Sprintf("%s: %d of %d shares received", ErrRecovery, len(c.shares), c.meta.Commitment.Threshold())
+	}
+	return c.state, ""
+}
+
+// ready returns the keys, or why CAS cannot serve.
+func (c *CAS) ready() (*keys, error) {
+	switch c.state {
+	case Uninitialized:
+		return nil, ErrNotInitialized
+	case RecoveryMode:
+		return nil, ErrRecovery
+	}
+	return c.keys, nil
+}

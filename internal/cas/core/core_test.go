@@ -1,0 +1,335 @@
+package core
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// fixture is a CAS on a real store in a temp dir, initialised with
+// recovery owners, and a policy owner key.
+type fixture struct {
+	t      *testing.T
+	dir    string
+	db     *store.Bolt
+	cas    *CAS
+	shares *Shares
+	rec    []*ecdsa.PrivateKey // recovery owners
+	owner  *ecdsa.PrivateKey   // policy owner
+	lasKey *ecdsa.PrivateKey   // signs sim evidence
+}
+
+func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dir: t.TempDir()}
+	f.open(sealer)
+	var pubs []*ecdsa.PublicKey
+	for range n {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		f.rec = append(f.rec, key)
+		pubs = append(pubs, &key.PublicKey)
+	}
+	var err error
+	if f.shares, err = f.cas.Init(pubs, k); err != nil {
+		t.Fatal(err)
+	}
+	f.owner, _ = policy.NewKey()
+	f.lasKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return f
+}
+
+func (f *fixture) open(sealer Sealer) {
+	f.t.Helper()
+	if f.db != nil {
+		f.db.Close()
+	}
+	var err error
+	if f.db, err = store.OpenBolt(f.dir); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { f.db.Close() })
+	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") }
+
+// policyText: services api (reads dbKey, tls) and worker (reads nothing).
+func (f *fixture) policyText(extra string) string {
+	return `version: cloister.dev/policy/v1
+name: shop
+owners:
+  keys:
+  - |
+` + indent(string(policy.MarshalPublicKey(&f.owner.PublicKey))) + `
+allowSimulation: true
+services:
+- name: api
+  attestation:
+    identities: [{type: sgx, mrenclave: "` + strings.Repeat("ab", 32) + `"}]
+  certificate: {sans: [api.shop.svc, 10.1.2.3], validity: 2h}
+  env: {DB_KEY: "{{ .Secrets.dbKey.Hex }}"}
+  files: {/run/tls/key.pem: "{{ .Secrets.tls.Key }}"}
+  secrets: [dbKey, tls]
+- name: worker
+  attestation: {identities: []}
+  certificate: {sans: [worker.shop.svc]}
+secrets:
+- {name: dbKey, kind: symmetric-key}
+- {name: tls, kind: ecdsa-cert}
+` + extra
+}
+
+func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*Registration, error) {
+	s := &policy.Signed{Policy: text}
+	for _, k := range signers {
+		if err := policy.Sign(s, k); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return f.cas.Register(s)
+}
+
+// request makes a key, its CSR and sim evidence; edit changes the claims.
+func (f *fixture) request(service string, edit func(*attest.Claims)) *AttestRequest {
+	f.t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	csr, _ := x509.ParseCertificateRequest(der)
+	binding, _ := KeyBinding(csr)
+	c := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding,
+		SGX: &attest.SGXIdentity{MRENCLAVE: []byte(strings.Repeat("\xab", 32)), MRSIGNER: make([]byte, 32)}}
+	if edit != nil {
+		edit(&c)
+	}
+	ev, err := sim.Generate(f.lasKey, c, time.Now(), time.Minute)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &AttestRequest{Policy: "shop", Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
+}
+
+func TestAttest(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.cas.Attest(f.request("api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, rest := pem.Decode([]byte(res.Certificate))
+	leaf, _ := x509.ParseCertificate(block.Bytes)
+	mesh := x509.NewCertPool()
+	mesh.AppendCertsFromPEM([]byte(res.MeshCA))
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: mesh, DNSName: "api.shop.svc", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Errorf("certificate does not verify to the mesh CA for api.shop.svc: %v", err)
+	}
+	if len(leaf.IPAddresses) != 1 || leaf.IPAddresses[0].String() != "10.1.2.3" || !strings.Contains(string(rest), "mesh CA") && len(rest) == 0 {
+		t.Errorf("certificate names %v %v", leaf.DNSNames, leaf.IPAddresses)
+	}
+	if len(res.Env["DB_KEY"]) != 64 || res.Env["DB_KEY"] != res.Secrets["dbKey"]["Hex"] || !strings.Contains(res.Files["/run/tls/key.pem"], "PRIVATE KEY") {
+		t.Errorf("env %v files %v", res.Env, res.Files)
+	}
+	again, err := f.cas.Attest(f.request("api", nil))
+	if err != nil || again.Env["DB_KEY"] != res.Env["DB_KEY"] || again.Secrets["tls"]["Cert"] != res.Secrets["tls"]["Cert"] {
+		t.Errorf("a second attestation got other secrets: %v", err)
+	}
+	other, err := f.cas.Attest(f.request("worker", nil))
+	if err != nil || len(other.Secrets) != 0 || other.Env != nil {
+		t.Errorf("worker got secrets %v (%v)", other.Secrets, err)
+	}
+}
+
+func TestAttestRejections(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	noSim := f.policyText("")
+	noSim = strings.Replace(noSim, "allowSimulation: true\n", "", 1)
+	noSim = strings.Replace(noSim, "name: shop", "name: strict", 1)
+	noSim = strings.Replace(noSim, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: nitro}]}\n", 1)
+	if _, err := f.register(noSim, f.owner); err != nil {
+		t.Fatal(err)
+	}
+	strict := f.request("api", nil)
+	strict.Policy = "strict"
+	otherKey := f.request("api", nil)
+	otherKey.CSR = f.request("api", nil).CSR
+	for _, tc := range []struct {
+		name string
+		req  *AttestRequest
+		err  error
+		want string
+	}{
+		{"identity not in the policy", f.request("api", func(c *attest.Claims) { c.SGX.MRENCLAVE[0] = 0 }), ErrRejected, "identity: no expected identity matches"},
+		{"debug", f.request("api", func(c *attest.Claims) { c.Debug = true }), ErrRejected, "debug: "},
+		{"TCB not accepted", f.request("api", func(c *attest.Claims) { c.TCBStatus = attest.TCBOutOfDate }), ErrRejected, `tcb-status: TCB status "OutOfDate" is not accepted`},
+		{"report data not binding the CSR", otherKey, ErrRejected, "report-data: "},
+		{"sim without allowSimulation", strict, ErrRejected, "simulation: "},
+		{"unknown service", &AttestRequest{Policy: "shop", Service: "nope"}, ErrNotFound, `service "nope"`},
+		{"unknown policy", &AttestRequest{Policy: "nope"}, ErrNotFound, `policy "nope"`},
+		{"bad CSR", &AttestRequest{Policy: "shop", Service: "api", CSR: []byte("x")}, ErrInvalid, "csr: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.cas.Attest(tc.req)
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %v (%q)", err, tc.err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPolicyUpdatesAndHistory(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	second, _ := policy.NewKey()
+	twoOwners := strings.Replace(f.policyText(""), "owners:\n  keys:\n", "owners:\n  threshold: 2\n  keys:\n  - |\n"+indent(string(policy.MarshalPublicKey(&second.PublicKey)))+"\n", 1)
+	if _, err := f.register(twoOwners, f.owner); err == nil || !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "signed by 1 of its owners, 2 needed") {
+		t.Fatalf("new policy with 1 of 2 signatures: %v", err)
+	}
+	r, err := f.register(twoOwners, f.owner, second)
+	if err != nil || r.Version != 1 {
+		t.Fatalf("register: %+v %v", r, err)
+	}
+	// The same content again: a no-op.
+	if r, err := f.register(twoOwners, second, f.owner); err != nil || !r.Unchanged || r.Version != 1 {
+		t.Errorf("same content: %+v %v", r, err)
+	}
+	changed := strings.Replace(twoOwners, "validity: 2h", "validity: 3h", 1)
+	// An outsider's signatures do not count; one owner is not enough.
+	outsider, _ := policy.NewKey()
+	for _, signers := range [][]*ecdsa.PrivateKey{{f.owner}, {outsider}, {f.owner, outsider}} {
+		if _, err := f.register(changed, signers...); !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("update signed by %d keys: %v", len(signers), err)
+		}
+	}
+	if cur, _ := f.cas.Policy("shop"); cur.Version != 1 || cur.Policy != twoOwners {
+		t.Fatalf("a refused update changed the stored policy: version %d", cur.Version)
+	}
+	// Taking over by listing new owners in the update does not work either.
+	takeover := strings.Replace(changed, "threshold: 2", "threshold: 1", 1)
+	takeover = strings.Replace(takeover, indent(string(policy.MarshalPublicKey(&second.PublicKey))), indent(string(policy.MarshalPublicKey(&outsider.PublicKey))), 1)
+	if _, err := f.register(takeover, outsider, f.owner); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("takeover: %v", err)
+	}
+	if r, err := f.register(changed, f.owner, second); err != nil || r.Version != 2 {
+		t.Fatalf("update with both owners: %+v %v", r, err)
+	}
+	h, err := f.cas.History("shop")
+	if err != nil || len(h) != 2 || h[0].Policy != twoOwners || h[1].Policy != changed {
+		t.Fatalf("history %d records, %v", len(h), err)
+	}
+	key, _ := f.cas.HistoryKey()
+	if err := VerifyHistory(h, key); err != nil {
+		t.Errorf("history does not verify: %v", err)
+	}
+	h[0].Policy = "forged"
+	if err := VerifyHistory(h, key); err == nil {
+		t.Error("a forged history verified")
+	}
+}
+
+func TestEncryptedPolicy(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	pub, _ := f.cas.EncryptionKey()
+	casKey, _ := policy.DecodePublicKey(pub)
+	s := &policy.Signed{Policy: f.policyText("")}
+	policy.Sign(s, f.owner)
+	e, _ := policy.Encrypt(s, casKey)
+	if r, err := f.cas.RegisterEncrypted(e); err != nil || r.Name != "shop" {
+		t.Fatalf("encrypted: %+v %v", r, err)
+	}
+	otherKey, _ := policy.NewEncryptionKey([]byte("another CAS, another key........"))
+	e2, _ := policy.Encrypt(s, otherKey.PublicKey())
+	if _, err := f.cas.RegisterEncrypted(e2); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "sealed to key") {
+		t.Errorf("sealed to another CAS: %v", err)
+	}
+}
+
+// A restart without a sealer is recovery mode until k owners' shares
+// arrive; then the same CAs, secrets and policies are back.
+func TestRecovery(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 2, 3)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.cas.Attest(f.request("api", nil))
+	encKey, _ := f.cas.EncryptionKey()
+
+	f.open(NoSealer{})
+	if st, why := f.cas.Status(); st != RecoveryMode || !strings.Contains(why, "0 of 2 shares") {
+		t.Fatalf("after restart: %s %q", st, why)
+	}
+	if _, err := f.cas.Attest(f.request("api", nil)); !errors.Is(err, ErrRecovery) {
+		t.Errorf("attest in recovery mode: %v", err)
+	}
+	open := func(i int) seed.Share {
+		sh, err := seed.OpenShare(f.shares.Shares[i].Sealed, f.rec[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sh
+	}
+	// A share opened with the right key but altered is refused.
+	bad := open(0)
+	bad.Value[3] ^= 1
+	if _, err := f.cas.Recover(bad); !errors.Is(err, ErrInvalid) {
+		t.Errorf("altered share: %v", err)
+	}
+	if need, err := f.cas.Recover(open(2)); err != nil || need != 1 {
+		t.Fatalf("first share: need %d, %v", need, err)
+	}
+	if st, _ := f.cas.Status(); st != RecoveryMode {
+		t.Fatalf("k-1 shares unlocked CAS: %s", st)
+	}
+	if need, err := f.cas.Recover(open(0)); err != nil || need != 0 {
+		t.Fatalf("second share: need %d, %v", need, err)
+	}
+	if st, _ := f.cas.Status(); st != Ready {
+		t.Fatalf("after k shares: %s", st)
+	}
+	after, err := f.cas.Attest(f.request("api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.RootCA != before.RootCA || after.MeshCA != before.MeshCA || after.Env["DB_KEY"] != before.Env["DB_KEY"] || after.Secrets["tls"]["Key"] != before.Secrets["tls"]["Key"] {
+		t.Error("recovery changed the CAs or the secrets")
+	}
+	if k, _ := f.cas.EncryptionKey(); k != encKey {
+		t.Error("recovery changed the encryption key")
+	}
+}
+
+// With the file sealer a restart unseals by itself.
+func TestFileSealer(t *testing.T) {
+	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	f := newFixture(t, sealer, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	f.open(sealer)
+	if st, why := f.cas.Status(); st != Ready {
+		t.Fatalf("after restart with the file sealer: %s %q", st, why)
+	}
+	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {
+		t.Error(err)
+	}
+	if _, err := f.cas.Init([]*ecdsa.PublicKey{&f.owner.PublicKey}, 1); !errors.Is(err, ErrInitialized) {
+		t.Errorf("second init: %v", err)
+	}
+}

@@ -1,0 +1,214 @@
+package core
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cloister-cc/cloister/internal/cas/pki"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// SealedShare is one recovery owner's share, readable only with their key.
+type SealedShare struct {
+	Owner  string `json:"owner"` // the owner key's fingerprint
+	Sealed []byte `json:"sealed"`
+}
+
+// Shares is what init returns to its caller (cloister cas init --out):
+// CAS keeps none of it.
+type Shares struct {
+	Threshold int           `json:"threshold"`
+	Shares    []SealedShare `json:"shares"`
+	// RootCA is the CAS root certificate (PEM), to pin.
+	RootCA string `json:"rootCA"`
+}
+
+// Init makes the seed, splits it among the recovery owners (threshold of
+// them recover it), and makes the CAs. Once only.
+func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*Shares, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != Uninitialized {
+		return nil, ErrInitialized
+	}
+	if len(owners) == 0 {
+		return nil, fmt.Errorf("%w: recoveryOwners: give at least one owner key", ErrInvalid)
+	}
+	seen := map[string]bool{}
+	var fps []string
+	for i, o := range owners {
+		fp := policy.Fingerprint(o)
+		if seen[fp] {
+			return nil, fmt.Errorf("%w: recoveryOwners[%d]: the same key as an earlier one", ErrInvalid, i)
+		}
+		seen[fp] = true
+		fps = append(fps, fp)
+	}
+	s := seed.New()
+	shares, commitment, err := s.Split(threshold, len(owners))
+	if err != nil {
+		return nil, fmt.Errorf("%w: threshold: %v", ErrInvalid, err)
+	}
+	out := &Shares{Threshold: threshold}
+	for i, sh := range shares {
+		sealed, err := seed.SealShare(sh, owners[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: recoveryOwners[%d]: %v", ErrInvalid, i, err)
+		}
+		out.Shares = append(out.Shares, SealedShare{Owner: fps[i], Sealed: sealed})
+	}
+	authority, err := pki.New(s, c.cfg.Name, c.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	m := &meta{Commitment: commitment, Owners: fps, Check: s.Key("check", 32), Initialized: c.cfg.Now().UTC()}
+	enc, err := store.NewEncrypted(s.Key("store", 32))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// The seal first: a crash after it but before the state commits
+	// leaves an uninitialised CAS with a stale seal, which the next init
+	// overwrites; the other order could leave a state nobody can unseal.
+	if err := c.cfg.Sealer.Seal(s.Bytes()); err != nil {
+		return nil, fmt.Errorf("sealing the seed: %w", err)
+	}
+	err = c.cfg.Store.Update(func(tx store.Tx) error {
+		if err := tx.Put(bucketMeta, "seed", raw); err != nil {
+			return err
+		}
+		return enc.Tx(tx).Put(bucketCA, "certificates", authority.Marshal())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing the new state: %w", err)
+	}
+	c.meta = m
+	if err := c.unlock(s); err != nil {
+		return nil, err
+	}
+	out.RootCA = string(pemCert(authority.Root.Cert.Raw))
+	c.cfg.Log.Info("audit: CAS initialised", "recoveryOwners", fps, "threshold", threshold, "insecureSealer", c.cfg.Sealer.Insecure())
+	return out, nil
+}
+
+// Recover takes one owner's share in recovery mode; with enough of them
+// the seed is rebuilt and CAS is ready again. It returns how many more
+// shares are needed.
+func (c *CAS) Recover(sh seed.Share) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != RecoveryMode {
+		if c.state == Uninitialized {
+			return 0, ErrNotInitialized
+		}
+		return 0, fmt.Errorf("%w: CAS is not in recovery mode", ErrInvalid)
+	}
+	if err := c.meta.Commitment.Verify(sh); err != nil {
+		c.cfg.Log.Warn("audit: recovery share refused", "share", sh.ID, "reason", err.Error())
+		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	c.shares[sh.ID] = sh
+	need := c.meta.Commitment.Threshold() - len(c.shares)
+	c.cfg.Log.Info("audit: recovery share accepted", "share", sh.ID, "needed", max(need, 0))
+	if need > 0 {
+		return need, nil
+	}
+	var all []seed.Share
+	for _, s := range c.shares {
+		all = append(all, s)
+	}
+	s, err := c.meta.Commitment.Combine(all)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.unlock(s); err != nil {
+		return 0, err
+	}
+	c.shares = map[uint64]seed.Share{}
+	if err := c.cfg.Sealer.Seal(s.Bytes()); err != nil {
+		c.cfg.Log.Warn("sealing the recovered seed failed: the next restart needs the owners again", "error", err.Error())
+	}
+	return 0, nil
+}
+
+// unlock derives the keys from the seed and loads the state they open.
+func (c *CAS) unlock(s seed.Seed) error {
+	if !bytes.Equal(s.Key("check", 32), c.meta.Check) {
+		return errors.New("the seed is not this CAS's")
+	}
+	enc, err := store.NewEncrypted(s.Key("store", 32))
+	if err != nil {
+		return err
+	}
+	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), policies: map[string]*registered{}}
+	if k.encryption, err = policy.NewEncryptionKey(s.Key("policy-encryption", 32)); err != nil {
+		return err
+	}
+	err = c.cfg.Store.View(func(tx store.Tx) error {
+		etx := enc.Tx(tx)
+		certs, err := etx.Get(bucketCA, "certificates")
+		if err != nil {
+			return err
+		}
+		if k.authority, err = pki.Load(s, certs); err != nil {
+			return err
+		}
+		return etx.ForEach(bucketPolicies, func(name string, raw []byte) error {
+			r, err := decodeRegistered(raw)
+			if err != nil {
+				return fmt.Errorf("policy %s: %w", name, err)
+			}
+			k.policies[name] = r
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("opening the state: %w", err)
+	}
+	c.keys = k
+	c.setState(Ready, fmt.Sprintf("unlocked: %d policies", len(k.policies)))
+	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
+	return nil
+}
+
+// FileSealer keeps the seed in a file: development only, since whoever
+// reads the file has every secret of this CAS.
+type FileSealer struct{ Path string }
+
+func (f FileSealer) Seal(b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+		return err
+	}
+	tmp := f.Path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, f.Path)
+}
+
+func (f FileSealer) Unseal() ([]byte, error) {
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotSealed
+	}
+	return b, err
+}
+
+func (FileSealer) Insecure() bool { return true }
+
+// NoSealer keeps nothing: every restart needs the owners' shares.
+type NoSealer struct{}
+
+func (NoSealer) Seal([]byte) error       { return nil }
+func (NoSealer) Unseal() ([]byte, error) { return nil, ErrNotSealed }
+func (NoSealer) Insecure() bool          { return false }

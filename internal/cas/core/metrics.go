@@ -1,0 +1,46 @@
+package core
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are CAS's Prometheus series.
+type Metrics struct {
+	Registry      *prometheus.Registry
+	attestations  *prometheus.CounterVec
+	attestSeconds prometheus.Histogram
+	policies      prometheus.Gauge
+	policyChanges *prometheus.CounterVec
+	state         *prometheus.GaugeVec
+}
+
+// NewMetrics registers CAS's series in a registry of their own.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		attestations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloister_cas_attestations_total", Help: "Attestations by result and, for rejections, the failing check.",
+		}, []string{"result", "reason"}),
+		attestSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cloister_cas_attest_seconds", Help: "Time to verify evidence and issue a certificate.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		policies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cloister_cas_policies", Help: "Registered policies."}),
+		policyChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloister_cas_policy_changes_total", Help: "Policy submissions by result (accepted, refused).",
+		}, []string{"result"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cloister_cas_state", Help: "1 for CAS's current state (uninitialized, recovery, ready).",
+		}, []string{"state"}),
+	}
+	m.Registry.MustRegister(m.attestations, m.attestSeconds, m.policies, m.policyChanges, m.state)
+	return m
+}
+
+func (m *Metrics) setState(s State) {
+	for _, x := range []State{Uninitialized, RecoveryMode, Ready} {
+		v := 0.0
+		if x == s {
+			v = 1
+		}
+		m.state.WithLabelValues(string(x)).Set(v)
+	}
+}

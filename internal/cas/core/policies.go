@@ -1,0 +1,282 @@
+package core
+
+import (
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// registered is a policy's current version.
+type registered struct {
+	Version int           `json:"version"`
+	Digest  string        `json:"digest"`
+	Signed  policy.Signed `json:"signed"`
+	doc     *policy.Document
+}
+
+func decodeRegistered(raw []byte) (*registered, error) {
+	var r registered
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	d, err := policy.Parse([]byte(r.Signed.Policy))
+	if err != nil {
+		return nil, err
+	}
+	r.doc = d
+	return &r, nil
+}
+
+// Record is one version in a policy's history: hash-chained to the one
+// before and signed by CAS's history key.
+type Record struct {
+	Name       string             `json:"name"`
+	Version    int                `json:"version"`
+	Digest     string             `json:"digest"`
+	Previous   string             `json:"previous,omitempty"` // Hash of the record before
+	Policy     string             `json:"policy"`
+	Signatures []policy.Signature `json:"signatures"`
+	Time       time.Time          `json:"time"`
+	Signature  []byte             `json:"signature,omitempty"` // CAS's, over Hash
+}
+
+// Hash is the SHA-256 of the record without CAS's signature, hex.
+func (r Record) Hash() string {
+	r.Signature = nil
+	b, _ := json.Marshal(r)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// VerifyHistory checks a history: versions 1, 2, ... each linked to the
+// one before by hash and signed by key (CAS's history key).
+func VerifyHistory(records []Record, key *ecdsa.PublicKey) error {
+	prev := ""
+	for i, r := range records {
+		if r.Version != i+1 || r.Previous != prev {
+			return fmt.Errorf("history[%d]: version %d links to %q, want version %d after %q", i, r.Version, r.Previous, i+1, prev)
+		}
+		h, _ := hex.DecodeString(r.Hash())
+		if !ecdsa.VerifyASN1(key, h, r.Signature) {
+			return fmt.Errorf("history[%d]: CAS's signature does not verify", i)
+		}
+		prev = r.Hash()
+	}
+	return nil
+}
+
+// Registration is the outcome of a policy submission.
+type Registration struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	Digest  string `json:"digest"`
+	// Unchanged: the same content as the current version; nothing stored.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// RegisterEncrypted opens a policy sealed to this CAS and registers it.
+func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*Registration, error) {
+	c.mu.RLock()
+	k, err := c.ready()
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	s, err := policy.Decrypt(e, k.encryption)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return c.Register(s)
+}
+
+// Register adds a policy or a new version of one. A new name needs the
+// threshold of its own owners' signatures; a change needs the threshold
+// of the current version's owners; the same content again is a no-op.
+func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
+	doc, err := policy.Parse([]byte(s.Policy))
+	if err != nil {
+		return nil, fmt.Errorf("%w: policy: %v", ErrInvalid, err)
+	}
+	// One registration at a time; attestations go on meanwhile.
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	c.mu.RLock()
+	k, err := c.ready()
+	var current *registered
+	if err == nil {
+		current = k.policies[doc.Name]
+	}
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	digest := doc.Digest()
+	if current != nil && current.Digest == digest {
+		return &Registration{Name: doc.Name, Version: current.Version, Digest: digest, Unchanged: true}, nil
+	}
+	if err := authorize(doc, s.Signatures, current); err != nil {
+		c.cfg.Log.Warn("audit: policy refused", "policy", doc.Name, "digest", digest, "reason", err.Error())
+		c.cfg.Metrics.policyChanges.WithLabelValues("refused").Inc()
+		return nil, err
+	}
+	r := &registered{Version: 1, Digest: digest, Signed: *s, doc: doc}
+	rec := Record{Name: doc.Name, Version: 1, Digest: digest, Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Now().UTC()}
+	if current != nil {
+		r.Version = current.Version + 1
+		rec.Version = r.Version
+	}
+	err = c.cfg.Store.Update(func(tx store.Tx) error {
+		etx := k.enc.Tx(tx)
+		if current != nil {
+			prevRaw, err := etx.Get(bucketHistory, historyKey(doc.Name, current.Version))
+			if err != nil {
+				return err
+			}
+			var prev Record
+			if err := json.Unmarshal(prevRaw, &prev); err != nil {
+				return fmt.Errorf("history of %s: %w", doc.Name, err)
+			}
+			rec.Previous = prev.Hash()
+		}
+		h, _ := hex.DecodeString(rec.Hash())
+		sig, err := ecdsa.SignASN1(rand.Reader, k.history, h)
+		if err != nil {
+			return err
+		}
+		rec.Signature = sig
+		if err := ensureSecrets(etx, k, doc); err != nil {
+			return err
+		}
+		for key, v := range map[string]any{"p/" + doc.Name: r, "h/" + historyKey(doc.Name, r.Version): rec} {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			bucket := bucketPolicies
+			if strings.HasPrefix(key, "h/") {
+				bucket = bucketHistory
+			}
+			if err := etx.Put(bucket, key[2:], raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing policy %s: %w", doc.Name, err)
+	}
+	c.mu.Lock()
+	k.policies[doc.Name] = r
+	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
+	c.mu.Unlock()
+	c.cfg.Metrics.policyChanges.WithLabelValues("accepted").Inc()
+	c.cfg.Log.Info("audit: policy registered", "policy", doc.Name, "version", r.Version, "digest", digest, "signers", signerList(s.Signatures))
+	return &Registration{Name: doc.Name, Version: r.Version, Digest: digest}, nil
+}
+
+// authorize checks the signatures: of the current owners for a change,
+// of the document's own owners for a new policy.
+func authorize(doc *policy.Document, sigs []policy.Signature, current *registered) error {
+	owners, what := doc, "its owners"
+	if current != nil {
+		owners, what = current.doc, fmt.Sprintf("the owners of version %d", current.Version)
+	}
+	keys, err := owners.OwnerKeys()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	signers, err := policy.Signers(doc, sigs, keys)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
+	}
+	if need := owners.OwnerThreshold(); len(signers) < need {
+		return fmt.Errorf("%w: policy %s is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
+			ErrUnauthorized, doc.Name, len(signers), what, need)
+	}
+	return nil
+}
+
+func historyKey(name string, version int) string {
+	return name + "/" + fmt.Sprintf("%08d", version)
+}
+
+func signerList(sigs []policy.Signature) string {
+	var out []string
+	for _, s := range sigs {
+		out = append(out, s.Signer)
+	}
+	return strings.Join(out, ",")
+}
+
+// Policy returns the current version of a policy.
+func (c *CAS) Policy(name string) (*Record, error) {
+	h, err := c.History(name)
+	if err != nil {
+		return nil, err
+	}
+	return &h[len(h)-1], nil
+}
+
+// History returns every version of a policy, oldest first.
+func (c *CAS) History(name string) ([]Record, error) {
+	c.mu.RLock()
+	k, err := c.ready()
+	var current *registered
+	if err == nil {
+		current = k.policies[name]
+	}
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	if current == nil {
+		return nil, fmt.Errorf("%w: policy %q", ErrNotFound, name)
+	}
+	var out []Record
+	err = c.cfg.Store.View(func(tx store.Tx) error {
+		for v := 1; v <= current.Version; v++ {
+			raw, err := k.enc.Tx(tx).Get(bucketHistory, historyKey(name, v))
+			if err != nil {
+				return err
+			}
+			var r Record
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("history of %s, version %d: %w", name, v, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// HistoryKey is the public key history records are signed with.
+func (c *CAS) HistoryKey() (*ecdsa.PublicKey, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, err := c.ready()
+	if err != nil {
+		return nil, err
+	}
+	return &k.history.PublicKey, nil
+}
+
+// EncryptionKey is the key policies are sealed to (policy.EncodePublicKey
+// form); it is derived from the seed, so it survives restarts.
+func (c *CAS) EncryptionKey() (string, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, err := c.ready()
+	if err != nil {
+		return "", err
+	}
+	return policy.EncodePublicKey(k.encryption.PublicKey()), nil
+}
