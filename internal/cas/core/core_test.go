@@ -65,7 +65,9 @@ func (f *fixture) open(sealer Sealer) {
 	}
 }
 
-func indent(s string) string { return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") }
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
+}
 
 // policyText: services api (reads dbKey, tls) and worker (reads nothing).
 func (f *fixture) policyText(extra string) string {
