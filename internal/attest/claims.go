@@ -39,8 +39,8 @@ func ParseType(s string) (Type, error) {
 
 // Evidence is what a workload presents.
 type Evidence struct {
-	Type Type
-	Raw  []byte
+	Type Type   `json:"type"`
+	Raw  []byte `json:"raw"` // base64 in JSON
 }
 
 // Bytes prints as lowercase hex in JSON and text.

@@ -191,3 +191,6 @@ func (c *CAS) ready() (*keys, error) {
 	}
 	return c.keys, nil
 }
+
+// Metrics are the CAS's series.
+func (c *CAS) Metrics() *Metrics { return c.cfg.Metrics }

@@ -1,0 +1,177 @@
+// Package api is CAS's HTTP edge: the JSON REST API under /v1, health,
+// readiness and metrics. It decodes and bounds requests (size, content
+// type, unknown fields, per-client concurrency), calls core, and maps
+// core's errors to status codes with the reason.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/version"
+)
+
+// Request size limits: a policy is at most 1 MiB (its resource's limit),
+// everything else far less.
+const (
+	maxPolicyBody = 2 << 20
+	maxBody       = 256 << 10
+)
+
+// DefaultPerClient is how many requests one client address may have in
+// flight.
+const DefaultPerClient = 32
+
+// Server serves a CAS.
+type Server struct {
+	CAS *core.CAS
+	// Identity is what GET /v1/public-key says of the CAS besides its
+	// encryption key: its TLS certificate and evidence binding it.
+	Identity Identity
+	// PerClient bounds concurrent requests per client address.
+	PerClient int
+
+	once     sync.Once
+	mu       sync.Mutex
+	inFlight map[string]int
+}
+
+// Identity is CAS's own: its TLS certificate (PEM) and evidence whose
+// report data is the SHA-256 of the TLS key (PKIX DER).
+type Identity struct {
+	TLSCertificate string           `json:"tlsCertificate"`
+	Evidence       *attest.Evidence `json:"evidence,omitempty"`
+}
+
+// Handler is the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": version.Get().Version})
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.CAS.Metrics().Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/public-key", s.publicKey)
+	mux.HandleFunc("POST /v1/init", s.init)
+	mux.HandleFunc("POST /v1/recover", s.recover)
+	mux.HandleFunc("POST /v1/policies", s.registerPolicy)
+	mux.HandleFunc("GET /v1/policies/{name}", s.getPolicy)
+	mux.HandleFunc("GET /v1/policies/{name}/history", s.history)
+	mux.HandleFunc("POST /v1/attest", s.attest)
+	return s.limit(mux)
+}
+
+// limit refuses a client's requests beyond PerClient in flight.
+func (s *Server) limit(next http.Handler) http.Handler {
+	s.once.Do(func() {
+		s.inFlight = map[string]int{}
+		if s.PerClient == 0 {
+			s.PerClient = DefaultPerClient
+		}
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			client = r.RemoteAddr
+		}
+		s.mu.Lock()
+		if s.inFlight[client] >= s.PerClient {
+			s.mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "too-many-requests", fmt.Errorf("more than %d requests in flight from %s", s.PerClient, client))
+			return
+		}
+		s.inFlight[client]++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			if s.inFlight[client]--; s.inFlight[client] == 0 {
+				delete(s.inFlight, client)
+			}
+			s.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	state, why := s.CAS.Status()
+	if state != core.Ready {
+		http.Error(w, string(state)+": "+why, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// decode reads a JSON body: the right content type, within limit, no
+// unknown fields, nothing after it.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "content-type", fmt.Errorf("content type %q: send application/json", r.Header.Get("Content-Type")))
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "too-large", fmt.Errorf("request body over %d bytes", limit))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "malformed", fmt.Errorf("request body: %w", err))
+		return false
+	}
+	return true
+}
+
+// fail maps core's errors to status codes.
+func fail(w http.ResponseWriter, err error) {
+	code, reason := http.StatusInternalServerError, "internal"
+	switch {
+	case errors.Is(err, core.ErrRejected):
+		code, reason = http.StatusForbidden, string(attest.CheckOf(err))
+	case errors.Is(err, core.ErrUnauthorized):
+		code, reason = http.StatusForbidden, "unauthorized"
+	case errors.Is(err, core.ErrInvalid):
+		code, reason = http.StatusBadRequest, "invalid"
+	case errors.Is(err, core.ErrNotFound):
+		code, reason = http.StatusNotFound, "not-found"
+	case errors.Is(err, core.ErrInitialized):
+		code, reason = http.StatusConflict, "initialized"
+	case errors.Is(err, core.ErrNotInitialized):
+		code, reason = http.StatusServiceUnavailable, "uninitialized"
+	case errors.Is(err, core.ErrRecovery):
+		code, reason = http.StatusServiceUnavailable, "recovery"
+	}
+	writeError(w, code, reason, err)
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+func writeError(w http.ResponseWriter, code int, reason string, err error) {
+	writeJSON(w, code, Error{Error: err.Error(), Reason: reason})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,101 @@
+package client
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+)
+
+// Quoter produces evidence binding report data: the node's LAS, or a
+// simulated quoter.
+type Quoter interface {
+	Quote(reportData []byte) (attest.Evidence, error)
+}
+
+// Files written by Attest into its directory (Contrast's tls-config
+// names); env holds KEY=VALUE lines, files/ the policy's files by path.
+const (
+	CertChainFile = "certChain.pem"
+	KeyFile       = "key.pem"
+	MeshCAFile    = "mesh-ca.pem"
+	RootCAFile    = "root-ca.pem"
+	EnvFile       = "env"
+	FilesDir      = "files"
+)
+
+// Attest makes a key and CSR, gets evidence binding the key, attests as
+// service of policy and writes the result into dir.
+func (c *Client) Attest(policyName, service string, q Quoter, dir string) (*core.AttestResult, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		return nil, err
+	}
+	csr, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		return nil, err
+	}
+	binding, err := core.KeyBinding(csr)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := q.Quote(binding)
+	if err != nil {
+		return nil, fmt.Errorf("getting evidence: %w", err)
+	}
+	res, err := c.AttestRaw(&core.AttestRequest{Policy: policyName, Service: service, Evidence: ev,
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
+	if err != nil {
+		return nil, err
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return res, write(dir, res, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
+}
+
+func write(dir string, res *core.AttestResult, keyPEM []byte) error {
+	var env strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(res.Env)) {
+		fmt.Fprintf(&env, "%s=%s\n", k, res.Env[k])
+	}
+	files := map[string][]byte{
+		CertChainFile: []byte(res.Certificate),
+		KeyFile:       keyPEM,
+		MeshCAFile:    []byte(res.MeshCA),
+		RootCAFile:    []byte(res.RootCA),
+		EnvFile:       []byte(env.String()),
+	}
+	for p, content := range res.Files {
+		rel := filepath.Clean(strings.TrimPrefix(p, "/"))
+		if rel == "." || strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("CAS sent a file with a bad path %q", p)
+		}
+		files[filepath.Join(FilesDir, rel)] = []byte(content)
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+// Package client is the CAS API's client side: the CLI's `cloister cas`
+// commands and the initializer of confidential pods use it. Attest makes
+// the workload's key and CSR, gets evidence binding the key, and writes
+// what CAS returns into a directory.
+package client
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
+)
+
+// Client talks to one CAS.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// New makes a client for the CAS at baseURL (https://host:port) that
+// trusts caPEM (the CAS's TLS certificate or a CA that issued it).
+func New(baseURL string, caPEM []byte) (*Client, error) {
+	if !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("--cas %q: use https://HOST:PORT", baseURL)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("--cas-ca: no PEM certificate in it")
+	}
+	return &Client{
+		base: strings.TrimSuffix(baseURL, "/"),
+		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool},
+			MaxIdleConnsPerHost: 64,
+		}},
+	}, nil
+}
+
+// APIError is a CAS error response.
+type APIError struct {
+	Status  int
+	Message string
+	// Reason is CAS's short reason: a failing attestation check
+	// (identity, debug, ...), unauthorized, invalid, recovery, ...
+	Reason string
+}
+
+func (e *APIError) Error() string { return fmt.Sprintf("CAS: %s (%d, %s)", e.Message, e.Status, e.Reason) }
+
+func (c *Client) do(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("CAS %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var body api.Error
+		if json.Unmarshal(data, &body) != nil || body.Error == "" {
+			body.Error = strings.TrimSpace(string(data))
+		}
+		return &APIError{Status: resp.StatusCode, Message: body.Error, Reason: body.Reason}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+// PublicKey is GET /v1/public-key.
+func (c *Client) PublicKey() (*api.PublicKey, error) {
+	var out api.PublicKey
+	return &out, c.do(http.MethodGet, "/v1/public-key", nil, &out)
+}
+
+// Init is POST /v1/init.
+func (c *Client) Init(owners []string, threshold int) (*core.Shares, error) {
+	var out core.Shares
+	return &out, c.do(http.MethodPost, "/v1/init", api.InitRequest{RecoveryOwners: owners, Threshold: threshold}, &out)
+}
+
+// Recover is POST /v1/recover with one opened share.
+func (c *Client) Recover(sh seed.Share) (*api.RecoverResponse, error) {
+	var out api.RecoverResponse
+	return &out, c.do(http.MethodPost, "/v1/recover", api.RecoverRequest{Share: sh}, &out)
+}
+
+// RegisterPolicy is POST /v1/policies.
+func (c *Client) RegisterPolicy(req api.PolicyRequest) (*core.Registration, error) {
+	var out core.Registration
+	return &out, c.do(http.MethodPost, "/v1/policies", req, &out)
+}
+
+// History is GET /v1/policies/{name}/history.
+func (c *Client) History(name string) (*api.History, error) {
+	var out api.History
+	return &out, c.do(http.MethodGet, "/v1/policies/"+name+"/history", nil, &out)
+}
+
+// AttestRaw is POST /v1/attest.
+func (c *Client) AttestRaw(req *core.AttestRequest) (*core.AttestResult, error) {
+	var out core.AttestResult
+	return &out, c.do(http.MethodPost, "/v1/attest", req, &out)
+}

@@ -1,0 +1,44 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+// LAS asks the node's local attestation service for evidence.
+type LAS struct {
+	URL  string // http://HOST:18766
+	HTTP *http.Client
+}
+
+// Quote implements Quoter.
+func (l *LAS) Quote(reportData []byte) (attest.Evidence, error) {
+	hc := l.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	body, _ := json.Marshal(map[string]attest.Bytes{"reportData": reportData})
+	resp, err := hc.Post(l.URL+"/v1/evidence", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return attest.Evidence{}, fmt.Errorf("LAS %s: %s: %s", l.URL, resp.Status, bytes.TrimSpace(data))
+	}
+	var out struct {
+		Type     attest.Type `json:"type"`
+		Evidence []byte      `json:"evidence"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
+	}
+	return attest.Evidence{Type: out.Type, Raw: out.Evidence}, nil
+}

@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/lasd"
+)
+
+// casFlags are how every cas command reaches CAS.
+type casFlags struct{ url, ca string }
+
+func (f *casFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.url, "cas", "", "CAS address, https://HOST:PORT")
+	cmd.Flags().StringVar(&f.ca, "cas-ca", "", "PEM certificate to trust for CAS's TLS (its tls.crt, or a CA that issued it)")
+}
+
+func (f *casFlags) client() (*client.Client, error) {
+	if f.url == "" || f.ca == "" {
+		return nil, errors.New("--cas and --cas-ca are required")
+	}
+	ca, err := os.ReadFile(f.ca)
+	if err != nil {
+		return nil, fmt.Errorf("--cas-ca: %w", err)
+	}
+	return client.New(f.url, ca)
+}
+
+func newCAS(s Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "cas", Short: "Initialise, recover and attest to a CAS"}
+	cmd.AddCommand(newCASInit(s), newCASRecover(s), newCASRegister(s), newCASAttest(s))
+	return cmd
+}
+
+func newCASInit(s Streams) *cobra.Command {
+	var f casFlags
+	var owners []string
+	var threshold int
+	var out string
+	cmd := &cobra.Command{
+		Use:   "init --cas URL --cas-ca FILE --recovery-owner PUB.pem... --threshold K --out shares.json",
+		Short: "Make CAS generate its seed and split it among the recovery owners",
+		Long: "CAS generates its root secret and splits it k-of-n among the recovery owners, each\n" +
+			"share sealed to its owner's key. The shares are written to --out and kept by nobody\n" +
+			"else: after a restart without a sealer, k owners recover CAS with them.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if len(owners) == 0 || out == "" {
+				return errors.New("--recovery-owner (at least one) and --out are required")
+			}
+			var pems []string
+			for _, o := range owners {
+				b, err := os.ReadFile(o)
+				if err != nil {
+					return fmt.Errorf("--recovery-owner: %w", err)
+				}
+				if _, err := policy.ParsePublicKey(b); err != nil {
+					return fmt.Errorf("--recovery-owner %s: %w", o, err)
+				}
+				pems = append(pems, string(b))
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			shares, err := c.Init(pems, threshold)
+			if err != nil {
+				return err
+			}
+			b, _ := json.MarshalIndent(shares, "", "  ")
+			if err := os.WriteFile(out, b, 0o600); err != nil {
+				return fmt.Errorf("--out: %w (the shares are lost: CAS keeps none; it stays sealed while it runs)", err)
+			}
+			fmt.Fprintf(s.Out, "CAS initialised: %d shares, any %d recover it, written to %s\n", len(shares.Shares), shares.Threshold, out)
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringArrayVar(&owners, "recovery-owner", nil, "a recovery owner's public key (PEM, cloister policy keygen); repeat")
+	cmd.Flags().IntVar(&threshold, "threshold", 1, "how many owners' shares recover CAS")
+	cmd.Flags().StringVar(&out, "out", "", "where to write the sealed shares")
+	return cmd
+}
+
+func newCASRecover(s Streams) *cobra.Command {
+	var f casFlags
+	var sharesFile, keyFile string
+	cmd := &cobra.Command{
+		Use:   "recover --cas URL --cas-ca FILE --shares shares.json --key OWNER.pem",
+		Short: "Submit this owner's share to a CAS in recovery mode",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if sharesFile == "" || keyFile == "" {
+				return errors.New("--shares and --key are required")
+			}
+			raw, err := os.ReadFile(sharesFile)
+			if err != nil {
+				return fmt.Errorf("--shares: %w", err)
+			}
+			var shares core.Shares
+			if err := json.Unmarshal(raw, &shares); err != nil {
+				return fmt.Errorf("--shares %s: %w", sharesFile, err)
+			}
+			keyPEM, err := os.ReadFile(keyFile)
+			if err != nil {
+				return fmt.Errorf("--key: %w", err)
+			}
+			key, err := policy.ParseKey(keyPEM)
+			if err != nil {
+				return fmt.Errorf("--key %s: %w", keyFile, err)
+			}
+			fp := policy.Fingerprint(&key.PublicKey)
+			var mine *core.SealedShare
+			for i := range shares.Shares {
+				if shares.Shares[i].Owner == fp {
+					mine = &shares.Shares[i]
+				}
+			}
+			if mine == nil {
+				return fmt.Errorf("--shares %s holds no share for the key %s (%s)", sharesFile, keyFile, fp)
+			}
+			sh, err := seed.OpenShare(mine.Sealed, key)
+			if err != nil {
+				return err
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Recover(sh)
+			if err != nil {
+				return err
+			}
+			if res.Needed > 0 {
+				fmt.Fprintf(s.Out, "share accepted: %d more needed\n", res.Needed)
+			} else {
+				fmt.Fprintf(s.Out, "share accepted: CAS is %s\n", res.State)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
+	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
+	return cmd
+}
+
+func newCASAttest(s Streams) *cobra.Command {
+	var f casFlags
+	var policyName, service, las, out string
+	var simulate bool
+	cmd := &cobra.Command{
+		Use:   "attest --cas URL --cas-ca FILE --policy P --service S (--sim|--las URL) --out DIR",
+		Short: "Attest as a service and write its certificate, key, CAs, env and files into DIR",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if policyName == "" || service == "" || out == "" {
+				return errors.New("--policy, --service and --out are required")
+			}
+			var q client.Quoter
+			switch {
+			case simulate && las != "":
+				return errors.New("--sim and --las: choose one")
+			case simulate:
+				k, err := lasd.LoadOrCreateKey("")
+				if err != nil {
+					return err
+				}
+				q = &lasd.SimQuoter{Key: k}
+			case las != "":
+				q = &client.LAS{URL: las}
+			default:
+				return errors.New("evidence: --las URL (the node's LAS) or --sim (simulated, insecure)")
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.Attest(policyName, service, q, out)
+			if err != nil {
+				return err
+			}
+			subject := "?"
+			if block, _ := pem.Decode([]byte(res.Certificate)); block != nil {
+				if leaf, err := x509.ParseCertificate(block.Bytes); err == nil {
+					subject = leaf.Subject.String()
+				}
+			}
+			fmt.Fprintf(s.Out, "attested as %s/%s: certificate %q, key, CAs, %d env and %d files written to %s\n", policyName, service, subject, len(res.Env), len(res.Files), out)
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&policyName, "policy", "", "policy name")
+	cmd.Flags().StringVar(&service, "service", "", "service in the policy")
+	cmd.Flags().StringVar(&las, "las", "", "the node's LAS, http://HOST:18766")
+	cmd.Flags().BoolVar(&simulate, "sim", false, "simulated evidence (insecure; the policy must allow simulation)")
+	cmd.Flags().StringVar(&out, "out", "", "directory for the results")
+	return cmd
+}
+
+func newCASRegister(s Streams) *cobra.Command {
+	var f casFlags
+	cmd := &cobra.Command{
+		Use:   "register --cas URL --cas-ca FILE RESOURCE.yaml",
+		Short: "Register a SignedPolicy or EncryptedPolicy (cloister policy sign/encrypt output) with a CAS directly",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			var res struct {
+				Kind string            `json:"kind"`
+				Spec api.PolicyRequest `json:"spec"`
+			}
+			if err := yaml.Unmarshal(data, &res); err != nil || (res.Kind != "SignedPolicy" && res.Kind != "EncryptedPolicy") {
+				return fmt.Errorf("%s: want a SignedPolicy or EncryptedPolicy resource (cloister policy sign/encrypt)", args[0])
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			reg, err := c.RegisterPolicy(res.Spec)
+			if err != nil {
+				return err
+			}
+			what := "registered"
+			if reg.Unchanged {
+				what = "unchanged"
+			}
+			fmt.Fprintf(s.Out, "policy %s %s: version %d, digest %s\n", reg.Name, what, reg.Version, reg.Digest)
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
