@@ -55,7 +55,9 @@ type APIError struct {
 	Reason string
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("CAS: %s (%d, %s)", e.Message, e.Status, e.Reason) }
+func (e *APIError) Error() string {
+	return fmt.Sprintf("CAS: %s (%d, %s)", e.Message, e.Status, e.Reason)
+}
 
 func (c *Client) do(method, path string, in, out any) error {
 	var body io.Reader
