@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/casd"
+)
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The whole CAS workflow through the CLI against a real cloister-cas on
+// loopback: init, sign and register a policy, attest with sim evidence,
+// restart into recovery mode, recover with k of n shares.
+func TestCASWorkflow(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	url, ca, stop := casd.StartForTest(t, state, "none")
+	cas := []string{"--cas", url, "--cas-ca", ca}
+	var owners, initArgs []string
+	for _, name := range []string{"r1", "r2", "r3"} {
+		key, pub := keygen(t, dir, name+".pem")
+		owners = append(owners, key)
+		pubFile := filepath.Join(dir, name+".pub.pem")
+		os.WriteFile(pubFile, []byte(pub), 0o644)
+		initArgs = append(initArgs, "--recovery-owner", pubFile)
+	}
+	shares := filepath.Join(dir, "shares.json")
+	out := mustRun(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, cas...), initArgs...)...)
+	if !strings.Contains(out, "3 shares, any 2 recover it") {
+		t.Errorf("init: %s", out)
+	}
+	if _, _, err := run(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares + "2"}, cas...), initArgs...)...); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("second init: %v", err)
+	}
+
+	owner, ownerPub := keygen(t, dir, "owner.pem")
+	policyFile := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(policyFile, []byte(`version: cloister.dev/policy/v1
+name: shop
+owners:
+  keys:
+  - |
+`+indent(ownerPub)+`
+allowSimulation: true
+services:
+- name: web
+  attestation: {identities: []}
+  certificate: {sans: [web.shop.svc]}
+  env: {TOKEN: "{{ .Secrets.token.Hex }}"}
+  files: {/etc/web/tls.pem: "{{ .Secrets.tls.Cert }}"}
+  secrets: [token, tls]
+secrets:
+- {name: token, kind: symmetric-key, size: 16}
+- {name: tls, kind: ecdsa-cert}
+`), 0o644)
+	signed := filepath.Join(dir, "signed.yaml")
+	os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owner, policyFile)), 0o644)
+	if out := mustRun(t, append([]string{"cas", "register", signed}, cas...)...); !strings.Contains(out, "policy shop registered: version 1") {
+		t.Errorf("register: %s", out)
+	}
+	if out := mustRun(t, append([]string{"cas", "register", signed}, cas...)...); !strings.Contains(out, "unchanged") {
+		t.Errorf("register again: %s", out)
+	}
+
+	attest := func(into string) (string, error) {
+		out, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", into}, cas...)...)
+		return out, err
+	}
+	first := filepath.Join(dir, "first")
+	if out, err := attest(first); err != nil || !strings.Contains(out, `certificate "CN=web.shop,O=Cloister CAS"`) {
+		t.Fatalf("attest: %v\n%s", err, out)
+	}
+	chain := readFile(t, filepath.Join(first, "certChain.pem"))
+	block, _ := pem.Decode([]byte(chain))
+	leaf, _ := x509.ParseCertificate(block.Bytes)
+	mesh := x509.NewCertPool()
+	mesh.AppendCertsFromPEM([]byte(readFile(t, filepath.Join(first, "mesh-ca.pem"))))
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: mesh, DNSName: "web.shop.svc", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("certificate: %v", err)
+	}
+	if env := readFile(t, filepath.Join(first, "env")); !strings.HasPrefix(env, "TOKEN=") || len(env) != len("TOKEN=")+32+1 {
+		t.Errorf("env %q", env)
+	}
+	if f := readFile(t, filepath.Join(first, "files/etc/web/tls.pem")); !strings.Contains(f, "BEGIN CERTIFICATE") {
+		t.Errorf("file %q", f)
+	}
+	if info, _ := os.Stat(filepath.Join(first, "key.pem")); info.Mode().Perm() != 0o600 {
+		t.Errorf("key.pem mode %v", info.Mode().Perm())
+	}
+
+	// Restart without a sealer: recovery mode until 2 of 3 owners.
+	stop()
+	url, ca, _ = casd.StartForTest(t, state, "none")
+	cas = []string{"--cas", url, "--cas-ca", ca}
+	if _, err := attest(filepath.Join(dir, "locked")); err == nil || !strings.Contains(err.Error(), "recovery") {
+		t.Errorf("attest in recovery mode: %v", err)
+	}
+	if out := mustRun(t, append([]string{"cas", "recover", "--shares", shares, "--key", owners[2]}, cas...)...); !strings.Contains(out, "1 more needed") {
+		t.Errorf("first share: %s", out)
+	}
+	if _, err := attest(filepath.Join(dir, "still-locked")); err == nil {
+		t.Error("k-1 shares unlocked CAS")
+	}
+	if out := mustRun(t, append([]string{"cas", "recover", "--shares", shares, "--key", owners[0]}, cas...)...); !strings.Contains(out, "CAS is ready") {
+		t.Errorf("second share: %s", out)
+	}
+	second := filepath.Join(dir, "second")
+	if _, err := attest(second); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"root-ca.pem", "mesh-ca.pem", "env", "files/etc/web/tls.pem"} {
+		if readFile(t, filepath.Join(first, f)) != readFile(t, filepath.Join(second, f)) {
+			t.Errorf("%s changed across recovery", f)
+		}
+	}
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, _, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return out
+}
