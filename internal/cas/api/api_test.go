@@ -1,0 +1,143 @@
+package api
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// server is a ready CAS behind the API on a real TLS listener.
+func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
+	t.Helper()
+	db, err := store.OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewTLSServer((&Server{CAS: cas, PerClient: perClient}).Handler())
+	t.Cleanup(ts.Close)
+	return ts, cas
+}
+
+func post(t *testing.T, ts *httptest.Server, path, contentType string, body io.Reader) (int, Error) {
+	t.Helper()
+	resp, err := ts.Client().Post(ts.URL+path, contentType, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e Error
+	json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e
+}
+
+func TestBadInput(t *testing.T) {
+	ts, cas := server(t, 0)
+	key, _ := policy.NewKey()
+	valid := `version: cloister.dev/policy/v1
+name: shop
+owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&key.PublicKey)), "\n", `\n`) + `"]}
+allowSimulation: true
+services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}}]
+`
+	unsigned, _ := json.Marshal(PolicyRequest{Policy: valid})
+	for _, tc := range []struct {
+		name, path, contentType, body string
+		code                          int
+		reason, msg                   string
+	}{
+		{"malformed JSON", "/v1/policies", "application/json", `{"policy": `, 400, "malformed", "request body"},
+		{"unknown field", "/v1/policies", "application/json", `{"policy": "x", "signature": []}`, 400, "malformed", `unknown field "signature"`},
+		{"two values", "/v1/attest", "application/json", `{} {}`, 400, "malformed", "more than one JSON value"},
+		{"wrong content type", "/v1/policies", "text/yaml", `policy: x`, 415, "content-type", "send application/json"},
+		{"oversized", "/v1/attest", "application/json", `{"csr": "` + strings.Repeat("A", 300<<10) + `"}`, 413, "too-large", "over"},
+		{"invalid policy", "/v1/policies", "application/json", `{"policy": "version: v0"}`, 400, "invalid", "version"},
+		{"unsigned policy", "/v1/policies", "application/json", string(unsigned), 403, "unauthorized", "signed by 0 of its owners, 1 needed"},
+		{"attest to an unknown policy", "/v1/attest", "application/json", `{"policy": "shop", "service": "web", "csr": "aGVsbG8="}`, 404, "not-found", `policy "shop"`},
+		{"bad init", "/v1/init", "application/json", `{"recoveryOwners": ["x"], "threshold": 1}`, 400, "invalid", "recoveryOwners[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, e := post(t, ts, tc.path, tc.contentType, strings.NewReader(tc.body))
+			if code != tc.code || e.Reason != tc.reason || !strings.Contains(e.Error, tc.msg) {
+				t.Errorf("got %d %+v, want %d %s (%q)", code, e, tc.code, tc.reason, tc.msg)
+			}
+		})
+	}
+	// Nothing was stored.
+	if _, err := cas.Policy("shop"); err == nil {
+		t.Error("a refused request stored the policy")
+	}
+	// With the policy there, a bad CSR is named as such.
+	s := &policy.Signed{Policy: valid}
+	policy.Sign(s, key)
+	if _, err := cas.Register(s); err != nil {
+		t.Fatal(err)
+	}
+	code, e := post(t, ts, "/v1/attest", "application/json", strings.NewReader(`{"policy": "shop", "service": "web", "csr": "aGVsbG8="}`))
+	if code != 400 || e.Reason != "invalid" || !strings.Contains(e.Error, "csr: ") {
+		t.Errorf("invalid CSR: %d %+v", code, e)
+	}
+	code, e = post(t, ts, "/v1/init", "application/json", strings.NewReader(`{"recoveryOwners": [], "threshold": 1}`))
+	if code != 409 || e.Reason != "initialized" {
+		t.Errorf("init again: %d %+v", code, e)
+	}
+}
+
+// A client with PerClient requests in flight gets 429 for the next one.
+func TestPerClientLimit(t *testing.T) {
+	ts, _ := server(t, 1)
+	pr, pw := io.Pipe()
+	started := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/attest", pr)
+		req.Header.Set("Content-Type", "application/json")
+		close(started)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-started
+	pw.Write([]byte(`{"policy": `)) // the handler now waits for the rest
+	var code int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if code, _ = post(t, ts, "/v1/attest", "application/json", bytes.NewReader([]byte(`{}`))); code == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if code != http.StatusTooManyRequests {
+		t.Errorf("second request while one is in flight: %d, want 429", code)
+	}
+	pw.Write([]byte(`"x"}`))
+	pw.Close()
+	if c := <-done; c != http.StatusNotFound {
+		t.Errorf("the slow request ended %d, want 404 (no policy x)", c)
+	}
+	if code, _ := post(t, ts, "/v1/attest", "application/json", bytes.NewReader([]byte(`{}`))); code == http.StatusTooManyRequests {
+		t.Error("still limited after the first request ended")
+	}
+}
