@@ -64,7 +64,7 @@ func child(t *testing.T, dir string) (*exec.Cmd, *client.Client) {
 	return cmd, c
 }
 
-func signedPolicy(t *testing.T, name string, owner *ecdsa.PrivateKey) api.PolicyRequest {
+func signedPolicy(t testing.TB, name string, owner *ecdsa.PrivateKey) api.PolicyRequest {
 	doc := `version: cloister.dev/policy/v1
 name: ` + name + `
 owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&owner.PublicKey)), "\n", `\n`) + `"]}
