@@ -2,7 +2,9 @@
 # `make demo` and `make demo-down`. up: the dev cluster, Cloister's CRDs,
 # cloister-operator running outside the cluster with the cluster's
 # kubeconfig (as a developer runs it), and the SGXPlugin, CEXPlugin and LAS
-# samples until they are HEALTHY. down: stops the operator and removes the cluster.
+# samples until they are HEALTHY; then a local cloister-cas (simulation allowed):
+# initialised, a sample policy signed and registered, one attestation with
+# the cloister CLI. down: stops both and removes the cluster.
 # Running `up` again replaces the operator with the freshly built one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,26 +13,87 @@ CLOISTER=bin/cloister
 OPERATOR=bin/cloister-operator
 STATE=${CLOISTER_CACHE_DIR:-.cache}/demo
 PIDFILE=$STATE/operator.pid
+CAS_BIN=bin/cloister-cas
+CAS_DIR=$STATE/cas
+CAS_PIDFILE=$STATE/cas.pid
+CAS_URL=https://127.0.0.1:${CAS_PORT:-8081}
 
 kube() { "$TOOLS/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
-operator_pid() {
-	[ -f "$PIDFILE" ] || return 1
+# pid_of PIDFILE NAME: the pid in the file, if it is still NAME (a pid may
+# have been reused since).
+pid_of() {
+	[ -f "$1" ] || return 1
 	local pid
-	pid=$(cat "$PIDFILE")
-	# Only our operator: a pid may have been reused since.
-	[ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q cloister-operator || return 1
+	pid=$(cat "$1")
+	[ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$2" || return 1
 	echo "$pid"
 }
 
-stop_operator() {
+operator_pid() { pid_of "$PIDFILE" cloister-operator; }
+
+# stop PIDFILE NAME: SIGTERM, then SIGKILL after 30 s.
+stop() {
 	local pid
-	if pid=$(operator_pid); then
+	if pid=$(pid_of "$1" "$2"); then
 		kill "$pid"
 		for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -9 "$pid" 2>/dev/null || true
 	fi
-	rm -f "$PIDFILE"
+	rm -f "$1"
+}
+
+stop_operator() { stop "$PIDFILE" cloister-operator; }
+
+cas() { "$CLOISTER" cas "$@" --cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt"; }
+
+# demo_cas: a local CAS (its seed in a file, simulation allowed), one
+# recovery owner, a sample policy signed by its owner, one attestation.
+demo_cas() {
+	stop "$CAS_PIDFILE" cloister-cas
+	mkdir -p "$CAS_DIR/state"
+	echo "Starting cloister-cas on $CAS_URL (log: $CAS_DIR/cas.log)"
+	nohup "$CAS_BIN" --listen "127.0.0.1:${CAS_PORT:-8081}" --state-dir "$CAS_DIR/state" \
+		--sealer "file:$CAS_DIR/state/seed" --simulation >"$CAS_DIR/cas.log" 2>&1 &
+	echo $! >"$CAS_PIDFILE"
+	for _ in $(seq 1 100); do
+		grep -q '"serving CAS"' "$CAS_DIR/cas.log" 2>/dev/null && break
+		sleep 0.1
+	done
+	if ! grep -q '"serving CAS"' "$CAS_DIR/cas.log"; then
+		echo "cloister-cas did not start; its log:" >&2
+		cat "$CAS_DIR/cas.log" >&2
+		exit 1
+	fi
+	if [ ! -f "$CAS_DIR/shares.json" ]; then
+		[ -f "$CAS_DIR/recovery-owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/recovery-owner.pem" >"$CAS_DIR/recovery-owner.pub.pem"
+		cas init --recovery-owner "$CAS_DIR/recovery-owner.pub.pem" --threshold 1 --out "$CAS_DIR/shares.json"
+	fi
+	[ -f "$CAS_DIR/owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/owner.pem" >"$CAS_DIR/owner.pub.pem"
+	{
+		cat <<-EOF
+			version: cloister.dev/policy/v1
+			name: demo
+			owners:
+			  keys:
+			  - |
+		EOF
+		sed 's/^/    /' "$CAS_DIR/owner.pub.pem"
+		cat <<-EOF
+			allowSimulation: true   # sim evidence: a laptop has no TEE
+			services:
+			- name: web
+			  attestation: {identities: []}
+			  certificate: {sans: [web.demo.svc], validity: 24h}
+			  env: {API_TOKEN: "{{ .Secrets.apiToken.Hex }}"}
+			  secrets: [apiToken]
+			secrets:
+			- {name: apiToken, kind: symmetric-key}
+		EOF
+	} >"$CAS_DIR/policy.yaml"
+	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address "$CAS_URL" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
+	cas register "$CAS_DIR/signedpolicy.yaml"
+	cas attest --policy demo --service web --sim --out "$CAS_DIR/web"
 }
 
 up() {
@@ -64,13 +127,17 @@ up() {
 	echo
 	kube get sgx,cex,las
 	echo
-	echo "The cluster and the operator keep running. Use them with:"
+	demo_cas
+	echo
+	echo "The cluster, the operator and CAS keep running. Use them with:"
 	echo "  export KUBECONFIG=$KUBECONFIG_PATH"
 	echo "  kubectl describe sgx sgxplugin-sample"
+	echo "  ls $CAS_DIR/web    # what the attested web service got"
 	echo "Remove them with: make demo-down"
 }
 
 down() {
+	stop "$CAS_PIDFILE" cloister-cas
 	stop_operator
 	"$CLOISTER" dev down
 	rm -rf "$STATE"
