@@ -74,6 +74,19 @@ secrets:
 		t.Errorf("register again: %s", out)
 	}
 
+	// The same policy under another name, sealed to this CAS with the key
+	// it publishes.
+	sealedSrc := filepath.Join(dir, "sealed-policy.yaml")
+	os.WriteFile(sealedSrc, []byte(strings.Replace(readFile(t, policyFile), "name: shop", "name: shop-sealed", 1)), 0o644)
+	sealed := filepath.Join(dir, "encrypted.yaml")
+	os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, cas...)...)), 0o644)
+	if strings.Contains(readFile(t, sealed), "web.shop.svc") {
+		t.Error("the EncryptedPolicy shows the policy")
+	}
+	if out := mustRun(t, append([]string{"cas", "register", sealed}, cas...)...); !strings.Contains(out, "policy shop-sealed registered: version 1") {
+		t.Errorf("register encrypted: %s", out)
+	}
+
 	attest := func(into string) (string, error) {
 		out, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", into}, cas...)...)
 		return out, err

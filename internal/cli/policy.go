@@ -99,27 +99,27 @@ func newPolicySign(s Streams) *cobra.Command {
 	return cmd
 }
 
-type policyEncrypt struct{ key, casAddress, casPublicKey string }
+type policyEncrypt struct {
+	key, casAddress, casPublicKey string
+	cas                           casFlags
+}
 
 func newPolicyEncrypt(s Streams) *cobra.Command {
 	o := &policyEncrypt{}
 	cmd := &cobra.Command{
-		Use:   "encrypt --key KEY.pem --cas-public-key FILE [--cas-address A] POLICY|SIGNEDPOLICY",
+		Use:   "encrypt --key KEY.pem (--cas-public-key FILE | --cas URL --cas-ca FILE) [--cas-address A] POLICY|SIGNEDPOLICY",
 		Short: "Sign a policy and seal it to one CAS; prints the EncryptedPolicy resource",
 		Long: "Signs the policy (or adds a signature to a SignedPolicy) and seals the signed\n" +
 			"policy to the CAS encryption key (HPKE, RFC 9180), so only that CAS can read it.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if o.casPublicKey == "" {
-				return errors.New("--cas-public-key is required: the CAS encryption key (GET /v1/public-key)")
-			}
-			raw, err := os.ReadFile(o.casPublicKey)
+			encoded, source, err := o.encryptionKey()
 			if err != nil {
-				return fmt.Errorf("--cas-public-key: %w", err)
+				return err
 			}
-			casKey, err := policy.DecodePublicKey(strings.TrimSpace(string(raw)))
+			casKey, err := policy.DecodePublicKey(encoded)
 			if err != nil {
-				return fmt.Errorf("--cas-public-key %s: %w", o.casPublicKey, err)
+				return fmt.Errorf("%s: %w", source, err)
 			}
 			signed, address, err := readSigned(args[0], o.key)
 			if err != nil {
@@ -144,7 +144,36 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.key, "key", "", "the owner's private key (cloister policy keygen)")
 	cmd.Flags().StringVar(&o.casPublicKey, "cas-public-key", "", "file with the CAS encryption key (base64, as GET /v1/public-key gives it)")
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+")")
+	o.cas.add(cmd)
 	return cmd
+}
+
+// encryptionKey reads the CAS key from --cas-public-key or asks the CAS.
+func (o *policyEncrypt) encryptionKey() (string, string, error) {
+	switch {
+	case o.casPublicKey != "" && o.cas.url != "":
+		return "", "", errors.New("--cas-public-key and --cas: choose one")
+	case o.casPublicKey != "":
+		raw, err := os.ReadFile(o.casPublicKey)
+		if err != nil {
+			return "", "", fmt.Errorf("--cas-public-key: %w", err)
+		}
+		return strings.TrimSpace(string(raw)), "--cas-public-key " + o.casPublicKey, nil
+	case o.cas.url != "":
+		c, err := o.cas.client()
+		if err != nil {
+			return "", "", err
+		}
+		pk, err := c.PublicKey()
+		if err != nil {
+			return "", "", err
+		}
+		if pk.EncryptionKey == "" {
+			return "", "", fmt.Errorf("--cas %s is %s: it has no encryption key until it is ready", o.cas.url, pk.State)
+		}
+		return pk.EncryptionKey, "--cas " + o.cas.url, nil
+	}
+	return "", "", errors.New("--cas-public-key FILE or --cas URL is required: the CAS encryption key (GET /v1/public-key)")
 }
 
 // readSigned reads a policy document or a SignedPolicy resource and adds

@@ -97,6 +97,24 @@ services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}
 	if code != 400 || e.Reason != "invalid" || !strings.Contains(e.Error, "csr: ") {
 		t.Errorf("invalid CSR: %d %+v", code, e)
 	}
+	resp, err := ts.Client().Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`cloister_cas_attestations_total{reason="csr",result="rejected"} 1`,
+		`cloister_cas_attestations_total{reason="unknown-policy",result="rejected"} 1`,
+		`cloister_cas_policy_changes_total{result="refused"} 1`,
+		`cloister_cas_policy_changes_total{result="accepted"} 1`,
+		"cloister_cas_policies 1",
+		`cloister_cas_state{state="ready"} 1`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	code, e = post(t, ts, "/v1/init", "application/json", strings.NewReader(`{"recoveryOwners": [], "threshold": 1}`))
 	if code != 409 || e.Reason != "initialized" {
 		t.Errorf("init again: %d %+v", code, e)
