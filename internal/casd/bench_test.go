@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -22,17 +21,8 @@ import (
 // benchCAS is a ready CAS in this process with policy "bench" and a pool
 // of attestation requests (each its own key, CSR and sim evidence).
 func benchCAS(b *testing.B, n int) (*client.Client, []*core.AttestRequest) {
-	dir := b.TempDir()
-	url, caFile, _ := StartForTest(b, dir, "none")
-	ca, _ := os.ReadFile(caFile)
-	c, err := client.New(url, ca)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := readyCAS(b)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
-		b.Fatal(err)
-	}
 	if _, err := c.RegisterPolicy(signedPolicy(b, "bench", owner)); err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // readyCAS is cloister-cas on loopback, initialised, with its client.
-func readyCAS(t *testing.T) *client.Client {
+func readyCAS(t testing.TB) *client.Client {
 	t.Helper()
 	url, caFile, _ := StartForTest(t, t.TempDir(), "none")
 	ca, _ := os.ReadFile(caFile)
