@@ -6,8 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +31,12 @@ func benchCAS(b *testing.B, n int) (*client.Client, []*core.AttestRequest) {
 	if _, err := c.RegisterPolicy(signedPolicy(b, "bench", owner)); err != nil {
 		b.Fatal(err)
 	}
+	return c, attestRequests(b, n)
+}
+
+// attestRequests are n requests for policy bench, service web: each its
+// own key, CSR and sim evidence binding it.
+func attestRequests(b *testing.B, n int) []*core.AttestRequest {
 	las, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	var reqs []*core.AttestRequest
 	for range n {
@@ -37,7 +48,7 @@ func benchCAS(b *testing.B, n int) (*client.Client, []*core.AttestRequest) {
 		reqs = append(reqs, &core.AttestRequest{Policy: "bench", Service: "web", Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 			CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
 	}
-	return c, reqs
+	return reqs
 }
 
 // BenchmarkAttest: attestations with certificate issuance over HTTPS on
@@ -94,5 +105,52 @@ func BenchmarkAttestLatencyAt500(b *testing.B) {
 	if len(lat) > 0 {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	}
+}
+
+// procCPU is a process's user+system CPU time from /proc (Linux).
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Skipf("no /proc: %v", err)
+	}
+	// Fields after the command name (which is in parentheses): utime is
+	// the 14th field of the line, stime the 15th; both in clock ticks (100/s).
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// BenchmarkAttestServerCPU runs cloister-cas as its own process and
+// reports the CPU it spends per attestation, so the load generator's CPU
+// is not counted: server-capacity is what 2 cores of it would serve.
+func BenchmarkAttestServerCPU(b *testing.B) {
+	cmd, c := child(b, b.TempDir())
+	owner, _ := policy.NewKey()
+	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.RegisterPolicy(signedPolicy(b, "bench", owner)); err != nil {
+		b.Fatal(err)
+	}
+	reqs := attestRequests(b, 256)
+	before := procCPU(b, cmd.Process.Pid)
+	b.ResetTimer()
+	var next atomic.Int64
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.AttestRaw(reqs[next.Add(1)%int64(len(reqs))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	perAttest := (procCPU(b, cmd.Process.Pid) - before) / time.Duration(b.N)
+	b.ReportMetric(float64(perAttest.Microseconds()), "server-cpu-µs/attestation")
+	if perAttest > 0 {
+		b.ReportMetric(2*float64(time.Second)/float64(perAttest), "server-capacity-2cores/s")
 	}
 }

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 // child starts a CAS process on dir and returns its client.
-func child(t *testing.T, dir string) (*exec.Cmd, *client.Client) {
+func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+dir)
