@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -61,6 +62,10 @@ type Attestation struct {
 	Identities []attest.Identity `json:"identities"`
 	AcceptTCB  []string          `json:"acceptTCB,omitempty"`
 	AllowDebug bool              `json:"allowDebug,omitempty"`
+	// Tolerate names accepted exceptions (debug-mode, outdated-tcb,
+	// software-hardening-needed, configuration-needed), as SCONE's
+	// policies do; they add to acceptTCB and allowDebug.
+	Tolerate []string `json:"tolerate,omitempty"`
 }
 
 // Certificate is what the service's certificate says.
@@ -136,8 +141,8 @@ func (s *Service) CertificateValidity() time.Duration {
 func (d *Document) Policy(s *Service) attest.Policy {
 	return attest.Policy{
 		Identities:      s.Attestation.Identities,
-		AcceptTCB:       s.Attestation.AcceptTCB,
-		AllowDebug:      s.Attestation.AllowDebug,
+		AcceptTCB:       s.Attestation.acceptedStatuses(),
+		AllowDebug:      s.Attestation.AllowDebug || slices.Contains(s.Attestation.Tolerate, TolerateDebugMode),
 		AllowSimulation: d.AllowSimulation,
 	}
 }

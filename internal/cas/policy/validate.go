@@ -136,6 +136,9 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 	if err := a.Validate(); err != nil {
 		bad("attestation: %w", err)
 	}
+	if err := validateTolerate(s.Attestation.Tolerate); err != nil {
+		errs = append(errs, err)
+	}
 	if len(s.Attestation.Identities) == 0 && !allowSimulation {
 		bad("attestation.identities: none, so any workload could attest as this service: list the measurements it may have")
 	}
