@@ -152,7 +152,7 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 			return err
 		}
 		rec.Signature = sig
-		if err := ensureSecrets(etx, k, doc); err != nil {
+		if err := ensureSecrets(etx, k, doc, c.cfg.Now()); err != nil {
 			return err
 		}
 		for key, v := range map[string]any{"p/" + doc.Name: r, "h/" + historyKey(doc.Name, r.Version): rec} {

@@ -43,7 +43,7 @@ func secretKey(policyName, secret string) string { return policyName + "/" + sec
 // ensureSecrets gives every secret of doc its material in the same
 // transaction as the policy: kept when a new version leaves the secret as
 // it was, generated when it is new or its kind or size changed.
-func ensureSecrets(etx store.Tx, k *keys, doc *policy.Document) error {
+func ensureSecrets(etx store.Tx, k *keys, doc *policy.Document, now time.Time) error {
 	for i := range doc.Secrets {
 		sec := &doc.Secrets[i]
 		raw, err := etx.Get(bucketSecrets, secretKey(doc.Name, sec.Name))
@@ -57,7 +57,7 @@ func ensureSecrets(etx store.Tx, k *keys, doc *policy.Document) error {
 				continue
 			}
 		}
-		m, err := generate(k.authority, doc.Name, sec)
+		m, err := generate(k.authority, doc.Name, sec, now)
 		if err != nil {
 			return fmt.Errorf("secret %s: %w", sec.Name, err)
 		}
@@ -75,7 +75,7 @@ func ensureSecrets(etx store.Tx, k *keys, doc *policy.Document) error {
 // secretCertValidity: secret certificates are long-lived service keys.
 const secretCertValidity = 365 * 24 * time.Hour
 
-func generate(a *pki.Authority, policyName string, sec *policy.Secret) (*material, error) {
+func generate(a *pki.Authority, policyName string, sec *policy.Secret, now time.Time) (*material, error) {
 	m := &material{Kind: sec.Kind, Size: sec.KeySize()}
 	switch sec.Kind {
 	case policy.Plain:
@@ -108,7 +108,7 @@ func generate(a *pki.Authority, policyName string, sec *policy.Secret) (*materia
 	if err != nil {
 		return nil, err
 	}
-	cert, err := a.Issue(pki.Request{CSR: csr, CommonName: policyName + "/" + sec.Name, SANs: nil, Validity: secretCertValidity, Now: time.Now()})
+	cert, err := a.Issue(pki.Request{CSR: csr, CommonName: policyName + "/" + sec.Name, SANs: nil, Validity: secretCertValidity, Now: now})
 	if err != nil {
 		return nil, err
 	}
