@@ -165,3 +165,40 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 		t.Errorf("sealed to another key: %v", err)
 	}
 }
+
+// Over HTTPS: a service gets its secrets, the same on every attestation;
+// another service of the policy gets none of them.
+func TestSecretsOverHTTPS(t *testing.T) {
+	c := readyCAS(t)
+	owner, _ := policy.NewKey()
+	doc := `version: cloister.dev/policy/v1
+name: shop
+owners: {keys: ["` + pemKey(owner) + `"]}
+allowSimulation: true
+services:
+- {name: api, attestation: {identities: []}, certificate: {sans: [api.shop.svc]}, env: {K: "{{ .Secrets.k.Base64 }}"}, secrets: [k]}
+- {name: worker, attestation: {identities: []}, certificate: {sans: [worker.shop.svc]}}
+secrets: [{name: k, kind: symmetric-key}]
+`
+	if _, err := c.RegisterPolicy(sign(t, doc, owner)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.AttestRaw(simRequest(t, "shop", "api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.AttestRaw(simRequest(t, "shop", "api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Env["K"] == "" || first.Env["K"] != second.Env["K"] || first.Secrets["k"]["Hex"] != second.Secrets["k"]["Hex"] {
+		t.Errorf("secret differs between attestations: %q %q", first.Env["K"], second.Env["K"])
+	}
+	worker, err := c.AttestRaw(simRequest(t, "shop", "worker", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(worker.Secrets) != 0 || len(worker.Env) != 0 || strings.Contains(worker.Certificate+worker.MeshCA, first.Secrets["k"]["Base64"]) {
+		t.Errorf("worker got %v %v", worker.Secrets, worker.Env)
+	}
+}
