@@ -1,0 +1,158 @@
+// Package image builds Cloister's container images without Docker and
+// without pulling a base image: one layer with a static binary, CA
+// certificates (the NSS bundle of golang.org/x/crypto/x509roots/fallback,
+// pinned by module version) and a non-root user, assembled with
+// go-containerregistry. Every timestamp is fixed, so the same binary
+// gives the same image digest on any machine.
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
+)
+
+// Spec is one image.
+type Spec struct {
+	// Name of the binary and the image (cloister-cas).
+	Name string
+	// Binary is the static executable's path.
+	Binary  string
+	Version string
+	// Revision is the source commit; Source the repository URL.
+	Revision, Source string
+	// OS and Architecture of the binary; linux/amd64 when empty.
+	OS, Architecture string
+}
+
+// UID and GID the images run as (distroless's "nonroot").
+const (
+	UID = 65532
+	GID = 65532
+)
+
+// Paths inside the image.
+const (
+	BinDir     = "/usr/local/bin"
+	CACertFile = "/etc/ssl/certs/ca-certificates.crt"
+)
+
+// epoch is every timestamp in the image: reproducible builds.
+var epoch = time.Unix(0, 0).UTC()
+
+// Build makes the image.
+func Build(s Spec) (v1.Image, error) {
+	bin, err := os.ReadFile(s.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", s.Name, err)
+	}
+	layerTar, err := rootfs(s.Name, bin)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
+		Created: v1.Time{Time: epoch}, CreatedBy: "cloister make images: " + s.Name, Comment: "static binary, CA certificates, non-root user",
+	}})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = or(s.OS, "linux"), or(s.Architecture, "amd64")
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.User = fmt.Sprintf("%d:%d", UID, GID)
+	cfg.Config.Entrypoint = []string{path.Join(BinDir, s.Name)}
+	cfg.Config.WorkingDir = "/"
+	cfg.Config.Env = []string{"PATH=" + BinDir, "SSL_CERT_FILE=" + CACertFile}
+	cfg.Config.Labels = map[string]string{
+		"org.opencontainers.image.title":    s.Name,
+		"org.opencontainers.image.version":  s.Version,
+		"org.opencontainers.image.revision": s.Revision,
+		"org.opencontainers.image.source":   s.Source,
+		"org.opencontainers.image.licenses": "Apache-2.0",
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// rootfs is the layer: directories, passwd/group with the non-root user,
+// the CA bundle and the binary, in a fixed order with fixed times.
+func rootfs(name string, bin []byte) ([]byte, error) {
+	var certs bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint != nil {
+			continue // distrust-after roots cannot be expressed in a PEM bundle
+		}
+		if err := pem.Encode(&certs, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate}); err != nil {
+			return nil, err
+		}
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	dir := func(p string, mode int64) error {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: mode, ModTime: epoch, Format: tar.FormatPAX})
+	}
+	file := func(p string, mode int64, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: mode, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	for _, d := range []string{"etc", "etc/ssl", "etc/ssl/certs", "usr", "usr/local", "usr/local/bin"} {
+		if err := dir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := dir("tmp", 0o1777); err != nil {
+		return nil, err
+	}
+	files := []struct {
+		path string
+		mode int64
+		data []byte
+	}{
+		{"etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", UID, GID)},
+		{"etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", GID)},
+		{"etc/ssl/certs/ca-certificates.crt", 0o644, certs.Bytes()},
+		{"usr/local/bin/" + name, 0o755, bin},
+	}
+	for _, f := range files {
+		if err := file(f.path, f.mode, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
