@@ -17,7 +17,7 @@ CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/...
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
-.PHONY: all tools generate build test unit e2e lint bench fuzz demo demo-down clean
+.PHONY: all tools generate build test unit e2e lint bench fuzz images push demo demo-down clean
 
 all: build
 
@@ -56,6 +56,16 @@ lint: tools
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
+
+## images: an OCI image per binary (no Docker, no base image; reproducible)
+## as OCI-layout tarballs in .cache/images. push: the same, pushed to
+## REGISTRY (make push REGISTRY=ghcr.io/you).
+images: build
+	$(GO) run ./hack/images -version $(VERSION) -revision $(COMMIT)
+
+push: build
+	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
+	$(GO) run ./hack/images -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY)
 
 ## fuzz: every fuzz target for FUZZTIME (default 60s), with the executions each made.
 fuzz:

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cloister-cc/cloister/internal/image"
+)
+
+// The images are written and pushed to a real registry implementation
+// (go-containerregistry's, in memory) and pulled back unchanged.
+func TestBuildAndPush(t *testing.T) {
+	exe, _ := os.Executable()
+	data, _ := os.ReadFile(exe)
+	bin := t.TempDir()
+	for _, b := range binaries {
+		os.WriteFile(filepath.Join(bin, b), data, 0o755)
+	}
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	out := t.TempDir()
+	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister"); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(out, b+".tar")); err != nil {
+			t.Error(err)
+		}
+		want, err := image.Build(image.Spec{Name: b, Binary: filepath.Join(bin, b), Version: "v9.9.9", Revision: "abc", Source: "src"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := name.NewTag(host + "/cloister/" + b + ":v9.9.9")
+		got, err := remote.Image(ref)
+		if err != nil {
+			t.Fatalf("pulling %s: %v", ref, err)
+		}
+		gd, _ := got.Digest()
+		wd, _ := want.Digest()
+		if gd != wd {
+			t.Errorf("%s: pushed %s, built %s", b, gd, wd)
+		}
+	}
+	if err := run(t.TempDir(), out, "r", "v", "", "", ""); err == nil || !strings.Contains(err.Error(), "make build first") {
+		t.Errorf("missing binaries: %v", err)
+	}
+}
