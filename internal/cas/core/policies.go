@@ -155,16 +155,15 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 		if err := ensureSecrets(etx, k, doc, c.cfg.Now()); err != nil {
 			return err
 		}
-		for key, v := range map[string]any{"p/" + doc.Name: r, "h/" + historyKey(doc.Name, r.Version): rec} {
-			raw, err := json.Marshal(v)
+		for _, w := range []struct {
+			bucket, key string
+			value       any
+		}{{bucketPolicies, doc.Name, r}, {bucketHistory, historyKey(doc.Name, r.Version), rec}} {
+			raw, err := json.Marshal(w.value)
 			if err != nil {
 				return err
 			}
-			bucket := bucketPolicies
-			if strings.HasPrefix(key, "h/") {
-				bucket = bucketHistory
-			}
-			if err := etx.Put(bucket, key[2:], raw); err != nil {
+			if err := etx.Put(w.bucket, w.key, raw); err != nil {
 				return err
 			}
 		}
