@@ -141,24 +141,38 @@ func newDevKubeconfig(s Streams) *cobra.Command {
 }
 
 func newDevTools(s Streams) *cobra.Command {
-	return &cobra.Command{
+	var realNode bool
+	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "Build the pinned Kubernetes binaries if needed and print their folder",
 		Long: "tools builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler,\n" +
 			"kubectl, kwok, kwokctl and controller-gen " + toolchain.KubeVersion + " from the hack/tools Go\n" +
 			"module into the cache, unless they are there already, and prints the folder\n" +
-			"(usable as KUBEBUILDER_ASSETS).",
+			"(usable as KUBEBUILDER_ASSETS). With --real-node it also builds the kubelet and,\n" +
+			"from hack/nodetools, containerd, its runc shim and the CNI plugins, and prints\n" +
+			"their folders too.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tc, err := toolchain.Locate()
 			if err != nil {
 				return err
 			}
-			if err := tc.Ensure(cmd.Context(), s.Err); err != nil {
-				return err
+			chains := []*toolchain.Toolchain{tc}
+			if realNode {
+				kubelet, runtime := tc.Node()
+				chains = append(chains, kubelet, runtime)
 			}
-			_, err = fmt.Fprintln(s.Out, tc.BinDir)
-			return err
+			for _, c := range chains {
+				if err := c.Ensure(cmd.Context(), s.Err); err != nil {
+					return err
+				}
+				if _, err := fmt.Fprintln(s.Out, c.BinDir); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&realNode, "real-node", false, "also build what a real node runs (kubelet, containerd, CNI plugins)")
+	return cmd
 }

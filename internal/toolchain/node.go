@@ -1,0 +1,31 @@
+package toolchain
+
+import "path/filepath"
+
+// Kubelet is built from hack/tools with the control plane's pins, into a
+// folder of its own so asking for it does not rebuild the control plane.
+var Kubelet = Tool{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet"}
+
+// NodeTools are built from hack/nodetools: what a real node runs besides
+// the kubelet. runc is not among them: one built from its module lacks
+// seccomp here; the real node uses Debian's.
+var NodeTools = []Tool{
+	{Name: "containerd", Package: "github.com/containerd/containerd/v2/cmd/containerd"},
+	{Name: "containerd-shim-runc-v2", Package: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"},
+	{Name: "bridge", Package: "github.com/containernetworking/plugins/plugins/main/bridge"},
+	{Name: "host-local", Package: "github.com/containernetworking/plugins/plugins/ipam/host-local"},
+	{Name: "loopback", Package: "github.com/containernetworking/plugins/plugins/main/loopback"},
+}
+
+// Node returns the toolchains of a real node: the kubelet's (next to the
+// control plane's binaries) and containerd's with the CNI plugins. Ensure
+// each; they build only when asked for (a cold build: ~2 min each here).
+func (t *Toolchain) Node() (kubelet, runtime *Toolchain) {
+	kubelet = &Toolchain{CacheRoot: t.CacheRoot, BinDir: filepath.Join(t.CacheRoot, "k8s", KubeVersion, "node-bin"), Tools: []Tool{Kubelet}}
+	runtime = &Toolchain{CacheRoot: t.CacheRoot, BinDir: filepath.Join(t.CacheRoot, "node", "bin"), Tools: NodeTools}
+	if t.SourceDir != "" {
+		kubelet.SourceDir = t.SourceDir
+		runtime.SourceDir = filepath.Join(filepath.Dir(t.SourceDir), "nodetools")
+	}
+	return kubelet, runtime
+}
