@@ -12,6 +12,8 @@ var Kubelet = Tool{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet"}
 var NodeTools = []Tool{
 	{Name: "containerd", Package: "github.com/containerd/containerd/v2/cmd/containerd"},
 	{Name: "containerd-shim-runc-v2", Package: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"},
+	// ctr imports Cloister's images and the pause image into containerd.
+	{Name: "ctr", Package: "github.com/containerd/containerd/v2/cmd/ctr"},
 	{Name: "bridge", Package: "github.com/containernetworking/plugins/plugins/main/bridge"},
 	{Name: "host-local", Package: "github.com/containernetworking/plugins/plugins/ipam/host-local"},
 	{Name: "loopback", Package: "github.com/containernetworking/plugins/plugins/main/loopback"},
