@@ -1,0 +1,178 @@
+// Package realnode owns the dev cluster's real worker node: a container
+// runtime (containerd built from its module, Debian's runc, the CNI
+// plugins) and, on top of it, a kubelet. Everything it creates lives under
+// one work directory, so it can all be found and removed again.
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Namespace is the containerd namespace the kubelet's CRI uses.
+const Namespace = "k8s.io"
+
+// Runtime is containerd with its runc shim and the CNI plugins.
+type Runtime struct {
+	// Dir holds the config, root, state, socket and log.
+	Dir string
+	// BinDir has containerd, containerd-shim-runc-v2, ctr and the CNI
+	// plugins (toolchain's node tools).
+	BinDir string
+	// SandboxImage is the pod sandbox (pause) image, imported locally.
+	SandboxImage string
+
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Socket is containerd's gRPC address.
+func (r *Runtime) Socket() string { return filepath.Join(r.Dir, "containerd.sock") }
+
+// RuncRoot is runc's state folder, inside Dir rather than runc's default
+// /run/containerd/runc, so nothing of this node outlives its removal there.
+func (r *Runtime) RuncRoot() string { return filepath.Join(r.Dir, "runc") }
+
+// CNIConfDir is where the node's network configuration goes.
+func (r *Runtime) CNIConfDir() string { return filepath.Join(r.Dir, "cni", "conf") }
+
+// Config is containerd's configuration (version 3). restrict_oom_score_adj:
+// without CAP_SYS_RESOURCE (as in many containers and this project's CI)
+// runc cannot lower a sandbox's OOM score and every pod fails with "can't
+// get final child's PID from pipe: EOF".
+func (r *Runtime) Config() []byte {
+	return fmt.Appendf(nil, `version = 3
+root = %q
+state = %q
+
+[grpc]
+  address = %q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%q]
+    conf_dir = %q
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        Root = %q
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %q
+`, filepath.Join(r.Dir, "root"), filepath.Join(r.Dir, "state"), r.Socket(), r.BinDir, r.CNIConfDir(), r.RuncRoot(), r.SandboxImage)
+}
+
+// Runc finds Debian's runc; a runc built from its module lacks seccomp
+// support here.
+func Runc() (string, error) {
+	p, err := exec.LookPath("runc")
+	if err != nil {
+		return "", errors.New("runc is not installed: the real node uses the distribution's (apt-get install runc)")
+	}
+	return p, nil
+}
+
+// Start writes the config and runs containerd until it answers.
+func (r *Runtime) Start(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return errors.New("a real node needs root (containerd, runc, mounts, network namespaces)")
+	}
+	if _, err := Runc(); err != nil {
+		return err
+	}
+	for _, d := range []string{"root", "state", "logs", filepath.Join("cni", "conf")} {
+		if err := os.MkdirAll(filepath.Join(r.Dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	config := filepath.Join(r.Dir, "containerd.toml")
+	if err := os.WriteFile(config, r.Config(), 0o600); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(r.Dir, "logs", "containerd.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	r.cmd = exec.Command(filepath.Join(r.BinDir, "containerd"), "--config", config)
+	// The shim is found on PATH.
+	r.cmd.Env = append(os.Environ(), "PATH="+r.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	r.cmd.Stdout, r.cmd.Stderr = log, log
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := r.cmd.Start(); err != nil {
+		return fmt.Errorf("starting containerd: %w", err)
+	}
+	r.done = make(chan error, 1)
+	go func() { r.done <- r.cmd.Wait() }()
+	for {
+		if _, err := r.Ctr(ctx, "version"); err == nil {
+			return nil
+		}
+		select {
+		case err := <-r.done:
+			return fmt.Errorf("containerd exited (%v); see %s", err, log.Name())
+		case <-ctx.Done():
+			return fmt.Errorf("containerd did not answer: %w; see %s", ctx.Err(), log.Name())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Ctr runs ctr against this containerd in the kubelet's namespace.
+func (r *Runtime) Ctr(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(r.BinDir, "ctr"), append([]string{"--address", r.Socket(), "--namespace", Namespace}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// Import loads an image tarball (OCI layout or docker save).
+func (r *Runtime) Import(ctx context.Context, tarball string) error {
+	_, err := r.Ctr(ctx, "images", "import", tarball)
+	return err
+}
+
+// Stop ends containerd and its shims (and so their containers) and
+// unmounts everything under Dir.
+func (r *Runtime) Stop() error {
+	var errs []error
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+	}
+	// Shims outlive containerd by design; they are ours when they serve
+	// this runtime's socket, and the containers are their descendants
+	// (a shim is its containers' subreaper).
+	shims := processesWith(r.Socket())
+	for _, pid := range append(descendants(shims), shims...) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := unmountUnder(r.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeDeadSockets(ShimSocketDir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,146 @@
+package realnode
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/toolchain"
+)
+
+// The config is TOML containerd reads: the keys that make pods work here.
+func TestConfig(t *testing.T) {
+	r := &Runtime{Dir: "/work/node \"x\"", BinDir: "/bin dir", SandboxImage: "localhost/cloister/pause:v1"}
+	var cfg struct {
+		Version int
+		Root    string
+		GRPC    struct{ Address string }
+		Plugins map[string]map[string]any
+	}
+	if _, err := toml.Decode(string(r.Config()), &cfg); err != nil {
+		t.Fatalf("%v\n%s", err, r.Config())
+	}
+	runtime := cfg.Plugins["io.containerd.cri.v1.runtime"]
+	images := cfg.Plugins["io.containerd.cri.v1.images"]
+	cni, _ := runtime["cni"].(map[string]any)
+	pinned, _ := images["pinned_images"].(map[string]any)
+	if cfg.Version != 3 || cfg.Root != `/work/node "x"/root` || cfg.GRPC.Address != r.Socket() ||
+		runtime["restrict_oom_score_adj"] != true || cni["conf_dir"] != r.CNIConfDir() ||
+		pinned["sandbox"] != "localhost/cloister/pause:v1" || images["snapshotter"] != "overlayfs" ||
+		!strings.Contains(string(r.Config()), `Root = "/work/node \"x\"/runc"`) {
+		t.Errorf("config %+v", cfg)
+	}
+}
+
+func TestUnescape(t *testing.T) {
+	if got := unescape(`/tmp/a\040b\134c`); got != `/tmp/a b\c` {
+		t.Errorf("unescape = %q", got)
+	}
+}
+
+// As root, with runc installed: containerd from the node tools imports a
+// pause image built by internal/image, runs it as the image's non-root
+// user, and leaves no process or mount behind when stopped.
+func TestRuntimeRunsAContainer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a real node needs root")
+	}
+	if _, err := Runc(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tc, err := toolchain.Locate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tools := tc.Node()
+	if err := tools.Ensure(ctx, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pause := filepath.Join(dir, "pause")
+	build := exec.CommandContext(ctx, "go", "build", "-o", pause, "github.com/cloister-cc/cloister/hack/pause")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building pause: %v\n%s", err, out)
+	}
+	img, err := image.Build(image.Spec{Name: "pause", Binary: pause, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "localhost/cloister/pause:test"
+	tarball := filepath.Join(dir, "pause.tar")
+	if err := image.WriteOCI(img, ref, tarball); err != nil {
+		t.Fatal(err)
+	}
+	sockets := func() []string {
+		entries, _ := os.ReadDir(ShimSocketDir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	removeDeadSockets(ShimSocketDir) // earlier runs'
+	before := sockets()
+	r := &Runtime{Dir: filepath.Join(dir, "node"), BinDir: tools.BinDir, SandboxImage: ref}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			r.Stop()
+		}
+	}()
+	if err := r.Import(ctx, tarball); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.Ctr(ctx, "images", "ls"); err != nil || !strings.Contains(string(out), "io.cri-containerd.pinned=pinned") {
+		t.Errorf("the sandbox image is not pinned: %v\n%s", err, out)
+	}
+	if _, err := r.Ctr(ctx, "run", "--detach", "--runc-root", r.RuncRoot(), ref, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	var uid string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, pid := range processesWith("/usr/local/bin/pause") {
+			status, _ := os.ReadFile(filepath.Join("/proc", itoa(pid), "status"))
+			for _, line := range strings.Split(string(status), "\n") {
+				if strings.HasPrefix(line, "Uid:") {
+					uid = strings.Fields(line)[1]
+				}
+			}
+		}
+		if uid != "" {
+			break
+		}
+	}
+	if uid != "65532" {
+		t.Errorf("the container runs as uid %q, want the image's 65532", uid)
+	}
+	stopped = true
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if pids := append(processesWith(r.Socket()), processesWith("/usr/local/bin/pause")...); len(pids) > 0 {
+		t.Errorf("processes left: %v", pids)
+	}
+	if mounts, _ := MountsUnder(r.Dir); len(mounts) > 0 {
+		t.Errorf("mounts left: %v", mounts)
+	}
+	if after := sockets(); len(after) > len(before) {
+		t.Errorf("shim sockets left in %s: %v (before: %v)", ShimSocketDir, after, before)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
