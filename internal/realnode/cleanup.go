@@ -3,7 +3,6 @@ package realnode
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -68,35 +67,72 @@ func descendants(roots []int) []int {
 	return out
 }
 
+// waitGone waits until the processes have exited (gone, or zombies whose
+// parent has yet to reap them).
+func waitGone(pids []int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, pid := range pids {
+		for {
+			stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+			if err != nil {
+				break
+			}
+			if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d did not exit after SIGKILL", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
 // ShimSocketDir is where containerd's shims put their sockets whatever
 // the runtime's own folders are.
 const ShimSocketDir = "/run/containerd/s"
 
-// removeDeadSockets deletes the sockets in dir nobody listens on any
-// more: those of the shims just stopped (a live one, of another
-// containerd on the host, answers and is left alone).
-func removeDeadSockets(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return err
-	}
+// shimSockets lists the sockets in ShimSocketDir.
+func shimSockets() map[string]bool {
+	entries, _ := os.ReadDir(ShimSocketDir)
+	out := map[string]bool{}
 	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		c, err := net.DialTimeout("unix", p, time.Second)
-		if err == nil {
-			c.Close()
-			continue
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		out[e.Name()] = true
+	}
+	return out
+}
+
+// removeShimSockets deletes the shim sockets that appeared since
+// before once nobody listens on them (a shim's socket lingers briefly
+// after its SIGKILL); one still served after timeout is an error.
+func removeShimSockets(before map[string]bool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var alive []string
+		for name := range shimSockets() {
+			if before[name] {
+				continue // another containerd's, or one from before us
+			}
+			p := filepath.Join(ShimSocketDir, name)
+			c, err := net.DialTimeout("unix", p, time.Second)
+			if err == nil {
+				c.Close()
+				alive = append(alive, p)
+				continue
+			}
 			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 		}
+		if len(alive) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("shim sockets still served: %s", strings.Join(alive, ", "))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return nil
 }
 
 // MountsUnder lists the mount points at or below dir, deepest first.

@@ -32,6 +32,8 @@ type Runtime struct {
 
 	cmd  *exec.Cmd
 	done chan error
+	// sockets in ShimSocketDir before Start: not ours to remove.
+	sockets map[string]bool
 }
 
 // Socket is containerd's gRPC address.
@@ -107,6 +109,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	defer log.Close()
+	r.sockets = shimSockets()
 	r.cmd = exec.Command(filepath.Join(r.BinDir, "containerd"), "--config", config)
 	// The shim is found on PATH.
 	r.cmd.Env = append(os.Environ(), "PATH="+r.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -165,13 +168,19 @@ func (r *Runtime) Stop() error {
 	// this runtime's socket, and the containers are their descendants
 	// (a shim is its containers' subreaper).
 	shims := processesWith(r.Socket())
-	for _, pid := range append(descendants(shims), shims...) {
+	victims := append(descendants(shims), shims...)
+	for _, pid := range victims {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// Killing is asynchronous: until they are gone a shim still holds its
+	// socket, which would then look alive.
+	if err := waitGone(victims, 10*time.Second); err != nil {
+		errs = append(errs, err)
 	}
 	if err := unmountUnder(r.Dir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeDeadSockets(ShimSocketDir); err != nil {
+	if err := removeShimSockets(r.sockets, 5*time.Second); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
