@@ -43,7 +43,7 @@ func attestRequests(b *testing.B, n int) []*core.AttestRequest {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 		csr, _ := x509.ParseCertificateRequest(der)
-		binding, _ := core.KeyBinding(csr)
+		binding, _ := core.KeyBinding(csr.PublicKey)
 		ev, _ := sim.Generate(las, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding}, time.Now(), time.Hour)
 		reqs = append(reqs, &core.AttestRequest{Policy: "bench", Service: "web", Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 			CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})

@@ -7,7 +7,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -168,16 +167,15 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, a
 // selfEvidence is simulated evidence whose report data is the SHA-256 of
 // the TLS key: insecure, but the same shape real evidence will have.
 func selfEvidence(tlsKey *ecdsa.PrivateKey, until time.Time) (*attest.Evidence, error) {
-	der, err := x509.MarshalPKIXPublicKey(&tlsKey.PublicKey)
+	binding, err := core.KeyBinding(&tlsKey.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.Sum256(der)
 	simKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := sim.Generate(simKey, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: h[:]}, time.Now(), time.Until(until))
+	raw, err := sim.Generate(simKey, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding}, time.Now(), time.Until(until))
 	if err != nil {
 		return nil, err
 	}

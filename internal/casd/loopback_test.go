@@ -58,7 +58,7 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	csr, _ := x509.ParseCertificateRequest(der)
-	binding, _ := core.KeyBinding(csr)
+	binding, _ := core.KeyBinding(csr.PublicKey)
 	c := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding,
 		SGX: &attest.SGXIdentity{MRENCLAVE: []byte(strings.Repeat("\x11", 32)), MRSIGNER: make([]byte, 32)}}
 	if edit != nil {

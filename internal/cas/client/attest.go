@@ -45,11 +45,7 @@ func (c *Client) Attest(policyName, service string, q Quoter, dir string) (*core
 	if err != nil {
 		return nil, err
 	}
-	csr, err := x509.ParseCertificateRequest(der)
-	if err != nil {
-		return nil, err
-	}
-	binding, err := core.KeyBinding(csr)
+	binding, err := core.KeyBinding(&key.PublicKey)
 	if err != nil {
 		return nil, err
 	}

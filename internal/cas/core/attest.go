@@ -1,6 +1,7 @@
 package core
 
 import (
+	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
@@ -39,10 +40,11 @@ type AttestResult struct {
 	Secrets map[string]map[string]string `json:"secrets,omitempty"`
 }
 
-// KeyBinding is the report data that binds a CSR's key: SHA-256 of its
-// PKIX DER, the first 32 bytes of the evidence's report data.
-func KeyBinding(csr *x509.CertificateRequest) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(csr.PublicKey)
+// KeyBinding is the report data that binds a key (a CSR's, or CAS's own
+// TLS key): SHA-256 of its PKIX DER, the first 32 bytes of the evidence's
+// report data.
+func KeyBinding(pub crypto.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +95,7 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	binding, err := KeyBinding(csr)
+	binding, err := KeyBinding(csr.PublicKey)
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %v", ErrInvalid, err)
 	}
@@ -115,7 +117,7 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 		return nil, "error", err
 	}
 	leaf, err := k.authority.Issue(pki.Request{
-		CSR: csr, CommonName: req.Service + "." + req.Policy, SANs: svc.Certificate.SANs,
+		PublicKey: csr.PublicKey, CommonName: req.Service + "." + req.Policy, SANs: svc.Certificate.SANs,
 		Validity: svc.CertificateValidity(), Claims: claimsJSON, Now: c.cfg.Now(),
 	})
 	if err != nil {

@@ -111,7 +111,7 @@ func (f *fixture) request(service string, edit func(*attest.Claims)) *AttestRequ
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	csr, _ := x509.ParseCertificateRequest(der)
-	binding, _ := KeyBinding(csr)
+	binding, _ := KeyBinding(csr.PublicKey)
 	c := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding,
 		SGX: &attest.SGXIdentity{MRENCLAVE: []byte(strings.Repeat("\xab", 32)), MRSIGNER: make([]byte, 32)}}
 	if edit != nil {

@@ -100,15 +100,7 @@ func generate(a *pki.Authority, policyName string, sec *policy.Secret, now time.
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		return nil, err
-	}
-	csr, err := x509.ParseCertificateRequest(der)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := a.Issue(pki.Request{CSR: csr, CommonName: policyName + "/" + sec.Name, SANs: nil, Validity: secretCertValidity, Now: now})
+	cert, err := a.Issue(pki.Request{PublicKey: key.Public(), CommonName: policyName + "/" + sec.Name, SANs: nil, Validity: secretCertValidity, Now: now})
 	if err != nil {
 		return nil, err
 	}

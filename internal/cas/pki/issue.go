@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -63,7 +64,8 @@ func Load(s seed.Seed, certsPEM []byte) (*Authority, error) {
 
 // Request is what a workload certificate is made from.
 type Request struct {
-	CSR *x509.CertificateRequest
+	// PublicKey is the certified key (a checked CSR's, see ParseCSR).
+	PublicKey crypto.PublicKey
 	// CommonName and SANs come from the policy, not the CSR.
 	CommonName string
 	SANs       []string
@@ -119,7 +121,7 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 		ExtKeyUsage:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		ExtraExtensions: []pkix.Extension{{Id: ClaimsOID, Value: claims}},
 	}
-	if _, ok := r.CSR.PublicKey.(*rsa.PublicKey); ok {
+	if _, ok := r.PublicKey.(*rsa.PublicKey); ok {
 		tmpl.KeyUsage |= x509.KeyUsageKeyEncipherment
 	}
 	for _, san := range r.SANs {
@@ -129,7 +131,7 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, san)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Mesh.Cert, r.CSR.PublicKey, a.Mesh.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Mesh.Cert, r.PublicKey, a.Mesh.Key)
 	if err != nil {
 		return nil, fmt.Errorf("issuing %s: %w", r.CommonName, err)
 	}
