@@ -11,25 +11,26 @@ import (
 	"os"
 )
 
-// LoadOrCreateKey reads the node's simulation key from path, or makes one
-// there (0600) when it does not exist, so evidence keeps its signer across
-// restarts. An empty path makes a key for this process only.
+// LoadOrCreateKey reads an ECDSA P-256 key from path, or makes one there
+// (0600) when it does not exist, so the key survives restarts (LAS's
+// simulation key, CAS's TLS key); errors name the path, callers the flag.
+// An empty path makes a key for this process only.
 func LoadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err == nil {
 			block, _ := pem.Decode(data)
 			if block == nil {
-				return nil, fmt.Errorf("--key-file %s: not PEM", path)
+				return nil, fmt.Errorf("%s: not PEM", path)
 			}
 			k, err := x509.ParseECPrivateKey(block.Bytes)
 			if err != nil {
-				return nil, fmt.Errorf("--key-file %s: %w", path, err)
+				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 			return k, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("--key-file: %w", err)
+			return nil, err
 		}
 	}
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -44,7 +45,7 @@ func LoadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
 		return nil, err
 	}
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		return nil, fmt.Errorf("--key-file: %w", err)
+		return nil, err
 	}
 	return k, nil
 }

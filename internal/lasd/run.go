@@ -32,7 +32,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Simulation {
 		k, err := LoadOrCreateKey(cfg.KeyFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("--key-file: %w", err)
 		}
 		s.Quoter = &SimQuoter{Key: k}
 		log.Warn("simulation mode: evidence is signed by this node's key and marked insecure; CAS accepts it only where the policy allows simulation")
