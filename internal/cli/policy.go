@@ -74,12 +74,9 @@ func newPolicySign(s Streams) *cobra.Command {
 			"an update needs the threshold of the current owners' signatures.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			signed, address, err := readSigned(args[0], o.key)
+			signed, address, err := readSigned(args[0], o.key, o.casAddress)
 			if err != nil {
 				return err
-			}
-			if o.casAddress != "" {
-				address = o.casAddress
 			}
 			return printResource(s.Out, signed.Policy, func(name string) any {
 				sigs := make([]casv1beta1.Signature, len(signed.Signatures))
@@ -121,12 +118,9 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", source, err)
 			}
-			signed, address, err := readSigned(args[0], o.key)
+			signed, address, err := readSigned(args[0], o.key, o.casAddress)
 			if err != nil {
 				return err
-			}
-			if o.casAddress != "" {
-				address = o.casAddress
 			}
 			sealed, err := policy.Encrypt(signed, casKey)
 			if err != nil {
@@ -177,9 +171,9 @@ func (o *policyEncrypt) encryptionKey() (string, string, error) {
 }
 
 // readSigned reads a policy document or a SignedPolicy resource and adds
-// the signature of the key in keyFile; it returns the CAS address the
-// resource named (or the default).
-func readSigned(file, keyFile string) (*policy.Signed, string, error) {
+// the signature of the key in keyFile; it returns the CAS address:
+// casAddress when given, else the resource's, else the default.
+func readSigned(file, keyFile, casAddress string) (*policy.Signed, string, error) {
 	if keyFile == "" {
 		return nil, "", errors.New("--key is required: the owner's private key (cloister policy keygen)")
 	}
@@ -211,6 +205,9 @@ func readSigned(file, keyFile string) (*policy.Signed, string, error) {
 	}
 	if err := policy.Sign(signed, key); err != nil {
 		return nil, "", fmt.Errorf("%s: %w", file, err)
+	}
+	if casAddress != "" {
+		address = casAddress
 	}
 	return signed, address, nil
 }
