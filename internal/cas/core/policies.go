@@ -136,15 +136,11 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 	err = c.cfg.Store.Update(func(tx store.Tx) error {
 		etx := k.enc.Tx(tx)
 		if current != nil {
-			prevRaw, err := etx.Get(bucketHistory, historyKey(doc.Name, current.Version))
+			prev, err := records(etx, doc.Name, current.Version, current.Version)
 			if err != nil {
 				return err
 			}
-			var prev Record
-			if err := json.Unmarshal(prevRaw, &prev); err != nil {
-				return fmt.Errorf("history of %s: %w", doc.Name, err)
-			}
-			rec.Previous = prev.Hash()
+			rec.Previous = prev[0].Hash()
 		}
 		h, _ := hex.DecodeString(rec.Hash())
 		sig, err := ecdsa.SignASN1(rand.Reader, k.history, h)
@@ -217,15 +213,19 @@ func signerList(sigs []policy.Signature) string {
 
 // Policy returns the current version of a policy.
 func (c *CAS) Policy(name string) (*Record, error) {
-	h, err := c.History(name)
+	h, err := c.versions(name, true)
 	if err != nil {
 		return nil, err
 	}
-	return &h[len(h)-1], nil
+	return &h[0], nil
 }
 
 // History returns every version of a policy, oldest first.
-func (c *CAS) History(name string) ([]Record, error) {
+func (c *CAS) History(name string) ([]Record, error) { return c.versions(name, false) }
+
+// versions reads a policy's history: all of it, or only the current
+// version.
+func (c *CAS) versions(name string, currentOnly bool) ([]Record, error) {
 	c.mu.RLock()
 	k, err := c.ready()
 	var current *registered
@@ -239,22 +239,33 @@ func (c *CAS) History(name string) ([]Record, error) {
 	if current == nil {
 		return nil, fmt.Errorf("%w: policy %q", ErrNotFound, name)
 	}
+	from := 1
+	if currentOnly {
+		from = current.Version
+	}
 	var out []Record
 	err = c.cfg.Store.View(func(tx store.Tx) error {
-		for v := 1; v <= current.Version; v++ {
-			raw, err := k.enc.Tx(tx).Get(bucketHistory, historyKey(name, v))
-			if err != nil {
-				return err
-			}
-			var r Record
-			if err := json.Unmarshal(raw, &r); err != nil {
-				return fmt.Errorf("history of %s, version %d: %w", name, v, err)
-			}
-			out = append(out, r)
-		}
-		return nil
+		out, err = records(k.enc.Tx(tx), name, from, current.Version)
+		return err
 	})
 	return out, err
+}
+
+// records reads versions from..to of a policy's history.
+func records(etx store.Tx, name string, from, to int) ([]Record, error) {
+	var out []Record
+	for v := from; v <= to; v++ {
+		raw, err := etx.Get(bucketHistory, historyKey(name, v))
+		if err != nil {
+			return nil, err
+		}
+		var r Record
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("history of %s, version %d: %w", name, v, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // HistoryKey is the public key history records are signed with.
