@@ -20,7 +20,7 @@ func TestBuildAndPush(t *testing.T) {
 	exe, _ := os.Executable()
 	data, _ := os.ReadFile(exe)
 	bin := t.TempDir()
-	for _, b := range binaries {
+	for _, b := range image.Binaries {
 		os.WriteFile(filepath.Join(bin, b), data, 0o755)
 	}
 	reg := httptest.NewServer(registry.New())
@@ -30,7 +30,7 @@ func TestBuildAndPush(t *testing.T) {
 	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister"); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range binaries {
+	for _, b := range image.Binaries {
 		if _, err := os.Stat(filepath.Join(out, b+".tar")); err != nil {
 			t.Error(err)
 		}

@@ -140,3 +140,31 @@ func TestWriteOCI(t *testing.T) {
 		t.Errorf("index %+v, want %s", m.Manifests, want)
 	}
 }
+
+// BuildAll writes one tarball per binary, each naming its image, and
+// ReadRef reads that name back; a tarball that is no OCI layout is refused.
+func TestBuildAllAndReadRef(t *testing.T) {
+	bin := t.TempDir()
+	data, _ := os.ReadFile(binary(t))
+	for _, b := range Binaries {
+		os.WriteFile(filepath.Join(bin, b), data, 0o755)
+	}
+	built, err := BuildAll(bin, t.TempDir(), "registry.example/x", "v1.2.3", "abc", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(built) != len(Binaries) {
+		t.Fatalf("%d images for %d binaries", len(built), len(Binaries))
+	}
+	for _, b := range built {
+		ref, err := ReadRef(b.File)
+		if err != nil || ref != "registry.example/x/"+b.Name+":v1.2.3" || ref != b.Ref {
+			t.Errorf("%s: ReadRef = %q, %v", b.File, ref, err)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.tar")
+	os.WriteFile(bad, nil, 0o644)
+	if _, err := ReadRef(bad); err == nil {
+		t.Error("an empty tarball has a ref")
+	}
+}

@@ -68,7 +68,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pause := filepath.Join(dir, "pause")
-	build := exec.CommandContext(ctx, "go", "build", "-o", pause, "github.com/cloister-cc/cloister/hack/pause")
+	build := exec.CommandContext(ctx, "go", "build", "-o", pause, "github.com/cloister-cc/cloister/cmd/cloister-pause")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building pause: %v\n%s", err, out)

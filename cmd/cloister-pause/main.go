@@ -1,4 +1,4 @@
-// Command pause is the pod sandbox's process for the dev cluster's real
+// Command cloister-pause is the pod sandbox's process for the dev cluster's real
 // node, built locally instead of pulled: it holds the pod's namespaces,
 // reaps the zombies it inherits as PID 1 of a shared PID namespace, and
 // exits on SIGINT or SIGTERM.

@@ -1,0 +1,95 @@
+package image
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Binaries are the images Cloister ships, one per binary of cmd/, named
+// as the charts and the operator's defaults name them.
+var Binaries = []string{
+	"cloister", "cloister-operator", "cloister-cas", "cloister-las", "cloister-device-plugin", "cloister-pause",
+}
+
+// DefaultRegistry is the repository prefix of Cloister's image names.
+const DefaultRegistry = "ghcr.io/cloister-cc"
+
+// Ref names an image: registry/name:version.
+func Ref(registry, name, version string) string {
+	return fmt.Sprintf("%s/%s:%s", registry, name, version)
+}
+
+// Built is one image written by BuildAll.
+type Built struct {
+	Name, Ref, Digest, File string
+	Image                   v1.Image
+}
+
+// BuildAll builds the image of every binary in binDir (Binaries) into
+// outDir/<name>.tar, named Ref(registry, name, version).
+func BuildAll(binDir, outDir, registry, version, revision, source string) ([]Built, error) {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	out := make([]Built, 0, len(Binaries))
+	for _, b := range Binaries {
+		img, err := Build(Spec{Name: b, Binary: filepath.Join(binDir, b), Version: version, Revision: revision, Source: source})
+		if err != nil {
+			return nil, err
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return nil, err
+		}
+		built := Built{Name: b, Ref: Ref(registry, b, version), Digest: digest.String(), File: filepath.Join(outDir, b+".tar"), Image: img}
+		if err := WriteOCI(img, built.Ref, built.File); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", built.File, err)
+		}
+		out = append(out, built)
+	}
+	return out, nil
+}
+
+// ReadRef is the image name an OCI-layout tarball's index gives its
+// image (WriteOCI's ref).
+func ReadRef(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("%s has no index.json: not an OCI image layout", file)
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", file, err)
+		}
+		if h.Name != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"manifests"`
+		}
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			return "", fmt.Errorf("reading %s's index: %w", file, err)
+		}
+		for _, m := range index.Manifests {
+			if ref := m.Annotations["org.opencontainers.image.ref.name"]; ref != "" {
+				return ref, nil
+			}
+		}
+		return "", fmt.Errorf("%s names no image (no org.opencontainers.image.ref.name)", file)
+	}
+}
