@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/realnode"
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
@@ -20,7 +26,7 @@ func newDev(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevAPIServerProxy(s))
 	return dev
 }
 
@@ -59,10 +65,16 @@ func (f *devFlags) cluster(s Streams) (*devcluster.Cluster, *toolchain.Toolchain
 func newDevUp(s Streams) *cobra.Command {
 	var f devFlags
 	var nodes int
+	var realNode bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Create or start the dev cluster and converge its nodes (idempotent)",
-		Args:  cobra.NoArgs,
+		Long: "up creates the dev cluster, or starts it again, and converges its simulated nodes.\n" +
+			"With --real-node (as root) it also runs one real worker node on this machine: a\n" +
+			"kubelet with containerd and runc, Cloister's images (make images) and fake TEE\n" +
+			"device nodes, so Cloister's pods really run. A real node made once is started\n" +
+			"again by every later up; down removes it with the cluster.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := devcluster.ValidateNodes(nodes); err != nil {
 				return err
@@ -81,13 +93,63 @@ func newDevUp(s Streams) *cobra.Command {
 			}
 			fmt.Fprintln(s.Out, st.Kubeconfig)
 			fmt.Fprintln(s.Err, st.SummaryLine(c.Name))
-			return nil
+			existing, err := c.RealNode(devcluster.RealNodeTools{})
+			if err != nil {
+				return err
+			}
+			if !realNode && !existing.Exists() {
+				return nil
+			}
+			return upRealNode(cmd.Context(), s, c, tc)
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().IntVar(&nodes, "nodes", devcluster.DefaultNodes,
 		fmt.Sprintf("number of simulated nodes, 1 to %d", devcluster.MaxNodes))
+	cmd.Flags().BoolVar(&realNode, "real-node", false, "also run a real worker node on this machine (needs root)")
 	return cmd
+}
+
+// upRealNode builds the node's tools if needed and brings the real node
+// up. Without root or runc it says why and leaves the simulated nodes
+// working.
+func upRealNode(ctx context.Context, s Streams, c *devcluster.Cluster, tc *toolchain.Toolchain) error {
+	if os.Geteuid() != 0 {
+		fmt.Fprintf(s.Err, "no real node: %v\n", realnode.ErrNotRoot)
+		return nil
+	}
+	if _, err := realnode.Runc(); err != nil {
+		fmt.Fprintf(s.Err, "no real node: %v\n", err)
+		return nil
+	}
+	kubelet, runtime := tc.Node()
+	for _, t := range []*toolchain.Toolchain{kubelet, runtime} {
+		if err := t.Ensure(ctx, s.Err); err != nil {
+			return err
+		}
+	}
+	images, err := filepath.Glob(filepath.Join(tc.CacheRoot, "images", "*.tar"))
+	if err != nil || len(images) == 0 {
+		return fmt.Errorf("no images in %s for the real node; run `make images` first", filepath.Join(tc.CacheRoot, "images"))
+	}
+	fmt.Fprintf(s.Err, "starting real node %q...\n", devcluster.RealNodeName)
+	start := time.Now()
+	node, err := c.UpRealNode(ctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "real node %q Ready at %s in %s (kubelet %s, %s)\n", node.Name, internalIP(node),
+		time.Since(start).Round(10*time.Millisecond), node.Status.NodeInfo.KubeletVersion, node.Status.NodeInfo.ContainerRuntimeVersion)
+	return nil
+}
+
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return "?"
 }
 
 func newDevDown(s Streams) *cobra.Command {
@@ -174,5 +236,30 @@ func newDevTools(s Streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&realNode, "real-node", false, "also build what a real node runs (kubelet, containerd, CNI plugins)")
+	return cmd
+}
+
+// newDevAPIServerProxy is what the real node's static pod runs: pods there
+// reach the API server (bound to 127.0.0.1) through it.
+func newDevAPIServerProxy(s Streams) *cobra.Command {
+	var listen, upstream string
+	cmd := &cobra.Command{
+		Use:    "apiserver-proxy",
+		Short:  "Forward TCP connections from the real node's Service address to the API server",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			fmt.Fprintf(s.Err, "forwarding %s to %s\n", l.Addr(), upstream)
+			return realnode.ProxyTCP(cmd.Context(), l, upstream)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to accept connections on")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "address to forward them to")
+	_ = cmd.MarkFlagRequired("listen")
+	_ = cmd.MarkFlagRequired("upstream")
 	return cmd
 }

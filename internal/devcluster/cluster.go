@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,12 +187,27 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 	if err := ValidateName(c.Name); err != nil {
 		return false, err
 	}
+	// The real node first: its kubelet would otherwise outlive the API
+	// server, and its folder holds mounts that must go before files do.
+	realNode, err := c.RealNode(RealNodeTools{})
+	if err != nil {
+		return false, err
+	}
+	hadRealNode := realNode.Exists()
+	if err := realNode.Down(ctx); err != nil {
+		return true, fmt.Errorf("removing the real node of cluster %q: %w", c.Name, err)
+	}
+	_ = os.Remove(filepath.Dir(realNode.Dir))
 	procs, err := c.Processes()
 	if err != nil {
 		return false, err
 	}
 	_, dirErr := os.Stat(c.Dir())
 	if errors.Is(dirErr, os.ErrNotExist) && len(procs) == 0 {
+		if hadRealNode {
+			_ = os.Remove(c.Workdir)
+			return true, nil
+		}
 		_ = os.Remove(c.configPath())
 		return false, nil
 	}
@@ -216,8 +232,18 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// ServiceCIDR is the dev cluster's Service range. The `kubernetes`
+// Service gets its first address, which the API server's certificate
+// names so pods on the real node reach it there (realnode.Network).
+const ServiceCIDR = "10.251.0.0/16"
+
 // kwokctlConfig makes kwokctl run the pinned binaries, never download, and
-// bind every component to loopback.
+// bind every component to loopback. The API server calls kubelets (a real
+// node's: logs, exec) with the cluster's admin certificate, checks their
+// serving certificates against the cluster CA, and reaches them at their
+// InternalIP; its certificate also names the `kubernetes` Service's
+// address. kwok manages only the simulated nodes (annotated), never a real
+// node's status or pods.
 const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
@@ -233,7 +259,30 @@ options:
   kubeSchedulerBinary: %[5]s
   kwokControllerBinary: %[6]s
   kubectlBinary: %[7]s
+  kubeApiserverCertSANs: [%[8]q]
+componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  - {key: service-cluster-ip-range, value: %[9]q}
+  - {key: kubelet-client-certificate, value: %[10]q}
+  - {key: kubelet-client-key, value: %[11]q}
+  - {key: kubelet-certificate-authority, value: %[12]q}
+  - {key: kubelet-preferred-address-types, value: InternalIP}
+- name: kube-controller-manager
+  extraArgs:
+  - {key: service-cluster-ip-range, value: %[9]q}
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false", override: true}
+  - {key: manage-nodes-with-annotation-selector, value: %[13]q}
 `
+
+// PKI files kwokctl makes for a cluster: one CA, and one admin
+// certificate (system:masters) every component uses.
+func (c *Cluster) pkiPath(name string) string { return filepath.Join(c.Dir(), "pki", name) }
+
+// CAFiles are the cluster CA's certificate and key.
+func (c *Cluster) CAFiles() (cert, key string) { return c.pkiPath("ca.crt"), c.pkiPath("ca.key") }
 
 func (c *Cluster) writeConfig() error {
 	if err := os.MkdirAll(c.Workdir, 0o755); err != nil {
@@ -241,11 +290,19 @@ func (c *Cluster) writeConfig() error {
 	}
 	cfg := fmt.Sprintf(kwokctlConfig, kubeVersion(),
 		c.Tools.Path("etcd"), c.Tools.Path("kube-apiserver"), c.Tools.Path("kube-controller-manager"),
-		c.Tools.Path("kube-scheduler"), c.Tools.Path("kwok"), c.Tools.Path("kubectl"))
+		c.Tools.Path("kube-scheduler"), c.Tools.Path("kwok"), c.Tools.Path("kubectl"),
+		kubernetesServiceIP().String(), ServiceCIDR,
+		c.pkiPath("admin.crt"), c.pkiPath("admin.key"), c.pkiPath("ca.crt"),
+		annotationKwokNode+"=fake")
 	if err := os.WriteFile(c.configPath(), []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("writing kwokctl configuration: %w", err)
 	}
 	return nil
+}
+
+// kubernetesServiceIP is the first address of ServiceCIDR.
+func kubernetesServiceIP() netip.Addr {
+	return netip.MustParsePrefix(ServiceCIDR).Addr().Next()
 }
 
 // kwokctl runs one kwokctl command on the cluster's work folder. Its output

@@ -3,10 +3,12 @@ package realnode
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,21 +16,16 @@ import (
 	"time"
 )
 
-// processesWith lists the processes whose command line mentions s.
+// processesWith lists the processes with an argument containing s.
 func processesWith(s string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
+	return processes(func(argv [][]byte) bool {
+		for _, a := range argv {
+			if bytes.Contains(a, []byte(s)) {
+				return true
+			}
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+		return false
+	})
 }
 
 // descendants lists every process below the given ones.
@@ -72,16 +69,9 @@ func descendants(roots []int) []int {
 func waitGone(pids []int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, pid := range pids {
-		for {
-			stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-			if err != nil {
-				break
-			}
-			if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				break
-			}
+		for !zombie(pid) {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("process %d did not exit after SIGKILL", pid)
+				return fmt.Errorf("process %d did not exit within %s", pid, timeout)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -93,28 +83,46 @@ func waitGone(pids []int, timeout time.Duration) error {
 // the runtime's own folders are.
 const ShimSocketDir = "/run/containerd/s"
 
-// shimSockets lists the sockets in ShimSocketDir.
-func shimSockets() map[string]bool {
-	entries, _ := os.ReadDir(ShimSocketDir)
-	out := map[string]bool{}
-	for _, e := range entries {
-		out[e.Name()] = true
+// listeningSockets lists the paths of the unix sockets the processes hold
+// that lie in dir: their file descriptors name socket inodes, and
+// /proc/net/unix maps inodes to paths.
+func listeningSockets(pids []int, dir string) []string {
+	inodes := map[string]bool{}
+	for _, pid := range pids {
+		fds := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+		entries, _ := os.ReadDir(fds)
+		for _, e := range entries {
+			target, err := os.Readlink(filepath.Join(fds, e.Name()))
+			if err == nil && strings.HasPrefix(target, "socket:[") {
+				inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+			}
+		}
 	}
-	return out
+	f, err := os.Open("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var paths []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// Num RefCount Protocol Flags Type St Inode Path
+		fields := strings.Fields(s.Text())
+		if len(fields) == 8 && inodes[fields[6]] && strings.HasPrefix(fields[7], dir+"/") && !slices.Contains(paths, fields[7]) {
+			paths = append(paths, fields[7])
+		}
+	}
+	return paths
 }
 
-// removeShimSockets deletes the shim sockets that appeared since
-// before once nobody listens on them (a shim's socket lingers briefly
-// after its SIGKILL); one still served after timeout is an error.
-func removeShimSockets(before map[string]bool, timeout time.Duration) error {
+// removeSockets deletes the socket files once nobody listens on them (a
+// killed shim's socket lingers for a moment); one still served after
+// timeout is an error.
+func removeSockets(paths []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var alive []string
-		for name := range shimSockets() {
-			if before[name] {
-				continue // another containerd's, or one from before us
-			}
-			p := filepath.Join(ShimSocketDir, name)
+		for _, p := range paths {
 			c, err := net.DialTimeout("unix", p, time.Second)
 			if err == nil {
 				c.Close()
@@ -129,9 +137,10 @@ func removeShimSockets(before map[string]bool, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("shim sockets still served: %s", strings.Join(alive, ", "))
+			return fmt.Errorf("sockets still served: %s", strings.Join(alive, ", "))
 		}
 		time.Sleep(50 * time.Millisecond)
+		paths = alive
 	}
 }
 
@@ -177,15 +186,27 @@ func unescape(s string) string {
 	return b.String()
 }
 
+// unmountUnder lazily unmounts everything at or below dir. A mount may
+// show more than once (stacked, or propagated into a shared subtree) and
+// go with the first unmount, so it rereads the table until nothing is left.
 func unmountUnder(dir string) error {
-	mounts, err := MountsUnder(dir)
-	if err != nil {
-		return err
-	}
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmounting %s: %w", m, err)
+	for pass := 0; ; pass++ {
+		mounts, err := MountsUnder(dir)
+		if err != nil || len(mounts) == 0 {
+			return err
+		}
+		var failed error
+		for _, m := range mounts {
+			err := syscall.Unmount(m, syscall.MNT_DETACH)
+			if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				failed = fmt.Errorf("unmounting %s: %w", m, err)
+			}
+		}
+		if pass == 10 {
+			if failed == nil {
+				failed = fmt.Errorf("still mounted below %s: %s", dir, strings.Join(mounts, ", "))
+			}
+			return failed
 		}
 	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -29,11 +30,6 @@ type Runtime struct {
 	BinDir string
 	// SandboxImage is the pod sandbox (pause) image, imported locally.
 	SandboxImage string
-
-	cmd  *exec.Cmd
-	done chan error
-	// sockets in ShimSocketDir before Start: not ours to remove.
-	sockets map[string]bool
 }
 
 // Socket is containerd's gRPC address.
@@ -49,7 +45,8 @@ func (r *Runtime) CNIConfDir() string { return filepath.Join(r.Dir, "cni", "conf
 // Config is containerd's configuration (version 3). restrict_oom_score_adj:
 // without CAP_SYS_RESOURCE (as in many containers and this project's CI)
 // runc cannot lower a sandbox's OOM score and every pod fails with "can't
-// get final child's PID from pipe: EOF".
+// get final child's PID from pipe: EOF". netns_mounts_under_state_dir keeps
+// the pods' network namespaces out of /var/run/netns.
 func (r *Runtime) Config() []byte {
 	return fmt.Appendf(nil, `version = 3
 root = %q
@@ -60,6 +57,7 @@ state = %q
 
 [plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%q]
     conf_dir = %q
@@ -77,58 +75,77 @@ state = %q
 `, filepath.Join(r.Dir, "root"), filepath.Join(r.Dir, "state"), r.Socket(), r.BinDir, r.CNIConfDir(), r.RuncRoot(), r.SandboxImage)
 }
 
+// ErrNotRoot says why a real node cannot run.
+var ErrNotRoot = errors.New("a real node needs root (containerd, runc, mounts, a network bridge); run as root, or use the simulated nodes only")
+
+// ErrNoRunc says what to install.
+var ErrNoRunc = errors.New("runc is not installed: the real node uses the distribution's (apt-get install runc)")
+
 // Runc finds Debian's runc; a runc built from its module lacks seccomp
 // support here.
 func Runc() (string, error) {
 	p, err := exec.LookPath("runc")
 	if err != nil {
-		return "", errors.New("runc is not installed: the real node uses the distribution's (apt-get install runc)")
+		return "", ErrNoRunc
 	}
 	return p, nil
 }
 
-// Start writes the config and runs containerd until it answers.
+// hostRecord lists containerd's fixed paths and cgroups Start found missing.
+func (r *Runtime) hostRecord() string { return filepath.Join(r.Dir, "host.json") }
+
+func (r *Runtime) configPath() string { return filepath.Join(r.Dir, "containerd.toml") }
+
+func (r *Runtime) logPath() string { return filepath.Join(r.Dir, "logs", "containerd.log") }
+
+// daemon is containerd, known by this runtime's config file.
+func (r *Runtime) daemon() daemon {
+	return daemon{
+		Bin:  filepath.Join(r.BinDir, "containerd"),
+		Args: []string{"--config", r.configPath()},
+		// The shim is found on PATH.
+		Env:    append(os.Environ(), "PATH="+r.BinDir+string(os.PathListSeparator)+os.Getenv("PATH")),
+		Log:    r.logPath(),
+		Marker: r.configPath(),
+	}
+}
+
+// Start writes the config and runs containerd until it answers; one
+// already running is left as it is.
 func (r *Runtime) Start(ctx context.Context) error {
 	if os.Geteuid() != 0 {
-		return errors.New("a real node needs root (containerd, runc, mounts, network namespaces)")
+		return ErrNotRoot
 	}
 	if _, err := Runc(); err != nil {
 		return err
 	}
-	for _, d := range []string{"root", "state", "logs", filepath.Join("cni", "conf")} {
-		if err := os.MkdirAll(filepath.Join(r.Dir, d), 0o700); err != nil {
+	d := r.daemon()
+	if err := recordMissing(r.hostRecord(), append(slices.Clone(RuntimePaths), cgroupTrees(Namespace)...)); err != nil {
+		return err
+	}
+	if len(d.Running()) == 0 {
+		for _, dir := range []string{"root", "state", "logs", filepath.Join("cni", "conf")} {
+			if err := os.MkdirAll(filepath.Join(r.Dir, dir), 0o700); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(r.configPath(), r.Config(), 0o600); err != nil {
+			return err
+		}
+		if _, err := d.Start(); err != nil {
 			return err
 		}
 	}
-	config := filepath.Join(r.Dir, "containerd.toml")
-	if err := os.WriteFile(config, r.Config(), 0o600); err != nil {
-		return err
-	}
-	log, err := os.Create(filepath.Join(r.Dir, "logs", "containerd.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	r.sockets = shimSockets()
-	r.cmd = exec.Command(filepath.Join(r.BinDir, "containerd"), "--config", config)
-	// The shim is found on PATH.
-	r.cmd.Env = append(os.Environ(), "PATH="+r.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	r.cmd.Stdout, r.cmd.Stderr = log, log
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := r.cmd.Start(); err != nil {
-		return fmt.Errorf("starting containerd: %w", err)
-	}
-	r.done = make(chan error, 1)
-	go func() { r.done <- r.cmd.Wait() }()
 	for {
 		if _, err := r.Ctr(ctx, "version"); err == nil {
 			return nil
 		}
+		if len(d.Running()) == 0 {
+			return fmt.Errorf("containerd exited; see %s", r.logPath())
+		}
 		select {
-		case err := <-r.done:
-			return fmt.Errorf("containerd exited (%v); see %s", err, log.Name())
 		case <-ctx.Done():
-			return fmt.Errorf("containerd did not answer: %w; see %s", ctx.Err(), log.Name())
+			return fmt.Errorf("containerd did not answer: %w; see %s", ctx.Err(), r.logPath())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -151,23 +168,19 @@ func (r *Runtime) Import(ctx context.Context, tarball string) error {
 	return err
 }
 
-// Stop ends containerd and its shims (and so their containers) and
-// unmounts everything under Dir.
+// Stop ends containerd and its shims (and so their containers), removes
+// the shims' sockets and unmounts everything under Dir. It needs nothing
+// from Start: `dev down` runs it in another process, maybe after a crash.
 func (r *Runtime) Stop() error {
 	var errs []error
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.done:
-		case <-time.After(10 * time.Second):
-			_ = r.cmd.Process.Kill()
-			<-r.done
-		}
+	if err := r.daemon().Stop(10 * time.Second); err != nil {
+		errs = append(errs, fmt.Errorf("stopping containerd: %w", err))
 	}
 	// Shims outlive containerd by design; they are ours when they serve
 	// this runtime's socket, and the containers are their descendants
 	// (a shim is its containers' subreaper).
 	shims := processesWith(r.Socket())
+	sockets := listeningSockets(shims, ShimSocketDir)
 	victims := append(descendants(shims), shims...)
 	for _, pid := range victims {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -180,7 +193,16 @@ func (r *Runtime) Stop() error {
 	if err := unmountUnder(r.Dir); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeShimSockets(r.sockets, 5*time.Second); err != nil {
+	if err := removeSockets(sockets, 5*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeRecorded(r.hostRecord()); err != nil {
+		errs = append(errs, err)
+	}
+	// The CNI plugins' results for this node's network, should their
+	// folder have existed before.
+	err := removeEntriesIn("/var/lib/cni/results", func(name, _ string) bool { return strings.HasPrefix(name, cniNetwork+"-") })
+	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestConfig(t *testing.T) {
 	cni, _ := runtime["cni"].(map[string]any)
 	pinned, _ := images["pinned_images"].(map[string]any)
 	if cfg.Version != 3 || cfg.Root != `/work/node "x"/root` || cfg.GRPC.Address != r.Socket() ||
-		runtime["restrict_oom_score_adj"] != true || cni["conf_dir"] != r.CNIConfDir() ||
+		runtime["restrict_oom_score_adj"] != true || runtime["netns_mounts_under_state_dir"] != true || cni["conf_dir"] != r.CNIConfDir() ||
 		pinned["sandbox"] != "localhost/cloister/pause:v1" || images["snapshotter"] != "overlayfs" ||
 		!strings.Contains(string(r.Config()), `Root = "/work/node \"x\"/runc"`) {
 		t.Errorf("config %+v", cfg)
@@ -91,6 +92,8 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 		return names
 	}
 	before := sockets()
+	hostPaths := append(slices.Clone(RuntimePaths), cgroupTrees(Namespace)...)
+	missing := missingPaths(hostPaths)
 	r := &Runtime{Dir: filepath.Join(dir, "node"), BinDir: tools.BinDir, SandboxImage: ref}
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -140,6 +143,20 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if after := sockets(); len(after) > len(before) {
 		t.Errorf("shim sockets left in %s: %v (before: %v)", ShimSocketDir, after, before)
 	}
+	if left := slices.DeleteFunc(missing, func(p string) bool { return slices.Contains(missingPaths(hostPaths), p) }); len(left) > 0 {
+		t.Errorf("paths made outside the runtime's folder and left: %v", left)
+	}
+}
+
+// missingPaths lists which of paths do not exist.
+func missingPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,113 @@
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// ProxyTCP accepts connections on l and joins each to a new connection to
+// upstream until ctx ends. It is how pods on the real node reach the API
+// server: they dial the `kubernetes` Service address, which is on the
+// node's bridge, and TLS passes through untouched (the API server's
+// certificate names that address).
+func ProxyTCP(ctx context.Context, l net.Listener, upstream string) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond) // transient (EMFILE and the like)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			u, err := dialer.DialContext(ctx, "tcp", upstream)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			join(c, u)
+		}()
+	}
+}
+
+// join copies both ways until either side is done, then closes both.
+func join(a, b net.Conn) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go cp(a, b)
+	go cp(b, a)
+	<-done
+	<-done
+}
+
+// ProxyPodName is the static pod of the API server proxy (its mirror pod
+// in kube-system is named <ProxyPodName>-<node>).
+const ProxyPodName = "apiserver-proxy"
+
+// ProxyPod is the static pod that runs `cloister dev apiserver-proxy` from
+// Cloister's CLI image on the node's network: the kubelet keeps it running
+// before and without the API server.
+func ProxyPod(image string, listen, upstream string) ([]byte, error) {
+	pod := corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ProxyPodName, Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"app.kubernetes.io/name": ProxyPodName, "app.kubernetes.io/part-of": "cloister"},
+		},
+		Spec: corev1.PodSpec{
+			HostNetwork:       true,
+			PriorityClassName: "system-node-critical",
+			Containers: []corev1.Container{{
+				Name:            "proxy",
+				Image:           image,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            []string{"dev", "apiserver-proxy", "--listen", listen, "--upstream", upstream},
+				// Port 443 needs NET_BIND_SERVICE, which only root keeps
+				// in a container; it is the only capability.
+				SecurityContext: &corev1.SecurityContext{
+					RunAsUser:                ptr.To[int64](0),
+					RunAsNonRoot:             ptr.To(false),
+					AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}},
+					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+			}},
+		},
+	}
+	data, err := yaml.Marshal(pod)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the proxy pod: %w", err)
+	}
+	return data, nil
+}
