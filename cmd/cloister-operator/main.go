@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator"
 	"github.com/cloister-cc/cloister/internal/release"
 	"github.com/cloister-cc/cloister/internal/version"
@@ -38,10 +39,17 @@ func run() error {
 	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version,
 		"default image of the SGX and CEX device plugins")
 	fs.StringVar(&opts.Images.LAS, "las-image", "ghcr.io/cloister-cc/cloister-las:"+v.Version, "default image of LAS")
+	fs.StringVar(&opts.Host.DevDir, "host-dev-dir", service.DefaultHostPaths.DevDir,
+		"host folder of the TEE device nodes, mounted into the device plugins and LAS (the dev cluster's real node has fake ones elsewhere)")
+	fs.StringVar(&opts.Host.KubeletDir, "host-kubelet-dir", service.DefaultHostPaths.KubeletDir,
+		"the kubelet's root directory on the nodes (its pod-resources socket is in it)")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if err := opts.Host.Validate(); err != nil {
 		return err
 	}
 	var level slog.Level

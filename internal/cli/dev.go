@@ -26,7 +26,7 @@ func newDev(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevAPIServerProxy(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s))
 	return dev
 }
 
@@ -261,5 +261,31 @@ func newDevAPIServerProxy(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&upstream, "upstream", "", "address to forward them to")
 	_ = cmd.MarkFlagRequired("listen")
 	_ = cmd.MarkFlagRequired("upstream")
+	return cmd
+}
+
+func newDevOperatorFlags(s Streams) *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "operator-flags",
+		Short: "Print the cloister-operator flags the dev cluster's real node needs",
+		Long: "operator-flags prints, one per line, the --host-* flags that point cloister-operator\n" +
+			"at the real node's fake TEE devices and kubelet folder; nothing without a real node.",
+		Example: "  cloister-operator $(cloister dev operator-flags)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := f.cluster(s)
+			if err != nil {
+				return err
+			}
+			n, err := c.RealNode(devcluster.RealNodeTools{})
+			if err != nil || !n.Exists() {
+				return err
+			}
+			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n", n.DevicesDir(), n.KubeletRootDir())
+			return err
+		},
+	}
+	f.register(cmd)
 	return cmd
 }

@@ -47,6 +47,8 @@ type Options struct {
 	// default namespace of cluster-scoped services' objects.
 	Namespace string
 	Images    Images
+	// Host says where nodes keep devices and the kubelet's files.
+	Host service.HostPaths
 	// InterruptedReleaseAfter is how long a release may stay pending before
 	// it is recovered as the leftover of a killed operator; 0 means
 	// release.DefaultStaleAfter.
@@ -134,7 +136,7 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 		return &service.Reconciler{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme,
 			Releases: releases, Recorder: mgr.GetEventRecorder("cloister-operator"), Metrics: recorder,
-			Kind: kind, OperatorNamespace: opts.Namespace, DeletionTimeout: 2 * time.Minute,
+			Kind: kind, OperatorNamespace: opts.Namespace, Host: opts.Host, DeletionTimeout: 2 * time.Minute,
 		}
 	}
 

@@ -46,6 +46,9 @@ type Node struct {
 // plugin's and LAS's --dev-root on this node.
 func (n *Node) DevicesDir() string { return filepath.Join(n.Dir, "dev") }
 
+// KubeletRootDir is the kubelet's --root-dir (pod-resources is in it).
+func (n *Node) KubeletRootDir() string { return n.kubelet(nil).RootDir() }
+
 // hostRecord lists the kubelet's fixed paths and cgroups Up found missing.
 func (n *Node) hostRecord() string { return filepath.Join(n.Dir, "host.json") }
 

@@ -74,6 +74,9 @@ type Reconciler struct {
 	Metrics           *metrics.Recorder
 	Kind              Kind
 	OperatorNamespace string
+	// Host says where nodes keep what the charts mount; every release
+	// gets it as the value "host".
+	Host HostPaths
 	// DeletionTimeout bounds how long deletion waits for an uninstall that
 	// keeps failing before the finalizer goes anyway.
 	DeletionTimeout time.Duration
@@ -126,6 +129,7 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 	if err != nil {
 		return release.Request{}, fmt.Errorf("computing release of %s %s: %w", r.Kind.Name(), obj.GetName(), err)
 	}
+	values["host"] = r.Host.Values()
 	gvk, err := apiutil.GVKForObject(obj, r.Scheme)
 	if err != nil {
 		return release.Request{}, err

@@ -1,8 +1,10 @@
 package service
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"path"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,3 +71,37 @@ type Base struct {
 
 // Chart is the kind's embedded chart.
 func (b *Base) Chart() *chart.Chart { return b.ChartData }
+
+// HostPaths are the node folders the charts mount. Nodes differ: kubelets
+// of some distributions keep their root elsewhere, and the dev cluster's
+// real node has fake TEE devices in a folder of its own.
+type HostPaths struct {
+	// DevDir holds the TEE device nodes (sgx_enclave, z90crypt, ...).
+	DevDir string
+	// KubeletDir is the kubelet's --root-dir (pod-resources is in it).
+	// Device plugins register in /var/lib/kubelet/device-plugins whatever
+	// it is: the kubelet fixes that path.
+	KubeletDir string
+}
+
+// DefaultHostPaths are a standard node's.
+var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet"}
+
+// Values are the chart values of the paths; unset ones are the defaults.
+func (h HostPaths) Values() map[string]any {
+	return map[string]any{
+		"devDir":     cmp.Or(h.DevDir, DefaultHostPaths.DevDir),
+		"kubeletDir": cmp.Or(h.KubeletDir, DefaultHostPaths.KubeletDir),
+	}
+}
+
+// Validate checks the paths are absolute and clean (they become hostPath
+// volumes and flags).
+func (h HostPaths) Validate() error {
+	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir} {
+		if p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
+			return fmt.Errorf("%s %q: use an absolute, clean path such as /dev or /var/lib/kubelet", flag, p)
+		}
+	}
+	return nil
+}

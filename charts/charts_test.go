@@ -1,0 +1,97 @@
+package charts
+
+import (
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// daemonSet renders a chart's DaemonSet with the given values.
+func daemonSet(t *testing.T, name string, values map[string]any) *appsv1.DaemonSet {
+	t.Helper()
+	ch, err := Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: name + "-x", Namespace: "ns"}, common.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(ch, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal([]byte(out[name+"/templates/daemonset.yaml"]), &ds); err != nil {
+		t.Fatal(err)
+	}
+	return &ds
+}
+
+// The host paths the operator is told reach the pods: the device plugins
+// see the device folder at its host path (they hand the kubelet host
+// paths) and the kubelet's pod-resources where it is; LAS probes the host's
+// own enclave device node.
+func TestHostPaths(t *testing.T) {
+	host := map[string]any{"host": map[string]any{"devDir": "/n/dev", "kubeletDir": "/n/kubelet"}}
+	for _, name := range []string{"sgxplugin", "cexplugin"} {
+		ds := daemonSet(t, name, host)
+		spec := ds.Spec.Template.Spec
+		c := spec.Containers[0]
+		if !strings.Contains(strings.Join(c.Args, " "), "--dev-root=/n/dev") {
+			t.Errorf("%s args %v", name, c.Args)
+		}
+		paths := map[string]string{}
+		for _, v := range spec.Volumes {
+			if v.HostPath != nil {
+				paths[v.Name] = v.HostPath.Path
+			}
+		}
+		mounts := map[string]string{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m.MountPath
+		}
+		if paths["dev"] != "/n/dev" || mounts["dev"] != "/n/dev" || paths["pod-resources"] != "/n/kubelet/pod-resources" ||
+			mounts["pod-resources"] != "/var/lib/kubelet/pod-resources" || paths["device-plugins"] != "/var/lib/kubelet/device-plugins" {
+			t.Errorf("%s volumes %v mounted at %v", name, paths, mounts)
+		}
+		// Without the operator's values: a standard node.
+		ds = daemonSet(t, name, nil)
+		if p := ds.Spec.Template.Spec.Volumes; !strings.Contains(string(mustJSON(t, p)), `"path":"/dev"`) {
+			t.Errorf("%s default volumes %s", name, mustJSON(t, p))
+		}
+	}
+	ds := daemonSet(t, "las", host)
+	c := ds.Spec.Template.Spec.Containers[0]
+	v := ds.Spec.Template.Spec.Volumes
+	if len(v) != 1 || v[0].HostPath == nil || v[0].HostPath.Path != "/n/dev/sgx_enclave" || *v[0].HostPath.Type != "CharDevice" ||
+		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/host/dev/sgx_enclave" || !c.VolumeMounts[0].ReadOnly ||
+		!strings.Contains(strings.Join(c.Args, " "), "--dev-root=/host/dev") {
+		t.Errorf("las volumes %s, mounts %v, args %v", mustJSON(t, v), c.VolumeMounts, c.Args)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := yaml.YAMLToJSON(data)
+	return j
+}
+
+// The SGX plugin makes its sockets in the kubelet's root-owned folder: it
+// runs as root, but with no capability and no privilege escalation.
+func TestSGXPluginRunsAsRootWithoutCapabilities(t *testing.T) {
+	sc := daemonSet(t, "sgxplugin", nil).Spec.Template.Spec.Containers[0].SecurityContext
+	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
+		sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("security context %+v", sc)
+	}
+}
