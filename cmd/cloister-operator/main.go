@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -17,7 +18,11 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	err := run()
+	if errors.Is(err, flag.ErrHelp) {
+		return // the usage is printed; asking for it is no failure
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "cloister-operator: %v\n", err)
 		os.Exit(1)
 	}

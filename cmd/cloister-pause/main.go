@@ -5,12 +5,18 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		// It takes no arguments; any, --help included, gets the usage.
+		fmt.Fprintln(os.Stderr, "usage: cloister-pause\n\nHolds a pod sandbox's namespaces and reaps its zombies until SIGINT or SIGTERM.")
+		os.Exit(0)
+	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
 	for sig := range sigs {

@@ -64,8 +64,8 @@ func removeRecorded(file string) error {
 	return removeCreated(paths)
 }
 
-// cgroupTrees are the cgroups named name in every mounted hierarchy.
-func cgroupTrees(name string) []string {
+// CgroupTrees are the cgroups named name in every mounted hierarchy.
+func CgroupTrees(name string) []string {
 	var out []string
 	for _, m := range cgroupMounts() {
 		out = append(out, filepath.Join(m, name))

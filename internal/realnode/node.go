@@ -97,7 +97,7 @@ func (n *Node) Up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := recordMissing(n.hostRecord(), append(slices.Clone(KubeletPaths), cgroupTrees("kubepods")...)); err != nil {
+	if err := recordMissing(n.hostRecord(), append(slices.Clone(KubeletPaths), CgroupTrees("kubepods")...)); err != nil {
 		return err
 	}
 	if err := n.Network.Up(); err != nil {

@@ -120,7 +120,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	d := r.daemon()
-	if err := recordMissing(r.hostRecord(), append(slices.Clone(RuntimePaths), cgroupTrees(Namespace)...)); err != nil {
+	if err := recordMissing(r.hostRecord(), append(slices.Clone(RuntimePaths), CgroupTrees(Namespace)...)); err != nil {
 		return err
 	}
 	if len(d.Running()) == 0 {

@@ -92,7 +92,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 		return names
 	}
 	before := sockets()
-	hostPaths := append(slices.Clone(RuntimePaths), cgroupTrees(Namespace)...)
+	hostPaths := append(slices.Clone(RuntimePaths), CgroupTrees(Namespace)...)
 	missing := missingPaths(hostPaths)
 	r := &Runtime{Dir: filepath.Join(dir, "node"), BinDir: tools.BinDir, SandboxImage: ref}
 	if err := r.Start(ctx); err != nil {

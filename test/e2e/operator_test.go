@@ -78,6 +78,7 @@ func operatorBinary(tb testing.TB) string {
 type operatorProcess struct {
 	bin, kubeconfig, logPath string
 	metricsAddr, probeAddr   string
+	args                     []string // more flags
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -113,10 +114,10 @@ func (o *operatorProcess) start(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(o.bin,
-		"--metrics-bind-address="+o.metricsAddr, "--metrics-secure=false",
-		"--health-probe-bind-address="+o.probeAddr,
-		"--interrupted-release-after=5s", "--log-level=debug")
+	cmd := exec.Command(o.bin, append([]string{
+		"--metrics-bind-address=" + o.metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address=" + o.probeAddr,
+		"--interrupted-release-after=5s", "--log-level=debug"}, o.args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+o.kubeconfig, "OPERATOR_NAMESPACE="+operatorNamespace)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,387 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/pki"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/image"
+)
+
+// The dev cluster's real node, end to end, as root (skipped otherwise):
+// Cloister's images run there, the operator's SGX plugin registers with
+// the real kubelet and pods get the (fake) device, LAS goes UNHEALTHY
+// while the device is closed to unprivileged users and HEALTHY when it is
+// open again, kubectl logs and exec work, and CAS runs as a pod to which
+// another pod's init container attests. Its cleanup checks that `dev
+// down` leaves nothing on the host.
+func TestRealNode(t *testing.T) {
+	env := startRealNodeEnv(t)
+	steps := []struct {
+		name string
+		run  func(*testing.T, *realNodeEnv)
+	}{
+		{"ImagesRunHelpAsNonRoot", testImagesRunHelp},
+		{"SGXPluginRegisters", testSGXPluginRegisters},
+		{"PodGetsTheDevice", testPodGetsTheDevice},
+		{"LASUnhealthyWhileTheDeviceIsClosed", testLASFollowsTheDevice},
+		{"LogsAndExec", testLogsAndExec},
+		{"InitContainerAttestsToCAS", testInitContainerAttests},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, func(t *testing.T) { s.run(t, env) }) {
+			return // later steps build on earlier ones
+		}
+	}
+}
+
+func pullNever(name string) (string, corev1.PullPolicy) { return imageRef(name), corev1.PullNever }
+
+// Every image runs its binary's --help as the image's non-root user
+// (runAsNonRoot: the kubelet refuses an image whose user is root).
+func testImagesRunHelp(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	for _, b := range image.Binaries {
+		img, pull := pullNever(b)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "help-" + b, Namespace: "default"},
+			Spec: onRealNode(corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "help", Image: img, ImagePullPolicy: pull, Args: []string{"--help"},
+					SecurityContext: restricted()}},
+			}),
+		}
+		if _, err := e.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range image.Binaries {
+		e.waitPod(t, "default", "help-"+b, "to succeed", 2*time.Minute, func(p *corev1.Pod) bool {
+			if p.Status.Phase == corev1.PodFailed {
+				t.Fatalf("help-%s failed: %s", b, podSummary(p))
+			}
+			return p.Status.Phase == corev1.PodSucceeded
+		})
+		out, err := kubectl(t, e.c, "logs", "-n", "default", "help-"+b)
+		if err != nil || !strings.Contains(strings.ToLower(out), "usage") {
+			t.Errorf("kubectl logs help-%s: %v\n%s", b, err, out)
+		}
+	}
+}
+
+// SGXPlugin CR -> the real plugin pod registers with the kubelet, labels
+// the node, and the node's allocatable shows the resources.
+func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	plugin := &basev1beta1.SGXPlugin{
+		ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{
+			ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}}},
+	}
+	if err := e.crs.Create(ctx, plugin); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e.crs, plugin, common.StateHealthy)
+	waitFor(t, "the real node to offer SGX enclaves", time.Minute, func(ctx context.Context) (bool, string, error) {
+		n, err := e.cs.CoreV1().Nodes().Get(ctx, devcluster.RealNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		q := n.Status.Allocatable[sgx.ResourceEnclave]
+		return q.Value() > 0 && n.Labels[sgx.Label] == "true",
+			"allocatable " + q.String() + ", label " + n.Labels[sgx.Label], nil
+	})
+	if plugin.Status.ReadyReplicas != 1 || plugin.Status.CapacitySGXDevicesPerNode[devcluster.RealNodeName] < 1 {
+		t.Errorf("SGXPlugin status %+v", plugin.Status)
+	}
+}
+
+// A pod that asks for an enclave gets the device node: its own LAS probe
+// (as uid 65532) opens /dev/sgx_enclave, and seen from the host the
+// container's /dev/sgx_enclave is the fake device, 1:3.
+func testPodGetsTheDevice(t *testing.T, e *realNodeEnv) {
+	img, pull := pullNever("cloister-las")
+	one := resource.MustParse("1")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "enclave-user", Namespace: "default"},
+		Spec: onRealNode(corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "enclave", Image: img, ImagePullPolicy: pull, Args: []string{"--port=18800", "--dev-root=/dev", "--probe-interval=1s"},
+			Resources:       corev1.ResourceRequirements{Limits: corev1.ResourceList{sgx.ResourceEnclave: one}},
+			ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(18800)}}, PeriodSeconds: 1},
+			SecurityContext: restricted(),
+		}}}),
+	}
+	if _, err := e.cs.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", "enclave-user", "to be Ready", 2*time.Minute, podReady)
+	pids := liveProcessesMentioning("--port=18800")
+	if len(pids) != 1 {
+		t.Fatalf("processes of the enclave pod: %v", pids)
+	}
+	pid, _, _ := strings.Cut(pids[0], ":")
+	for _, dev := range []string{"/dev/sgx_enclave", "/dev/sgx/enclave"} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join("/proc", pid, "root", dev), &st); err != nil {
+			t.Errorf("%s in the container: %v", dev, err)
+		} else if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 1 || unix.Minor(st.Rdev) != 3 {
+			t.Errorf("%s in the container: mode %o, device %d:%d, want the fake 1:3", dev, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		}
+	}
+}
+
+// LAS CR -> LAS Ready on the real node; the host's device made
+// unreadable -> the pod not ready, the CR UNHEALTHY with lasReplicaAlert
+// (seed 001's "LAS Unhealthy"); restored -> HEALTHY.
+func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
+	las := &basev1beta1.LAS{
+		ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.LASSpec{HostPort: 18766, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
+			NodeSelector: common.NodeSelector{sgx.Label: "true", devcluster.LabelRealNode: "true"}}},
+	}
+	if err := e.crs.Create(context.Background(), las); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e.crs, las, common.StateHealthy)
+	if las.Status.NumberAvailable != 1 || las.Status.LASReplicaAlert != 0 {
+		t.Fatalf("healthy LAS status %+v", las.Status)
+	}
+	device := filepath.Join(e.node.DevicesDir(), "sgx_enclave")
+	if err := os.Chmod(device, 0); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			os.Chmod(device, 0o666)
+		}
+	}()
+	waitState(t, e.crs, las, common.StateUnhealthy)
+	if las.Status.LASReplicaAlert < 1 || las.Status.NumberAvailable != 0 {
+		t.Errorf("LAS status with the device closed: %+v", las.Status)
+	}
+	if err := os.Chmod(device, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	waitState(t, e.crs, las, common.StateHealthy)
+}
+
+// kubectl logs and exec reach the real kubelet through the API server.
+func testLogsAndExec(t *testing.T, e *realNodeEnv) {
+	pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("LAS pods: %v %v", err, pods)
+	}
+	name := pods.Items[0].Name
+	out, err := kubectl(t, e.c, "logs", "-n", operatorNamespace, name)
+	if err != nil || !strings.Contains(out, "serving local attestation") {
+		t.Errorf("kubectl logs %s: %v\n%s", name, err, out)
+	}
+	out, err = kubectl(t, e.c, "exec", "-n", operatorNamespace, name, "--", "cloister-las", "--help")
+	if err != nil || !strings.Contains(out, "-dev-root") {
+		t.Errorf("kubectl exec %s -- cloister-las --help: %v\n%s", name, err, out)
+	}
+}
+
+// CAS runs as a pod; the test initialises it and registers a policy with
+// the CLI, as an owner would; a pod's init container attests with
+// simulated evidence and writes the certificate its main container starts
+// with. The certificate names the service, chains to CAS's root and says
+// the evidence was insecure.
+func testInitContainerAttests(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	state := t.TempDir()
+	if err := os.Chown(state, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	img, pull := pullNever("cloister-cas")
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	cas := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "cas", Namespace: "default"},
+		Spec: onRealNode(corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "cas", Image: img, ImagePullPolicy: pull,
+				Args:            []string{"--listen=:8081", "--state-dir=/state", "--sealer=file:/state/seed", "--simulation", "--tls-san=$(POD_IP)"},
+				Env:             []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "state", MountPath: "/state"}},
+				SecurityContext: restricted(),
+			}},
+			Volumes: []corev1.Volume{{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: state, Type: &dirOrCreate}}}},
+		}),
+	}
+	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, cas, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cas = e.waitPod(t, "default", "cas", "to run", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" })
+	url := "https://" + cas.Status.PodIP + ":8081"
+	tlsCert := filepath.Join(state, "tls.crt")
+	work := t.TempDir()
+	cli := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(filepath.Join(e.bin, "cloister"), args...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		if err != nil {
+			return out.String(), &cliError{args: args, err: err, stderr: errOut.String()}
+		}
+		return out.String(), nil
+	}
+	pub, err := cli("policy", "keygen", "--out", filepath.Join(work, "owner.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(work, "owner.pub.pem"), []byte(pub), 0o644)
+	// CAS answers once it has made its TLS identity and listens.
+	waitFor(t, "CAS to be initialised", time.Minute, func(context.Context) (bool, string, error) {
+		_, err := cli("cas", "init", "--cas", url, "--cas-ca", tlsCert, "--recovery-owner", filepath.Join(work, "owner.pub.pem"),
+			"--threshold", "1", "--out", filepath.Join(work, "shares.json"))
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+	policy := "version: cloister.dev/policy/v1\nname: demo\nowners:\n  keys:\n  - |\n" + indent(pub, "    ") +
+		"allowSimulation: true\nservices:\n- name: web\n  attestation: {identities: []}\n  certificate: {sans: [web.demo.svc], validity: 24h}\n"
+	os.WriteFile(filepath.Join(work, "policy.yaml"), []byte(policy), 0o644)
+	signed, err := cli("policy", "sign", "--key", filepath.Join(work, "owner.pem"), "--cas-address", url, filepath.Join(work, "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(work, "signed.yaml"), []byte(signed), 0o644)
+	if _, err := cli("cas", "register", "--cas", url, "--cas-ca", tlsCert, filepath.Join(work, "signed.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	caPEM, err := os.ReadFile(tlsCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cas-ca", Namespace: "default"}, Data: map[string]string{"tls.crt": string(caPEM)}}
+	if _, err := e.cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cliImg, _ := pullNever("cloister")
+	pauseImg, _ := pullNever("cloister-pause")
+	web := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: onRealNode(corev1.PodSpec{
+			InitContainers: []corev1.Container{{
+				Name: "attest", Image: cliImg, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"cas", "attest", "--cas", url, "--cas-ca", "/cas/tls.crt", "--policy", "demo", "--service", "web",
+					"--sim", "--out", "/run/cloister"},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "cas-ca", MountPath: "/cas", ReadOnly: true}, {Name: "tls", MountPath: "/run/cloister"}},
+				SecurityContext: restricted(),
+			}},
+			Containers: []corev1.Container{{
+				Name: "web", Image: pauseImg, ImagePullPolicy: corev1.PullNever,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister", ReadOnly: true}},
+				SecurityContext: restricted(),
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "cas-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cas-ca"}}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+			},
+		}),
+	}
+	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", "web", "to run after its init container", 2*time.Minute, func(p *corev1.Pod) bool {
+		if p.Status.Phase == corev1.PodFailed || (len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].RestartCount > 0) {
+			out, _ := kubectl(t, e.c, "logs", "-n", "default", "web", "-c", "attest")
+			t.Fatalf("the init container failed: %s\n%s", podSummary(p), out)
+		}
+		return p.Status.Phase == corev1.PodRunning
+	})
+	// The main container's view of its certificate, read from the host.
+	var chainPEM, rootPEM []byte
+	for _, line := range liveProcessesMentioning("cloister-pause") {
+		pid, _, _ := strings.Cut(line, ":")
+		dir := filepath.Join("/proc", pid, "root", "run", "cloister")
+		if data, err := os.ReadFile(filepath.Join(dir, casclient.CertChainFile)); err == nil {
+			chainPEM = data
+			rootPEM, _ = os.ReadFile(filepath.Join(dir, casclient.RootCAFile))
+		}
+	}
+	if chainPEM == nil {
+		t.Fatal("no container of the web pod has /run/cloister/" + casclient.CertChainFile)
+	}
+	var certs []*x509.Certificate
+	for rest := chainPEM; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs = append(certs, c)
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(rootPEM) || len(certs) == 0 {
+		t.Fatalf("chain of %d certificates, root %q", len(certs), rootPEM)
+	}
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	leaf := certs[0]
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: "web.demo.svc"}); err != nil {
+		t.Errorf("the web pod's certificate: %v", err)
+	}
+	if leaf.Subject.CommonName != "web.demo" {
+		t.Errorf("subject %s, want web.demo", leaf.Subject)
+	}
+	var claims string
+	for _, ext := range leaf.Extensions {
+		if ext.Id.Equal(pki.ClaimsOID) {
+			claims = string(ext.Value)
+		}
+	}
+	if !strings.Contains(claims, `"insecure":true`) || !strings.Contains(claims, `"type":"sim"`) {
+		t.Errorf("claims in the certificate %q: simulated evidence must say insecure", claims)
+	}
+	t.Logf("the web pod started with %s, issued by %s", leaf.Subject, leaf.Issuer)
+}
+
+type cliError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *cliError) Error() string {
+	return "cloister " + strings.Join(e.args, " ") + ": " + e.err.Error() + ": " + strings.TrimSpace(e.stderr)
+}
+
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if line != "" {
+			b.WriteString(prefix + line)
+		}
+	}
+	return b.String()
+}

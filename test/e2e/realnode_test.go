@@ -1,0 +1,259 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/operator"
+	"github.com/cloister-cc/cloister/internal/realnode"
+	"github.com/cloister-cc/cloister/internal/toolchain"
+	"github.com/cloister-cc/cloister/internal/version"
+)
+
+// imageVersion tags the images the real-node tests build and import.
+const imageVersion = "e2e"
+
+// realNodeEnv is a dev cluster with one simulated and one real node,
+// Cloister's images imported there and the operator pointed at them.
+type realNodeEnv struct {
+	c    *devcluster.Cluster
+	node *realnode.Node
+	cs   kubernetes.Interface
+	crs  client.WithWatch
+	bin  string // the binaries the images hold
+}
+
+// imageRef is the name of one of the imported images.
+func imageRef(name string) string { return image.Ref(image.DefaultRegistry, name, imageVersion) }
+
+// buildImages builds every binary statically, as make build does, and its
+// image, as make images does.
+func buildImages(t *testing.T) (bin string, tarballs []string) {
+	t.Helper()
+	bin, out := t.TempDir(), t.TempDir()
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
+		"-X github.com/cloister-cc/cloister/internal/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the binaries: %v\n%s", err, out)
+	}
+	built, err := image.BuildAll(bin, out, image.DefaultRegistry, imageVersion, version.Get().Commit, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range built {
+		tarballs = append(tarballs, b.File)
+	}
+	return bin, tarballs
+}
+
+// hostState is what the real node may change on the host.
+type hostState struct {
+	missing []string // fixed paths and cgroups that do not exist
+	bridge  bool
+}
+
+func readHostState() hostState {
+	var s hostState
+	paths := slices.Concat(realnode.KubeletPaths, realnode.RuntimePaths,
+		realnode.CgroupTrees("kubepods"), realnode.CgroupTrees(realnode.Namespace))
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			s.missing = append(s.missing, p)
+		}
+	}
+	_, err := net.InterfaceByName(realnode.DefaultNetwork.Bridge)
+	s.bridge = err == nil
+	return s
+}
+
+// liveProcessesMentioning lists processes (not zombies) with s in their
+// command line.
+func liveProcessesMentioning(s string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), s) || e.Name() == fmt.Sprint(os.Getpid()) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
+}
+
+// startRealNodeEnv brings the environment up and registers its removal,
+// which must leave nothing behind on the host.
+func startRealNodeEnv(t *testing.T) *realNodeEnv {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the real node needs root: containerd, runc, mounts and a network bridge")
+	}
+	if _, err := realnode.Runc(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tc := tools(t)
+	kubelet, runtime := tc.Node()
+	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {
+		if err := chain.Ensure(ctx, os.Stderr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, images := buildImages(t)
+	before := readHostState()
+	if before.bridge {
+		t.Fatalf("bridge %s exists already: is another real node running?", realnode.DefaultNetwork.Bridge)
+	}
+	c := newCluster(t, "real")
+	env := &realNodeEnv{c: c, bin: bin}
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer dcancel()
+		if _, err := c.Down(dctx); err != nil {
+			t.Errorf("dev down: %v", err)
+		}
+		if env.node == nil {
+			return
+		}
+		if left := liveProcessesMentioning(env.node.Dir); len(left) > 0 {
+			t.Errorf("processes left:\n%s", strings.Join(left, "\n"))
+		}
+		if mounts, _ := realnode.MountsUnder(env.node.Dir); len(mounts) > 0 {
+			t.Errorf("mounts left: %v", mounts)
+		}
+		after := readHostState()
+		if after.bridge {
+			t.Errorf("bridge %s left", realnode.DefaultNetwork.Bridge)
+		}
+		if left := slices.DeleteFunc(slices.Clone(before.missing), func(p string) bool { return slices.Contains(after.missing, p) }); len(left) > 0 {
+			t.Errorf("paths made outside the node's folder and left: %v", left)
+		}
+		if _, err := os.Stat(env.node.Dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the node's folder %s is left: %v", env.node.Dir, err)
+		}
+		os.RemoveAll(c.Workdir)
+	})
+	if _, err := c.Up(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	node, err := c.UpRealNode(ctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("real node %s Ready in %s (%s, %s)", node.Name, time.Since(start).Round(time.Millisecond),
+		node.Status.NodeInfo.KubeletVersion, node.Status.NodeInfo.ContainerRuntimeVersion)
+	if env.node, err = c.RealNode(devcluster.RealNodeTools{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.crs, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	installCRDs(t, c, env.cs)
+	op := newOperator(t, c)
+	op.args = []string{
+		"--device-plugin-image=" + imageRef("cloister-device-plugin"), "--las-image=" + imageRef("cloister-las"),
+		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
+	}
+	op.start(t)
+	t.Cleanup(func() { op.stop(t) })
+	return env
+}
+
+// waitPod waits until the pod satisfies cond, saying what it saw.
+func (e *realNodeEnv) waitPod(t *testing.T, ns, name, what string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	waitFor(t, fmt.Sprintf("pod %s/%s %s", ns, name, what), timeout, func(ctx context.Context) (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		pod = p
+		return cond(p), podSummary(p), nil
+	})
+	return pod
+}
+
+func podSummary(p *corev1.Pod) string {
+	s := fmt.Sprintf("phase %s on %q", p.Status.Phase, p.Spec.NodeName)
+	for _, c := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		switch {
+		case c.State.Waiting != nil:
+			s += fmt.Sprintf("; %s waiting: %s %s", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+		case c.State.Terminated != nil:
+			s += fmt.Sprintf("; %s terminated: %s (exit %d) %s", c.Name, c.State.Terminated.Reason, c.State.Terminated.ExitCode, c.State.Terminated.Message)
+		default:
+			s += fmt.Sprintf("; %s running, ready %v", c.Name, c.Ready)
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			s += fmt.Sprintf("; %s: %s", c.Type, c.Message)
+		}
+	}
+	return s
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// onRealNode pins a pod to the real node.
+func onRealNode(spec corev1.PodSpec) corev1.PodSpec {
+	spec.NodeSelector = map[string]string{devcluster.LabelRealNode: "true"}
+	return spec
+}
+
+// restricted is the pod security context every test pod gets: non-root
+// as the image says, no capability, no escalation.
+func restricted() *corev1.SecurityContext {
+	no := false
+	yes := true
+	return &corev1.SecurityContext{
+		RunAsNonRoot: &yes, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+		Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
