@@ -79,9 +79,10 @@ push: build
 fuzz:
 	GO=$(GO) FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
-## demo: the dev cluster, the CRDs, cloister-operator and the SGXPlugin,
-## CEXPlugin and LAS samples, shown HEALTHY (hack/demo.sh).
-demo: build
+## demo: the dev cluster (with a real node as root), the CRDs,
+## cloister-operator and the SGXPlugin, CEXPlugin and LAS samples, shown
+## HEALTHY (hack/demo.sh).
+demo: images node-deps
 	hack/demo.sh up
 
 demo-down: build

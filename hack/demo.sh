@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo` and `make demo-down`. up: the dev cluster, Cloister's CRDs,
+# `make demo` and `make demo-down`. up: the dev cluster (with a real node
+# when run as root: Cloister's pods then really run), Cloister's CRDs,
 # cloister-operator running outside the cluster with the cluster's
 # kubeconfig (as a developer runs it), and the SGXPlugin, CEXPlugin and LAS
 # samples until they are HEALTHY; then a local cloister-cas (simulation allowed):
@@ -97,7 +98,8 @@ demo_cas() {
 }
 
 up() {
-	"$CLOISTER" dev up
+	# --real-node says why it cannot (not root, no runc) and goes on without.
+	"$CLOISTER" dev up --real-node
 	TOOLS=$("$CLOISTER" dev tools)
 	KUBECONFIG_PATH=$("$CLOISTER" dev kubeconfig)
 	echo "Installing the CRDs"
@@ -108,9 +110,11 @@ up() {
 	stop_operator
 	mkdir -p "$STATE"
 	echo "Starting cloister-operator (log: $STATE/operator.log)"
+	# The real node's fake devices and kubelet folder (no flags without one).
+	# shellcheck disable=SC2046
 	OPERATOR_NAMESPACE=cloister-system KUBECONFIG="$KUBECONFIG_PATH" nohup "$OPERATOR" \
 		--metrics-bind-address=127.0.0.1:18443 --health-probe-bind-address=127.0.0.1:18081 \
-		>"$STATE/operator.log" 2>&1 &
+		$("$CLOISTER" dev operator-flags) >"$STATE/operator.log" 2>&1 &
 	echo $! >"$PIDFILE"
 
 	echo "Applying the SGXPlugin, CEXPlugin and LAS samples"
@@ -123,10 +127,15 @@ up() {
 		exit 1
 	fi
 	echo
-	kube get nodes -L cloister.dev/tee -L kubernetes.io/arch
+	kube get nodes -L cloister.dev/tee -L kubernetes.io/arch -L cloister.dev/real-node
 	echo
 	kube get sgx,cex,las
 	echo
+	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
+		echo "Cloister's pods on the real node (containerd and runc, not simulated):"
+		kube get pods -A -o wide --field-selector spec.nodeName=real
+		echo
+	fi
 	demo_cas
 	echo
 	echo "The cluster, the operator and CAS keep running. Use them with:"

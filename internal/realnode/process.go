@@ -115,3 +115,28 @@ func zombie(pid int) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
+
+// LockHost takes the host-wide lock of real-node parts, blocking until it
+// is free. A host has one real node: tests that start containerd or a
+// kubelet (in several packages, which go test runs at once) hold it, so
+// neither removes a fixed path the other recorded as its own.
+func LockHost() (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "cloister-realnode.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the real node lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking the real node lock: %w", err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

@@ -57,6 +57,11 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if _, err := Runc(); err != nil {
 		t.Skip(err)
 	}
+	unlock, err := LockHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tc, err := toolchain.Locate()

@@ -46,7 +46,7 @@ func imageRef(name string) string { return image.Ref(image.DefaultRegistry, name
 
 // buildImages builds every binary statically, as make build does, and its
 // image, as make images does.
-func buildImages(t *testing.T) (bin string, tarballs []string) {
+func buildImages(t testing.TB) (bin string, tarballs []string) {
 	t.Helper()
 	bin, out := t.TempDir(), t.TempDir()
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
@@ -125,6 +125,11 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 		}
 	}
 	bin, images := buildImages(t)
+	unlock, err := realnode.LockHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
 	before := readHostState()
 	if before.bridge {
 		t.Fatalf("bridge %s exists already: is another real node running?", realnode.DefaultNetwork.Bridge)
