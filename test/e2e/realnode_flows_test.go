@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
 // The dev cluster's real node, end to end, as root (skipped otherwise):
@@ -48,6 +51,7 @@ func TestRealNode(t *testing.T) {
 		{"LASUnhealthyWhileTheDeviceIsClosed", testLASFollowsTheDevice},
 		{"LogsAndExec", testLogsAndExec},
 		{"InitContainerAttestsToCAS", testInitContainerAttests},
+		{"UpAgainAfterACrash", testUpAgainAfterACrash},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, env) }) {
@@ -384,4 +388,57 @@ func indent(s, prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// After the kubelet and containerd are killed, `dev up` (UpRealNode)
+// brings the node back: Ready again, the running pods kept (their
+// containers outlive containerd in their shims) and new pods start.
+func testUpAgainAfterACrash(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	before, err := e.cs.CoreV1().Pods("default").Get(ctx, "enclave-user", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var killed []int
+	for _, line := range liveProcessesMentioning(e.node.Dir) {
+		pidStr, cmd, _ := strings.Cut(line, ": ")
+		if strings.Contains(cmd, "/kubelet ") || strings.Contains(cmd, "/containerd --config") {
+			pid, _ := strconv.Atoi(pidStr)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killed = append(killed, pid)
+		}
+	}
+	if len(killed) != 2 {
+		t.Fatalf("killed %v, want the kubelet and containerd", killed)
+	}
+	waitFor(t, "the kubelet and containerd to be gone", 10*time.Second, func(context.Context) (bool, string, error) {
+		for _, line := range liveProcessesMentioning(e.node.Dir) {
+			if strings.Contains(line, "/kubelet ") || strings.Contains(line, "/containerd --config") {
+				return false, line, nil
+			}
+		}
+		return true, "", nil
+	})
+	kubelet, runtime := tools(t).Node()
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if _, err := e.c.UpRealNode(tctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: e.images}); err != nil {
+		t.Fatal(err)
+	}
+	after := e.waitPod(t, "default", "enclave-user", "to be Ready again", 2*time.Minute, podReady)
+	if after.UID != before.UID || after.Status.ContainerStatuses[0].RestartCount != before.Status.ContainerStatuses[0].RestartCount {
+		t.Errorf("the pod was replaced or restarted: uid %s -> %s, restarts %d -> %d", before.UID, after.UID,
+			before.Status.ContainerStatuses[0].RestartCount, after.Status.ContainerStatuses[0].RestartCount)
+	}
+	img, pull := pullNever("cloister-pause")
+	fresh := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "after-crash", Namespace: "default"},
+		Spec:       onRealNode(corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: img, ImagePullPolicy: pull, SecurityContext: restricted()}}}),
+	}
+	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, fresh, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", "after-crash", "to run", time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 }

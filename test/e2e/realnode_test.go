@@ -34,11 +34,12 @@ const imageVersion = "e2e"
 // realNodeEnv is a dev cluster with one simulated and one real node,
 // Cloister's images imported there and the operator pointed at them.
 type realNodeEnv struct {
-	c    *devcluster.Cluster
-	node *realnode.Node
-	cs   kubernetes.Interface
-	crs  client.WithWatch
-	bin  string // the binaries the images hold
+	c      *devcluster.Cluster
+	node   *realnode.Node
+	cs     kubernetes.Interface
+	crs    client.WithWatch
+	bin    string   // the binaries the images hold
+	images []string // their tarballs
 }
 
 // imageRef is the name of one of the imported images.
@@ -135,7 +136,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 		t.Fatalf("bridge %s exists already: is another real node running?", realnode.DefaultNetwork.Bridge)
 	}
 	c := newCluster(t, "real")
-	env := &realNodeEnv{c: c, bin: bin}
+	env := &realNodeEnv{c: c, bin: bin, images: images}
 	t.Cleanup(func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer dcancel()
