@@ -3,6 +3,7 @@ package main
 import (
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,5 +52,37 @@ func TestBuildAndPush(t *testing.T) {
 	}
 	if err := run(t.TempDir(), out, "r", "v", "", "", ""); err == nil || !strings.Contains(err.Error(), "make build first") {
 		t.Errorf("missing binaries: %v", err)
+	}
+}
+
+// Two builds from source, as make build and make images do them (static,
+// -trimpath, version stamped), give the same image digest: built here for
+// the smallest binary, in two folders, so no cache of a path can help.
+func TestImagesFromSourceAreReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary twice")
+	}
+	var digests []string
+	for range 2 {
+		bin := t.TempDir()
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
+			"-X github.com/cloister-cc/cloister/internal/version.Version=v9 -X github.com/cloister-cc/cloister/internal/version.Commit=abc",
+			"-o", filepath.Join(bin, "cloister-pause"), "github.com/cloister-cc/cloister/cmd/cloister-pause")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		img, err := image.Build(image.Spec{Name: "cloister-pause", Binary: filepath.Join(bin, "cloister-pause"), Version: "v9", Revision: "abc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, d.String())
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("two builds, two digests: %v", digests)
 	}
 }
