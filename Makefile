@@ -9,6 +9,8 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/cloister-cc/cloister/internal/version.Version=$(VERSION) \
            -X github.com/cloister-cc/cloister/internal/version.Commit=$(COMMIT)
 CLOISTER := $(BIN)/cloister
+# Where make images writes (cloister dev up --real-node imports from there).
+IMAGES  := $(or $(CLOISTER_CACHE_DIR),.cache)/images
 # Also in config/crd's staleness test: keep the two in step.
 CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/... \
                        output:crd:artifacts:config=config/crd/bases \
@@ -66,14 +68,15 @@ node-deps:
 	fi
 
 ## images: an OCI image per binary (no Docker, no base image; reproducible)
-## as OCI-layout tarballs in .cache/images. push: the same, pushed to
+## as OCI-layout tarballs in .cache/images, and pinned.txt naming each by
+## digest. push: the same, pushed to
 ## REGISTRY (make push REGISTRY=ghcr.io/you).
 images: build
-	$(GO) run ./hack/images -version $(VERSION) -revision $(COMMIT)
+	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT)
 
 push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
-	$(GO) run ./hack/images -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY)
+	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY)
 
 ## fuzz: every fuzz target for FUZZTIME (default 60s), with the executions each made.
 fuzz:

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/image"
 )
+
+// PinnedFile lists each image by digest, in -out.
+const PinnedFile = "pinned.txt"
 
 func main() {
 	bin := flag.String("bin", "bin", "directory of the static binaries (make build)")
@@ -35,6 +39,14 @@ func run(bin, out, registry, version, revision, source, push string) error {
 	built, err := image.BuildAll(bin, out, registry, version, revision, source)
 	if err != nil {
 		return fmt.Errorf("%w (run make build first)", err)
+	}
+	// NAME REF@DIGEST per line: what scripts pin manifests to.
+	var pinned strings.Builder
+	for _, b := range built {
+		fmt.Fprintf(&pinned, "%s %s\n", b.Name, b.Pinned())
+	}
+	if err := os.WriteFile(filepath.Join(out, PinnedFile), []byte(pinned.String()), 0o644); err != nil {
+		return err
 	}
 	for _, b := range built {
 		fmt.Printf("%s@%s\t%s\n", b.Ref, b.Digest, b.File)

@@ -31,9 +31,16 @@ func TestBuildAndPush(t *testing.T) {
 	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister"); err != nil {
 		t.Fatal(err)
 	}
+	pinned, err := os.ReadFile(filepath.Join(out, PinnedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range image.Binaries {
 		if _, err := os.Stat(filepath.Join(out, b+".tar")); err != nil {
 			t.Error(err)
+		}
+		if !strings.Contains(string(pinned), b+" ghcr.io/cloister-cc/"+b+":v9.9.9@sha256:") {
+			t.Errorf("%s not pinned in %s:\n%s", b, PinnedFile, pinned)
 		}
 		want, err := image.Build(image.Spec{Name: b, Binary: filepath.Join(bin, b), Version: "v9.9.9", Revision: "abc", Source: "src"})
 		if err != nil {

@@ -157,14 +157,21 @@ func TestBuildAllAndReadRef(t *testing.T) {
 		t.Fatalf("%d images for %d binaries", len(built), len(Binaries))
 	}
 	for _, b := range built {
-		ref, err := ReadRef(b.File)
-		if err != nil || ref != "registry.example/x/"+b.Name+":v1.2.3" || ref != b.Ref {
-			t.Errorf("%s: ReadRef = %q, %v", b.File, ref, err)
+		ref, digest, err := ReadRef(b.File)
+		if err != nil || ref != "registry.example/x/"+b.Name+":v1.2.3" || ref != b.Ref || digest != b.Digest {
+			t.Errorf("%s: ReadRef = %q %q, %v; built %s", b.File, ref, digest, err, b.Pinned())
+		}
+	}
+	for ref, repo := range map[string]string{
+		"ghcr.io/x/las:v1@sha256:ab": "ghcr.io/x/las", "localhost:5000/las:v1": "localhost:5000/las", "localhost:5000/las": "localhost:5000/las",
+	} {
+		if got := Repository(ref); got != repo {
+			t.Errorf("Repository(%q) = %q, want %q", ref, got, repo)
 		}
 	}
 	bad := filepath.Join(t.TempDir(), "bad.tar")
 	os.WriteFile(bad, nil, 0o644)
-	if _, err := ReadRef(bad); err == nil {
+	if _, _, err := ReadRef(bad); err == nil {
 		t.Error("an empty tarball has a ref")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -58,38 +59,54 @@ func BuildAll(binDir, outDir, registry, version, revision, source string) ([]Bui
 }
 
 // ReadRef is the image name an OCI-layout tarball's index gives its
-// image (WriteOCI's ref).
-func ReadRef(file string) (string, error) {
+// image (WriteOCI's ref), and the image's manifest digest.
+func ReadRef(file string) (ref, digest string, err error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer f.Close()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("%s has no index.json: not an OCI image layout", file)
+			return "", "", fmt.Errorf("%s has no index.json: not an OCI image layout", file)
 		}
 		if err != nil {
-			return "", fmt.Errorf("reading %s: %w", file, err)
+			return "", "", fmt.Errorf("reading %s: %w", file, err)
 		}
 		if h.Name != "index.json" {
 			continue
 		}
 		var index struct {
 			Manifests []struct {
+				Digest      string            `json:"digest"`
 				Annotations map[string]string `json:"annotations"`
 			} `json:"manifests"`
 		}
 		if err := json.NewDecoder(tr).Decode(&index); err != nil {
-			return "", fmt.Errorf("reading %s's index: %w", file, err)
+			return "", "", fmt.Errorf("reading %s's index: %w", file, err)
 		}
 		for _, m := range index.Manifests {
 			if ref := m.Annotations["org.opencontainers.image.ref.name"]; ref != "" {
-				return ref, nil
+				return ref, m.Digest, nil
 			}
 		}
-		return "", fmt.Errorf("%s names no image (no org.opencontainers.image.ref.name)", file)
+		return "", "", fmt.Errorf("%s names no image (no org.opencontainers.image.ref.name)", file)
 	}
+}
+
+// Pinned is ref with its digest: name:tag@sha256:..., what manifests
+// should name so a moved tag cannot change what runs.
+func (b Built) Pinned() string { return b.Ref + "@" + b.Digest }
+
+// Repository is a reference without its tag or digest.
+func Repository(ref string) string {
+	if at := strings.IndexByte(ref, '@'); at >= 0 {
+		ref = ref[:at]
+	}
+	if colon := strings.LastIndexByte(ref, ':'); colon > strings.LastIndexByte(ref, '/') {
+		ref = ref[:colon]
+	}
+	return ref
 }

@@ -156,7 +156,7 @@ func (n *Node) Up(ctx context.Context) error {
 // them by name.
 func readImages(files []string) (all []string, pause, cli string, err error) {
 	for _, f := range files {
-		ref, err := image.ReadRef(f)
+		ref, _, err := image.ReadRef(f)
 		if err != nil {
 			return nil, "", "", fmt.Errorf("image %s: %w (run `make images`)", f, err)
 		}
@@ -175,11 +175,8 @@ func readImages(files []string) (all []string, pause, cli string, err error) {
 
 // imageName is the last path element of a reference without its tag.
 func imageName(ref string) string {
-	name := ref[strings.LastIndexByte(ref, '/')+1:]
-	if i := strings.LastIndexByte(name, ':'); i >= 0 {
-		name = name[:i]
-	}
-	return name
+	repo := image.Repository(ref)
+	return repo[strings.LastIndexByte(repo, '/')+1:]
 }
 
 // Down stops every process of the node and removes the bridge, its mounts,

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/image"
 )
 
 // Namespace is the containerd namespace the kubelet's CRI uses.
@@ -162,9 +164,18 @@ func (r *Runtime) Ctr(ctx context.Context, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// Import loads an image tarball (OCI layout or docker save).
+// Import loads an OCI-layout tarball (make images) and names the image
+// by its digest too (repository@sha256:...): the kubelet looks a pinned
+// reference up by that name, and would otherwise go to the registry.
 func (r *Runtime) Import(ctx context.Context, tarball string) error {
-	_, err := r.Ctr(ctx, "images", "import", tarball)
+	ref, digest, err := image.ReadRef(tarball)
+	if err != nil {
+		return err
+	}
+	if _, err := r.Ctr(ctx, "images", "import", tarball); err != nil {
+		return err
+	}
+	_, err = r.Ctr(ctx, "images", "tag", "--force", ref, image.Repository(ref)+"@"+digest)
 	return err
 }
 

@@ -115,6 +115,11 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if out, err := r.Ctr(ctx, "images", "ls"); err != nil || !strings.Contains(string(out), "io.cri-containerd.pinned=pinned") {
 		t.Errorf("the sandbox image is not pinned: %v\n%s", err, out)
 	}
+	// Named by digest too, as manifests that pin it name it.
+	digest, _ := img.Digest()
+	if out, err := r.Ctr(ctx, "images", "ls", "-q"); err != nil || !strings.Contains(string(out), "localhost/cloister/pause@"+digest.String()) {
+		t.Errorf("no image named by its digest %s: %v\n%s", digest, err, out)
+	}
 	if _, err := r.Ctr(ctx, "run", "--detach", "--runc-root", r.RuncRoot(), ref, "p1"); err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,8 @@ func BenchmarkRealNodeUp(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	_, images := buildImages(b)
+	_, built := buildImages(b)
+	images := tarballs(built)
 	unlock, err := realnode.LockHost()
 	if err != nil {
 		b.Fatal(err)

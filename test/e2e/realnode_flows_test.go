@@ -119,6 +119,10 @@ func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
 	if plugin.Status.ReadyReplicas != 1 || plugin.Status.CapacitySGXDevicesPerNode[devcluster.RealNodeName] < 1 {
 		t.Errorf("SGXPlugin status %+v", plugin.Status)
 	}
+	pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-sgx-plugin"})
+	if err != nil || len(pods.Items) != 1 || !strings.Contains(pods.Items[0].Spec.Containers[0].Image, "@sha256:") {
+		t.Errorf("the plugin pod does not run a digest-pinned image: %v %+v", err, pods)
+	}
 }
 
 // A pod that asks for an enclave gets the device node: its own LAS probe

@@ -47,7 +47,7 @@ func imageRef(name string) string { return image.Ref(image.DefaultRegistry, name
 
 // buildImages builds every binary statically, as make build does, and its
 // image, as make images does.
-func buildImages(t testing.TB) (bin string, tarballs []string) {
+func buildImages(t testing.TB) (bin string, built []image.Built) {
 	t.Helper()
 	bin, out := t.TempDir(), t.TempDir()
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
@@ -61,10 +61,27 @@ func buildImages(t testing.TB) (bin string, tarballs []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range built {
-		tarballs = append(tarballs, b.File)
+	return bin, built
+}
+
+// tarballs are the files of built images.
+func tarballs(built []image.Built) []string {
+	files := make([]string, len(built))
+	for i, b := range built {
+		files[i] = b.File
 	}
-	return bin, tarballs
+	return files
+}
+
+// pinned is the digest-pinned reference of the named image.
+func pinned(t testing.TB, built []image.Built, name string) string {
+	for _, b := range built {
+		if b.Name == name {
+			return b.Pinned()
+		}
+	}
+	t.Fatalf("no image %s", name)
+	return ""
 }
 
 // hostState is what the real node may change on the host.
@@ -125,7 +142,8 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 			t.Fatal(err)
 		}
 	}
-	bin, images := buildImages(t)
+	bin, built := buildImages(t)
+	images := tarballs(built)
 	unlock, err := realnode.LockHost()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +212,9 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	installCRDs(t, c, env.cs)
 	op := newOperator(t, c)
 	op.args = []string{
-		"--device-plugin-image=" + imageRef("cloister-device-plugin"), "--las-image=" + imageRef("cloister-las"),
+		// Pinned by digest, as manifests should be: the node has the images
+		// under that name too.
+		"--device-plugin-image=" + pinned(t, built, "cloister-device-plugin"), "--las-image=" + pinned(t, built, "cloister-las"),
 		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
 	}
 	op.start(t)
