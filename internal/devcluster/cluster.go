@@ -194,7 +194,7 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	hadRealNode := realNode.Exists()
-	if err := realNode.Down(ctx); err != nil {
+	if err := realNode.Down(); err != nil {
 		return true, fmt.Errorf("removing the real node of cluster %q: %w", c.Name, err)
 	}
 	_ = os.Remove(filepath.Dir(realNode.Dir))

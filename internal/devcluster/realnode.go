@@ -51,9 +51,6 @@ func (c *Cluster) RealNode(tools RealNodeTools) (*realnode.Node, error) {
 		Labels: map[string]string{LabelRealNode: "true"},
 		Log:    c.Log,
 	}
-	if n.Network.Service != kubernetesServiceIP() {
-		return nil, fmt.Errorf("the real node's service address %s is not the `kubernetes` Service's %s", n.Network.Service, kubernetesServiceIP())
-	}
 	if c.Exists() {
 		cfg, err := c.RESTConfig()
 		if err != nil {

@@ -87,11 +87,10 @@ func (n *Node) Up(ctx context.Context) error {
 	if err := n.Network.Validate(); err != nil {
 		return err
 	}
-	kubeletPaths := n.kubelet(nil)
-	if pids := otherKubelets(n.KubeletBin, kubeletPaths.configPath()); len(pids) > 0 {
+	if pids := otherKubelets(n.kubelet(nil).configPath()); len(pids) > 0 {
 		return fmt.Errorf("another kubelet runs on this host (pid %v): one real node per host, as two kubelets delete each other's pod cgroups; stop it or its dev cluster first", pids)
 	}
-	images, sandbox, proxy, err := readImages(n.Images)
+	sandbox, proxy, err := findImages(n.Images)
 	if err != nil {
 		return err
 	}
@@ -119,7 +118,7 @@ func (n *Node) Up(ctx context.Context) error {
 	// ctr imports one tarball a run; several runs at once halve the wait.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
-	for _, file := range images {
+	for _, file := range n.Images {
 		g.Go(func() error {
 			if err := rt.Import(gctx, file); err != nil {
 				return fmt.Errorf("importing %s: %w", file, err)
@@ -130,7 +129,7 @@ func (n *Node) Up(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	n.progress(start, "containerd up, %d images imported", len(images))
+	n.progress(start, "containerd up, %d images imported", len(n.Images))
 	if err := MakeFakeDevices(n.DevicesDir()); err != nil {
 		return err
 	}
@@ -152,13 +151,13 @@ func (n *Node) Up(ctx context.Context) error {
 	return nil
 }
 
-// readImages checks the tarballs and finds the pause and CLI images among
+// findImages checks the tarballs and finds the pause and CLI images among
 // them by name.
-func readImages(files []string) (all []string, pause, cli string, err error) {
+func findImages(files []string) (pause, cli string, err error) {
 	for _, f := range files {
 		ref, _, err := image.ReadRef(f)
 		if err != nil {
-			return nil, "", "", fmt.Errorf("image %s: %w (run `make images`)", f, err)
+			return "", "", fmt.Errorf("image %s: %w (run `make images`)", f, err)
 		}
 		switch imageName(ref) {
 		case "cloister-pause":
@@ -168,9 +167,9 @@ func readImages(files []string) (all []string, pause, cli string, err error) {
 		}
 	}
 	if pause == "" || cli == "" {
-		return nil, "", "", fmt.Errorf("the real node needs the cloister-pause and cloister images among %v; run `make images`", files)
+		return "", "", fmt.Errorf("the real node needs the cloister-pause and cloister images among %v; run `make images`", files)
 	}
-	return files, pause, cli, nil
+	return pause, cli, nil
 }
 
 // imageName is the last path element of a reference without its tag.
@@ -183,7 +182,7 @@ func imageName(ref string) string {
 // the cgroups and fixed paths Up made, and Dir. It works from the files
 // alone, after a crash or in another process; a node that does not exist
 // is not an error.
-func (n *Node) Down(ctx context.Context) error {
+func (n *Node) Down() error {
 	if _, err := os.Stat(n.Dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -229,7 +228,7 @@ func (n *Node) progress(start time.Time, format string, args ...any) {
 
 // otherKubelets lists kubelets on this host other than the one with the
 // given config file.
-func otherKubelets(bin, config string) []int {
+func otherKubelets(config string) []int {
 	return processes(func(argv [][]byte) bool {
 		if len(argv) == 0 || filepath.Base(string(argv[0])) != "kubelet" {
 			return false

@@ -278,7 +278,7 @@ func TestRecordMissing(t *testing.T) {
 }
 
 func TestReadImages(t *testing.T) {
-	if _, _, _, err := readImages(nil); err == nil || !strings.Contains(err.Error(), "make images") {
+	if _, _, err := findImages(nil); err == nil || !strings.Contains(err.Error(), "make images") {
 		t.Errorf("no images: %v", err)
 	}
 	if got := imageName("ghcr.io/cloister-cc/cloister-pause:v1"); got != "cloister-pause" {

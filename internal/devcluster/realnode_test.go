@@ -1,0 +1,66 @@
+package devcluster
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/realnode"
+)
+
+// The real node's proxy listens where pods look for the API server: the
+// `kubernetes` Service's address, which the API server certificate names.
+func TestRealNodeServiceAddress(t *testing.T) {
+	if realnode.DefaultNetwork.Service != kubernetesServiceIP() {
+		t.Errorf("the real node serves the API at %s, the kubernetes Service is %s", realnode.DefaultNetwork.Service, kubernetesServiceIP())
+	}
+	if !strings.Contains(fmtConfig(t), `kubeApiserverCertSANs: ["10.251.0.1"]`) {
+		t.Errorf("the API server certificate does not name the Service address:\n%s", fmtConfig(t))
+	}
+}
+
+func fmtConfig(t *testing.T) string {
+	t.Helper()
+	c := &Cluster{Name: "x", Workdir: t.TempDir(), Tools: fakeTools{}}
+	if err := c.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(c.configPath())
+	return string(data)
+}
+
+type fakeTools struct{}
+
+func (fakeTools) Path(name string) string { return "/bin/" + name }
+
+// A cluster whose API server certificate lacks the Service address (made
+// by an older cloister) is refused for a real node, with what to do.
+func TestCheckRealNodeSupport(t *testing.T) {
+	for _, tc := range []struct {
+		ips  []net.IP
+		want string
+	}{
+		{[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.251.0.1")}, ""},
+		{[]net.IP{net.ParseIP("127.0.0.1")}, "older cloister"},
+	} {
+		c := &Cluster{Name: "x", Workdir: t.TempDir()}
+		os.MkdirAll(filepath.Dir(c.pkiPath("admin.crt")), 0o755)
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IPAddresses: tc.ips}
+		der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+		os.WriteFile(c.pkiPath("admin.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+		err := c.checkRealNodeSupport()
+		if (tc.want == "" && err != nil) || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("SANs %v: %v, want %q", tc.ips, err, tc.want)
+		}
+	}
+}
