@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,6 +117,11 @@ func removeCreated(paths []string) error {
 			}
 			continue
 		}
+		// Made by this node, but since used by someone else too (a
+		// containerd or kubelet installed later): theirs now.
+		if servedSocketBelow(p) {
+			continue
+		}
 		if err := unmountUnder(p); err != nil {
 			errs = append(errs, err)
 			continue
@@ -125,6 +131,23 @@ func removeCreated(paths []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// servedSocketBelow reports whether a unix socket at or below dir has a
+// listener. Called once the node's own processes are gone.
+func servedSocketBelow(dir string) bool {
+	served := false
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || served || d.Type()&os.ModeSocket == 0 {
+			return nil
+		}
+		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
+			c.Close()
+			served = true
+		}
+		return nil
+	})
+	return served
 }
 
 // removeEntriesIn deletes what the node left in a fixed folder that

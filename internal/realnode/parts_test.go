@@ -275,6 +275,30 @@ func TestRecordMissing(t *testing.T) {
 	if err := removeRecorded(filepath.Join(dir, "none.json")); err != nil {
 		t.Errorf("no record: %v", err)
 	}
+	// A made folder where another process now serves a socket is theirs.
+	shared := filepath.Join(dir, "shared")
+	record = filepath.Join(dir, "node", "host2.json")
+	if err := recordMissing(record, []string{shared}); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(shared, 0o755)
+	l, err := net.Listen("unix", filepath.Join(shared, "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := removeRecorded(record); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(shared, "containerd.sock")); err != nil {
+		t.Errorf("a served socket in a folder the node made was removed: %v", err)
+	}
+	l.Close()
+	if err := removeRecorded(record); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(shared); !os.IsNotExist(err) {
+		t.Errorf("%s left once nobody serves its socket: %v", shared, err)
+	}
 }
 
 func TestReadImages(t *testing.T) {
