@@ -116,12 +116,19 @@ func zombie(pid int) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// LockHost takes the host-wide lock of real-node parts, blocking until it
-// is free. A host has one real node: tests that start containerd or a
-// kubelet (in several packages, which go test runs at once) hold it, so
-// neither removes a fixed path the other recorded as its own.
-func LockHost() (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "cloister-realnode.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+// LockFile is the lock's name in the tool cache.
+const LockFile = "realnode.lock"
+
+// LockHost takes the host-wide lock of real-node parts in file (the
+// tool cache's, say), blocking until it is free. A host has one real node:
+// tests that start containerd or a kubelet (in several packages, which go
+// test runs at once) hold it, so neither removes a fixed path the other
+// recorded as its own.
+func LockHost(file string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the real node lock: %w", err)
 	}

@@ -57,17 +57,17 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if _, err := Runc(); err != nil {
 		t.Skip(err)
 	}
-	unlock, err := LockHost()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tc, err := toolchain.Locate()
 	if err != nil {
 		t.Fatal(err)
 	}
+	unlock, err := LockHost(filepath.Join(tc.CacheRoot, LockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	_, tools := tc.Node()
 	if err := tools.Ensure(ctx, os.Stderr); err != nil {
 		t.Fatal(err)

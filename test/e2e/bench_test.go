@@ -74,7 +74,7 @@ func BenchmarkRealNodeUp(b *testing.B) {
 	}
 	_, built := buildImages(b)
 	images := tarballs(built)
-	unlock, err := realnode.LockHost()
+	unlock, err := realnode.LockHost(filepath.Join(tools(b).CacheRoot, realnode.LockFile))
 	if err != nil {
 		b.Fatal(err)
 	}

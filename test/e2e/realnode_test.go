@@ -144,7 +144,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	}
 	bin, built := buildImages(t)
 	images := tarballs(built)
-	unlock, err := realnode.LockHost()
+	unlock, err := realnode.LockHost(filepath.Join(tools(t).CacheRoot, realnode.LockFile))
 	if err != nil {
 		t.Fatal(err)
 	}
