@@ -33,9 +33,12 @@ tools:
 generate: tools
 	"$$($(GO) run ./cmd/cloister dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
 
-## build: every binary into bin/.
+## build: every binary into bin/; the operator's default images are then
+## pinned to the digests of the images of these binaries (make images).
 build: tools
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	pins=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -operator-ldflags) && \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator
 
 ## test: lint, then unit, envtest and end-to-end tests with the race detector.
 test: lint node-deps

@@ -110,14 +110,12 @@ up() {
 	stop_operator
 	mkdir -p "$STATE"
 	echo "Starting cloister-operator (log: $STATE/operator.log)"
-	# Images pinned by digest (make images wrote them), and the real node's
-	# fake devices and kubelet folder (no flags without a real node).
-	PINNED=${CLOISTER_CACHE_DIR:-.cache}/images/pinned.txt
+	# Its default images are pinned by digest (make build); the real node's
+	# fake devices and kubelet folder come from the dev cluster (no flags
+	# without a real node).
 	# shellcheck disable=SC2046
 	OPERATOR_NAMESPACE=cloister-system KUBECONFIG="$KUBECONFIG_PATH" nohup "$OPERATOR" \
 		--metrics-bind-address=127.0.0.1:18443 --health-probe-bind-address=127.0.0.1:18081 \
-		--device-plugin-image="$(awk '$1=="cloister-device-plugin"{print $2}' "$PINNED")" \
-		--las-image="$(awk '$1=="cloister-las"{print $2}' "$PINNED")" \
 		$("$CLOISTER" dev operator-flags) >"$STATE/operator.log" 2>&1 &
 	echo $! >"$PIDFILE"
 

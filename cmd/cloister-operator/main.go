@@ -2,6 +2,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,10 @@ import (
 	"github.com/cloister-cc/cloister/internal/release"
 	"github.com/cloister-cc/cloister/internal/version"
 )
+
+// The default images pinned by digest, set at link time by make build
+// (hack/images -operator-ldflags); a plain go build names them by tag.
+var devicePluginImage, lasImage string
 
 func main() {
 	err := run()
@@ -41,9 +46,9 @@ func run() error {
 	fs.BoolVar(&opts.SecureMetrics, "metrics-secure", true, "serve metrics over HTTPS, for authenticated and authorized clients only")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader among replicas (lease in $OPERATOR_NAMESPACE)")
-	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version,
+	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", cmp.Or(devicePluginImage, "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version),
 		"default image of the SGX and CEX device plugins")
-	fs.StringVar(&opts.Images.LAS, "las-image", "ghcr.io/cloister-cc/cloister-las:"+v.Version, "default image of LAS")
+	fs.StringVar(&opts.Images.LAS, "las-image", cmp.Or(lasImage, "ghcr.io/cloister-cc/cloister-las:"+v.Version), "default image of LAS")
 	fs.StringVar(&opts.Host.DevDir, "host-dev-dir", service.DefaultHostPaths.DevDir,
 		"host folder of the TEE device nodes, mounted into the device plugins and LAS (the dev cluster's real node has fake ones elsewhere)")
 	fs.StringVar(&opts.Host.KubeletDir, "host-kubelet-dir", service.DefaultHostPaths.KubeletDir,

@@ -28,7 +28,18 @@ func main() {
 	revision := flag.String("revision", "", "source commit label")
 	source := flag.String("source", "https://github.com/cloister-cc/cloister", "source repository label")
 	push := flag.String("push", "", "also push the images under this registry prefix (credentials from the docker config)")
+	operatorLDFlags := flag.Bool("operator-ldflags", false,
+		"only print the -X flags that pin cloister-operator's default images to the digests of the images of -bin (make build links them in)")
 	flag.Parse()
+	if *operatorLDFlags {
+		flags, err := pinOperatorDefaults(*bin, *registry, *version, *revision, *source)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "images:", err)
+			os.Exit(1)
+		}
+		fmt.Println(flags)
+		return
+	}
 	if err := run(*bin, *out, *registry, *version, *revision, *source, *push); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
@@ -63,4 +74,30 @@ func run(bin, out, registry, version, revision, source, push string) error {
 		fmt.Printf("pushed %s@%s\n", tag, b.Digest)
 	}
 	return nil
+}
+
+// operatorDefaults are the images cloister-operator names by default, by
+// the variable of its main package that holds each.
+var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage"}
+
+// pinOperatorDefaults builds the images the operator deploys (in memory)
+// and returns the linker flags that make them its defaults by digest.
+func pinOperatorDefaults(bin, registry, version, revision, source string) (string, error) {
+	var flags []string
+	for _, name := range image.Binaries {
+		variable, ok := operatorDefaults[name]
+		if !ok {
+			continue
+		}
+		img, err := image.Build(image.Spec{Name: name, Binary: filepath.Join(bin, name), Version: version, Revision: revision, Source: source})
+		if err != nil {
+			return "", err
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return "", err
+		}
+		flags = append(flags, fmt.Sprintf("-X main.%s=%s@%s", variable, image.Ref(registry, name, version), digest))
+	}
+	return strings.Join(flags, " "), nil
 }

@@ -93,3 +93,30 @@ func TestImagesFromSourceAreReproducible(t *testing.T) {
 		t.Errorf("two builds, two digests: %v", digests)
 	}
 }
+
+// The operator's pinned defaults are the digests make images gives the
+// same binaries.
+func TestOperatorLDFlags(t *testing.T) {
+	exe, _ := os.Executable()
+	data, _ := os.ReadFile(exe)
+	bin := t.TempDir()
+	for _, b := range image.Binaries {
+		os.WriteFile(filepath.Join(bin, b), data, 0o755)
+	}
+	flags, err := pinOperatorDefaults(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := image.BuildAll(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range built {
+		if variable, ok := operatorDefaults[b.Name]; ok && !strings.Contains(flags, "-X main."+variable+"="+b.Pinned()) {
+			t.Errorf("flags %q do not pin %s to %s", flags, variable, b.Pinned())
+		}
+	}
+	if strings.Count(flags, "-X ") != len(operatorDefaults) {
+		t.Errorf("flags %q", flags)
+	}
+}
