@@ -15,15 +15,22 @@ import (
 	"github.com/cloister-cc/cloister/internal/image"
 )
 
-// The images are written and pushed to a real registry implementation
-// (go-containerregistry's, in memory) and pulled back unchanged.
-func TestBuildAndPush(t *testing.T) {
+// fakeBinaries is a bin folder with this test binary under every name.
+func fakeBinaries(t *testing.T) string {
+	t.Helper()
 	exe, _ := os.Executable()
 	data, _ := os.ReadFile(exe)
 	bin := t.TempDir()
 	for _, b := range image.Binaries {
 		os.WriteFile(filepath.Join(bin, b), data, 0o755)
 	}
+	return bin
+}
+
+// The images are written and pushed to a real registry implementation
+// (go-containerregistry's, in memory) and pulled back unchanged.
+func TestBuildAndPush(t *testing.T) {
+	bin := fakeBinaries(t)
 	reg := httptest.NewServer(registry.New())
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")
@@ -97,12 +104,7 @@ func TestImagesFromSourceAreReproducible(t *testing.T) {
 // The operator's pinned defaults are the digests make images gives the
 // same binaries.
 func TestOperatorLDFlags(t *testing.T) {
-	exe, _ := os.Executable()
-	data, _ := os.ReadFile(exe)
-	bin := t.TempDir()
-	for _, b := range image.Binaries {
-		os.WriteFile(filepath.Join(bin, b), data, 0o755)
-	}
+	bin := fakeBinaries(t)
 	flags, err := pinOperatorDefaults(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
 	if err != nil {
 		t.Fatal(err)
