@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -78,12 +79,11 @@ func TestHostPaths(t *testing.T) {
 
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
-	data, err := yaml.Marshal(v)
+	data, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _ := yaml.YAMLToJSON(data)
-	return j
+	return data
 }
 
 // The SGX plugin makes its sockets in the kubelet's root-owned folder: it
