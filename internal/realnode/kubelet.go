@@ -179,7 +179,7 @@ func (k *Kubelet) Start(ctx context.Context) error {
 	if err := os.WriteFile(k.configPath(), cfg, 0o600); err != nil {
 		return err
 	}
-	if _, err := d.Start(); err != nil {
+	if err := d.Start(); err != nil {
 		return err
 	}
 	// A kubelet that cannot start (a bad flag, a busy port) exits at once.

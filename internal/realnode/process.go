@@ -27,13 +27,13 @@ type daemon struct {
 }
 
 // Start runs the daemon. The caller's process reaps it if it exits first.
-func (d daemon) Start() (*os.Process, error) {
+func (d daemon) Start() error {
 	if err := os.MkdirAll(filepath.Dir(d.Log), 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	log, err := os.OpenFile(d.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer log.Close()
 	cmd := exec.Command(d.Bin, d.Args...)
@@ -41,10 +41,10 @@ func (d daemon) Start() (*os.Process, error) {
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", filepath.Base(d.Bin), err)
+		return fmt.Errorf("starting %s: %w", filepath.Base(d.Bin), err)
 	}
 	go func() { _ = cmd.Wait() }()
-	return cmd.Process, nil
+	return nil
 }
 
 // Running lists the live processes of this daemon.
@@ -116,34 +116,9 @@ func zombie(pid int) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// LockFile is the lock's name in the tool cache.
+// LockFile is the name, in the tool cache, of the host-wide lock of
+// real-node parts (toolchain.Lock). A host has one real node: tests that
+// start containerd or a kubelet (in several packages, which go test runs
+// at once) hold it, so neither removes a fixed path the other recorded as
+// its own.
 const LockFile = "realnode.lock"
-
-// LockHost takes the host-wide lock of real-node parts in file (the
-// tool cache's, say), blocking until it is free. A host has one real node:
-// tests that start containerd or a kubelet (in several packages, which go
-// test runs at once) hold it, so neither removes a fixed path the other
-// recorded as its own.
-func LockHost(file string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the real node lock: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking the real node lock: %w", err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}

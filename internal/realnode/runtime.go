@@ -134,7 +134,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		if err := os.WriteFile(r.configPath(), r.Config(), 0o600); err != nil {
 			return err
 		}
-		if _, err := d.Start(); err != nil {
+		if err := d.Start(); err != nil {
 			return err
 		}
 	}

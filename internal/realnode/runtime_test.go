@@ -63,7 +63,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := LockHost(filepath.Join(tc.CacheRoot, LockFile))
+	unlock, err := toolchain.Lock(filepath.Join(tc.CacheRoot, LockFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (t *Toolchain) Ensure(ctx context.Context, w io.Writer) error {
 	if err := os.MkdirAll(t.BinDir, 0o755); err != nil {
 		return fmt.Errorf("creating tool cache: %w", err)
 	}
-	unlock, err := lock(filepath.Join(filepath.Dir(t.BinDir), ".lock"))
+	unlock, err := Lock(filepath.Join(filepath.Dir(t.BinDir), ".lock"))
 	if err != nil {
 		return err
 	}
@@ -130,11 +130,16 @@ func lastElem(pkg string) string {
 	return pkg[strings.LastIndex(pkg, "/")+1:]
 }
 
-// lock takes an exclusive advisory lock on path, blocking until it is free.
-func lock(path string) (func(), error) {
+// Lock takes an exclusive advisory lock on path (made if missing, with
+// its folder), blocking until it is free: builds into the cache, and the
+// real-node tests of several packages, take turns with it.
+func Lock(path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the folder of lock %s: %w", path, err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("opening tool cache lock: %w", err)
+		return nil, fmt.Errorf("opening lock %s: %w", path, err)
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -144,7 +149,7 @@ func lock(path string) (func(), error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking tool cache: %w", err)
+		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

@@ -19,8 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/realnode"
-	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
 // BenchmarkDevUp measures `cloister dev up` on a warm toolchain cache: from
@@ -60,25 +58,7 @@ func BenchmarkDevUp(b *testing.B) {
 // (control plane, kubelet, containerd, shims, the pods) then, as
 // cluster-MB. As root only.
 func BenchmarkRealNodeUp(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("the real node needs root")
-	}
-	if _, err := realnode.Runc(); err != nil {
-		b.Skip(err)
-	}
-	kubelet, runtime := tools(b).Node()
-	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {
-		if err := chain.Ensure(context.Background(), os.Stderr); err != nil {
-			b.Fatal(err)
-		}
-	}
-	_, built := buildImages(b)
-	images := tarballs(built)
-	unlock, err := realnode.LockHost(filepath.Join(tools(b).CacheRoot, realnode.LockFile))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unlock()
+	nodeTools, _, _ := prepareRealNode(b)
 	b.ResetTimer()
 	var rss int64
 	var controlPlane, realNode, pod time.Duration
@@ -93,7 +73,7 @@ func BenchmarkRealNodeUp(b *testing.B) {
 		}
 		controlPlane += time.Since(start)
 		start = time.Now()
-		_, err := c.UpRealNode(ctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
+		_, err := c.UpRealNode(ctx, nodeTools)
 		if err != nil {
 			b.Fatal(err)
 		}

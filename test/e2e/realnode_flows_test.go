@@ -29,7 +29,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
 // The dev cluster's real node, end to end, as root (skipped otherwise):
@@ -425,10 +424,9 @@ func testUpAgainAfterACrash(t *testing.T, e *realNodeEnv) {
 		}
 		return true, "", nil
 	})
-	kubelet, runtime := tools(t).Node()
 	tctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if _, err := e.c.UpRealNode(tctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: e.images}); err != nil {
+	if _, err := e.c.UpRealNode(tctx, e.tools); err != nil {
 		t.Fatal(err)
 	}
 	after := e.waitPod(t, "default", "enclave-user", "to be Ready again", 2*time.Minute, podReady)

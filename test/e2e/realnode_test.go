@@ -34,12 +34,12 @@ const imageVersion = "e2e"
 // realNodeEnv is a dev cluster with one simulated and one real node,
 // Cloister's images imported there and the operator pointed at them.
 type realNodeEnv struct {
-	c      *devcluster.Cluster
-	node   *realnode.Node
-	cs     kubernetes.Interface
-	crs    client.WithWatch
-	bin    string   // the binaries the images hold
-	images []string // their tarballs
+	c     *devcluster.Cluster
+	node  *realnode.Node
+	cs    kubernetes.Interface
+	crs   client.WithWatch
+	bin   string                   // the binaries the images hold
+	tools devcluster.RealNodeTools // what the node runs
 }
 
 // imageRef is the name of one of the imported images.
@@ -123,38 +123,48 @@ func liveProcessesMentioning(s string) []string {
 	return out
 }
 
+// prepareRealNode skips unless a real node can run here (root, runc),
+// builds what it runs (kubelet, containerd, Cloister's images) and takes
+// the host's real-node lock until tb ends.
+func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin string, built []image.Built) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("the real node needs root: containerd, runc, mounts and a network bridge")
+	}
+	if _, err := realnode.Runc(); err != nil {
+		tb.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tc := tools(tb)
+	kubelet, runtime := tc.Node()
+	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {
+		if err := chain.Ensure(ctx, os.Stderr); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	bin, built = buildImages(tb)
+	unlock, err := toolchain.Lock(filepath.Join(tc.CacheRoot, realnode.LockFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(unlock)
+	return devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: tarballs(built)}, bin, built
+}
+
 // startRealNodeEnv brings the environment up and registers its removal,
 // which must leave nothing behind on the host.
 func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the real node needs root: containerd, runc, mounts and a network bridge")
-	}
-	if _, err := realnode.Runc(); err != nil {
-		t.Skip(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	nodeTools, bin, built := prepareRealNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	tc := tools(t)
-	kubelet, runtime := tc.Node()
-	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {
-		if err := chain.Ensure(ctx, os.Stderr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin, built := buildImages(t)
-	images := tarballs(built)
-	unlock, err := realnode.LockHost(filepath.Join(tools(t).CacheRoot, realnode.LockFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(unlock)
 	before := readHostState()
 	if before.bridge {
 		t.Fatalf("bridge %s exists already: is another real node running?", realnode.DefaultNetwork.Bridge)
 	}
 	c := newCluster(t, "real")
-	env := &realNodeEnv{c: c, bin: bin, images: images}
+	env := &realNodeEnv{c: c, bin: bin, tools: nodeTools}
 	t.Cleanup(func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer dcancel()
@@ -186,7 +196,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	node, err := c.UpRealNode(ctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
+	node, err := c.UpRealNode(ctx, nodeTools)
 	if err != nil {
 		t.Fatal(err)
 	}
