@@ -96,12 +96,21 @@ func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.
 }
 
 func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer) error {
-	args := append([]string{"build", "-trimpath", "-ldflags", ldflags(), "-o", out}, pkgs...)
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	args := append([]string{"build", "-v", "-trimpath", "-ldflags", ldflags(), "-o", out}, pkgs...)
 	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = t.SourceDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Run(); err != nil {
+	cmd.Dir, cmd.Env = t.SourceDir, env
+	p := &progress{out: w}
+	cmd.Stdout, cmd.Stderr = p, p
+	what := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		what[i] = lastElem(pkg)
+	}
+	stop := make(chan struct{})
+	go reportProgress(w, strings.Join(what, ", "), countPackages(ctx, goBin, t.SourceDir, env, pkgs), p, stop)
+	err := cmd.Run()
+	close(stop)
+	if err != nil {
 		return fmt.Errorf("building %s in %s: %w (see the go output above)", strings.Join(pkgs, " "), t.SourceDir, err)
 	}
 	return nil

@@ -215,3 +215,25 @@ func TestLDFlagsStampKubernetesVersion(t *testing.T) {
 		}
 	}
 }
+
+func TestProgressCountsPackagesAndForwardsErrors(t *testing.T) {
+	var out strings.Builder
+	p := &progress{out: &out}
+	// Written in odd pieces, as a pipe delivers them.
+	for _, chunk := range []string{"k8s.io/api/core/v1\nk8s.io/apim", "achinery/pkg/runtime\n# k8s.io/broken\n", "broken/x.go:3:1: syntax error\n"} {
+		if _, err := p.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, last := p.snapshot()
+	if done != 2 || last != "k8s.io/apimachinery/pkg/runtime" {
+		t.Errorf("counted %d, latest %q; want 2, k8s.io/apimachinery/pkg/runtime", done, last)
+	}
+	if want := "# k8s.io/broken\nbroken/x.go:3:1: syntax error\n"; out.String() != want {
+		t.Errorf("forwarded %q, want the compiler's lines %q", out.String(), want)
+	}
+	line := progressLine("kube-apiserver", 150, 600, 95*time.Second, "k8s.io/api/core/v1")
+	if want := "toolchain: kube-apiserver: 150 of 600 packages compiled (25%), 1m35s, latest k8s.io/api/core/v1"; line != want {
+		t.Errorf("progress line %q, want %q", line, want)
+	}
+}

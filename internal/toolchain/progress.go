@@ -1,0 +1,105 @@
+package toolchain
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// progressEvery is how often a build says how far it got: a cold build is
+// many silent minutes otherwise.
+const progressEvery = 5 * time.Second
+
+// progress counts the packages `go build -v` names as it compiles them
+// and forwards every other line (compiler errors) unchanged.
+type progress struct {
+	mu      sync.Mutex
+	out     io.Writer
+	partial []byte
+	done    int
+	last    string
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(p.partial[:i])
+		p.partial = p.partial[i+1:]
+		if isPackageLine(line) {
+			p.done++
+			p.last = line
+			continue
+		}
+		fmt.Fprintln(p.out, line)
+	}
+	return len(b), nil
+}
+
+// isPackageLine tells `go build -v`'s package lines (an import path, no
+// spaces) from the compiler's messages.
+func isPackageLine(line string) bool {
+	return line != "" && !strings.ContainsAny(line, " \t:#")
+}
+
+func (p *progress) snapshot() (int, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done, p.last
+}
+
+// progressLine is what a build prints every progressEvery: packages
+// compiled of those the build needs (some may come from Go's build cache,
+// so a warm build finishes below the total), elapsed time, the latest one.
+func progressLine(what string, done, total int, elapsed time.Duration, last string) string {
+	pct := 0
+	if total > 0 {
+		pct = min(100, done*100/total)
+	}
+	return fmt.Sprintf("toolchain: %s: %d of %d packages compiled (%d%%), %s, latest %s",
+		what, done, total, pct, elapsed.Round(time.Second), last)
+}
+
+// countPackages is how many packages building pkgs needs, standard
+// library included: the denominator of the progress lines.
+func countPackages(ctx context.Context, goBin, dir string, env []string, pkgs []string) int {
+	cmd := exec.CommandContext(ctx, goBin, append([]string{"list", "-deps"}, pkgs...)...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		n++
+	}
+	return n
+}
+
+// reportProgress prints a progress line every progressEvery until stop is
+// closed.
+func reportProgress(w io.Writer, what string, total int, p *progress, stop <-chan struct{}) {
+	start := time.Now()
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			done, last := p.snapshot()
+			fmt.Fprintln(w, progressLine(what, done, total, time.Since(start), last))
+		}
+	}
+}
