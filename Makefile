@@ -41,8 +41,14 @@ build: tools
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator
 
 ## test: lint, then unit, envtest and end-to-end tests with the race detector.
+## With another real node on the host (a running make demo), the real-node
+## tests skip, and the last lines say so.
 test: lint node-deps
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./...
+	@status=0; $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
+	if [ "$$(id -u)" = 0 ] && [ -e /sys/class/net/cloister0 ]; then \
+		echo "note: a real node (a running make demo?) held this host, so the real-node tests skipped;"; \
+		echo "      make demo-down, then make test, includes them"; \
+	fi; exit $$status
 
 ## unit: tests without the end-to-end suite (envtest still runs).
 unit: tools

@@ -5,35 +5,35 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/cloister-cc/cloister/internal/casd"
+	"github.com/cloister-cc/cloister/internal/startup"
 )
 
-func main() {
+func main() { startup.Main("cloister-cas", run) }
+
+func run(ctx context.Context) error {
 	cfg := casd.Config{}
 	var sans string
-	fs := flag.NewFlagSet("cloister-cas", flag.ExitOnError)
-	fs.StringVar(&cfg.Listen, "listen", casd.DefaultListen, "address of the HTTPS API (seed 000's client port)")
+	fs := flag.NewFlagSet("cloister-cas", flag.ContinueOnError)
+	fs.StringVar(&cfg.Listen, "listen", casd.DefaultListen, "address of the HTTPS API that workloads and the CLI call")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cloister-cas", "where CAS keeps its state (the CAS volume)")
-	fs.StringVar(&cfg.Sealer, "sealer", "none", "none (owners recover after every restart) or file:PATH (development: the seed in a file)")
+	fs.StringVar(&cfg.Sealer, "sealer", "none", "none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)")
 	fs.StringVar(&sans, "tls-san", "", "extra DNS names / IPs of the TLS certificate, comma-separated")
 	fs.StringVar(&cfg.CollateralDir, "collateral-dir", "", "Intel PCS collateral / SNP VCEK for hardware evidence")
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "vouch for the TLS key with simulated (insecure) evidence")
-	_ = fs.Parse(os.Args[1:])
+	newLog := startup.LogFlag(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	log, err := newLog(os.Stderr)
+	if err != nil {
+		return err
+	}
 	if sans != "" {
 		cfg.TLSSANs = strings.Split(sans, ",")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := casd.Run(ctx, cfg, log); err != nil {
-		fmt.Fprintf(os.Stderr, "cloister-cas: %v\n", err)
-		os.Exit(1)
-	}
+	return casd.Run(ctx, cfg, log)
 }

@@ -3,20 +3,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/cloister-cc/cloister/internal/deviceplugin/app"
+	"github.com/cloister-cc/cloister/internal/startup"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := app.NewCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "cloister-device-plugin: %v\n", err)
-		os.Exit(1)
-	}
+	startup.Main("cloister-device-plugin", app.NewCommand().ExecuteContext)
 }

@@ -3,10 +3,9 @@ package main
 
 import (
 	"cmp"
-	"errors"
+	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -15,6 +14,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator"
 	"github.com/cloister-cc/cloister/internal/release"
+	"github.com/cloister-cc/cloister/internal/startup"
 	"github.com/cloister-cc/cloister/internal/version"
 )
 
@@ -22,24 +22,14 @@ import (
 // (hack/images -operator-ldflags); a plain go build names them by tag.
 var devicePluginImage, lasImage string
 
-func main() {
-	err := run()
-	if errors.Is(err, flag.ErrHelp) {
-		return // the usage is printed; asking for it is no failure
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "cloister-operator: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { startup.Main("cloister-operator", run) }
 
-func run() error {
+func run(ctx context.Context) error {
 	v := version.Get()
 	opts := operator.Options{Namespace: os.Getenv("OPERATOR_NAMESPACE")}
 	if opts.Namespace == "" {
 		opts.Namespace = "cloister-system"
 	}
-	var logLevel string
 	fs := flag.NewFlagSet("cloister-operator", flag.ContinueOnError)
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443",
 		"address of the metrics endpoint (HTTPS with Kubernetes authn/authz unless --metrics-secure=false); 0 disables it")
@@ -55,20 +45,18 @@ func run() error {
 		"the kubelet's root directory on the nodes (its pod-resources socket is in it)")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	newLog := startup.LogFlag(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	log, err := newLog(os.Stderr)
+	if err != nil {
 		return err
 	}
 	if err := opts.Host.Validate(); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", logLevel)
-	}
-	handler := slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-	log := slog.New(handler)
-	ctrl.SetLogger(logr.FromSlogHandler(handler))
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
 	cfg, err := ctrl.GetConfig() // in the cluster, or $KUBECONFIG outside it
 	if err != nil {
@@ -79,5 +67,5 @@ func run() error {
 		return err
 	}
 	log.Info("starting cloister-operator", "version", v.Version, "commit", v.Commit, "namespace", opts.Namespace)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

@@ -27,10 +27,10 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/store"
-	"github.com/cloister-cc/cloister/internal/lasd"
+	"github.com/cloister-cc/cloister/internal/keyfile"
 )
 
-// DefaultListen is seed 000's CAS client port.
+// DefaultListen is CAS's client port.
 const DefaultListen = ":8081"
 
 // Config is cloister-cas's command line.
@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if sealer.Insecure() {
-		log.Warn("insecure sealer: the seed is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
+		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
 	}
 	db, err := store.OpenBolt(cfg.StateDir)
 	if err != nil {
@@ -118,13 +118,13 @@ func ParseSealer(spec string) (core.Sealer, error) {
 	case strings.HasPrefix(spec, "file:") && len(spec) > len("file:"):
 		return core.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
 	}
-	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart) or file:PATH (development: the seed in a file)", spec)
+	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)", spec)
 }
 
 // tlsIdentity loads or makes the TLS key, makes a certificate for the SANs
 // and, in simulation, evidence binding the key.
 func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, api.Identity, error) {
-	key, err := lasd.LoadOrCreateKey(filepath.Join(dir, tlsKeyFile))
+	key, err := keyfile.LoadOrCreate(filepath.Join(dir, tlsKeyFile))
 	if err != nil {
 		return tls.Certificate{}, api.Identity{}, fmt.Errorf("TLS key: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/keyfile"
 	"github.com/cloister-cc/cloister/internal/lasd"
 )
 
@@ -35,7 +36,11 @@ func (f *casFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cas-ca: %w", err)
 	}
-	return client.New(f.url, ca)
+	c, err := client.New(f.url, ca)
+	if err != nil {
+		return nil, fmt.Errorf("--cas, --cas-ca: %w", err)
+	}
+	return c, nil
 }
 
 func newCAS(s Streams) *cobra.Command {
@@ -174,7 +179,7 @@ func newCASAttest(s Streams) *cobra.Command {
 			case simulate && las != "":
 				return errors.New("--sim and --las: choose one")
 			case simulate:
-				k, err := lasd.LoadOrCreateKey("")
+				k, err := keyfile.LoadOrCreate("")
 				if err != nil {
 					return err
 				}

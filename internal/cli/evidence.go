@@ -75,7 +75,7 @@ func (o *evidenceVerify) run(s Streams) error {
 	opts := verify.Options{CollateralDir: o.collateral}
 	if o.at != "" {
 		if opts.At, err = verify.ParseTime(o.at); err != nil {
-			return err
+			return fmt.Errorf("invalid --at %q: %w", o.at, err)
 		}
 	}
 	policy := &attest.Policy{}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/proc"
 )
 
 // Processes lists the PIDs of running processes that belong to the cluster:
@@ -19,22 +21,15 @@ import (
 // executables tell, without trusting pid files (and without matching an
 // editor or `tail -f` that merely has a file of the cluster open).
 func (c *Cluster) Processes() ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	if _, err := os.Stat("/proc/self"); err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
 	}
 	binDir := []byte(filepath.Join(c.Dir(), "bin") + string(filepath.Separator))
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for _, pid := range proc.Find(func(argv [][]byte) bool { return bytes.HasPrefix(argv[0], binDir) }) {
+		if !proc.KillPending(pid) {
+			pids = append(pids, pid)
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.HasPrefix(cmdline, binDir) || isZombie(pid) || killPending(pid) {
-			continue
-		}
-		pids = append(pids, pid)
 	}
 	return pids, nil
 }
@@ -73,7 +68,7 @@ func (c *Cluster) clearStalePIDFiles() ([]string, error) {
 	// A killed component that is still exiting holds its port and data
 	// lock; its successor would fail to start.
 	for _, pid := range files {
-		waitSettled(pid, 10*time.Second)
+		proc.WaitSettled(pid, 10*time.Second)
 	}
 	live, err := c.Processes()
 	if err != nil {
@@ -91,56 +86,6 @@ func (c *Cluster) clearStalePIDFiles() ([]string, error) {
 	}
 	slices.Sort(stale)
 	return stale, nil
-}
-
-// waitSettled waits, at most timeout, until pid is either gone (or a
-// zombie) or plainly alive, i.e. not in the middle of exiting.
-func waitSettled(pid int, timeout time.Duration) {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && exiting(pid); time.Sleep(pollInterval) {
-	}
-}
-
-// exiting reports whether pid is on its way out: killed (SIGKILL pending)
-// or already past releasing its memory (no command line left).
-func exiting(pid int) bool {
-	if isZombie(pid) {
-		return false
-	}
-	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(cmdline) == 0 {
-		return err == nil
-	}
-	return killPending(pid)
-}
-
-// killPending reports whether SIGKILL is pending for pid.
-func killPending(pid int) bool {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false
-	}
-	const sigkillBit = 1 << (syscall.SIGKILL - 1)
-	for _, line := range strings.Split(string(status), "\n") {
-		name, mask, ok := strings.Cut(line, ":")
-		if !ok || (name != "SigPnd" && name != "ShdPnd") {
-			continue
-		}
-		if bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && bits&sigkillBit != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func isZombie(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true // gone
-	}
-	// Field 3, after the parenthesised command name, is the state.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] == 'Z'
-	}
-	return false
 }
 
 // killRemaining stops processes of the cluster that kwokctl left running:

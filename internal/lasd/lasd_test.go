@@ -21,6 +21,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/keyfile"
 )
 
 func TestProbe(t *testing.T) {
@@ -53,7 +54,7 @@ func server(t *testing.T, simulation bool) (*httptest.Server, *Probe, string) {
 	s := &Server{Probe: p}
 	keyFile := filepath.Join(t.TempDir(), "las.key")
 	if simulation {
-		k, err := LoadOrCreateKey(keyFile)
+		k, err := keyfile.LoadOrCreate(keyFile)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +103,7 @@ func TestEvidenceInSimulation(t *testing.T) {
 		t.Errorf("claims %+v: %v", c, err)
 	}
 	// The key survives a restart through --key-file.
-	again, err := LoadOrCreateKey(keyFile)
+	again, err := keyfile.LoadOrCreate(keyFile)
 	if err != nil || !again.PublicKey.Equal(pub) {
 		t.Errorf("reloaded key differs: %v", err)
 	}
@@ -190,7 +191,7 @@ func TestRunProbesAndServes(t *testing.T) {
 		}
 	}
 	ready(200)
-	os.Chmod(device, 0o000) // the "LAS Unhealthy" case of seed 001
+	os.Chmod(device, 0o000) // the "LAS Unhealthy" case
 	ready(503)
 	os.Chmod(device, 0o666)
 	ready(200)

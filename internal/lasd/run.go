@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/keyfile"
 )
 
 // Config is cloister-las's command line.
@@ -23,14 +25,14 @@ type Config struct {
 // and logging each change of the verdict.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Port < 1 || cfg.Port > 65535 {
-		return fmt.Errorf("--port %d: use 1..65535 (seed 001's hostPort is %d)", cfg.Port, DefaultPort)
+		return fmt.Errorf("--port %d: use 1..65535 (the default hostPort is %d)", cfg.Port, DefaultPort)
 	}
 	if cfg.ProbeInterval < time.Second {
 		return fmt.Errorf("--probe-interval %v is too short: use 1s or more", cfg.ProbeInterval)
 	}
 	s := &Server{Probe: &Probe{DevRoot: cfg.DevRoot}}
 	if cfg.Simulation {
-		k, err := LoadOrCreateKey(cfg.KeyFile)
+		k, err := keyfile.LoadOrCreate(cfg.KeyFile)
 		if err != nil {
 			return fmt.Errorf("--key-file: %w", err)
 		}

@@ -2,7 +2,6 @@ package realnode
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -14,19 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// processesWith lists the processes with an argument containing s.
-func processesWith(s string) []int {
-	return processes(func(argv [][]byte) bool {
-		for _, a := range argv {
-			if bytes.Contains(a, []byte(s)) {
-				return true
-			}
-		}
-		return false
-	})
-}
+	"github.com/cloister-cc/cloister/internal/proc"
+)
 
 // descendants lists every process below the given ones.
 func descendants(roots []int) []int {
@@ -37,17 +26,7 @@ func descendants(roots []int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command name may contain spaces and parentheses: the parent
-		// pid is the second field after the last ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+		if ppid := proc.Parent(pid); ppid >= 0 {
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
@@ -62,21 +41,6 @@ func descendants(roots []int) []int {
 		}
 	}
 	return out
-}
-
-// waitGone waits until the processes have exited (gone, or zombies whose
-// parent has yet to reap them).
-func waitGone(pids []int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for _, pid := range pids {
-		for !zombie(pid) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("process %d did not exit within %s", pid, timeout)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	return nil
 }
 
 // ShimSocketDir is where containerd's shims put their sockets whatever

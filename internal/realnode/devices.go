@@ -16,7 +16,7 @@ import (
 // stays simulated and labelled insecure.
 var FakeDevices = []string{"sgx_enclave", "sgx_provision", "nitro_enclaves", "z90crypt"}
 
-// MakeFakeDevices creates FakeDevices in dir, mode 0666 as seed 001 asks
+// MakeFakeDevices creates FakeDevices in dir, mode 0666 as SGX workloads need
 // of the SGX devices; existing ones are replaced.
 func MakeFakeDevices(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/proc"
 )
 
 // Node is the dev cluster's real worker node: the bridge, containerd with
@@ -229,7 +230,7 @@ func (n *Node) progress(start time.Time, format string, args ...any) {
 // otherKubelets lists kubelets on this host other than the one with the
 // given config file.
 func otherKubelets(config string) []int {
-	return processes(func(argv [][]byte) bool {
+	return proc.Find(func(argv [][]byte) bool {
 		if len(argv) == 0 || filepath.Base(string(argv[0])) != "kubelet" {
 			return false
 		}

@@ -2,14 +2,14 @@ package realnode
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/proc"
 )
 
 // daemon is a long-running process of the node (containerd, the kubelet).
@@ -49,7 +49,7 @@ func (d daemon) Start() error {
 
 // Running lists the live processes of this daemon.
 func (d daemon) Running() []int {
-	return processes(func(argv [][]byte) bool {
+	return proc.Find(func(argv [][]byte) bool {
 		if len(argv) == 0 || filepath.Base(string(argv[0])) != filepath.Base(d.Bin) {
 			return false
 		}
@@ -65,55 +65,7 @@ func (d daemon) Running() []int {
 // Stop sends SIGTERM to the daemon's processes, then SIGKILL to those
 // still there after grace, and waits until they are gone.
 func (d daemon) Stop(grace time.Duration) error {
-	return terminate(d.Running(), grace)
-}
-
-// processes lists live (not zombie) processes whose argv matches.
-func processes(match func(argv [][]byte) bool) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(cmdline) == 0 {
-			continue
-		}
-		if match(bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0})) && !zombie(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// terminate ends pids: SIGTERM, SIGKILL after grace, and waits for them.
-func terminate(pids []int, grace time.Duration) error {
-	if len(pids) == 0 {
-		return nil
-	}
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	if waitGone(pids, grace) == nil {
-		return nil
-	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("killing process %d: %w", pid, err)
-		}
-	}
-	return waitGone(pids, 10*time.Second)
-}
-
-func zombie(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+	return proc.Terminate(d.Running(), grace)
 }
 
 // LockFile is the name, in the tool cache, of the host-wide lock of

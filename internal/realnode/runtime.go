@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/proc"
 )
 
 // Namespace is the containerd namespace the kubelet's CRI uses.
@@ -190,7 +191,7 @@ func (r *Runtime) Stop() error {
 	// Shims outlive containerd by design; they are ours when they serve
 	// this runtime's socket, and the containers are their descendants
 	// (a shim is its containers' subreaper).
-	shims := processesWith(r.Socket())
+	shims := proc.WithArg(r.Socket())
 	sockets := listeningSockets(shims, ShimSocketDir)
 	victims := append(descendants(shims), shims...)
 	for _, pid := range victims {
@@ -198,7 +199,7 @@ func (r *Runtime) Stop() error {
 	}
 	// Killing is asynchronous: until they are gone a shim still holds its
 	// socket, which would then look alive.
-	if err := waitGone(victims, 10*time.Second); err != nil {
+	if err := proc.WaitGone(victims, 10*time.Second); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmountUnder(r.Dir); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/proc"
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
@@ -68,6 +69,9 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
+	if err := HostBusy(); err != nil {
+		t.Skip(SkipBusy(err))
+	}
 	_, tools := tc.Node()
 	if err := tools.Ensure(ctx, os.Stderr); err != nil {
 		t.Fatal(err)
@@ -125,7 +129,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	}
 	var uid string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		for _, pid := range processesWith("/usr/local/bin/pause") {
+		for _, pid := range proc.WithArg("/usr/local/bin/pause") {
 			status, _ := os.ReadFile(filepath.Join("/proc", itoa(pid), "status"))
 			for _, line := range strings.Split(string(status), "\n") {
 				if strings.HasPrefix(line, "Uid:") {
@@ -144,7 +148,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if pids := append(processesWith(r.Socket()), processesWith("/usr/local/bin/pause")...); len(pids) > 0 {
+	if pids := append(proc.WithArg(r.Socket()), proc.WithArg("/usr/local/bin/pause")...); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
 	}
 	if mounts, _ := MountsUnder(r.Dir); len(mounts) > 0 {

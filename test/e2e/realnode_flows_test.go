@@ -29,6 +29,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/realnode"
 )
 
 // The dev cluster's real node, end to end, as root (skipped otherwise):
@@ -51,6 +52,7 @@ func TestRealNode(t *testing.T) {
 		{"LogsAndExec", testLogsAndExec},
 		{"InitContainerAttestsToCAS", testInitContainerAttests},
 		{"UpAgainAfterACrash", testUpAgainAfterACrash},
+		{"OtherRealNodeTestsSkipWhileItRuns", testOtherSuitesSkip},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, env) }) {
@@ -160,7 +162,7 @@ func testPodGetsTheDevice(t *testing.T, e *realNodeEnv) {
 
 // LAS CR -> LAS Ready on the real node; the host's device made
 // unreadable -> the pod not ready, the CR UNHEALTHY with lasReplicaAlert
-// (seed 001's "LAS Unhealthy"); restored -> HEALTHY.
+// (the "LAS Unhealthy" case); restored -> HEALTHY.
 func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
 	las := &basev1beta1.LAS{
 		ObjectMeta: metav1.ObjectMeta{Name: "real"},
@@ -443,4 +445,29 @@ func testUpAgainAfterACrash(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	e.waitPod(t, "default", "after-crash", "to run", time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+}
+
+// With a real node up that no test of this run owns (here this test's,
+// standing in for a `make demo` left running), the real-node tests of a
+// second run skip, saying what holds the host and how to include them,
+// instead of failing on it: run here as a second `go test` with a cache of
+// its own, so it takes another lock, as a separate `make test` would.
+func testOtherSuitesSkip(t *testing.T, e *realNodeEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-run", "^TestRuntimeRunsAContainer$", "./internal/realnode/")
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the real-node tests failed while another real node runs: %v\n%s", err, out)
+	}
+	for _, want := range []string{"--- SKIP: TestRuntimeRunsAContainer", "a real node already holds this host", e.node.Dir, "make demo-down"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the second run's output lacks %q:\n%s", want, out)
+		}
+	}
+	if err := realnode.HostBusy(); err == nil {
+		t.Error("HostBusy says the host is free while this test's node runs")
+	}
 }

@@ -137,6 +137,16 @@ func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin str
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	tc := tools(tb)
+	// Other packages' real-node tests hold the lock while their node is
+	// up; a node up while we hold it is someone else's, a demo's.
+	unlock, err := toolchain.Lock(filepath.Join(tc.CacheRoot, realnode.LockFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(unlock)
+	if err := realnode.HostBusy(); err != nil {
+		tb.Skip(realnode.SkipBusy(err))
+	}
 	kubelet, runtime := tc.Node()
 	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {
 		if err := chain.Ensure(ctx, os.Stderr); err != nil {
@@ -144,11 +154,6 @@ func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin str
 		}
 	}
 	bin, built = buildImages(tb)
-	unlock, err := toolchain.Lock(filepath.Join(tc.CacheRoot, realnode.LockFile))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(unlock)
 	return devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: tarballs(built)}, bin, built
 }
 

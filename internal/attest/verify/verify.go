@@ -131,7 +131,7 @@ func one(dir, pattern string) ([]byte, error) {
 	return nil, attest.Reject(attest.CheckCollateral, "%d files match %s in %s (%s): keep one", len(matches), pattern, dir, strings.Join(names, ", "))
 }
 
-// ParseTime reads --at: RFC 3339 or Unix seconds.
+// ParseTime reads a verification time: RFC 3339 or Unix seconds.
 func ParseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
@@ -140,5 +140,5 @@ func ParseTime(s string) (time.Time, error) {
 	if _, err := fmt.Sscanf(s, "%d", &sec); err == nil && fmt.Sprint(sec) == strings.TrimSpace(s) {
 		return time.Unix(sec, 0).UTC(), nil
 	}
-	return time.Time{}, fmt.Errorf("invalid --at %q: use RFC 3339 (2022-12-20T00:50:04Z) or Unix seconds", s)
+	return time.Time{}, fmt.Errorf("time %q: use RFC 3339 (2022-12-20T00:50:04Z) or Unix seconds", s)
 }

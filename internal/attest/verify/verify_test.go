@@ -61,7 +61,7 @@ func TestParseTime(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "12x", "20/12/2022"} {
-		if _, err := ParseTime(bad); err == nil || !strings.Contains(err.Error(), "--at") {
+		if _, err := ParseTime(bad); err == nil || !strings.Contains(err.Error(), "use RFC 3339") || strings.Contains(err.Error(), "--") {
 			t.Errorf("ParseTime(%q) = %v", bad, err)
 		}
 	}

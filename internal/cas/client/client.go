@@ -31,11 +31,11 @@ type Client struct {
 // trusts caPEM (the CAS's TLS certificate or a CA that issued it).
 func New(baseURL string, caPEM []byte) (*Client, error) {
 	if !strings.HasPrefix(baseURL, "https://") {
-		return nil, fmt.Errorf("--cas %q: use https://HOST:PORT", baseURL)
+		return nil, fmt.Errorf("CAS address %q: use https://HOST:PORT", baseURL)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("--cas-ca: no PEM certificate in it")
+		return nil, errors.New("CAS CA bundle: no PEM certificate in it")
 	}
 	return &Client{
 		base: strings.TrimSuffix(baseURL, "/"),

@@ -22,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/uevent"
+	"github.com/cloister-cc/cloister/internal/startup"
 	"github.com/cloister-cc/cloister/internal/version"
 )
 
@@ -56,16 +57,16 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&c.sysinfo, "proc-sysinfo", "/proc/sysinfo", "the s390 machine description (cex config sets' machineID)")
 	f.DurationVar(&c.rescan, "rescan-interval", deviceplugin.DefaultRescanInterval, "period of full rescans; filesystem events rescan at once")
 	f.StringVar(&c.metricsAddress, "metrics-address", ":9401", "address of /metrics, /healthz and /readyz; empty disables")
-	f.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&c.logLevel, startup.LogLevelFlag, startup.LogLevelDefault, startup.LogLevelUsage)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-			return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", c.logLevel)
+		level, err := startup.ParseLogLevel(c.logLevel)
+		if err != nil {
+			return err
 		}
 		if c.rescan < time.Second {
 			return fmt.Errorf("--rescan-interval %v is too short: use 1s or more", c.rescan)
 		}
-		c.log = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+		c.log = startup.Logger(cmd.ErrOrStderr(), level)
 		return nil
 	}
 	root.AddCommand(sgxCommand(c), cexCommand(c), nitroCommand(c))

@@ -1,4 +1,7 @@
-package lasd
+// Package keyfile keeps a process's ECDSA P-256 key in a PEM file, made
+// when missing, so it survives restarts: LAS's simulation key, CAS's TLS
+// key.
+package keyfile
 
 import (
 	"crypto/ecdsa"
@@ -11,11 +14,11 @@ import (
 	"os"
 )
 
-// LoadOrCreateKey reads an ECDSA P-256 key from path, or makes one there
+// LoadOrCreate reads an ECDSA P-256 key from path, or makes one there
 // (0600) when it does not exist, so the key survives restarts (LAS's
 // simulation key, CAS's TLS key); errors name the path, callers the flag.
 // An empty path makes a key for this process only.
-func LoadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
+func LoadOrCreate(path string) (*ecdsa.PrivateKey, error) {
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err == nil {
@@ -30,7 +33,7 @@ func LoadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
 			return k, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return nil, err
+			return nil, fmt.Errorf("reading key: %w", err)
 		}
 	}
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -45,7 +48,7 @@ func LoadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
 		return nil, err
 	}
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("keeping the new key: %w", err)
 	}
 	return k, nil
 }
