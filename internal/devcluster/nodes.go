@@ -7,12 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // Labels and annotations the dev cluster puts on its simulated nodes.
 const (
 	// LabelTEE names the node's trusted execution environment.
-	LabelTEE = "cloister.dev/tee"
+	LabelTEE = tee.LabelTEE
 	// LabelManagedBy marks nodes that `cloister dev up` owns and may delete.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	managedByValue = "cloister-dev"
@@ -22,10 +24,10 @@ const (
 
 // Extended resources the device plugins of Cloister register on real nodes.
 const (
-	ResourceSGXEnclave    corev1.ResourceName = "sgx.cloister.dev/enclave"
-	ResourceSGXProvision  corev1.ResourceName = "sgx.cloister.dev/provision"
-	ResourceNitroEnclaves corev1.ResourceName = "aws.ec2.nitro/nitro_enclaves"
-	ResourceCEXEP11       corev1.ResourceName = "ibm.com/cex-ep11"
+	ResourceSGXEnclave    corev1.ResourceName = tee.SGXEnclave
+	ResourceSGXProvision  corev1.ResourceName = tee.SGXProvision
+	ResourceNitroEnclaves corev1.ResourceName = tee.NitroEnclaves
+	ResourceCEXEP11       corev1.ResourceName = tee.CEXPrefix + "ep11"
 )
 
 // maxPods is kubelet's default; the SGX plugin's capacitySGXPods defaults to it.
@@ -85,7 +87,7 @@ func DesiredNode(i int) *corev1.Node {
 				"kubernetes.io/arch":     p.Arch,
 				"type":                   "kwok",
 				LabelTEE:                 p.TEE,
-				"cloister.dev/" + p.TEE:  "true",
+				tee.LabelPrefix + p.TEE:  "true",
 				LabelManagedBy:           managedByValue,
 			},
 			Annotations: map[string]string{

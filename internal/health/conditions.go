@@ -1,6 +1,6 @@
 // Package health is the status engine every service controller shares: it
 // turns observations of a CR, its Helm release and its owned objects (OOs)
-// into the conditions of seed 000's table, the CR's state and the single
+// into the conditions of the status table (docs/architecture.md), the CR's state and the single
 // next action. It is pure: no client, no clock.
 package health
 
@@ -8,29 +8,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// ConditionType names a row of the table: a CR condition, or an owned
+// object's (shown prefixed with the object's ID).
+type ConditionType string
+
 // Condition types of the CR (one each).
 const (
-	IsHealthy                    = "IsHealthy"
-	DeletionPresent              = "DeletionPresent"
-	FinalizerPresent             = "FinalizerPresent"
-	ReleaseExists                = "ReleaseExists"
-	ReleaseSteady                = "ReleaseSteady"
-	ReleaseFailed                = "ReleaseFailed"
-	ReleaseDeployed              = "ReleaseDeployed"
-	AtLeastOneOwnedObjectPresent = "AtLeastOneOwnedObjectPresent"
-	AllOwnedObjectsPresent       = "AllOwnedObjectsPresent"
+	IsHealthy                    ConditionType = "IsHealthy"
+	DeletionPresent                            = "DeletionPresent"
+	FinalizerPresent                           = "FinalizerPresent"
+	ReleaseExists                              = "ReleaseExists"
+	ReleaseSteady                              = "ReleaseSteady"
+	ReleaseFailed                              = "ReleaseFailed"
+	ReleaseDeployed                            = "ReleaseDeployed"
+	AtLeastOneOwnedObjectPresent               = "AtLeastOneOwnedObjectPresent"
+	AllOwnedObjectsPresent                     = "AllOwnedObjectsPresent"
 )
 
 // Condition types of each owned object; in the CR's status they are
 // prefixed with the OO's ID.
 const (
-	OwnedObjectHealthy         = "OwnedObjectHealthy"
-	OwnedObjectPresent         = "OwnedObjectPresent"
-	OwnedObjectDeletionPresent = "OwnedObjectDeletionPresent"
-	OwnedObjectValidOwners     = "OwnedObjectValidOwners"
-	OwnsOwnedObject            = "OwnsOwnedObject"
-	SoleOwner                  = "SoleOwner"
-	EqualSpecs                 = "EqualSpecs"
+	OwnedObjectHealthy         ConditionType = "OwnedObjectHealthy"
+	OwnedObjectPresent                       = "OwnedObjectPresent"
+	OwnedObjectDeletionPresent               = "OwnedObjectDeletionPresent"
+	OwnedObjectValidOwners                   = "OwnedObjectValidOwners"
+	OwnsOwnedObject                          = "OwnsOwnedObject"
+	SoleOwner                                = "SoleOwner"
+	EqualSpecs                               = "EqualSpecs"
 )
 
 const (
@@ -39,7 +43,7 @@ const (
 	Unknown = metav1.ConditionUnknown
 )
 
-// conditionDef is one row group of seed 000's table: the value a healthy CR
+// conditionDef is one row group of the table: the value a healthy CR
 // shows, whether the other known value makes the CR UNHEALTHY (rather than
 // PENDING), and the table's explanation of each value.
 type conditionDef struct {
@@ -49,18 +53,18 @@ type conditionDef struct {
 }
 
 // crConditions are the CR rows of the table, in the order they are shown.
-var crConditions = []string{
+var crConditions = []ConditionType{
 	IsHealthy, DeletionPresent, FinalizerPresent, ReleaseExists, ReleaseSteady,
 	ReleaseFailed, ReleaseDeployed, AtLeastOneOwnedObjectPresent, AllOwnedObjectsPresent,
 }
 
 // ooConditions are the OO rows of the table, in the order they are shown.
-var ooConditions = []string{
+var ooConditions = []ConditionType{
 	OwnedObjectHealthy, OwnedObjectPresent, OwnedObjectDeletionPresent,
 	OwnedObjectValidOwners, OwnsOwnedObject, SoleOwner, EqualSpecs,
 }
 
-var table = map[string]conditionDef{
+var table = map[ConditionType]conditionDef{
 	IsHealthy: {True, true, map[metav1.ConditionStatus]string{
 		True: "The CR is healthy", False: "The CR is not healthy", Unknown: "Could not be determined"}},
 	DeletionPresent: {False, false, map[metav1.ConditionStatus]string{

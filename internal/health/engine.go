@@ -11,11 +11,11 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 )
 
-// Action is what the controller does next. The value is seed 000's action
+// Action is what the controller does next. The value is the action's
 // priority: when several apply, the lowest number is taken.
 type Action int
 
-// The actions of seed 000's table, by priority; ActionNone means nothing is
+// The actions of the table, by priority; ActionNone means nothing is
 // to be done until something changes.
 const (
 	ActionNone            Action = 0
@@ -50,12 +50,12 @@ func (a Action) String() string {
 // are optional: the table's explanation is the default message.
 type Observation struct {
 	Status  metav1.ConditionStatus
-	Reason  string
+	Reason  Reason
 	Message string
 }
 
 // Obs is shorthand for an Observation.
-func Obs(status metav1.ConditionStatus, reason, message string) Observation {
+func Obs(status metav1.ConditionStatus, reason Reason, message string) Observation {
 	return Observation{Status: status, Reason: reason, Message: message}
 }
 
@@ -63,13 +63,13 @@ func Obs(status metav1.ConditionStatus, reason, message string) Observation {
 type OwnedObject struct {
 	// ID names the OO uniquely among the CR's OOs; see ObjectID.
 	ID         string
-	Conditions map[string]Observation
+	Conditions map[ConditionType]Observation
 }
 
 // Observations are the inputs of Evaluate. A condition that was not
 // observed counts as Unknown.
 type Observations struct {
-	CR           map[string]Observation
+	CR           map[ConditionType]Observation
 	OwnedObjects []OwnedObject
 }
 
@@ -98,19 +98,19 @@ func ObjectID(group, kind, name string) string {
 
 // OOConditionType is the type under which the CR shows an OO's condition,
 // e.g. "daemonset.apps/las.OwnedObjectHealthy".
-func OOConditionType(id, conditionType string) string {
-	return id + "." + conditionType
+func OOConditionType(id string, conditionType ConditionType) string {
+	return id + "." + string(conditionType)
 }
 
-// Evaluate applies seed 000's table to the observations.
+// Evaluate applies the table to the observations.
 func Evaluate(obs Observations) Result {
 	ooList := slices.Clone(obs.OwnedObjects)
 	slices.SortFunc(ooList, func(a, b OwnedObject) int { return strings.Compare(a.ID, b.ID) })
 
-	cr := func(t string) metav1.ConditionStatus { return status(obs.CR, t) }
+	cr := func(t ConditionType) metav1.ConditionStatus { return status(obs.CR, t) }
 	var res Result
 	var unknown, unhealthy, pending bool
-	add := func(condType, tableType string, o map[string]Observation) {
+	add := func(condType string, tableType ConditionType, o map[ConditionType]Observation) {
 		c := condition(condType, tableType, o[tableType], o != nil && has(o, tableType))
 		switch def := table[tableType]; {
 		case c.Status == Unknown:
@@ -123,7 +123,7 @@ func Evaluate(obs Observations) Result {
 		res.Conditions = append(res.Conditions, c)
 	}
 	for _, t := range crConditions {
-		add(t, t, obs.CR)
+		add(string(t), t, obs.CR)
 	}
 	for _, oo := range ooList {
 		for _, t := range ooConditions {
@@ -152,7 +152,7 @@ func Evaluate(obs Observations) Result {
 }
 
 // nextAction picks the highest-priority action the table names.
-func nextAction(cr func(string) metav1.ConditionStatus, oos []OwnedObject) (Action, string) {
+func nextAction(cr func(ConditionType) metav1.ConditionStatus, oos []OwnedObject) (Action, string) {
 	if cr(DeletionPresent) == True {
 		switch cr(ReleaseExists) {
 		case True:
@@ -202,12 +202,12 @@ func nextAction(cr func(string) metav1.ConditionStatus, oos []OwnedObject) (Acti
 	return ActionNone, ""
 }
 
-func has(m map[string]Observation, t string) bool {
+func has(m map[ConditionType]Observation, t ConditionType) bool {
 	_, ok := m[t]
 	return ok
 }
 
-func status(m map[string]Observation, t string) metav1.ConditionStatus {
+func status(m map[ConditionType]Observation, t ConditionType) metav1.ConditionStatus {
 	if o, ok := m[t]; ok && (o.Status == True || o.Status == False) {
 		return o.Status
 	}
@@ -218,13 +218,13 @@ var reasonRE = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
 
 // condition builds the condition shown for one observation, filling in the
 // table's explanation and a valid reason where the observer gave none.
-func condition(condType, tableType string, o Observation, observed bool) metav1.Condition {
+func condition(condType string, tableType ConditionType, o Observation, observed bool) metav1.Condition {
 	def := table[tableType]
 	st := o.Status
 	if st != True && st != False {
 		st = Unknown
 	}
-	reason := o.Reason
+	reason := string(o.Reason)
 	if !reasonRE.MatchString(reason) || len(reason) > maxReasonLength {
 		switch {
 		case !observed:
@@ -234,7 +234,7 @@ func condition(condType, tableType string, o Observation, observed bool) metav1.
 		case st == Unknown:
 			reason = "Unknown"
 		default:
-			reason = tableType + string(st)
+			reason = string(tableType) + string(st)
 		}
 	}
 	msg := def.explain[st]
@@ -253,6 +253,6 @@ func IsDesired(c metav1.Condition) bool {
 			t = t[dot+1:]
 		}
 	}
-	def, ok := table[t]
+	def, ok := table[ConditionType(t)]
 	return ok && c.Status == def.healthy
 }

@@ -17,12 +17,12 @@ const ds = "daemonset.apps/las"
 // OOs; with sets one condition (of the CR, or of the OO named by its ID
 // prefix "oo:<id>:<type>") to another value.
 func healthy(oos ...string) Observations {
-	obs := Observations{CR: map[string]Observation{}}
+	obs := Observations{CR: map[ConditionType]Observation{}}
 	for _, t := range crConditions {
 		obs.CR[t] = Observation{Status: table[t].healthy}
 	}
 	for _, id := range oos {
-		oo := OwnedObject{ID: id, Conditions: map[string]Observation{}}
+		oo := OwnedObject{ID: id, Conditions: map[ConditionType]Observation{}}
 		for _, t := range ooConditions {
 			oo.Conditions[t] = Observation{Status: table[t].healthy}
 		}
@@ -31,7 +31,7 @@ func healthy(oos ...string) Observations {
 	return obs
 }
 
-func (o Observations) with(target, condType string, st metav1.ConditionStatus) Observations {
+func (o Observations) with(target string, condType ConditionType, st metav1.ConditionStatus) Observations {
 	if target == "" {
 		o.CR[condType] = Observation{Status: st}
 		return o
@@ -44,13 +44,13 @@ func (o Observations) with(target, condType string, st metav1.ConditionStatus) O
 	return o
 }
 
-// Seed 000's conditions table, row by row: each value of each condition,
+// The conditions table, row by row: each value of each condition,
 // all others healthy, gives the table's resulting state and action.
 func TestSeedTableRowByRow(t *testing.T) {
 	const P, H, U = common.StatePending, common.StateHealthy, common.StateUnhealthy
 	rows := []struct {
 		oo     bool
-		typ    string
+		typ    ConditionType
 		status metav1.ConditionStatus
 		state  common.State
 		action Action
@@ -104,11 +104,11 @@ func TestSeedTableRowByRow(t *testing.T) {
 		{true, EqualSpecs, False, P, ActionUpgrade},
 		{true, EqualSpecs, Unknown, P, ActionWait},
 	}
-	covered := map[string]int{}
+	covered := map[ConditionType]int{}
 	for _, r := range rows {
-		name := r.typ + "=" + string(r.status)
+		name := string(r.typ) + "=" + string(r.status)
 		t.Run(name, func(t *testing.T) {
-			target, condType := "", r.typ
+			target, condType := "", string(r.typ)
 			if r.oo {
 				target = ds
 				condType = OOConditionType(ds, r.typ)
@@ -218,8 +218,8 @@ func TestConditionsAreValidAndOrdered(t *testing.T) {
 			t.Errorf("condition %+v invalid: %v", c, errs)
 		}
 	}
-	if res.Conditions[0].Type != IsHealthy || res.Conditions[len(crConditions)].Type != ds+"."+OwnedObjectHealthy ||
-		res.Conditions[len(crConditions)+len(ooConditions)].Type != "serviceaccount/las."+OwnedObjectHealthy {
+	if res.Conditions[0].Type != string(IsHealthy) || res.Conditions[len(crConditions)].Type != OOConditionType(ds, OwnedObjectHealthy) ||
+		res.Conditions[len(crConditions)+len(ooConditions)].Type != OOConditionType("serviceaccount/las", OwnedObjectHealthy) {
 		t.Errorf("order: %s, %s, %s", res.Conditions[0].Type, res.Conditions[len(crConditions)].Type,
 			res.Conditions[len(crConditions)+len(ooConditions)].Type)
 	}
@@ -241,9 +241,9 @@ func TestObjectID(t *testing.T) {
 	}
 }
 
-func find(cs []metav1.Condition, t string) *metav1.Condition {
+func find[T ~string](cs []metav1.Condition, t T) *metav1.Condition {
 	for i := range cs {
-		if cs[i].Type == t {
+		if cs[i].Type == string(t) {
 			return &cs[i]
 		}
 	}
@@ -255,9 +255,9 @@ func TestIsDesired(t *testing.T) {
 		c    metav1.Condition
 		want bool
 	}{
-		{metav1.Condition{Type: IsHealthy, Status: True}, true},
-		{metav1.Condition{Type: ReleaseFailed, Status: True}, false},
-		{metav1.Condition{Type: ReleaseFailed, Status: False}, true},
+		{metav1.Condition{Type: string(IsHealthy), Status: True}, true},
+		{metav1.Condition{Type: string(ReleaseFailed), Status: True}, false},
+		{metav1.Condition{Type: string(ReleaseFailed), Status: False}, true},
 		{metav1.Condition{Type: "daemonset.apps/las-x.OwnedObjectDeletionPresent", Status: False}, true},
 		{metav1.Condition{Type: "daemonset.apps/las-x.EqualSpecs", Status: Unknown}, false},
 		{metav1.Condition{Type: "Ready", Status: True}, false},

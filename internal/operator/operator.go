@@ -136,7 +136,7 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 		return &service.Reconciler{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme,
 			Releases: releases, Recorder: mgr.GetEventRecorder("cloister-operator"), Metrics: recorder,
-			Kind: kind, OperatorNamespace: opts.Namespace, Host: opts.Host, DeletionTimeout: 2 * time.Minute,
+			Kind: kind, OperatorNamespace: opts.Namespace, Host: opts.Host,
 		}
 	}
 

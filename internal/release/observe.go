@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,19 +11,14 @@ import (
 	"github.com/cloister-cc/cloister/internal/health"
 )
 
-// Observation is what Observe found: the release conditions of seed 000 and
+// Observation is what Observe found: the release conditions of the status table and
 // the objects the release should contain.
 type Observation struct {
 	Exists, Steady, Failed, Deployed health.Observation
-	// Revision is the latest revision's number, 0 without a release.
-	Revision int
 	// Desired are the objects the chart renders for the request.
 	Desired []*unstructured.Unstructured
 	// DeployedObjects are the objects of the latest revision's manifest.
 	DeployedObjects []*unstructured.Unstructured
-	// SpecChanged says the latest revision was rendered from another spec
-	// than the request's: an upgrade is due even if no object drifted.
-	SpecChanged bool
 }
 
 // Observe reads the release of req and renders what it should contain.
@@ -42,64 +36,63 @@ func (m *Manager) Observe(ctx context.Context, req Request) (*Observation, error
 	}
 	rel, err := m.latest(cfg, req.Name)
 	if err != nil {
-		u := health.Obs(health.Unknown, "ReleaseReadError", err.Error())
+		u := health.Obs(health.Unknown, health.ReasonReleaseReadError, err.Error())
 		obs.Exists, obs.Steady, obs.Failed, obs.Deployed = u, u, u, u
 		return obs, nil
 	}
 	if rel == nil || rel.Info == nil {
-		obs.Exists = health.Obs(health.False, "ReleaseNotFound", fmt.Sprintf("no release %s in namespace %s", req.Name, req.Namespace))
-		no := health.Obs(health.Unknown, "ReleaseNotFound", "")
+		obs.Exists = health.Obs(health.False, health.ReasonReleaseNotFound, fmt.Sprintf("no release %s in namespace %s", req.Name, req.Namespace))
+		no := health.Obs(health.Unknown, health.ReasonReleaseNotFound, "")
 		obs.Steady, obs.Failed, obs.Deployed = no, no, no
 		return obs, nil
 	}
-	obs.Revision = rel.Version
 	st := rel.Info.Status
 	detail := fmt.Sprintf("revision %d is %s", rel.Version, st)
-	obs.Exists = health.Obs(health.True, "ReleaseFound", detail)
+	obs.Exists = health.Obs(health.True, health.ReasonReleaseFound, detail)
 
 	stale := m.stale(rel)
 	switch {
 	case stale && st == rcommon.StatusPendingInstall:
 		// Nothing was ever deployed: uninstall and install afresh.
-		obs.Steady = health.Obs(health.True, "InterruptedInstall", detail+" since "+rel.Info.LastDeployed.String())
-		obs.Failed = health.Obs(health.True, "InterruptedInstall", detail)
+		obs.Steady = health.Obs(health.True, health.ReasonInterruptedInstall, detail+" since "+rel.Info.LastDeployed.String())
+		obs.Failed = health.Obs(health.True, health.ReasonInterruptedInstall, detail)
 	case stale:
 		// Upgrade marks it failed and upgrades again.
-		obs.Steady = health.Obs(health.True, "InterruptedOperation", detail+" since "+rel.Info.LastDeployed.String())
-		obs.Failed = health.Obs(health.False, "InterruptedOperation", detail)
+		obs.Steady = health.Obs(health.True, health.ReasonInterruptedOperation, detail+" since "+rel.Info.LastDeployed.String())
+		obs.Failed = health.Obs(health.False, health.ReasonInterruptedOperation, detail)
 	case st.IsPending() || st == rcommon.StatusUninstalling:
-		obs.Steady = health.Obs(health.False, "ReleaseInTransition", detail)
-		obs.Failed = health.Obs(health.False, "ReleaseInTransition", detail)
+		obs.Steady = health.Obs(health.False, health.ReasonReleaseInTransition, detail)
+		obs.Failed = health.Obs(health.False, health.ReasonReleaseInTransition, detail)
 	default:
-		obs.Steady = health.Obs(health.True, "ReleaseSteady", detail)
+		obs.Steady = health.Obs(health.True, health.ReasonReleaseSteady, detail)
 		if st == rcommon.StatusFailed {
-			obs.Failed = health.Obs(health.True, "ReleaseFailed", rel.Info.Description)
+			obs.Failed = health.Obs(health.True, health.ReasonReleaseFailed, rel.Info.Description)
 		} else {
-			obs.Failed = health.Obs(health.False, "ReleaseNotFailed", detail)
+			obs.Failed = health.Obs(health.False, health.ReasonReleaseNotFailed, detail)
 		}
 	}
 	if st == rcommon.StatusDeployed {
-		obs.Deployed = health.Obs(health.True, "ReleaseDeployed", detail)
+		obs.Deployed = health.Obs(health.True, health.ReasonReleaseDeployed, detail)
 	} else {
-		obs.Deployed = health.Obs(health.False, "ReleaseNotDeployed", detail)
+		obs.Deployed = health.Obs(health.False, health.ReasonReleaseNotDeployed, detail)
 	}
 
 	if obs.DeployedObjects, err = parseManifestIn(rel.Manifest, req.Namespace); err != nil {
 		return nil, err
 	}
-	obs.SpecChanged = !sameObjects(desired, obs.DeployedObjects)
 	return obs, nil
 }
 
-// sameObjects compares two renderings object by object.
-func sameObjects(a, b []*unstructured.Unstructured) bool {
-	index := func(objs []*unstructured.Unstructured) map[string]string {
-		m := make(map[string]string, len(objs))
-		for _, o := range objs {
-			data, _ := json.Marshal(o.Object) // map keys sorted: canonical
-			m[o.GetAPIVersion()+"/"+o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = string(data)
-		}
-		return m
+// Changed says whether an object of the latest revision (deployed) was
+// rendered from another spec than the request's (desired); nil stands for
+// an object only one of the two has. A changed object is due an upgrade
+// even when nothing drifted in the cluster. Both are renderings of the
+// same chart, so their canonical JSON is compared.
+func Changed(desired, deployed *unstructured.Unstructured) bool {
+	if desired == nil || deployed == nil {
+		return desired != deployed
 	}
-	return maps.Equal(index(a), index(b))
+	a, errA := json.Marshal(desired.Object) // map keys sorted: canonical
+	b, errB := json.Marshal(deployed.Object)
+	return errA != nil || errB != nil || string(a) != string(b)
 }

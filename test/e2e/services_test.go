@@ -22,7 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/health"
 )
 
-// The samples, applied with kubectl as the seed does, reach HEALTHY and
+// The samples, applied with kubectl as SCONE's users do, reach HEALTHY and
 // `kubectl get sgx` shows State, Desired and Ready.
 func TestSamplesReachHealthy(t *testing.T) {
 	c, cs, crs, _ := sharedOperator(t)
@@ -180,9 +180,9 @@ func TestDeviceAlertOnFullNode(t *testing.T) {
 	waitEvent(t, cs, plugin.Name, "Healthy", "UNHEALTHY -> HEALTHY")
 }
 
-func findCondition(conds []metav1.Condition, condType string) *metav1.Condition {
+func findCondition[T ~string](conds []metav1.Condition, condType T) *metav1.Condition {
 	for i := range conds {
-		if conds[i].Type == condType {
+		if conds[i].Type == string(condType) {
 			return &conds[i]
 		}
 	}

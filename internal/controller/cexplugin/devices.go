@@ -1,28 +1,58 @@
 package cexplugin
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
-	"github.com/cloister-cc/cloister/internal/controller/service"
+	"github.com/cloister-cc/cloister/internal/controller/devices"
 	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // ArchS390X is the only architecture with CryptoExpress adapters; the
 // plugin runs on such nodes only.
-const ArchS390X = "s390x"
+const ArchS390X = tee.ArchS390X
 
 // Resources returns whether a resource belongs to cexType: ibm.com/cex-<t>
 // or a config set's ibm.com/cex-<t>-<set>.
 func Resources(t basev1beta1.CEXType) func(corev1.ResourceName) bool {
-	base := "ibm.com/cex-" + string(t)
+	base := tee.CEXResource(string(t), "")
 	return func(name corev1.ResourceName) bool {
 		return string(name) == base || strings.HasPrefix(string(name), base+"-")
+	}
+}
+
+// specOf: the type's resources (plain and config sets) are requested and
+// counted, on the selected s390x nodes; a node is out when none is free.
+func specOf(t basev1beta1.CEXType) devices.Spec {
+	match := Resources(t)
+	return devices.Spec{
+		Requested: match,
+		Counted:   match,
+		Serves:    func(n *corev1.Node, _ int32) bool { return n.Labels[corev1.LabelArchStable] == ArchS390X },
+		Noun:      tee.CEXResource(string(t), "") + " device",
+		NoNodes:   "no selected s390x node",
+
+		DeviceAlert: health.ReasonCEXDeviceAlert, ReplicaAlert: health.ReasonCEXReplicaAlert,
+	}
+}
+
+// fields maps the shared numbers onto CEXPlugin's status.
+func fields(s *basev1beta1.CEXPluginStatus) devices.Fields {
+	return devices.Fields{
+		Capacity:         devices.Field{Name: "capacityDevices", Value: &s.CapacityDevices},
+		Used:             devices.Field{Name: "usedDevices", Value: &s.UsedDevices},
+		Available:        devices.Field{Name: "availableDevices", Value: &s.AvailableDevices},
+		CapacityPerNode:  &s.CapacityDevicesPerNode,
+		UsedPerNode:      &s.UsedDevicesPerNode,
+		AvailablePerNode: &s.AvailableDevicesPerNode,
+		Desired:          devices.Field{Name: "desiredReplicas", Value: &s.DesiredReplicas},
+		Ready:            devices.Field{Name: "readyReplicas", Value: &s.ReadyReplicas},
+		DeviceAlert:      devices.Field{Name: "cexDeviceAlert", Value: &s.CEXDeviceAlert},
+		ReplicaAlert:     devices.Field{Name: "cexReplicaAlert", Value: &s.CEXReplicaAlert},
 	}
 }
 
@@ -30,57 +60,10 @@ func Resources(t basev1beta1.CEXType) func(corev1.ResourceName) bool {
 // (the selected s390x nodes), the pods and the plugin's DaemonSet (nil if
 // it does not exist). A device is one APQN slot (an APQN times overcommit).
 func Devices(t basev1beta1.CEXType, nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (basev1beta1.CEXPluginStatus, health.Observation) {
-	match := Resources(t)
-	used := service.UsedPerNode(pods, match)
-	st := basev1beta1.CEXPluginStatus{
-		CapacityDevicesPerNode:  map[string]int32{},
-		UsedDevicesPerNode:      map[string]int32{},
-		AvailableDevicesPerNode: map[string]int32{},
-	}
-	var empty []string
-	for i := range nodes {
-		n := &nodes[i]
-		if n.Labels[corev1.LabelArchStable] != ArchS390X {
-			continue
-		}
-		var capacity, u int32
-		for name := range n.Status.Allocatable {
-			if match(name) {
-				capacity += service.Quantity(n.Status.Allocatable, name)
-			}
-		}
-		for _, v := range used[n.Name] {
-			u += v
-		}
-		avail := max(capacity-u, 0)
-		st.CapacityDevicesPerNode[n.Name], st.UsedDevicesPerNode[n.Name], st.AvailableDevicesPerNode[n.Name] = capacity, u, avail
-		st.CapacityDevices += capacity
-		st.UsedDevices += u
-		st.AvailableDevices += avail
-		if avail == 0 {
-			empty = append(empty, n.Name)
-			st.CEXDeviceAlert++
-		}
-	}
-	slices.Sort(empty)
-	if ds == nil {
-		st.DesiredReplicas, st.ReadyReplicas, st.CEXReplicaAlert = -1, -1, -1
-		return st, health.Obs(health.Unknown, "PluginNotDeployed", "the plugin's DaemonSet does not exist yet")
-	}
-	st.DesiredReplicas = ds.Status.DesiredNumberScheduled
-	st.ReadyReplicas = ds.Status.NumberReady
-	st.CEXReplicaAlert = max(st.DesiredReplicas-st.ReadyReplicas, 0)
-	switch {
-	case st.CEXDeviceAlert > 0:
-		return st, health.Obs(health.False, "CEXDeviceAlert", fmt.Sprintf("cexDeviceAlert=%d: no free ibm.com/cex-%s device on %s",
-			st.CEXDeviceAlert, t, strings.Join(empty, ", ")))
-	case st.CEXReplicaAlert > 0:
-		return st, health.Obs(health.False, "CEXReplicaAlert", fmt.Sprintf("cexReplicaAlert=%d: the plugin is not ready on %d of %d nodes",
-			st.CEXReplicaAlert, st.CEXReplicaAlert, st.DesiredReplicas))
-	case len(st.CapacityDevicesPerNode) == 0:
-		return st, health.Obs(health.True, "NoNodes", "no selected s390x node: nothing to serve")
-	default:
-		return st, health.Obs(health.True, "NoAlerts", fmt.Sprintf("%d ibm.com/cex-%s devices available on %d nodes",
-			st.AvailableDevices, t, len(st.CapacityDevicesPerNode)))
-	}
+	var st basev1beta1.CEXPluginStatus
+	healthy := devices.Status(specOf(t), fields(&st), nodes, pods, ds)
+	return st, healthy
 }
+
+// anyCEX: a CryptoExpress resource of any type.
+func anyCEX(n corev1.ResourceName) bool { return strings.HasPrefix(string(n), tee.CEXPrefix) }

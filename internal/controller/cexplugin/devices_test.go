@@ -84,7 +84,7 @@ func TestDevices(t *testing.T) {
 			if st.CEXDeviceAlert != tt.deviceAlert || st.CEXReplicaAlert != tt.replicaAlert {
 				t.Errorf("alerts %d/%d, want %d/%d", st.CEXDeviceAlert, st.CEXReplicaAlert, tt.deviceAlert, tt.replicaAlert)
 			}
-			if string(h.Status) != tt.healthy || h.Reason != tt.reason || !strings.Contains(h.Message, tt.message) {
+			if string(h.Status) != tt.healthy || string(h.Reason) != tt.reason || !strings.Contains(h.Message, tt.message) {
 				t.Errorf("IsHealthy %s %s %q, want %s %s %q", h.Status, h.Reason, h.Message, tt.healthy, tt.reason, tt.message)
 			}
 		})

@@ -1,6 +1,7 @@
 // Package cexplugin is the CEXPlugin controller: the shared service
 // reconciler with the CryptoExpress device plugin chart, and the device
-// metrics and alerts computed from s390x nodes and pods, as for SGXPlugin.
+// metrics and alerts (cexDeviceAlert, cexReplicaAlert) computed by the
+// shared device accounting from s390x nodes and pods.
 package cexplugin
 
 import (
@@ -9,6 +10,8 @@ import (
 	"fmt"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/controller/devices"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
 	"github.com/cloister-cc/cloister/internal/health"
@@ -20,7 +23,10 @@ type Kind struct {
 	service.Base
 }
 
-var _ service.Kind = (*Kind)(nil)
+var (
+	_ service.Kind   = (*Kind)(nil)
+	_ devices.Plugin = (*Kind)(nil)
+)
 
 func (k *Kind) Name() string                       { return "CEXPlugin" }
 func (k *Kind) ReleasePrefix() string              { return "cex" }
@@ -69,40 +75,19 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	return ns, values, nil
 }
 
-// Observe computes the device metrics and alerts.
-func (k *Kind) Observe(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+// Devices: the CR's selector, its CEX type's spec and CEXPlugin's status
+// fields.
+func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, devices.Fields) {
 	p := as(obj)
-	nodes, pods, err := k.NodesAndPods(ctx, p.Spec.NodeSelector)
-	if err != nil {
-		return k.unknown(p, err.Error())
-	}
-	st, healthy := Devices(cexType(p), nodes, pods, service.LiveDaemonSet(oos))
-	st.ServiceStatus = p.Status.ServiceStatus
-	p.Status = st
-	return healthy
+	return p.Spec.NodeSelector, specOf(cexType(p)), fields(&p.Status)
 }
 
-func (k *Kind) unknown(p *basev1beta1.CEXPlugin, msg string) health.Observation {
-	s := &p.Status
-	s.AvailableDevices, s.CapacityDevices, s.UsedDevices = -1, -1, -1
-	s.DesiredReplicas, s.ReadyReplicas, s.CEXDeviceAlert, s.CEXReplicaAlert = -1, -1, -1, -1
-	return health.Obs(health.Unknown, "ReadError", msg)
+// FillStatus computes the device metrics and alerts.
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+	return devices.FillStatus(ctx, k.Reader, k, obj, oos)
 }
 
 // Metrics exports every metric and alert field.
 func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
-	s := as(obj).Status
-	return service.DeviceSamples([]metrics.Sample{
-		{Field: "availableDevices", Value: float64(s.AvailableDevices)},
-		{Field: "capacityDevices", Value: float64(s.CapacityDevices)},
-		{Field: "usedDevices", Value: float64(s.UsedDevices)},
-		{Field: "desiredReplicas", Value: float64(s.DesiredReplicas)},
-		{Field: "readyReplicas", Value: float64(s.ReadyReplicas)},
-		{Field: "cexDeviceAlert", Value: float64(s.CEXDeviceAlert)},
-		{Field: "cexReplicaAlert", Value: float64(s.CEXReplicaAlert)},
-	}, map[string]map[string]int32{
-		"availableDevices": s.AvailableDevicesPerNode,
-		"capacityDevices":  s.CapacityDevicesPerNode,
-		"usedDevices":      s.UsedDevicesPerNode,
-	})
+	return fields(&as(obj).Status).Samples()
 }

@@ -4,9 +4,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/controller/devices"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 )
 
@@ -18,19 +18,9 @@ import (
 // Setup registers the CEXPlugin controller; like SGXPlugin's it also
 // watches nodes (allocatable, labels) and the pods that use CEX devices.
 func Setup(mgr ctrl.Manager, r *service.Reconciler) error {
-	all := service.EnqueueAll(mgr.GetClient(), &basev1beta1.CEXPluginList{})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("cexplugin").
-		For(&basev1beta1.CEXPlugin{}).
+	b := service.NewControllerManagedBy(mgr, "cexplugin", &basev1beta1.CEXPlugin{}).
 		Owns(&appsv1.DaemonSet{}).
 		Owns(&corev1.ServiceAccount{}).
-		Owns(&corev1.ConfigMap{}).
-		Watches(&corev1.Node{}, all, builder.WithPredicates(service.NodeDevicesChanged)).
-		Watches(&corev1.Pod{}, all, builder.WithPredicates(service.PodsRequesting(anyCEX))).
-		Complete(r)
-}
-
-// anyCEX: a CryptoExpress resource of any type.
-func anyCEX(n corev1.ResourceName) bool {
-	return Resources(basev1beta1.CEXTypeEP11)(n) || Resources(basev1beta1.CEXTypeCCA)(n) || Resources(basev1beta1.CEXTypeAccel)(n)
+		Owns(&corev1.ConfigMap{})
+	return devices.Watch(b, mgr.GetClient(), &basev1beta1.CEXPluginList{}, anyCEX).Complete(r)
 }

@@ -1,6 +1,6 @@
 // Package las is the LAS controller: the shared service reconciler with the
-// local attestation service chart, and the replica status and alert of
-// seed 000.
+// local attestation service chart, and the replica status and alert
+// (lasReplicaAlert).
 package las
 
 import (
@@ -53,8 +53,8 @@ func imageTag(image string) string {
 	return "latest"
 }
 
-// Observe computes the replica status from the DaemonSet and its pods.
-func (k *Kind) Observe(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+// FillStatus computes the replica status from the DaemonSet and its pods.
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
 	l := as(obj)
 	ds := service.LiveDaemonSet(oos)
 	var pods corev1.PodList
@@ -63,7 +63,7 @@ func (k *Kind) Observe(ctx context.Context, obj service.Object, oos []service.Ow
 			service.LabelOwnerKind: k.Name(), service.LabelOwnerName: l.Name})
 		if err != nil {
 			l.Status.DesiredNumberScheduled, l.Status.NumberAvailable, l.Status.LASReplicaAlert = -1, -1, -1
-			return health.Obs(health.Unknown, "ReadError", "listing LAS pods: "+err.Error())
+			return health.Obs(health.Unknown, health.ReasonReadError, "listing LAS pods: "+err.Error())
 		}
 	}
 	st, healthy := Replicas(ds, pods.Items)

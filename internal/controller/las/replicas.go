@@ -18,7 +18,7 @@ const LabelVersion = "app.kubernetes.io/version"
 // Replicas computes the LAS status fields from its DaemonSet (nil if it does
 // not exist) and its pods, and judges IsHealthy by lasReplicaAlert: a LAS
 // pod that fails its SGX-access probe is not ready and makes the CR
-// UNHEALTHY (seed 001, "LAS Unhealthy").
+// UNHEALTHY (the "LAS Unhealthy" case).
 func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, health.Observation) {
 	var st basev1beta1.LASStatus
 	st.Nodes = map[string]basev1beta1.LASNode{}
@@ -44,7 +44,7 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 
 	if ds == nil {
 		st.DesiredNumberScheduled, st.NumberAvailable, st.LASReplicaAlert = -1, -1, -1
-		return st, health.Obs(health.Unknown, "LASNotDeployed", "the LAS DaemonSet does not exist yet")
+		return st, health.Obs(health.Unknown, health.ReasonLASNotDeployed, "the LAS DaemonSet does not exist yet")
 	}
 	st.DesiredNumberScheduled = ds.Status.DesiredNumberScheduled
 	st.NumberAvailable = ds.Status.NumberAvailable
@@ -60,13 +60,13 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 	// the per-node map never disagree.
 	st.LASReplicaAlert = max(st.DesiredNumberScheduled-st.NumberAvailable, int32(len(notReady)), 0)
 	if st.LASReplicaAlert == 0 {
-		return st, health.Obs(health.True, "NoAlerts", fmt.Sprintf("LAS ready on %d nodes", st.NumberAvailable))
+		return st, health.Obs(health.True, health.ReasonNoAlerts, fmt.Sprintf("LAS ready on %d nodes", st.NumberAvailable))
 	}
 	msg := fmt.Sprintf("lasReplicaAlert=%d: LAS is not ready on %d of %d nodes", st.LASReplicaAlert, st.LASReplicaAlert, st.DesiredNumberScheduled)
 	if len(notReady) > 0 {
-		msg += " (" + strings.Join(notReady, ", ") + "); if its SGX probe fails, check the permissions of /dev/sgx_enclave on the node (seed 001: 0666)"
+		msg += " (" + strings.Join(notReady, ", ") + "); if its SGX probe fails, check the permissions of /dev/sgx_enclave on the node (they must be 0666)"
 	}
-	return st, health.Obs(health.False, "LASReplicaAlert", msg)
+	return st, health.Obs(health.False, health.ReasonLASReplicaAlert, msg)
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -34,7 +34,7 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("node entry %+v", n)
 	}
 
-	// Seed 001 "LAS Unhealthy": the SGX probe fails on one node.
+	// "LAS Unhealthy": the SGX probe fails on one node.
 	st, h = Replicas(ds(2, 1), []corev1.Pod{lasPod("las-a", "sgx-0", "1.2", false), lasPod("las-b", "sgx-5", "1.2", true)})
 	if st.LASReplicaAlert != 1 || h.Status != "False" || h.Reason != "LASReplicaAlert" ||
 		!strings.Contains(h.Message, "sgx-0") || !strings.Contains(h.Message, "/dev/sgx_enclave") {

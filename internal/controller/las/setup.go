@@ -24,9 +24,7 @@ import (
 // not only the DaemonSet: the per-node status (ready, version) comes from
 // the pods, and their changes may reach the cache after the DaemonSet's.
 func Setup(mgr ctrl.Manager, r *service.Reconciler) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("las").
-		For(&basev1beta1.LAS{}).
+	return service.NewControllerManagedBy(mgr, "las", &basev1beta1.LAS{}).
 		Owns(&appsv1.DaemonSet{}).
 		Owns(&corev1.ServiceAccount{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(ownerOfPod),

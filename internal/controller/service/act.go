@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,11 +20,15 @@ import (
 )
 
 func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+	if r.Clock != nil {
+		return r.Clock.Now()
 	}
 	return time.Now()
 }
+
+// DefaultDeletionTimeout is how long deletion waits for an uninstall that
+// keeps failing before the finalizer goes anyway.
+const DefaultDeletionTimeout = 2 * time.Minute
 
 // act takes the action the engine chose, then asks to look again: the next
 // pass observes its effect.
@@ -39,11 +44,11 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 	case health.ActionUninstall:
 		if err = r.Releases.Uninstall(ctx, req.Namespace, req.Name); err != nil && r.deletionTimedOut(obj) {
 			// Never let deletion hang on a release that cannot be removed.
-			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "UninstallTimedOut", "Delete",
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventUninstallTimedOut), "Delete",
 				"giving up on uninstalling release %s/%s after %s: %v", req.Namespace, req.Name, r.deletionTimeout(), err)
 			return again, r.removeFinalizer(ctx, obj)
 		}
-		r.record(obj, err, "Uninstalled", "Uninstall", "release %s/%s uninstalled", req.Namespace, req.Name)
+		r.record(obj, err, health.EventUninstalled, "Uninstall", "release %s/%s uninstalled", req.Namespace, req.Name)
 	case health.ActionRemoveFinalizer:
 		err = r.removeFinalizer(ctx, obj)
 		if err == nil {
@@ -53,20 +58,26 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 	case health.ActionAddFinalizer:
 		before := obj.DeepCopyObject().(Object)
 		controllerutil.AddFinalizer(obj, Finalizer)
-		err = r.Client.Patch(ctx, obj, client.MergeFrom(before))
+		err = r.Client.Patch(ctx, obj, mergeFromLocked(before))
 	case health.ActionRemoveOwners, health.ActionSetOwner:
 		err = r.fixOwners(ctx, obj, res, oos, req)
 	case health.ActionInstall:
 		err = r.Releases.Install(ctx, req)
-		r.record(obj, err, "Installed", "Install", "release %s/%s installed", req.Namespace, req.Name)
+		r.record(obj, err, health.EventInstalled, "Install", "release %s/%s installed", req.Namespace, req.Name)
 	case health.ActionUninstallFailed:
 		err = r.Releases.Uninstall(ctx, req.Namespace, req.Name)
-		r.record(obj, err, "UninstalledFailedRelease", "Uninstall", "failed release %s/%s uninstalled, to be installed again", req.Namespace, req.Name)
+		r.record(obj, err, health.EventUninstalledFailedRelease, "Uninstall", "failed release %s/%s uninstalled, to be installed again", req.Namespace, req.Name)
 	case health.ActionUpgrade:
 		err = r.Releases.Upgrade(ctx, req)
-		r.record(obj, err, "Upgraded", "Upgrade", "release %s/%s upgraded: spec rolled out, drift repaired", req.Namespace, req.Name)
+		r.record(obj, err, health.EventUpgraded, "Upgrade", "release %s/%s upgraded: spec rolled out, drift repaired", req.Namespace, req.Name)
 	default:
 		return ctrl.Result{}, fmt.Errorf("unknown action %v", res.Action)
+	}
+	if apierrors.IsConflict(err) {
+		// Acted on a stale copy: our own write has not reached the cache
+		// yet. Look again once it has, without taking the action twice.
+		logger.V(1).Info("stale object, looking again", "error", err.Error())
+		return ctrl.Result{RequeueAfter: actedRecheck}, nil
 	}
 	if err != nil {
 		logger.Error(err, "action failed")
@@ -77,19 +88,19 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 }
 
 // record emits an Event for a completed (or failed) action.
-func (r *Reconciler) record(obj Object, err error, reason, action, format string, args ...any) {
+func (r *Reconciler) record(obj Object, err error, reason health.Reason, action, format string, args ...any) {
 	if err != nil {
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason+"Failed", action, "%v", err)
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(reason)+health.EventFailedSuffix, action, "%v", err)
 		return
 	}
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, reason, action, format, args...)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(reason), action, format, args...)
 }
 
 func (r *Reconciler) deletionTimeout() time.Duration {
 	if r.DeletionTimeout > 0 {
 		return r.DeletionTimeout
 	}
-	return 2 * time.Minute
+	return DefaultDeletionTimeout
 }
 
 func (r *Reconciler) deletionTimedOut(obj Object) bool {
@@ -102,7 +113,14 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, obj Object) error {
 	if !controllerutil.RemoveFinalizer(obj, Finalizer) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, obj, client.MergeFrom(before)))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, obj, mergeFromLocked(before)))
+}
+
+// mergeFromLocked patches only the object as it was read: a reconcile
+// working from a cache that has not seen the last write gets a conflict
+// instead of repeating that write (and its event).
+func mergeFromLocked(before Object) client.Patch {
+	return client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 }
 
 // fixOwners makes the CR the target object's sole controller owner: action
@@ -135,10 +153,10 @@ func (r *Reconciler) fixOwners(ctx context.Context, obj Object, res health.Resul
 	if err := r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("setting owners of %s: %w", oo.ID, err)
 	}
-	reason := "RemovedForeignOwners"
+	reason := health.EventRemovedForeignOwners
 	if res.Action == health.ActionSetOwner {
-		reason = "SetOwner"
+		reason = health.EventSetOwner
 	}
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, reason, "Update", "%s now has %s as its only owner", oo.ID, r.Kind.Name())
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(reason), "Update", "%s now has %s as its only owner", oo.ID, r.Kind.Name())
 	return nil
 }

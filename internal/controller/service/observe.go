@@ -29,9 +29,9 @@ type OwnedObject struct {
 // observe gathers every condition of the table for obj.
 func (r *Reconciler) observe(ctx context.Context, obj Object, req release.Request) (health.Observations, []OwnedObject, error) {
 	yes, no := health.Obs(health.True, "", ""), health.Obs(health.False, "", "")
-	obs := health.Observations{CR: map[string]health.Observation{}}
+	obs := health.Observations{CR: map[health.ConditionType]health.Observation{}}
 	if obj.GetDeletionTimestamp() != nil {
-		obs.CR[health.DeletionPresent] = health.Obs(health.True, "Deleting", "since "+obj.GetDeletionTimestamp().String())
+		obs.CR[health.DeletionPresent] = health.Obs(health.True, health.ReasonDeleting, "since "+obj.GetDeletionTimestamp().String())
 	} else {
 		obs.CR[health.DeletionPresent] = no
 	}
@@ -55,7 +55,7 @@ func (r *Reconciler) observe(ctx context.Context, obj Object, req release.Reques
 	present, readErr := 0, false
 	for i := range oos {
 		oo := &oos[i]
-		conds, err := r.observeOwned(ctx, obj, oo, installed, !equalObjects(oo.Desired, oo.Deployed))
+		conds, err := r.observeOwned(ctx, obj, oo, installed, release.Changed(oo.Desired, oo.Deployed))
 		if err != nil {
 			readErr = true
 		}
@@ -66,14 +66,14 @@ func (r *Reconciler) observe(ctx context.Context, obj Object, req release.Reques
 	}
 	switch {
 	case readErr:
-		u := health.Obs(health.Unknown, "ReadError", "reading the owned objects failed")
+		u := health.Obs(health.Unknown, health.ReasonReadError, "reading the owned objects failed")
 		obs.CR[health.AtLeastOneOwnedObjectPresent], obs.CR[health.AllOwnedObjectsPresent] = u, u
 	default:
 		detail := fmt.Sprintf("%d of %d present", present, len(oos))
-		obs.CR[health.AtLeastOneOwnedObjectPresent] = boolObs(present > 0, "OwnedObjects", detail)
-		obs.CR[health.AllOwnedObjectsPresent] = boolObs(present == len(oos), "OwnedObjects", detail)
+		obs.CR[health.AtLeastOneOwnedObjectPresent] = boolObs(present > 0, health.ReasonOwnedObjects, detail)
+		obs.CR[health.AllOwnedObjectsPresent] = boolObs(present == len(oos), health.ReasonOwnedObjects, detail)
 	}
-	obs.CR[health.IsHealthy] = r.Kind.Observe(ctx, obj, oos)
+	obs.CR[health.IsHealthy] = r.Kind.FillStatus(ctx, obj, oos)
 	return obs, oos, nil
 }
 
@@ -111,13 +111,13 @@ func ownedObjects(rel *release.Observation) []OwnedObject {
 }
 
 // observeOwned computes the OO conditions of one object.
-func (r *Reconciler) observeOwned(ctx context.Context, owner Object, oo *OwnedObject, installed, specChanged bool) (map[string]health.Observation, error) {
-	c := map[string]health.Observation{}
+func (r *Reconciler) observeOwned(ctx context.Context, owner Object, oo *OwnedObject, installed, specChanged bool) (map[health.ConditionType]health.Observation, error) {
+	c := map[health.ConditionType]health.Observation{}
 	unknown := func(msg string) {
-		for _, t := range []string{health.OwnedObjectHealthy, health.OwnedObjectDeletionPresent, health.OwnedObjectValidOwners,
+		for _, t := range []health.ConditionType{health.OwnedObjectHealthy, health.OwnedObjectDeletionPresent, health.OwnedObjectValidOwners,
 			health.OwnsOwnedObject, health.SoleOwner, health.EqualSpecs} {
 			if _, set := c[t]; !set {
-				c[t] = health.Obs(health.Unknown, "NotPresent", msg)
+				c[t] = health.Obs(health.Unknown, health.ReasonNotPresent, msg)
 			}
 		}
 	}
@@ -131,26 +131,26 @@ func (r *Reconciler) observeOwned(ctx context.Context, owner Object, oo *OwnedOb
 		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(ref), live)
 		switch {
 		case apierrors.IsNotFound(err):
-			c[health.OwnedObjectPresent] = health.Obs(health.False, "NotFound", "")
-			c[health.EqualSpecs] = health.Obs(health.False, "Missing", "the release should contain it")
+			c[health.OwnedObjectPresent] = health.Obs(health.False, health.ReasonNotFound, "")
+			c[health.EqualSpecs] = health.Obs(health.False, health.ReasonMissing, "the release should contain it")
 			if installed {
-				c[health.OwnedObjectHealthy] = health.Obs(health.False, "Missing", "")
+				c[health.OwnedObjectHealthy] = health.Obs(health.False, health.ReasonMissing, "")
 			} else {
-				c[health.OwnedObjectHealthy] = health.Obs(health.Unknown, "NotInstalled", "")
+				c[health.OwnedObjectHealthy] = health.Obs(health.Unknown, health.ReasonNotInstalled, "")
 			}
 			unknown("the object does not exist")
 			return c, nil
 		case err != nil:
-			c[health.OwnedObjectPresent] = health.Obs(health.Unknown, "ReadError", err.Error())
+			c[health.OwnedObjectPresent] = health.Obs(health.Unknown, health.ReasonReadError, err.Error())
 			unknown("the object could not be read")
 			return c, err
 		}
 		oo.Live = live
 	}
 	live := oo.Live
-	c[health.OwnedObjectPresent] = health.Obs(health.True, "Found", "")
+	c[health.OwnedObjectPresent] = health.Obs(health.True, health.ReasonFound, "")
 	if ts := live.GetDeletionTimestamp(); ts != nil {
-		c[health.OwnedObjectDeletionPresent] = health.Obs(health.True, "Deleting", "since "+ts.String())
+		c[health.OwnedObjectDeletionPresent] = health.Obs(health.True, health.ReasonDeleting, "since "+ts.String())
 	} else {
 		c[health.OwnedObjectDeletionPresent] = health.Obs(health.False, "", "")
 	}
@@ -161,18 +161,18 @@ func (r *Reconciler) observeOwned(ctx context.Context, owner Object, oo *OwnedOb
 			ours = true
 		}
 	}
-	c[health.OwnedObjectValidOwners] = boolObs(len(owners) <= 1, "Owners", fmt.Sprintf("%d owner references", len(owners)))
-	c[health.OwnsOwnedObject] = boolObs(ours, "Owner", "")
-	c[health.SoleOwner] = boolObs(ours && len(owners) == 1, "Owner", fmt.Sprintf("%d owner references", len(owners)))
+	c[health.OwnedObjectValidOwners] = boolObs(len(owners) <= 1, health.ReasonOwners, fmt.Sprintf("%d owner references", len(owners)))
+	c[health.OwnsOwnedObject] = boolObs(ours, health.ReasonOwner, "")
+	c[health.SoleOwner] = boolObs(ours && len(owners) == 1, health.ReasonOwner, fmt.Sprintf("%d owner references", len(owners)))
 
 	switch {
 	case oo.Desired == nil:
-		c[health.EqualSpecs] = health.Obs(health.False, "NotInSpec", "no longer rendered for the CR: the upgrade removes it")
+		c[health.EqualSpecs] = health.Obs(health.False, health.ReasonNotInSpec, "no longer rendered for the CR: the upgrade removes it")
 	case specChanged:
-		c[health.EqualSpecs] = health.Obs(health.False, "SpecChanged", "the CR's spec renders it differently from the deployed release")
+		c[health.EqualSpecs] = health.Obs(health.False, health.ReasonSpecChanged, "the CR's spec renders it differently from the deployed release")
 	default:
 		if p := contradiction(withoutOwners(oo.Desired), live.Object, ""); p != "" {
-			c[health.EqualSpecs] = health.Obs(health.False, "Drifted", p+" differs from the spec")
+			c[health.EqualSpecs] = health.Obs(health.False, health.ReasonDrifted, p+" differs from the spec")
 		} else {
 			c[health.EqualSpecs] = health.Obs(health.True, "", "")
 		}
@@ -190,13 +190,6 @@ func withoutOwners(u *unstructured.Unstructured) map[string]any {
 	return c.Object
 }
 
-func equalObjects(a, b *unstructured.Unstructured) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return contradiction(a.Object, b.Object, "") == "" && contradiction(b.Object, a.Object, "") == ""
-}
-
 // objectHealth judges workloads by their rollout; other objects are healthy
 // when present.
 func objectHealth(live *unstructured.Unstructured) health.Observation {
@@ -205,7 +198,7 @@ func objectHealth(live *unstructured.Unstructured) health.Observation {
 	}
 	ds := &appsv1.DaemonSet{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, ds); err != nil {
-		return health.Obs(health.Unknown, "Unreadable", err.Error())
+		return health.Obs(health.Unknown, health.ReasonUnreadable, err.Error())
 	}
 	return DaemonSetHealth(ds)
 }
@@ -218,15 +211,15 @@ func DaemonSetHealth(ds *appsv1.DaemonSet) health.Observation {
 	detail := fmt.Sprintf("%d of %d pods available, %d updated", st.NumberAvailable, st.DesiredNumberScheduled, st.UpdatedNumberScheduled)
 	switch {
 	case st.ObservedGeneration < ds.Generation:
-		return health.Obs(health.Unknown, "RolloutPending", "the DaemonSet controller has not seen the latest spec")
+		return health.Obs(health.Unknown, health.ReasonRolloutPending, "the DaemonSet controller has not seen the latest spec")
 	case st.NumberAvailable < st.DesiredNumberScheduled || st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
-		return health.Obs(health.False, "PodsUnavailable", detail)
+		return health.Obs(health.False, health.ReasonPodsUnavailable, detail)
 	default:
-		return health.Obs(health.True, "PodsAvailable", detail)
+		return health.Obs(health.True, health.ReasonPodsAvailable, detail)
 	}
 }
 
-func boolObs(ok bool, reason, message string) health.Observation {
+func boolObs(ok bool, reason health.Reason, message string) health.Observation {
 	if ok {
 		return health.Obs(health.True, reason, message)
 	}

@@ -7,6 +7,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -55,9 +57,10 @@ type Kind interface {
 	// Release returns the namespace of the CR's release and objects, and
 	// the chart values for the CR.
 	Release(obj Object, operatorNamespace string) (namespace string, values map[string]any, err error)
-	// Observe sets the kind's own status fields (metrics, alerts) and
-	// says whether the CR is healthy (the IsHealthy condition).
-	Observe(ctx context.Context, obj Object, oos []OwnedObject) health.Observation
+	// FillStatus fills the kind's own status fields (metrics, alerts)
+	// from the cluster and judges from them whether the CR is healthy (the
+	// IsHealthy condition).
+	FillStatus(ctx context.Context, obj Object, oos []OwnedObject) health.Observation
 	// Metrics are the kind's status fields as Prometheus samples.
 	Metrics(obj Object) []metrics.Sample
 }
@@ -78,10 +81,15 @@ type Reconciler struct {
 	// gets it as the value "host".
 	Host HostPaths
 	// DeletionTimeout bounds how long deletion waits for an uninstall that
-	// keeps failing before the finalizer goes anyway.
+	// keeps failing before the finalizer goes anyway; 0 means
+	// DefaultDeletionTimeout.
 	DeletionTimeout time.Duration
-	Now             func() time.Time
+	// Clock tells the time; nil means the real clock.
+	Clock clock.PassiveClock
 }
+
+// errGone: the CR was deleted while being reconciled.
+var errGone = errors.New("the object is gone")
 
 const (
 	// waitDelay paces action 7 (a release in transition, something not yet
@@ -113,7 +121,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	res := health.Evaluate(obs)
 	r.setStatus(obj, res)
-	if err := r.writeStatus(ctx, before, obj); err != nil {
+	switch err := r.writeStatus(ctx, before, obj); {
+	case errors.Is(err, errGone):
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		// Read from a cache that has not seen our last write: judge again
+		// from the newer object rather than announce this state twice.
+		return ctrl.Result{RequeueAfter: actedRecheck}, nil
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	r.announceState(ctx, obj, before.GetServiceStatus().State)
@@ -155,12 +170,20 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 // writeStatus patches the status subresource if, and only if, it changed:
 // an idle cluster sees no writes.
 func (r *Reconciler) writeStatus(ctx context.Context, before, obj Object) error {
-	if equality.Semantic.DeepEqual(statusOf(before), statusOf(obj)) {
+	was, err := statusOf(before)
+	if err != nil {
+		return err
+	}
+	is, err := statusOf(obj)
+	if err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(was, is) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, obj, mergeFromLocked(before)); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return errGone
 		}
 		return fmt.Errorf("writing status of %s %s: %w", r.Kind.Name(), obj.GetName(), err)
 	}
@@ -170,12 +193,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, obj Object) error 
 
 // statusOf extracts the whole status (service fields and the kind's own)
 // through the unstructured converter, so no kind needs its own comparer.
-func statusOf(obj Object) any {
+func statusOf(obj Object) (any, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("reading the status of %s: %w", obj.GetName(), err)
 	}
-	return u["status"]
+	return u["status"], nil
 }
 
 // The shared reconciler's own needs: Helm releases stored as ConfigMaps,

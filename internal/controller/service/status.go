@@ -46,14 +46,14 @@ func (r *Reconciler) announceState(ctx context.Context, obj Object, prev common.
 	if st.State == prev || st.State == "" {
 		return
 	}
-	eventType, reason := corev1.EventTypeNormal, "Healthy"
+	eventType, reason := corev1.EventTypeNormal, health.EventHealthy
 	switch st.State {
 	case common.StatePending:
-		reason = "Pending"
+		reason = health.EventPending
 	case common.StateUnhealthy:
-		eventType, reason = corev1.EventTypeWarning, "Unhealthy"
+		eventType, reason = corev1.EventTypeWarning, health.EventUnhealthy
 	}
-	r.Recorder.Eventf(obj, nil, eventType, reason, "StateChanged", "%s -> %s%s", orNone(prev), st.State, troubles(st.Conditions))
+	r.Recorder.Eventf(obj, nil, eventType, string(reason), "StateChanged", "%s -> %s%s", orNone(prev), st.State, troubles(st.Conditions))
 }
 
 func orNone(s common.State) string {

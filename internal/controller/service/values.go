@@ -13,7 +13,7 @@ import (
 )
 
 // CommonValues are the chart values of the configuration every service CR
-// has (seed 000, "Common Configuration"): image (defaultImage when unset),
+// has: image (defaultImage when unset),
 // imagePullPolicy, imagePullSecrets, resources, nodeSelector, podAnnotations.
 // Values are plain JSON types, as Helm stores and compares them.
 func CommonValues(spec *common.ServiceSpec, defaultImage string) (map[string]any, error) {
@@ -47,7 +47,7 @@ func CommonValues(spec *common.ServiceSpec, defaultImage string) (map[string]any
 }
 
 // NamespacedValues is the release namespace and common values of a service
-// whose spec names the namespace it runs in (seed 000's `namespace` field of
+// whose spec names the namespace it runs in (the `namespace` field of
 // LAS and SGXPlugin): unset means the operator's namespace.
 func NamespacedValues(spec *common.ServiceSpec, namespace, operatorNamespace, defaultImage string) (string, map[string]any, error) {
 	if namespace == "" {

@@ -1,60 +1,35 @@
 package service
 
 import (
-	"context"
 	"maps"
+	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// EnqueueAll maps any event to every CR of list's kind: device metrics of
-// each CR depend on all nodes and pods.
-func EnqueueAll(c client.Reader, list client.ObjectList) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		l := list.DeepCopyObject().(client.ObjectList)
-		if err := c.List(ctx, l); err != nil {
-			return nil
-		}
-		var reqs []reconcile.Request
-		_ = meta.EachListItem(l, func(o runtime.Object) error {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o.(client.Object))})
-			return nil
-		})
-		return reqs
-	})
+// NewControllerManagedBy starts the controller of a service kind: named,
+// reconciling obj's kind, and woken by what the reconciler acts on (spec,
+// labels, annotations, finalizers, deletion) but not by its own status
+// writes, which would only bring a pass that writes nothing.
+func NewControllerManagedBy(mgr ctrl.Manager, name string, obj client.Object) *builder.Builder {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		For(obj, builder.WithPredicates(NotStatusOnly))
 }
 
-// NodeDevicesChanged passes node updates that change labels or
-// allocatable resources; heartbeat-only updates of a thousand nodes do not
-// keep a controller busy.
-var NodeDevicesChanged = predicate.Funcs{
+// NotStatusOnly passes every event but an update that changed nothing
+// besides the status (and the resource version).
+var NotStatusOnly = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-		return !maps.Equal(o.Labels, n.Labels) ||
-			!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetGeneration() != n.GetGeneration() ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+			!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 	},
-}
-
-// PodsRequesting passes events of pods that request a resource match
-// accepts, when they come, go, bind, change phase or start terminating.
-func PodsRequesting(match func(corev1.ResourceName) bool) predicate.Funcs {
-	uses := func(o client.Object) bool { return RequestsAny(o.(*corev1.Pod), match) }
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return uses(e.Object) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return uses(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-			return uses(n) && (o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
-				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil))
-		},
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }

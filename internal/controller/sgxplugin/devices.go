@@ -1,28 +1,56 @@
 package sgxplugin
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
-	"github.com/cloister-cc/cloister/internal/controller/service"
+	"github.com/cloister-cc/cloister/internal/controller/devices"
 	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
-// The resources the SGX device plugin registers.
+// The resources the SGX device plugin registers, and the label of SGX nodes.
 const (
-	ResourceEnclave   corev1.ResourceName = "sgx.cloister.dev/enclave"
-	ResourceProvision corev1.ResourceName = "sgx.cloister.dev/provision"
-	// LabelSGX marks nodes where the plugin found SGX.
-	LabelSGX = "cloister.dev/sgx"
+	ResourceEnclave   corev1.ResourceName = tee.SGXEnclave
+	ResourceProvision corev1.ResourceName = tee.SGXProvision
+	LabelSGX                              = tee.LabelSGX
 )
 
-// categories are the device categories of seed 000's sgxDeviceAlert.
+// categories are the device categories sgxDeviceAlert watches: a node
+// with no free device of either is out.
 var categories = []corev1.ResourceName{ResourceEnclave, ResourceProvision}
+
+// spec: every SGX resource is requested, enclaves are counted, and the
+// nodes served are those with enclave devices or the SGX label.
+var spec = devices.Spec{
+	Requested:  isSGX,
+	Counted:    func(n corev1.ResourceName) bool { return n == ResourceEnclave },
+	Serves:     func(n *corev1.Node, capacity int32) bool { return capacity > 0 || n.Labels[LabelSGX] == "true" },
+	Categories: categories,
+	Noun:       "SGX device",
+	NoNodes:    "no selected node has SGX devices or the " + LabelSGX + " label",
+
+	DeviceAlert: health.ReasonSGXDeviceAlert, ReplicaAlert: health.ReasonSGXReplicaAlert,
+}
+
+// fields maps the shared numbers onto SGXPlugin's status.
+func fields(s *basev1beta1.SGXPluginStatus) devices.Fields {
+	return devices.Fields{
+		Capacity:         devices.Field{Name: "capacitySGXDevices", Value: &s.CapacitySGXDevices},
+		Used:             devices.Field{Name: "usedSGXDevices", Value: &s.UsedSGXDevices},
+		Available:        devices.Field{Name: "availableSGXDevices", Value: &s.AvailableSGXDevices},
+		CapacityPerNode:  &s.CapacitySGXDevicesPerNode,
+		UsedPerNode:      &s.UsedSGXDevicesPerNode,
+		AvailablePerNode: &s.AvailableSGXDevicesPerNode,
+		Desired:          devices.Field{Name: "desiredReplicas", Value: &s.DesiredReplicas},
+		Ready:            devices.Field{Name: "readyReplicas", Value: &s.ReadyReplicas},
+		DeviceAlert:      devices.Field{Name: "sgxDeviceAlert", Value: &s.SGXDeviceAlert},
+		ReplicaAlert:     devices.Field{Name: "sgxReplicaAlert", Value: &s.SGXReplicaAlert},
+	}
+}
 
 // Devices computes the SGXPlugin status fields from the nodes the plugin
 // serves, the pods in the cluster and the plugin's DaemonSet (nil if it does
@@ -30,62 +58,11 @@ var categories = []corev1.ResourceName{ResourceEnclave, ResourceProvision}
 // the SGX nodes among nodes: those with enclave devices or the SGX label.
 func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (basev1beta1.SGXPluginStatus, health.Observation) {
 	var st basev1beta1.SGXPluginStatus
-	used := service.UsedPerNode(pods, isSGX)
-	st.CapacitySGXDevicesPerNode = map[string]int32{}
-	st.UsedSGXDevicesPerNode = map[string]int32{}
-	st.AvailableSGXDevicesPerNode = map[string]int32{}
-	var empty []string
-	for i := range nodes {
-		n := &nodes[i]
-		capacity := service.Quantity(n.Status.Allocatable, ResourceEnclave)
-		if capacity == 0 && n.Labels[LabelSGX] != "true" {
-			continue
-		}
-		u := used[n.Name][ResourceEnclave]
-		st.CapacitySGXDevicesPerNode[n.Name] = capacity
-		st.UsedSGXDevicesPerNode[n.Name] = u
-		st.AvailableSGXDevicesPerNode[n.Name] = max(capacity-u, 0)
-		st.CapacitySGXDevices += capacity
-		st.UsedSGXDevices += u
-		st.AvailableSGXDevices += max(capacity-u, 0)
-		for _, cat := range categories {
-			if service.Quantity(n.Status.Allocatable, cat)-used[n.Name][cat] <= 0 {
-				empty = append(empty, fmt.Sprintf("%s (%s)", n.Name, cat))
-				st.SGXDeviceAlert++
-				break
-			}
-		}
-	}
-
-	if ds == nil {
-		st.DesiredReplicas, st.ReadyReplicas, st.SGXReplicaAlert = -1, -1, -1
-		return st, health.Obs(health.Unknown, "PluginNotDeployed", "the plugin's DaemonSet does not exist yet")
-	}
-	st.DesiredReplicas = ds.Status.DesiredNumberScheduled
-	st.ReadyReplicas = ds.Status.NumberReady
-	st.SGXReplicaAlert = max(st.DesiredReplicas-st.ReadyReplicas, 0)
-
-	var problems []string
-	if st.SGXReplicaAlert > 0 {
-		problems = append(problems, fmt.Sprintf("sgxReplicaAlert=%d: the plugin is not ready on %d of %d nodes",
-			st.SGXReplicaAlert, st.SGXReplicaAlert, st.DesiredReplicas))
-	}
-	if st.SGXDeviceAlert > 0 {
-		problems = append(problems, fmt.Sprintf("sgxDeviceAlert=%d: no free SGX device on %s",
-			st.SGXDeviceAlert, strings.Join(empty, ", ")))
-	}
-	switch {
-	case st.SGXDeviceAlert > 0:
-		return st, health.Obs(health.False, "SGXDeviceAlert", strings.Join(problems, "; "))
-	case st.SGXReplicaAlert > 0:
-		return st, health.Obs(health.False, "SGXReplicaAlert", strings.Join(problems, "; "))
-	default:
-		return st, health.Obs(health.True, "NoAlerts", fmt.Sprintf("%d SGX devices available on %d nodes",
-			st.AvailableSGXDevices, len(st.CapacitySGXDevicesPerNode)))
-	}
+	healthy := devices.Status(spec, fields(&st), nodes, pods, ds)
+	return st, healthy
 }
 
 func isSGX(name corev1.ResourceName) bool { return slices.Contains(categories, name) }
 
 // RequestsSGX reports whether a pod asks for any SGX device.
-func RequestsSGX(p *corev1.Pod) bool { return service.RequestsAny(p, isSGX) }
+func RequestsSGX(p *corev1.Pod) bool { return devices.RequestsAny(p, isSGX) }

@@ -131,7 +131,7 @@ func TestDevices(t *testing.T) {
 			if st.DesiredReplicas != tt.desired || st.ReadyReplicas != tt.ready {
 				t.Errorf("replicas %d/%d, want %d/%d", st.ReadyReplicas, st.DesiredReplicas, tt.ready, tt.desired)
 			}
-			if string(h.Status) != tt.healthy || h.Reason != tt.reason {
+			if string(h.Status) != tt.healthy || string(h.Reason) != tt.reason {
 				t.Errorf("IsHealthy %s (%s: %s), want %s (%s)", h.Status, h.Reason, h.Message, tt.healthy, tt.reason)
 			}
 		})

@@ -1,12 +1,15 @@
 // Package sgxplugin is the SGXPlugin controller: the shared service
 // reconciler with the SGX device plugin chart, and the device metrics and
-// alerts of seed 000 computed from nodes and pods.
+// alerts (sgxDeviceAlert, sgxReplicaAlert) computed by the shared device
+// accounting from nodes and pods.
 package sgxplugin
 
 import (
 	"context"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/controller/devices"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/health"
 	"github.com/cloister-cc/cloister/internal/metrics"
@@ -17,7 +20,10 @@ type Kind struct {
 	service.Base
 }
 
-var _ service.Kind = (*Kind)(nil)
+var (
+	_ service.Kind   = (*Kind)(nil)
+	_ devices.Plugin = (*Kind)(nil)
+)
 
 func (k *Kind) Name() string                       { return "SGXPlugin" }
 func (k *Kind) ReleasePrefix() string              { return "sgx" }
@@ -37,40 +43,18 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	return ns, values, nil
 }
 
-// Observe computes the device metrics and alerts.
-func (k *Kind) Observe(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+// Devices: the CR's selector, the SGX spec and SGXPlugin's status fields.
+func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, devices.Fields) {
 	p := as(obj)
-	nodes, pods, err := k.NodesAndPods(ctx, p.Spec.NodeSelector)
-	if err != nil {
-		return k.unknown(p, err.Error())
-	}
-	st, healthy := Devices(nodes, pods, service.LiveDaemonSet(oos))
-	st.ServiceStatus = p.Status.ServiceStatus
-	p.Status = st
-	return healthy
+	return p.Spec.NodeSelector, spec, fields(&p.Status)
 }
 
-func (k *Kind) unknown(p *basev1beta1.SGXPlugin, msg string) health.Observation {
-	s := &p.Status
-	s.AvailableSGXDevices, s.CapacitySGXDevices, s.UsedSGXDevices = -1, -1, -1
-	s.DesiredReplicas, s.ReadyReplicas, s.SGXDeviceAlert, s.SGXReplicaAlert = -1, -1, -1, -1
-	return health.Obs(health.Unknown, "ReadError", msg)
+// FillStatus computes the device metrics and alerts.
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+	return devices.FillStatus(ctx, k.Reader, k, obj, oos)
 }
 
 // Metrics exports every metric and alert field.
 func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
-	s := as(obj).Status
-	return service.DeviceSamples([]metrics.Sample{
-		{Field: "availableSGXDevices", Value: float64(s.AvailableSGXDevices)},
-		{Field: "capacitySGXDevices", Value: float64(s.CapacitySGXDevices)},
-		{Field: "usedSGXDevices", Value: float64(s.UsedSGXDevices)},
-		{Field: "desiredReplicas", Value: float64(s.DesiredReplicas)},
-		{Field: "readyReplicas", Value: float64(s.ReadyReplicas)},
-		{Field: "sgxDeviceAlert", Value: float64(s.SGXDeviceAlert)},
-		{Field: "sgxReplicaAlert", Value: float64(s.SGXReplicaAlert)},
-	}, map[string]map[string]int32{
-		"availableSGXDevices": s.AvailableSGXDevicesPerNode,
-		"capacitySGXDevices":  s.CapacitySGXDevicesPerNode,
-		"usedSGXDevices":      s.UsedSGXDevicesPerNode,
-	})
+	return fields(&as(obj).Status).Samples()
 }

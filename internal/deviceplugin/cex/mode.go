@@ -15,9 +15,10 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/cloister-cc/cloister/internal/deviceplugin"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
-// Overcommit bounds: how many containers may share one APQN (the seed
+// Overcommit bounds: how many containers may share one APQN (IBM's plugin
 // hard-codes 1).
 const (
 	MinOvercommit = 1
@@ -30,12 +31,7 @@ const (
 const DefaultReleaseGrace = 2 * time.Minute
 
 // Resource is the resource of a type, or of one of its config sets.
-func Resource(t Type, set string) string {
-	if set == "" {
-		return "ibm.com/cex-" + string(t)
-	}
-	return "ibm.com/cex-" + string(t) + "-" + set
-}
+func Resource(t Type, set string) string { return tee.CEXResource(string(t), set) }
 
 // Mode offers the APQNs of one adapter type.
 type Mode struct {
@@ -236,7 +232,7 @@ func (m *Mode) Allocate(_ context.Context, resource string, ids []string) (*plug
 }
 
 // Release destroys the zcrypt nodes of this type's APQNs that no container
-// has held for ReleaseGrace (the seed leaves them behind for ever).
+// has held for ReleaseGrace (IBM's plugin leaves them behind for ever).
 func (m *Mode) Release(_ context.Context, inUse map[string][]string) error {
 	used := map[string]bool{}
 	for resource, ids := range inUse {

@@ -19,13 +19,14 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/deviceplugin"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // Resources, the node label and the enclave bounds.
 const (
-	ResourceEnclaves = "aws.ec2.nitro/nitro_enclaves"
-	ResourceCPUs     = "aws.ec2.nitro/nitro_enclaves_cpus"
-	Label            = "cloister.dev/nitro"
+	ResourceEnclaves = tee.NitroEnclaves
+	ResourceCPUs     = tee.NitroCPUs
+	Label            = tee.LabelNitro
 	MinEnclaves      = 1
 	MaxEnclaves      = 4 // Nitro's limit per parent instance
 	device           = "nitro_enclaves"

@@ -14,17 +14,18 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/deviceplugin"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // Resources and the node label; the operator's SGXPlugin controller reads
 // the same names.
 const (
-	ResourceEnclave   = "sgx.cloister.dev/enclave"
-	ResourceProvision = "sgx.cloister.dev/provision"
-	Label             = "cloister.dev/sgx"
+	ResourceEnclave   = tee.SGXEnclave
+	ResourceProvision = tee.SGXProvision
+	Label             = tee.LabelSGX
 )
 
-// Capacity bounds (seed 000's capacitySGXPods).
+// Capacity bounds (the SGXPlugin's capacitySGXPods).
 const (
 	MinCapacity = 1
 	MaxCapacity = 10000

@@ -1,0 +1,75 @@
+package devices
+
+import (
+	"context"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Watch adds what every device kind's controller watches besides its CRs:
+// nodes whose labels or allocatable resources change, and pods that request
+// one of the kind's resources, each enqueuing every CR of list's kind (the
+// numbers of each CR depend on all nodes and pods).
+func Watch(b *builder.Builder, c client.Reader, list client.ObjectList, requested func(corev1.ResourceName) bool) *builder.Builder {
+	all := enqueueAll(c, list)
+	return b.
+		Watches(&corev1.Node{}, all, builder.WithPredicates(NodeDevicesChanged)).
+		Watches(&corev1.Pod{}, all, builder.WithPredicates(PodsRequesting(requested)))
+}
+
+// enqueueAll maps any event to every CR of list's kind. A list that fails
+// is logged: the map function has no error to return, and the periodic
+// resync brings the CRs back.
+func enqueueAll(c client.Reader, list client.ObjectList) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := c.List(ctx, l); err != nil {
+			log.FromContext(ctx).Error(err, "listing the CRs to reconcile after a node or pod change")
+			return nil
+		}
+		var reqs []reconcile.Request
+		_ = meta.EachListItem(l, func(o runtime.Object) error {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o.(client.Object))})
+			return nil
+		})
+		return reqs
+	})
+}
+
+// NodeDevicesChanged passes node updates that change labels or
+// allocatable resources; heartbeat-only updates of a thousand nodes do not
+// keep a controller busy.
+var NodeDevicesChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+		return !maps.Equal(o.Labels, n.Labels) ||
+			!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
+	},
+}
+
+// PodsRequesting passes events of pods that request a resource match
+// accepts, when they come, go, bind, change phase or start terminating.
+func PodsRequesting(match func(corev1.ResourceName) bool) predicate.Funcs {
+	uses := func(o client.Object) bool { return RequestsAny(o.(*corev1.Pod), match) }
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return uses(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return uses(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+			return uses(n) && (o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
+				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil))
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

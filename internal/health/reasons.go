@@ -1,0 +1,74 @@
+package health
+
+// Reason is the machine-readable reason of a condition or an event. The
+// values are API: people alert on them, so they are defined here, once,
+// and never reworded.
+type Reason string
+
+// Reasons of the CR's and owned objects' conditions.
+const (
+	// The CR.
+	ReasonDeleting Reason = "Deleting"
+
+	// The release (ReleaseExists, ReleaseSteady, ReleaseFailed, ReleaseDeployed).
+	ReasonReleaseReadError     Reason = "ReleaseReadError"
+	ReasonReleaseNotFound      Reason = "ReleaseNotFound"
+	ReasonReleaseFound         Reason = "ReleaseFound"
+	ReasonInterruptedInstall   Reason = "InterruptedInstall"
+	ReasonInterruptedOperation Reason = "InterruptedOperation"
+	ReasonReleaseInTransition  Reason = "ReleaseInTransition"
+	ReasonReleaseSteady        Reason = "ReleaseSteady"
+	ReasonReleaseFailed        Reason = "ReleaseFailed"
+	ReasonReleaseNotFailed     Reason = "ReleaseNotFailed"
+	ReasonReleaseDeployed      Reason = "ReleaseDeployed"
+	ReasonReleaseNotDeployed   Reason = "ReleaseNotDeployed"
+
+	// The owned objects.
+	ReasonOwnedObjects   Reason = "OwnedObjects"
+	ReasonReadError      Reason = "ReadError"
+	ReasonFound          Reason = "Found"
+	ReasonNotFound       Reason = "NotFound"
+	ReasonMissing        Reason = "Missing"
+	ReasonNotInstalled   Reason = "NotInstalled"
+	ReasonNotPresent     Reason = "NotPresent"
+	ReasonOwners         Reason = "Owners"
+	ReasonOwner          Reason = "Owner"
+	ReasonNotInSpec      Reason = "NotInSpec"
+	ReasonSpecChanged    Reason = "SpecChanged"
+	ReasonDrifted        Reason = "Drifted"
+	ReasonUnreadable     Reason = "Unreadable"
+	ReasonRolloutPending Reason = "RolloutPending"
+	ReasonPodsAvailable  Reason = "PodsAvailable"
+	// ReasonPodsUnavailable: a DaemonSet's pods are not all available.
+	ReasonPodsUnavailable Reason = "PodsUnavailable"
+
+	// IsHealthy, judged by each kind.
+	ReasonNoAlerts          Reason = "NoAlerts"
+	ReasonNoNodes           Reason = "NoNodes"
+	ReasonPluginNotDeployed Reason = "PluginNotDeployed"
+	ReasonLASNotDeployed    Reason = "LASNotDeployed"
+	ReasonSGXDeviceAlert    Reason = "SGXDeviceAlert"
+	ReasonSGXReplicaAlert   Reason = "SGXReplicaAlert"
+	ReasonCEXDeviceAlert    Reason = "CEXDeviceAlert"
+	ReasonCEXReplicaAlert   Reason = "CEXReplicaAlert"
+	ReasonLASReplicaAlert   Reason = "LASReplicaAlert"
+)
+
+// Reasons of the events the reconciler emits: one per state change, one
+// per action taken (the action's name with "Failed" when it failed).
+const (
+	EventHealthy   Reason = "Healthy"
+	EventPending   Reason = "Pending"
+	EventUnhealthy Reason = "Unhealthy"
+
+	EventInstalled                Reason = "Installed"
+	EventUpgraded                 Reason = "Upgraded"
+	EventUninstalled              Reason = "Uninstalled"
+	EventUninstalledFailedRelease Reason = "UninstalledFailedRelease"
+	EventUninstallTimedOut        Reason = "UninstallTimedOut"
+	EventSetOwner                 Reason = "SetOwner"
+	EventRemovedForeignOwners     Reason = "RemovedForeignOwners"
+	// EventFailedSuffix follows an action's reason when it failed, e.g.
+	// "InstalledFailed".
+	EventFailedSuffix = "Failed"
+)

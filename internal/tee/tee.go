@@ -1,0 +1,38 @@
+// Package tee names, once, the extended resources and node labels of every
+// trusted execution environment Cloister serves. The device plugins
+// register these names, the controllers count them, the dev cluster's
+// simulated nodes carry them and the metrics are keyed by them: a rename
+// here reaches all of them, and a name spelled elsewhere does not compile
+// against it.
+package tee
+
+// LabelTEE names a node's trusted execution environment (sgx, snp, tdx,
+// nitro, cex); each also has a label of its own, LabelPrefix+<tee>=true.
+const (
+	LabelTEE    = "cloister.dev/tee"
+	LabelPrefix = "cloister.dev/"
+)
+
+// SGX: the plugin offers enclave and provisioning devices and labels the
+// nodes where it found SGX.
+const (
+	SGX             = "sgx"
+	SGXEnclave      = "sgx.cloister.dev/enclave"
+	SGXProvision    = "sgx.cloister.dev/provision"
+	LabelSGX        = LabelPrefix + SGX
+	NitroEnclaves   = "aws.ec2.nitro/nitro_enclaves"
+	NitroCPUs       = "aws.ec2.nitro/nitro_enclaves_cpus"
+	LabelNitro      = LabelPrefix + "nitro"
+	CEXPrefix       = "ibm.com/cex-"
+	ArchS390X       = "s390x"
+	LabelArchStable = "kubernetes.io/arch"
+)
+
+// CEXResource is the resource of a CryptoExpress queue type (ep11, cca,
+// accel), or of one of its config sets: ibm.com/cex-<type>[-<set>].
+func CEXResource(cexType, set string) string {
+	if set == "" {
+		return CEXPrefix + cexType
+	}
+	return CEXPrefix + cexType + "-" + set
+}
