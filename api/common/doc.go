@@ -1,5 +1,5 @@
 // Package common holds the API types every Cloister service kind shares:
-// the common configuration of seed 000 ("Common Configuration") and the
+// the configuration every service has (image, resources, node selector) and the
 // status every service reports (state, conditions, observedGeneration).
 // It is not an API group of its own; the group packages embed these types.
 // +kubebuilder:object:generate=true

@@ -9,7 +9,7 @@ import (
 // +kubebuilder:validation:Enum=HEALTHY;PENDING;UNHEALTHY
 type State string
 
-// The states of seed 000: HEALTHY when reconciled without problems,
+// The states of every service: HEALTHY when reconciled without problems,
 // PENDING while reconciling or waiting, UNHEALTHY when an alert or a problem
 // needs action.
 const (
@@ -42,8 +42,8 @@ func (s NodeSelector) Map() map[string]string {
 	return m
 }
 
-// ServiceSpec is the configuration every service CR has (seed 000,
-// "Common Configuration").
+// ServiceSpec is the configuration every service CR has: image, pull
+// policy and secrets, resources, node selector and pod annotations.
 type ServiceSpec struct {
 	// AutoUpdate lets the operator roll the service to newer images of the
 	// same semantic-version line. Not supported by CAS.
@@ -88,7 +88,8 @@ type ServiceStatus struct {
 	// +optional
 	State State `json:"state,omitempty"`
 
-	// Conditions are the CR conditions of seed 000 and, prefixed with the
+	// Conditions are the conditions of the CR (IsHealthy, ReleaseExists, ...)
+	// and, prefixed with the
 	// owned object they describe (e.g. daemonset.apps/las.OwnedObjectHealthy),
 	// the conditions of every owned object.
 	// +optional

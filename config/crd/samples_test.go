@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// Every kind has a sample in config/samples named as seed 000 names them
+// Every kind has a sample in config/samples named as the SCONE operator names them
 // (<group>_v1beta1_<kind>.yaml, CR <kind>-sample), and the API server
 // accepts each as it is, with strict field validation: a sample with a
 // misspelt field would fail here rather than confuse a user.

@@ -183,7 +183,7 @@ func TestValidationNamesTheField(t *testing.T) {
 }
 
 // `kubectl get las`, `kubectl get cas` and the short names resolve, and
-// kubectl shows the seed's columns.
+// kubectl shows the columns SCONE users know.
 func TestNamesScopesAndColumns(t *testing.T) {
 	dc := discovery.NewDiscoveryClientForConfigOrDie(cfg)
 	lists, err := dc.ServerPreferredResources()

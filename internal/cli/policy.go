@@ -16,7 +16,7 @@ import (
 )
 
 // defaultCASAddress is where a policy is registered unless told
-// otherwise: the CAS service's client port (seed 000) in the namespace.
+// otherwise: the CAS service's client port in the namespace.
 const defaultCASAddress = "https://cas:8081"
 
 func newPolicy(s Streams) *cobra.Command {

@@ -1,4 +1,4 @@
-// Package lasd is the local attestation service of seed 001 that runs on
+// Package lasd is the local attestation service that runs on
 // every SGX node: it hands enclaves on its node evidence for their report
 // data, and it keeps checking that unprivileged enclaves can open the SGX
 // device, reporting "not ready" with the reason when they cannot (the "LAS
@@ -14,7 +14,7 @@ import (
 
 // Probe checks the enclave device as an unprivileged workload would see
 // it. LAS itself may run as root, for whom open always succeeds, so the
-// permission bits for others are checked too (seed 001 asks for 0666).
+// permission bits for others are checked too (SGX workloads need 0666).
 type Probe struct {
 	DevRoot string
 
@@ -38,7 +38,7 @@ func (p *Probe) check() error {
 		return fmt.Errorf("%s: %w (is the SGX driver loaded and /dev mounted into LAS?)", path, err)
 	}
 	if perm := fi.Mode().Perm(); perm&0o006 != 0o006 {
-		return fmt.Errorf("%s has mode %04o: unprivileged enclaves cannot open it; make it 0666 (seed 001)", path, perm)
+		return fmt.Errorf("%s has mode %04o: unprivileged enclaves cannot open it; make it 0666", path, perm)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

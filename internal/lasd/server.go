@@ -13,7 +13,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 )
 
-// DefaultPort is seed 001's LAS hostPort; DefaultProbeInterval how often
+// DefaultPort is LAS's hostPort, where SGX workloads look for it; DefaultProbeInterval how often
 // the SGX device is checked.
 const (
 	DefaultPort          = 18766

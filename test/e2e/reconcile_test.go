@@ -232,7 +232,7 @@ func TestDeletionLeavesNothing(t *testing.T) {
 }
 
 // A LAS pod whose SGX-access readiness probe fails makes the LAS UNHEALTHY
-// (seed 001, "LAS Unhealthy"); when it passes again the LAS heals.
+// (the "LAS Unhealthy" case); when it passes again the LAS heals.
 func TestLASProbeFailureIsUnhealthy(t *testing.T) {
 	_, cs, crs, _ := sharedOperator(t)
 	ns := namespace(t, cs)

@@ -6,8 +6,8 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 )
 
-// LASSpec configures the local attestation service (seed 000,
-// "Configuration of the LAS Custom Resource").
+// LASSpec configures the local attestation service, a DaemonSet on SGX
+// nodes that quotes enclaves for remote attestation.
 type LASSpec struct {
 	common.ServiceSpec `json:",inline"`
 

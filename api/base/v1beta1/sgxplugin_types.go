@@ -6,8 +6,8 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 )
 
-// SGXPluginSpec configures the SGX device plugin DaemonSet (seed 000,
-// "Configuration of the SGXPlugin Custom Resource").
+// SGXPluginSpec configures the SGX device plugin DaemonSet, which offers
+// the SGX devices of every selected node to pods.
 type SGXPluginSpec struct {
 	common.ServiceSpec `json:",inline"`
 

@@ -18,9 +18,9 @@ type Signature struct {
 	Signature string `json:"signature"`
 }
 
-// SignedPolicySpec is the output of `cloister policy sign` (seed 000,
-// "Fields for the SignedPolicy Custom Resource"). It is not edited field by
-// field: owners re-sign and apply the whole resource.
+// SignedPolicySpec is the output of `cloister policy sign`: a policy signed
+// by its owners. It is not edited field by field: owners re-sign and apply
+// the whole resource.
 type SignedPolicySpec struct {
 	// CASAddress is the CAS the policy is registered with.
 	// +kubebuilder:validation:MinLength=1
@@ -36,8 +36,8 @@ type SignedPolicySpec struct {
 	Signatures []Signature `json:"signatures"`
 }
 
-// EncryptedPolicySpec is the output of `cloister policy encrypt` (seed 000,
-// "Fields for the EncryptedPolicy Custom Resource").
+// EncryptedPolicySpec is the output of `cloister policy encrypt`: a signed
+// policy sealed to the CAS key, so only CAS can read it.
 type EncryptedPolicySpec struct {
 	// CASAddress is the CAS the policy is registered with.
 	// +kubebuilder:validation:MinLength=1

@@ -77,7 +77,7 @@ type NitroEnclaveDeploymentSpec struct {
 // +kubebuilder:validation:Enum=SCHEDULED;ERROR
 type DeploymentStatus string
 
-// The statuses of seed 003.
+// The statuses a NitroEnclaveDeployment shows in its STATUS column.
 const (
 	DeploymentScheduled DeploymentStatus = "SCHEDULED"
 	DeploymentError     DeploymentStatus = "ERROR"
@@ -87,10 +87,10 @@ const (
 type NitroEnclaveDeploymentStatus struct {
 	common.ServiceStatus `json:",inline"`
 
-	// Status is SCHEDULED or ERROR (seed 003's STATUS column).
+	// Status is SCHEDULED or ERROR (the STATUS column).
 	// +optional
 	Status DeploymentStatus `json:"status,omitempty"`
-	// Ready is "<ready>/<desired>" enclave pods (seed 003's READY column).
+	// Ready is "<ready>/<desired>" enclave pods (the READY column).
 	// +optional
 	Ready string `json:"ready,omitempty"`
 	// +optional
@@ -99,7 +99,7 @@ type NitroEnclaveDeploymentStatus struct {
 	ReadyReplicas int32 `json:"readyReplicas"`
 }
 
-// NitroEnclaveDeployment runs enclave pods on AWS Nitro nodes (seed 003).
+// NitroEnclaveDeployment runs enclave pods on AWS Nitro nodes.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=ned,categories=cloister
 // +kubebuilder:subresource:status

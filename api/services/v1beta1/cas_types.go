@@ -20,7 +20,7 @@ type CASNodePorts struct {
 	EnclavePort int32 `json:"enclavePort,omitempty"`
 }
 
-// CASService is how CAS is exposed (seed 000, service.*).
+// CASService is how CAS is exposed to its clients: the Service type and ports.
 // +kubebuilder:validation:XValidation:rule="!has(self.nodePorts) || self.type == 'NodePort'",message="service.nodePorts needs service.type NodePort"
 // +kubebuilder:validation:XValidation:rule="!has(self.loadBalancerIP) || self.type == 'LoadBalancer'",message="service.loadBalancerIP needs service.type LoadBalancer"
 type CASService struct {
@@ -51,8 +51,7 @@ type CASService struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// CASPersistence keeps the CAS database on a PersistentVolumeClaim (seed
-// 000, persistence.*).
+// CASPersistence keeps the CAS database on a PersistentVolumeClaim.
 type CASPersistence struct {
 	// +optional
 	// +kubebuilder:default=false
@@ -73,8 +72,8 @@ type CASPersistence struct {
 	Size *resource.Quantity `json:"size,omitempty"`
 }
 
-// CASSpec configures the attestation and configuration service (seed 000,
-// "Configuration of the CAS Custom Resource").
+// CASSpec configures the configuration and attestation service (CAS): its
+// image, exposure, persistence and the policies it serves.
 type CASSpec struct {
 	common.ServiceSpec `json:",inline"`
 

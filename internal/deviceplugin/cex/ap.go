@@ -1,9 +1,9 @@
 // Package cex is the device plugin mode for IBM CryptoExpress adapters on
-// IBM Z and LinuxONE (seed 004). It offers the node's APQNs (adjunct
+// IBM Z and LinuxONE. It offers the node's APQNs (adjunct
 // processor queues: an adapter and a domain) of one adapter mode as
 // ibm.com/cex-<mode>, or one resource per crypto config set, and gives
 // each container a zcrypt device node restricted to its APQN as
-// /dev/z90crypt. Unlike the seed's plugin it removes the zcrypt nodes no
+// /dev/z90crypt. Unlike IBM's plugin it removes the zcrypt nodes no
 // container uses any more, and notices hot plugs from filesystem events
 // instead of a 30-second poll.
 package cex

@@ -11,7 +11,7 @@ import (
 )
 
 // Config is the crypto config sets file (JSON or YAML), in the shape of the
-// CEXPlugin CR's spec.configSets. Unknown fields are errors: the seed
+// CEXPlugin CR's spec.configSets. Unknown fields are errors: IBM's
 // plugin's users lost settings to fields it silently ignored.
 type Config struct {
 	ConfigSets []ConfigSet `json:"configSets"`

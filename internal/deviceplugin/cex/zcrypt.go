@@ -20,7 +20,7 @@ type zcrypt struct {
 	wait time.Duration
 }
 
-// nodePrefix names the nodes this plugin creates, as the seed does.
+// nodePrefix names the nodes this plugin creates, as IBM's plugin does.
 const nodePrefix = "zcrypt_apqn_"
 
 func nodeName(a APQN) string { return fmt.Sprintf("%s%d_%d", nodePrefix, a.Adapter, a.Domain) }
