@@ -2,29 +2,52 @@ package operator
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/internal/controller/devices"
+	"github.com/cloister-cc/cloister/internal/controller/service"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
-// slimPod keeps what the controllers read of a pod (where it runs, what it
-// requests, whether it is ready) so a large cluster's pods fit the
-// operator's memory budget.
+// slimPod keeps of a pod only what the controllers read, so a large
+// cluster's pods fit the operator's memory budget:
+//   - the operator's own pods (LAS replicas): labels, node, phase,
+//     conditions;
+//   - pods asking for a TEE device (the device counts): node, phase and
+//     their containers' resources;
+//   - every other pod: its identity alone, which no controller reads
+//     beyond.
 func slimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	slim := &corev1.Pod{TypeMeta: p.TypeMeta}
-	slim.ObjectMeta = *p.ObjectMeta.DeepCopy()
-	slim.ManagedFields = nil
-	slim.Annotations = nil
+	slim := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		DeletionTimestamp: p.DeletionTimestamp,
+	}}
+	_, ours := p.Labels[service.LabelOwnerKind]
+	device := devices.RequestsAny(p, isDevice)
+	if !ours && !device {
+		return slim, nil
+	}
 	slim.Spec.NodeName = p.Spec.NodeName
-	slim.Spec.Overhead = p.Spec.Overhead
-	slim.Spec.Resources = p.Spec.Resources
-	slim.Spec.Containers = slimContainers(p.Spec.Containers)
-	slim.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
 	slim.Status.Phase = p.Status.Phase
-	slim.Status.Conditions = p.Status.Conditions
+	if ours {
+		slim.Labels = p.Labels
+		slim.Status.Conditions = p.Status.Conditions
+	}
+	if device {
+		slim.Spec.Overhead = p.Spec.Overhead
+		slim.Spec.Resources = p.Spec.Resources
+		slim.Spec.Containers = slimContainers(p.Spec.Containers)
+		slim.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
+	}
 	return slim, nil
 }
+
+// isDevice: a TEE device resource of any kind.
+func isDevice(name corev1.ResourceName) bool { return tee.IsDevice(string(name)) }
 
 func slimContainers(cs []corev1.Container) []corev1.Container {
 	if cs == nil {
@@ -43,10 +66,9 @@ func slimNode(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	slim := &corev1.Node{TypeMeta: n.TypeMeta}
-	slim.ObjectMeta = *n.ObjectMeta.DeepCopy()
-	slim.ManagedFields = nil
-	slim.Annotations = nil
+	slim := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+	}}
 	slim.Status.Capacity = n.Status.Capacity
 	slim.Status.Allocatable = n.Status.Allocatable
 	return slim, nil

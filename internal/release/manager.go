@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
 // Request says which release a CR has and what it should contain.
@@ -55,7 +56,7 @@ type Manager struct {
 	mapper     meta.RESTMapper
 	log        *slog.Logger
 	staleAfter time.Duration
-	now        func() time.Time
+	clock      clock.PassiveClock
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration // by namespace
@@ -72,7 +73,7 @@ func NewManager(cfg *rest.Config, log *slog.Logger) (*Manager, error) {
 	}
 	return &Manager{
 		config: cfg, discovery: dc, mapper: mapper, log: log,
-		staleAfter: DefaultStaleAfter, now: time.Now,
+		staleAfter: DefaultStaleAfter, clock: clock.RealClock{},
 		configs: map[string]*action.Configuration{},
 	}, nil
 }
@@ -121,7 +122,7 @@ func (m *Manager) stale(rel *helmrelease.Release) bool {
 	if rel == nil || rel.Info == nil || !rel.Info.Status.IsPending() {
 		return false
 	}
-	return m.now().Sub(rel.Info.LastDeployed) > m.staleAfter
+	return m.clock.Now().Sub(rel.Info.LastDeployed) > m.staleAfter
 }
 
 // Install creates the release (revision 1).

@@ -6,6 +6,8 @@
 // against it.
 package tee
 
+import "strings"
+
 // LabelTEE names a node's trusted execution environment (sgx, snp, tdx,
 // nitro, cex); each also has a label of its own, LabelPrefix+<tee>=true.
 const (
@@ -35,4 +37,11 @@ func CEXResource(cexType, set string) string {
 		return CEXPrefix + cexType
 	}
 	return CEXPrefix + cexType + "-" + set
+}
+
+// IsDevice says whether a resource is one of the TEE devices Cloister's
+// plugins offer (or AWS's Nitro plugin, whose names it shares).
+func IsDevice(name string) bool {
+	return strings.HasPrefix(name, "sgx.cloister.dev/") || strings.HasPrefix(name, CEXPrefix) ||
+		strings.HasPrefix(name, "aws.ec2.nitro/")
 }

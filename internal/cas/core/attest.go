@@ -99,7 +99,7 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %v", ErrInvalid, err)
 	}
-	claims, err := verify.Evidence(req.Evidence, verify.Options{At: c.cfg.Now(), CollateralDir: c.cfg.CollateralDir})
+	claims, err := verify.Evidence(req.Evidence, verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir})
 	if err == nil {
 		p := reg.doc.Policy(svc)
 		p.ReportData = binding
@@ -118,7 +118,7 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 	}
 	leaf, err := k.authority.Issue(pki.Request{
 		PublicKey: csr.PublicKey, CommonName: req.Service + "." + req.Policy, SANs: svc.Certificate.SANs,
-		Validity: svc.CertificateValidity(), Claims: claimsJSON, Now: c.cfg.Now(),
+		Validity: svc.CertificateValidity(), Claims: claimsJSON, Now: c.cfg.Clock.Now(),
 	})
 	if err != nil {
 		return nil, "error", err

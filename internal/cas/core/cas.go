@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
@@ -81,7 +83,7 @@ type Config struct {
 	// evidence (as for cloister evidence verify).
 	CollateralDir string
 	Log           *slog.Logger
-	Now           func() time.Time
+	Clock         clock.PassiveClock
 	Metrics       *Metrics
 }
 
@@ -111,8 +113,8 @@ type keys struct {
 // Open reads the state: uninitialised, or initialised and then unsealed by
 // the sealer, or else in recovery mode.
 func Open(cfg Config) (*CAS, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

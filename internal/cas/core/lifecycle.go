@@ -64,11 +64,11 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*Shares, error) {
 		}
 		out.Shares = append(out.Shares, SealedShare{Owner: fps[i], Sealed: sealed})
 	}
-	authority, err := pki.New(s, c.cfg.Name, c.cfg.Now())
+	authority, err := pki.New(s, c.cfg.Name, c.cfg.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
-	m := &meta{Commitment: commitment, Owners: fps, Check: s.Key("check", 32), Initialized: c.cfg.Now().UTC()}
+	m := &meta{Commitment: commitment, Owners: fps, Check: s.Key("check", 32), Initialized: c.cfg.Clock.Now().UTC()}
 	enc, err := store.NewEncrypted(s.Key("store", 32))
 	if err != nil {
 		return nil, err

@@ -128,7 +128,7 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 		return nil, err
 	}
 	r := &registered{Version: 1, Digest: digest, Signed: *s, doc: doc}
-	rec := Record{Name: doc.Name, Version: 1, Digest: digest, Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Now().UTC()}
+	rec := Record{Name: doc.Name, Version: 1, Digest: digest, Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
 	if current != nil {
 		r.Version = current.Version + 1
 		rec.Version = r.Version
@@ -148,7 +148,7 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 			return err
 		}
 		rec.Signature = sig
-		if err := ensureSecrets(etx, k, doc, c.cfg.Now()); err != nil {
+		if err := ensureSecrets(etx, k, doc, c.cfg.Clock.Now()); err != nil {
 			return err
 		}
 		for _, w := range []struct {
