@@ -14,11 +14,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/version"
 )
 
 // renderKubeVersion is the cluster version charts are rendered for when
-// nothing is asked of the cluster.
-var renderKubeVersion = &common.KubeVersion{Version: "v1.37.1", Major: "1", Minor: "37"}
+// nothing is asked of the cluster: the release Cloister is built against.
+var renderKubeVersion = func() *common.KubeVersion {
+	v, err := common.ParseKubeVersion(version.Kubernetes)
+	if err != nil {
+		panic(fmt.Sprintf("version.Kubernetes %q: %v", version.Kubernetes, err))
+	}
+	return v
+}()
 
 // Render returns the objects the release should contain, exactly as Install
 // or Upgrade would apply them (post-rendered with owner and labels), without

@@ -14,12 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cloister-cc/cloister/internal/version"
 )
 
-// KubeVersion is the Kubernetes release of the components and of the client
-// libraries (k8s.io/* v0.37.1). hack/tools/go.mod pins the same release; a
-// test keeps the two in step.
-const KubeVersion = "v1.37.1"
+// KubeVersion is the Kubernetes release of the components (defined in
+// internal/version).
+const KubeVersion = version.Kubernetes
 
 // Tool is one binary built from the hack/tools module.
 type Tool struct {

@@ -9,6 +9,12 @@ import (
 	"runtime/debug"
 )
 
+// Kubernetes is the Kubernetes release Cloister builds its toolchain from,
+// tests against, renders charts for and takes its client libraries from
+// (k8s.io/* v0.37.1); hack/tools/go.mod pins the same release, and a test
+// of internal/toolchain keeps the three in step.
+const Kubernetes = "v1.37.1"
+
 // Set at link time: -X github.com/cloister-cc/cloister/internal/version.Version=...
 var (
 	Version = ""
