@@ -51,7 +51,7 @@ func setup(t *testing.T) (*Manager, kubernetes.Interface, Request) {
 	}
 }
 
-func mustObserve(t *testing.T, m *Manager, req Request) *Observation {
+func mustObserve(t *testing.T, m *Manager, req Request) *Snapshot {
 	t.Helper()
 	obs, err := m.Observe(context.Background(), req)
 	if err != nil {
@@ -62,7 +62,7 @@ func mustObserve(t *testing.T, m *Manager, req Request) *Observation {
 
 // specChanged: any object of the deployed revision Changed, or only in
 // one of the two renderings.
-func specChanged(obs *Observation) bool {
+func specChanged(obs *Snapshot) bool {
 	byName := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 		m := map[string]*unstructured.Unstructured{}
 		for _, o := range objs {
@@ -266,7 +266,7 @@ func TestInterruptedOperationsAreRecovered(t *testing.T) {
 
 // healthyWith feeds the release observations to the status engine with
 // everything else as desired.
-func healthyWith(obs *Observation) health.Observations {
+func healthyWith(obs *Snapshot) health.Observations {
 	ok := health.Obs(health.True, "", "")
 	no := health.Obs(health.False, "", "")
 	return health.Observations{CR: map[health.ConditionType]health.Observation{

@@ -11,9 +11,9 @@ import (
 	"github.com/cloister-cc/cloister/internal/health"
 )
 
-// Observation is what Observe found: the release conditions of the status table and
+// Snapshot is what Observe found: the release conditions of the status table and
 // the objects the release should contain.
-type Observation struct {
+type Snapshot struct {
 	Exists, Steady, Failed, Deployed health.Observation
 	// Desired are the objects the chart renders for the request.
 	Desired []*unstructured.Unstructured
@@ -24,12 +24,12 @@ type Observation struct {
 // Observe reads the release of req and renders what it should contain.
 // An error reading the release makes the release conditions Unknown rather
 // than failing: the status engine decides what that means.
-func (m *Manager) Observe(ctx context.Context, req Request) (*Observation, error) {
+func (m *Manager) Observe(ctx context.Context, req Request) (*Snapshot, error) {
 	desired, err := m.Render(req)
 	if err != nil {
 		return nil, err
 	}
-	obs := &Observation{Desired: desired}
+	obs := &Snapshot{Desired: desired}
 	cfg, err := m.actionConfig(req.Namespace)
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, d
 }
 
 // FillStatus computes the device metrics and alerts.
-func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
 	return devices.FillStatus(ctx, k.Reader, k, obj, oos)
 }
 

@@ -25,7 +25,7 @@ type Plugin interface {
 // FillStatus reads the nodes the CR selects and every pod, fills the CR's
 // device fields and judges IsHealthy from its alerts. When the cluster
 // cannot be read every number is -1 and IsHealthy Unknown.
-func FillStatus(ctx context.Context, r client.Reader, p Plugin, obj service.Object, oos []service.OwnedObject) health.Observation {
+func FillStatus(ctx context.Context, r client.Reader, p Plugin, obj service.Object, oos []service.Owned) health.Observation {
 	selector, spec, fields := p.Devices(obj)
 	nodes, pods, err := nodesAndPods(ctx, r, selector)
 	if err != nil {

@@ -54,7 +54,7 @@ func imageTag(image string) string {
 }
 
 // FillStatus computes the replica status from the DaemonSet and its pods.
-func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.OwnedObject) health.Observation {
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
 	l := as(obj)
 	ds := service.LiveDaemonSet(oos)
 	var pods corev1.PodList

@@ -32,7 +32,7 @@ const DefaultDeletionTimeout = 2 * time.Minute
 
 // act takes the action the engine chose, then asks to look again: the next
 // pass observes its effect.
-func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, res health.Result, oos []OwnedObject) (ctrl.Result, error) {
+func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, res health.Result, oos []Owned) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("action", res.Action.String())
 	again := ctrl.Result{RequeueAfter: actedRecheck}
 	var err error
@@ -125,8 +125,8 @@ func mergeFromLocked(before Object) client.Patch {
 
 // fixOwners makes the CR the target object's sole controller owner: action
 // 4 drops the other owners, action 5 adds the CR.
-func (r *Reconciler) fixOwners(ctx context.Context, obj Object, res health.Result, oos []OwnedObject, req release.Request) error {
-	var oo *OwnedObject
+func (r *Reconciler) fixOwners(ctx context.Context, obj Object, res health.Result, oos []Owned, req release.Request) error {
+	var oo *Owned
 	for i := range oos {
 		if oos[i].ID == res.Target {
 			oo = &oos[i]

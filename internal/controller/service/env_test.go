@@ -73,7 +73,7 @@ func (k *testKind) Release(obj Object, operatorNamespace string) (string, map[st
 	l := obj.(*basev1beta1.LAS)
 	return NamespacedValues(&l.Spec.ServiceSpec, l.Spec.Namespace, operatorNamespace, "example.com/test:1")
 }
-func (k *testKind) FillStatus(context.Context, Object, []OwnedObject) health.Observation {
+func (k *testKind) FillStatus(context.Context, Object, []Owned) health.Observation {
 	return health.Obs(health.True, health.ReasonNoAlerts, "")
 }
 func (k *testKind) Metrics(Object) []metrics.Sample { return nil }

@@ -60,7 +60,7 @@ type Kind interface {
 	// FillStatus fills the kind's own status fields (metrics, alerts)
 	// from the cluster and judges from them whether the CR is healthy (the
 	// IsHealthy condition).
-	FillStatus(ctx context.Context, obj Object, oos []OwnedObject) health.Observation
+	FillStatus(ctx context.Context, obj Object, oos []Owned) health.Observation
 	// Metrics are the kind's status fields as Prometheus samples.
 	Metrics(obj Object) []metrics.Sample
 }
