@@ -455,7 +455,8 @@ func testUpAgainAfterACrash(t *testing.T, e *realNodeEnv) {
 func testOtherSuitesSkip(t *testing.T, e *realNodeEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-run", "^TestRuntimeRunsAContainer$", "./internal/realnode/")
+	// The flags of make test, so the build cache has the test binary.
+	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-tags", "e2e", "-count=1", "-v", "-run", "^TestRuntimeRunsAContainer$", "./internal/realnode/")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
