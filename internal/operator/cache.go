@@ -1,18 +1,21 @@
 package operator
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloister-cc/cloister/internal/controller/devices"
+	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // slimPod keeps of a pod only what the controllers read, so a large
 // cluster's pods fit the operator's memory budget:
-//   - the operator's own pods (LAS replicas): labels, node, phase,
-//     conditions;
+//   - the operator's own pods (LAS replicas): their cloister.dev labels
+//     and version, node, phase, readiness;
 //   - pods asking for a TEE device (the device counts): node, phase and
 //     their containers' resources;
 //   - every other pod: its identity alone, which no controller reads
@@ -34,8 +37,17 @@ func slimPod(obj any) (any, error) {
 	slim.Spec.NodeName = p.Spec.NodeName
 	slim.Status.Phase = p.Status.Phase
 	if ours {
-		slim.Labels = p.Labels
-		slim.Status.Conditions = p.Status.Conditions
+		slim.Labels = map[string]string{}
+		for k, v := range p.Labels {
+			if strings.HasPrefix(k, tee.LabelPrefix) || k == las.LabelVersion {
+				slim.Labels[k] = v
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			}
+		}
 	}
 	if device {
 		slim.Spec.Overhead = p.Spec.Overhead

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloister-cc/cloister/internal/controller/devices"
+	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/tee"
 )
@@ -44,10 +45,15 @@ func TestSlimPod(t *testing.T) {
 		t.Errorf("device pod kept more than the counts need: %+v", p)
 	}
 
-	got, _ = slimPod(fullPod("las-x", map[string]string{service.LabelOwnerKind: "LAS", service.LabelOwnerName: "las"}, nil))
+	got, _ = slimPod(fullPod("las-x", map[string]string{service.LabelOwnerKind: "LAS", service.LabelOwnerName: "las",
+		las.LabelVersion: "1.2", "controller-revision-hash": "abc"}, nil))
 	p = got.(*corev1.Pod)
-	if p.Labels[service.LabelOwnerName] != "las" || p.Spec.NodeName != "sgx-0" || len(p.Status.Conditions) != 1 {
+	if p.Labels[service.LabelOwnerName] != "las" || p.Labels[las.LabelVersion] != "1.2" || p.Spec.NodeName != "sgx-0" ||
+		len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodReady {
 		t.Errorf("operator pod lost its labels, node or readiness: %+v", p)
+	}
+	if _, kept := p.Labels["controller-revision-hash"]; kept {
+		t.Errorf("operator pod kept labels no controller reads: %v", p.Labels)
 	}
 
 	got, _ = slimPod(fullPod("web", map[string]string{"app": "web"}, cpu))
