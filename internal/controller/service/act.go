@@ -73,9 +73,11 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 	default:
 		return ctrl.Result{}, fmt.Errorf("unknown action %v", res.Action)
 	}
-	if apierrors.IsConflict(err) {
+	if apierrors.IsConflict(err) && patchesObjects(res.Action) {
 		// Acted on a stale copy: our own write has not reached the cache
 		// yet. Look again once it has, without taking the action twice.
+		// (A Helm action's conflict is an error like any other: it backs
+		// off instead of retrying every 200 ms.)
 		logger.V(1).Info("stale object, looking again", "error", err.Error())
 		return ctrl.Result{RequeueAfter: actedRecheck}, nil
 	}
@@ -85,6 +87,16 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 	}
 	logger.V(1).Info("action taken", "target", res.Target)
 	return again, nil
+}
+
+// patchesObjects says whether an action is a patch of the CR or an owned
+// object with the resourceVersion that was read.
+func patchesObjects(a health.Action) bool {
+	switch a {
+	case health.ActionAddFinalizer, health.ActionRemoveFinalizer, health.ActionRemoveOwners, health.ActionSetOwner:
+		return true
+	}
+	return false
 }
 
 // record emits an Event for a completed (or failed) action.
