@@ -18,16 +18,25 @@ const (
 // SGX: the plugin offers enclave and provisioning devices and labels the
 // nodes where it found SGX.
 const (
-	SGX             = "sgx"
-	SGXEnclave      = "sgx.cloister.dev/enclave"
-	SGXProvision    = "sgx.cloister.dev/provision"
-	LabelSGX        = LabelPrefix + SGX
-	NitroEnclaves   = "aws.ec2.nitro/nitro_enclaves"
-	NitroCPUs       = "aws.ec2.nitro/nitro_enclaves_cpus"
-	LabelNitro      = LabelPrefix + "nitro"
-	CEXPrefix       = "ibm.com/cex-"
-	ArchS390X       = "s390x"
-	LabelArchStable = "kubernetes.io/arch"
+	SGXPrefix    = "sgx.cloister.dev/"
+	SGXEnclave   = SGXPrefix + "enclave"
+	SGXProvision = SGXPrefix + "provision"
+	LabelSGX     = LabelPrefix + "sgx"
+)
+
+// AWS Nitro Enclaves: the names AWS's own device plugin uses, so workloads
+// written for it run unchanged.
+const (
+	NitroPrefix   = "aws.ec2.nitro/"
+	NitroEnclaves = NitroPrefix + "nitro_enclaves"
+	NitroCPUs     = NitroPrefix + "nitro_enclaves_cpus"
+	LabelNitro    = LabelPrefix + "nitro"
+)
+
+// IBM CryptoExpress: adapters exist on s390x (IBM Z, LinuxONE) only.
+const (
+	CEXPrefix = "ibm.com/cex-"
+	ArchS390X = "s390x"
 )
 
 // CEXResource is the resource of a CryptoExpress queue type (ep11, cca,
@@ -42,6 +51,5 @@ func CEXResource(cexType, set string) string {
 // IsDevice says whether a resource is one of the TEE devices Cloister's
 // plugins offer (or AWS's Nitro plugin, whose names it shares).
 func IsDevice(name string) bool {
-	return strings.HasPrefix(name, "sgx.cloister.dev/") || strings.HasPrefix(name, CEXPrefix) ||
-		strings.HasPrefix(name, "aws.ec2.nitro/")
+	return strings.HasPrefix(name, SGXPrefix) || strings.HasPrefix(name, CEXPrefix) || strings.HasPrefix(name, NitroPrefix)
 }
