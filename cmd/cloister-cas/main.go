@@ -24,11 +24,7 @@ func run(ctx context.Context) error {
 	fs.StringVar(&sans, "tls-san", "", "extra DNS names / IPs of the TLS certificate, comma-separated")
 	fs.StringVar(&cfg.CollateralDir, "collateral-dir", "", "Intel PCS collateral / SNP VCEK for hardware evidence")
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "vouch for the TLS key with simulated (insecure) evidence")
-	newLog := startup.LogFlag(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
-	}
-	log, err := newLog(os.Stderr)
+	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err
 	}

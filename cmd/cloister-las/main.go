@@ -21,11 +21,7 @@ func run(ctx context.Context) error {
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", lasd.DefaultProbeInterval, "how often to check unprivileged access to sgx_enclave")
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "issue simulated (insecure) evidence signed by this node's key")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "where this node's simulation key is kept (made when missing); empty: a key per process")
-	newLog := startup.LogFlag(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
-	}
-	log, err := newLog(os.Stderr)
+	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err
 	}

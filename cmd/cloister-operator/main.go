@@ -45,11 +45,7 @@ func run(ctx context.Context) error {
 		"the kubelet's root directory on the nodes (its pod-resources socket is in it)")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
-	newLog := startup.LogFlag(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
-	}
-	log, err := newLog(os.Stderr)
+	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -64,17 +64,18 @@ func ParseLogLevel(s string) (slog.Level, error) {
 	return level, nil
 }
 
-// LogFlag adds --log-level to fs; after fs.Parse, the function it returns
-// makes the logger, or says what is wrong with the level.
-func LogFlag(fs *flag.FlagSet) func(w io.Writer) (*slog.Logger, error) {
+// ParseFlags adds --log-level to fs, parses args and returns the logger
+// at that level, writing to w.
+func ParseFlags(fs *flag.FlagSet, args []string, w io.Writer) (*slog.Logger, error) {
 	value := fs.String(LogLevelFlag, LogLevelDefault, LogLevelUsage)
-	return func(w io.Writer) (*slog.Logger, error) {
-		level, err := ParseLogLevel(*value)
-		if err != nil {
-			return nil, err
-		}
-		return Logger(w, level), nil
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
+	level, err := ParseLogLevel(*value)
+	if err != nil {
+		return nil, err
+	}
+	return Logger(w, level), nil
 }
 
 // Logger writes JSON lines to w at level.

@@ -56,14 +56,9 @@ func TestLogLevel(t *testing.T) {
 	}
 }
 
-func TestLogFlag(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	newLog := LogFlag(fs)
-	if err := fs.Parse([]string{"--log-level=warn"}); err != nil {
-		t.Fatal(err)
-	}
+func TestParseFlags(t *testing.T) {
 	var out bytes.Buffer
-	log, err := newLog(&out)
+	log, err := ParseFlags(flag.NewFlagSet("x", flag.ContinueOnError), []string{"--log-level=warn"}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +67,12 @@ func TestLogFlag(t *testing.T) {
 	if strings.Contains(out.String(), "hidden") || !strings.Contains(out.String(), "shown") {
 		t.Errorf("--log-level=warn logged %q", out.String())
 	}
-	_ = fs.Parse([]string{"--log-level=loud"})
-	if _, err := newLog(&out); err == nil {
+	if _, err := ParseFlags(flag.NewFlagSet("x", flag.ContinueOnError), []string{"--log-level=loud"}, &out); err == nil {
 		t.Error("--log-level=loud accepted")
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	if _, err := ParseFlags(fs, []string{"--help"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help: %v, want flag.ErrHelp (exit 0)", err)
 	}
 }
