@@ -260,3 +260,46 @@ var (
 	metav1UpdateOptions = metav1.UpdateOptions{}
 	metav1GetOptions    = metav1.GetOptions{}
 )
+
+// A policy's spec is the signed (or sealed) output of the CLI: editing a
+// field is refused, saying how to change a policy, and the stored object
+// stays as it was. Metadata (labels) may still change.
+func TestPolicySpecsAreImmutable(t *testing.T) {
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		manifest, field, want string
+	}{
+		{`{apiVersion: cas.cloister.dev/v1beta1, kind: SignedPolicy, metadata: {name: frozen, namespace: default},
+		   spec: {casAddress: "cas:8081", policy: "name: p", signatures: [{signer: "sha256:ab", signature: "c2ln"}]}}`,
+			"policy", "sign the changed policy again (cloister policy sign)"},
+		{`{apiVersion: cas.cloister.dev/v1beta1, kind: EncryptedPolicy, metadata: {name: frozen, namespace: default},
+		   spec: {casAddress: "cas:8081", policy: "AAAA", encryptionKey: "a2V5"}}`,
+			"casAddress", "encrypt the changed policy again (cloister policy encrypt)"},
+	} {
+		good, err := create(t, dyn, tt.manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri := dyn.Resource(resourceOf(good)).Namespace("default")
+		bad := good.DeepCopy()
+		if err := unstructured.SetNestedField(bad.Object, "edited", "spec", tt.field); err != nil {
+			t.Fatal(err)
+		}
+		_, err = ri.Update(ctx, bad, metav1UpdateOptions)
+		if err == nil || !strings.Contains(err.Error(), "spec is immutable") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: editing spec.%s: %v, want it refused saying %q", good.GetKind(), tt.field, err, tt.want)
+		}
+		stored, err := ri.Get(ctx, "frozen", metav1GetOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _, _ := unstructured.NestedString(stored.Object, "spec", tt.field); v == "edited" || stored.GetResourceVersion() != good.GetResourceVersion() {
+			t.Errorf("%s: after the refused edit spec.%s = %q (resourceVersion %s -> %s)", good.GetKind(), tt.field, v, good.GetResourceVersion(), stored.GetResourceVersion())
+		}
+		stored.SetLabels(map[string]string{"team": "payments"})
+		if _, err := ri.Update(ctx, stored, metav1UpdateOptions); err != nil {
+			t.Errorf("%s: a label change refused: %v", good.GetKind(), err)
+		}
+	}
+}

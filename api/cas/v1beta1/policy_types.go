@@ -77,6 +77,9 @@ type SignedPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Spec is immutable: a changed field would no longer match the owners'
+	// signatures. To change a policy, sign it again and create the result.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: editing a field would break the owners' signatures; sign the changed policy again (cloister policy sign) and create it as a new SignedPolicy, or delete this one and create the new one"
 	Spec   SignedPolicySpec `json:"spec"`
 	Status PolicyStatus     `json:"status,omitempty"`
 }
@@ -101,6 +104,9 @@ type EncryptedPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Spec is immutable: it is sealed to the CAS as a whole. To change a
+	// policy, sign and encrypt it again and create the result.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: the sealed policy cannot be edited field by field; encrypt the changed policy again (cloister policy encrypt) and create it as a new EncryptedPolicy, or delete this one and create the new one"
 	Spec   EncryptedPolicySpec `json:"spec"`
 	Status PolicyStatus        `json:"status,omitempty"`
 }
