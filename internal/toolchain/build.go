@@ -107,7 +107,9 @@ func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []strin
 		what[i] = lastElem(pkg)
 	}
 	stop := make(chan struct{})
-	go reportProgress(w, strings.Join(what, ", "), countPackages(ctx, goBin, t.SourceDir, env, pkgs), p, stop)
+	// The count runs beside the build, not before it.
+	total := func() int { return countPackages(ctx, goBin, t.SourceDir, env, pkgs) }
+	go reportProgress(w, strings.Join(what, ", "), total, p, stop)
 	err := cmd.Run()
 	close(stop)
 	if err != nil {

@@ -88,9 +88,10 @@ func countPackages(ctx context.Context, goBin, dir string, env []string, pkgs []
 }
 
 // reportProgress prints a progress line every progressEvery until stop is
-// closed.
-func reportProgress(w io.Writer, what string, total int, p *progress, stop <-chan struct{}) {
+// closed; total is counted once, while the build already runs.
+func reportProgress(w io.Writer, what string, total func() int, p *progress, stop <-chan struct{}) {
 	start := time.Now()
+	n := total()
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	for {
@@ -99,7 +100,7 @@ func reportProgress(w io.Writer, what string, total int, p *progress, stop <-cha
 			return
 		case <-t.C:
 			done, last := p.snapshot()
-			fmt.Fprintln(w, progressLine(what, done, total, time.Since(start), last))
+			fmt.Fprintln(w, progressLine(what, done, n, time.Since(start), last))
 		}
 	}
 }

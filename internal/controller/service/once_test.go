@@ -171,7 +171,7 @@ type staleClient struct {
 
 func (c staleClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if key == client.ObjectKeyFromObject(c.stale) {
-		c.stale.DeepCopyObject().(client.Object).(*basev1beta1.LAS).DeepCopyInto(obj.(*basev1beta1.LAS))
+		c.stale.(*basev1beta1.LAS).DeepCopyInto(obj.(*basev1beta1.LAS))
 		return nil
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
