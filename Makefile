@@ -13,9 +13,9 @@ CLOISTER := $(BIN)/cloister
 IMAGES  := $(or $(CLOISTER_CACHE_DIR),.cache)/images
 # Also in config/crd's staleness test: keep the two in step.
 CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/... \
-                       output:crd:artifacts:config=config/crd/bases \
+                       output:crd:artifacts:config=charts/cloister-operator/files/crds \
                        rbac:roleName=cloister-operator paths=./internal/... \
-                       output:rbac:artifacts:config=config/rbac
+                       output:rbac:artifacts:config=charts/cloister-operator/files/rbac
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 

@@ -14,7 +14,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
-//go:embed all:sgxplugin all:cexplugin all:las
+//go:embed all:sgxplugin all:cexplugin all:las all:cloister-operator
 var files embed.FS
 
 // Load returns the embedded chart called name.

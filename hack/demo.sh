@@ -103,8 +103,8 @@ up() {
 	TOOLS=$("$CLOISTER" dev tools)
 	KUBECONFIG_PATH=$("$CLOISTER" dev kubeconfig)
 	echo "Installing the CRDs"
-	kube apply --server-side -f config/crd/bases >/dev/null
-	kube wait --for=condition=Established --timeout=60s -f config/crd/bases >/dev/null
+	kube apply --server-side -f charts/cloister-operator/files/crds >/dev/null
+	kube wait --for=condition=Established --timeout=60s -f charts/cloister-operator/files/crds >/dev/null
 	kube create namespace cloister-system --dry-run=client -o yaml | kube apply -f - >/dev/null
 
 	stop_operator

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/release"
 	"github.com/cloister-cc/cloister/internal/startup"
 	"github.com/cloister-cc/cloister/internal/version"
+	"github.com/cloister-cc/cloister/internal/webhookcert"
 )
 
 // The default images pinned by digest, set at link time by make build
@@ -45,10 +47,23 @@ func run(ctx context.Context) error {
 		"the kubelet's root directory on the nodes (its pod-resources socket is in it)")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
+	fs.IntVar(&opts.Webhook.Port, "webhook-port", 0, "port of the admission webhooks (HTTPS); 0 serves none")
+	fs.StringVar(&opts.Webhook.Host, "webhook-host", "", "address the webhooks listen on; empty: every address")
+	fs.StringVar(&opts.Webhook.CertSecret, "webhook-cert-secret", "cloister-operator-webhook-cert",
+		"Secret in $OPERATOR_NAMESPACE holding the webhooks' CA and serving certificate")
+	fs.StringVar(&opts.Webhook.DNSName, "webhook-dns-name", "",
+		"the name the API server calls the webhooks by (default: cloister-operator-webhook.$OPERATOR_NAMESPACE.svc)")
+	fs.DurationVar(&opts.Webhook.CertValidity, "webhook-cert-validity", webhookcert.DefaultValidity,
+		"lifetime of the webhooks' serving certificate; it is renewed with a third left")
+	fs.BoolVar(&opts.Webhook.CertManager, "webhook-cert-manager", false,
+		"cert-manager issues the serving certificate into the Secret and injects the CA; the operator only serves it")
+	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "cloister-webhook-certs"),
+		"folder the serving certificate is written to as it changes")
 	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err
 	}
+	opts.Webhook.DNSName = cmp.Or(opts.Webhook.DNSName, "cloister-operator-webhook."+opts.Namespace+".svc")
 	if err := opts.Host.Validate(); err != nil {
 		return err
 	}
@@ -58,7 +73,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("finding the cluster: %w", err)
 	}
-	mgr, err := operator.New(cfg, opts, log)
+	mgr, err := operator.New(ctx, cfg, opts, log)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
-// Package crd holds the CustomResourceDefinitions controller-gen generates
-// from api/; its tests check them against a real API server.
+// Package crd tests the CustomResourceDefinitions controller-gen generates
+// from api/ (into the operator chart) against a real API server.
 package crd
 
 import (
@@ -16,6 +16,13 @@ import (
 )
 
 const repoRoot = "../.."
+
+// Where controller-gen writes, relative to the repository: the operator
+// chart installs the CRDs and the ClusterRole from there.
+const (
+	CRDDir  = "charts/cloister-operator/files/crds"
+	RBACDir = "charts/cloister-operator/files/rbac"
+)
 
 // controllerGenArgs reads CONTROLLER_GEN_ARGS from the Makefile, so the
 // test regenerates exactly as `make generate` does.
@@ -86,20 +93,20 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 			t.Errorf("%s is stale (%v): run `make generate` and commit the result", committed, err)
 		}
 	}
-	generatedCRDs, _ := filepath.Glob(filepath.Join(work, "config/crd/bases/*.yaml"))
-	committedCRDs, _ := filepath.Glob(filepath.Join(repoRoot, "config/crd/bases/*.yaml"))
+	generatedCRDs, _ := filepath.Glob(filepath.Join(work, CRDDir, "*.yaml"))
+	committedCRDs, _ := filepath.Glob(filepath.Join(repoRoot, CRDDir, "*.yaml"))
 	if len(generatedCRDs) == 0 || len(generatedCRDs) != len(committedCRDs) {
-		t.Errorf("controller-gen makes %d CRDs, config/crd/bases holds %d: run `make generate`", len(generatedCRDs), len(committedCRDs))
+		t.Errorf("controller-gen makes %d CRDs, %s holds %d: run `make generate`", len(generatedCRDs), CRDDir, len(committedCRDs))
 	}
 	for _, g := range generatedCRDs {
-		compare(g, filepath.Join(repoRoot, "config/crd/bases", filepath.Base(g)))
+		compare(g, filepath.Join(repoRoot, CRDDir, filepath.Base(g)))
 	}
-	generatedRBAC, _ := filepath.Glob(filepath.Join(work, "config/rbac/*.yaml"))
+	generatedRBAC, _ := filepath.Glob(filepath.Join(work, RBACDir, "*.yaml"))
 	if len(generatedRBAC) == 0 {
 		t.Error("controller-gen made no RBAC")
 	}
 	for _, g := range generatedRBAC {
-		compare(g, filepath.Join(repoRoot, "config/rbac", filepath.Base(g)))
+		compare(g, filepath.Join(repoRoot, RBACDir, filepath.Base(g)))
 	}
 	deepcopies, _ := filepath.Glob(filepath.Join(work, "api/*/zz_generated.deepcopy.go"))
 	more, _ := filepath.Glob(filepath.Join(work, "api/*/*/zz_generated.deepcopy.go"))
@@ -113,9 +120,9 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // the product documents Cloister's kinds were modelled on ("seed 000"),
 // which users cannot look up.
 func TestDescriptionsStandAlone(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("bases", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(repoRoot, CRDDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no CRDs in bases: %v", err)
+		t.Fatalf("no CRDs in %s: %v", CRDDir, err)
 	}
 	seed := regexp.MustCompile(`(?i)\bseeds? ?0\d\d\b|\bseed's\b`)
 	for _, f := range files {

@@ -3,6 +3,7 @@ package crd
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"bases"}}, &cfg))
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{filepath.Join(repoRoot, CRDDir)}}, &cfg))
 }
 
 func obj(t *testing.T, manifest string) *unstructured.Unstructured {

@@ -66,7 +66,7 @@ func alertFields(t *testing.T) []string {
 }
 
 func TestOneAlertPerAlertField(t *testing.T) {
-	data, err := os.ReadFile("rules.yaml")
+	data, err := os.ReadFile("../../charts/cloister-operator/files/prometheus/rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@
 package operator
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,27 +16,32 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/admission"
 	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
 	"github.com/cloister-cc/cloister/internal/metrics"
 	"github.com/cloister-cc/cloister/internal/release"
+	"github.com/cloister-cc/cloister/internal/webhookcert"
 )
 
 // Options configure the operator; cmd/cloister-operator maps flags onto them.
@@ -49,11 +56,39 @@ type Options struct {
 	Images    Images
 	// Host says where nodes keep devices and the kubelet's files.
 	Host service.HostPaths
+	// Webhook configures the admission webhooks; Port 0 serves none.
+	Webhook WebhookOptions
+	// SkipNameValidation lets a process run several operators (tests):
+	// controller names are otherwise unique per process, for metrics.
+	SkipNameValidation bool
 	// InterruptedReleaseAfter is how long a release may stay pending before
 	// it is recovered as the leftover of a killed operator; 0 means
 	// release.DefaultStaleAfter.
 	InterruptedReleaseAfter time.Duration
 }
+
+// WebhookOptions say where the webhooks listen and how their certificate
+// is kept.
+type WebhookOptions struct {
+	Port int
+	// Host to listen on; empty means every address.
+	Host string
+	// CertSecret is the Secret in the operator's namespace holding the
+	// serving certificate.
+	CertSecret string
+	// DNSName is what the API server calls the webhooks by.
+	DNSName string
+	// CertValidity of the serving certificate (0: a year).
+	CertValidity time.Duration
+	// CertManager: cert-manager fills the Secret and the caBundle; the
+	// operator only serves what it finds.
+	CertManager bool
+	// CertDir receives the certificate files.
+	CertDir string
+}
+
+// Webhook configuration names; the operator's RBAC may update only these.
+const WebhookConfiguration = "cloister-operator"
 
 // Images are the default images of the services.
 type Images struct {
@@ -76,7 +111,7 @@ func Scheme() (*runtime.Scheme, error) {
 }
 
 // New builds the manager with every controller registered.
-func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error) {
+func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error) {
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
@@ -93,6 +128,11 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 	if opts.SecureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	serving := &webhookcert.Serving{}
+	webhookServer := webhook.NewServer(webhook.Options{
+		Host: opts.Webhook.Host, Port: opts.Webhook.Port,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = serving.GetCertificate }},
+	})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
@@ -101,6 +141,8 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 		LeaderElectionID:              "cloister-operator.cloister.dev",
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhookServer,
+		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				// Only what the operator owns, not every DaemonSet of the cluster.
@@ -111,6 +153,8 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 				&rbacv1.ClusterRoleBinding{}: owned,
 				&corev1.Pod{}:                {Transform: slimPod},
 				&corev1.Node{}:               {Transform: slimNode},
+				// Only the operator's own (its webhook certificate).
+				&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 			},
 		},
 	})
@@ -122,6 +166,11 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
+	}
+	if opts.Webhook.Port > 0 {
+		if err := addWebhooks(ctx, mgr, opts, serving); err != nil {
+			return nil, err
+		}
 	}
 
 	releases, err := release.NewManager(mgr.GetConfig(), log)
@@ -160,4 +209,29 @@ func New(cfg *rest.Config, opts Options, log *slog.Logger) (ctrl.Manager, error)
 		}
 	}
 	return mgr, nil
+}
+
+// addWebhooks serves the admission webhooks once a certificate is there:
+// a replica is not ready before.
+func addWebhooks(ctx context.Context, mgr ctrl.Manager, opts Options, serving *webhookcert.Serving) error {
+	w := opts.Webhook
+	err := webhookcert.Add(ctx, mgr, serving, webhookcert.Options{
+		Secret:     types.NamespacedName{Namespace: opts.Namespace, Name: w.CertSecret},
+		DNSName:    w.DNSName,
+		Validating: []string{WebhookConfiguration},
+		Mutating:   []string{WebhookConfiguration},
+		CertDir:    w.CertDir,
+		Validity:   w.CertValidity,
+		Rotate:     !w.CertManager,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-certificate", serving.Ready); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	return admission.Setup(mgr, opts.Namespace)
 }

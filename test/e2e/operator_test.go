@@ -248,14 +248,14 @@ func kubectl(t testing.TB, c *devcluster.Cluster, args ...string) (string, error
 	return string(out), err
 }
 
-// installCRDs applies config/crd/bases as a user would and waits until the
+// installCRDs applies charts/cloister-operator/files/crds as a user would and waits until the
 // API server serves them; it also creates the operator's namespace.
 func installCRDs(tb testing.TB, c *devcluster.Cluster, cs kubernetes.Interface) {
 	tb.Helper()
-	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "config/crd/bases"); err != nil {
+	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "charts/cloister-operator/files/crds"); err != nil {
 		tb.Fatalf("installing CRDs: %v\n%s", err, out)
 	}
-	if out, err := kubectl(tb, c, "wait", "--for=condition=Established", "--timeout=60s", "-f", "config/crd/bases"); err != nil {
+	if out, err := kubectl(tb, c, "wait", "--for=condition=Established", "--timeout=60s", "-f", "charts/cloister-operator/files/crds"); err != nil {
 		tb.Fatalf("waiting for CRDs: %v\n%s", err, out)
 	}
 	_, err := cs.CoreV1().Namespaces().Create(context.Background(),

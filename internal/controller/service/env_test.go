@@ -34,7 +34,7 @@ import (
 var envConfig *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../config/crd/bases"}}, &envConfig))
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../charts/cloister-operator/files/crds"}}, &envConfig))
 }
 
 // testChart renders two objects from the CR: a ConfigMap carrying the

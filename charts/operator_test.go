@@ -1,0 +1,224 @@
+package charts
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/engine"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/admission"
+)
+
+const testOperatorImage = "ghcr.io/cloister-cc/cloister-operator@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// renderOperator renders the operator chart into its objects by kind/name.
+func renderOperator(t *testing.T, values map[string]any) map[string]*unstructured.Unstructured {
+	t.Helper()
+	ch, err := Load("cloister-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, set := values["image"]; !set {
+		values["image"] = testOperatorImage
+	}
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "cloister", Namespace: "ops"}, common.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(ch, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string]*unstructured.Unstructured{}
+	for name, manifest := range out {
+		dec := k8syaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+		for {
+			var o unstructured.Unstructured
+			if err := dec.Decode(&o.Object); err != nil {
+				break
+			}
+			if len(o.Object) == 0 {
+				continue
+			}
+			key := o.GetKind() + "/" + o.GetName()
+			if objs[key] != nil {
+				t.Fatalf("%s rendered twice (%s)", key, name)
+			}
+			objs[key] = &o
+		}
+	}
+	return objs
+}
+
+func as[T any](t *testing.T, o *unstructured.Unstructured) *T {
+	t.Helper()
+	if o == nil {
+		t.Fatal("object not rendered")
+	}
+	data, err := yaml.Marshal(o.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v T
+	if err := yaml.UnmarshalStrict(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	return &v
+}
+
+// The chart lints clean with the Helm SDK's linter, as `helm lint` does.
+func TestOperatorChartLints(t *testing.T) {
+	res := action.NewLint().Run([]string{"cloister-operator"}, map[string]any{"image": testOperatorImage})
+	for _, m := range res.Messages {
+		if m.Severity >= support.WarningSev { // INFO (e.g. "icon is recommended") does not fail helm lint either
+			t.Errorf("helm lint: %s", m.Error())
+		}
+	}
+	for _, err := range res.Errors {
+		t.Errorf("helm lint: %v", err)
+	}
+}
+
+// An image by tag is refused with the fix, not deployed.
+func TestOperatorImageByDigest(t *testing.T) {
+	ch, err := Load("cloister-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := util.ToRenderValues(ch, map[string]any{"image": "ghcr.io/cloister-cc/cloister-operator:v1"},
+		common.ReleaseOptions{Name: "cloister", Namespace: "ops"}, common.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Render(ch, vals); err == nil || !strings.Contains(err.Error(), "is not pinned by digest") {
+		t.Fatalf("render: %v", err)
+	}
+}
+
+// The Deployment runs as the issue's security baseline asks, with leader
+// election, probes and the webhook certificate in its own Secret.
+func TestOperatorDeployment(t *testing.T) {
+	objs := renderOperator(t, map[string]any{})
+	d := as[appsv1.Deployment](t, objs["Deployment/cloister-operator"])
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	switch {
+	case *d.Spec.Replicas != 2:
+		t.Errorf("replicas %d", *d.Spec.Replicas)
+	case c.Image != testOperatorImage:
+		t.Errorf("image %s", c.Image)
+	case pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot,
+		pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != "RuntimeDefault":
+		t.Errorf("pod security %+v", pod.SecurityContext)
+	case c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem,
+		c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation,
+		len(c.SecurityContext.Capabilities.Drop) != 1 || c.SecurityContext.Capabilities.Drop[0] != "ALL":
+		t.Errorf("container security %+v", c.SecurityContext)
+	case c.ReadinessProbe == nil || c.LivenessProbe == nil || c.StartupProbe == nil:
+		t.Error("probes missing")
+	case !slices.Contains(c.Args, "--leader-elect"), !slices.Contains(c.Args, "--webhook-cert-secret=cloister-operator-webhook-cert"),
+		!slices.Contains(c.Args, "--webhook-dns-name=cloister-operator-webhook.ops.svc"):
+		t.Errorf("args %v", c.Args)
+	case c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero():
+		t.Errorf("resources %+v", c.Resources)
+	}
+	if objs["PodDisruptionBudget/cloister-operator"] == nil || objs["Secret/cloister-operator-webhook-cert"] == nil {
+		t.Error("PodDisruptionBudget or certificate Secret missing")
+	}
+	if one := renderOperator(t, map[string]any{"replicas": 1}); one["PodDisruptionBudget/cloister-operator"] != nil {
+		t.Error("a PodDisruptionBudget for one replica blocks node drains")
+	}
+}
+
+// Every path the operator serves has a webhook and every webhook a path;
+// only the pod webhook may fail open, and only for pods that opt in.
+func TestOperatorWebhooks(t *testing.T) {
+	objs := renderOperator(t, map[string]any{})
+	v := as[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs["ValidatingWebhookConfiguration/cloister-operator"])
+	m := as[admissionregistrationv1.MutatingWebhookConfiguration](t, objs["MutatingWebhookConfiguration/cloister-operator"])
+	var paths []string
+	check := func(name string, cc admissionregistrationv1.WebhookClientConfig, policy *admissionregistrationv1.FailurePolicyType, sel bool) {
+		if cc.Service == nil || cc.Service.Name != "cloister-operator-webhook" || cc.Service.Namespace != "ops" || cc.Service.Path == nil {
+			t.Errorf("%s: clientConfig %+v", name, cc)
+			return
+		}
+		paths = append(paths, *cc.Service.Path)
+		pod := *cc.Service.Path == admission.PathInjectPod
+		switch {
+		case pod && (*policy != admissionregistrationv1.Ignore || !sel):
+			t.Errorf("%s: the pod webhook must ignore failures and match only opted-in pods", name)
+		case !pod && *policy != admissionregistrationv1.Fail:
+			t.Errorf("%s: webhooks on Cloister's kinds fail closed", name)
+		}
+	}
+	for _, w := range v.Webhooks {
+		check(w.Name, w.ClientConfig, w.FailurePolicy, w.ObjectSelector != nil)
+	}
+	for _, w := range m.Webhooks {
+		sel := w.ObjectSelector != nil && len(w.ObjectSelector.MatchExpressions) == 1 && w.ObjectSelector.MatchExpressions[0].Key == admission.LabelInject
+		check(w.Name, w.ClientConfig, w.FailurePolicy, sel)
+	}
+	slices.Sort(paths)
+	want := slices.Clone(admission.Paths)
+	slices.Sort(want)
+	if !slices.Equal(paths, want) {
+		t.Errorf("webhook paths %v, the operator serves %v", paths, want)
+	}
+
+	// Beside the cluster, calls go to a URL.
+	objs = renderOperator(t, map[string]any{"webhook": map[string]any{"url": "https://localhost:9443", "urlHost": "localhost"}})
+	v = as[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs["ValidatingWebhookConfiguration/cloister-operator"])
+	if u := v.Webhooks[0].ClientConfig.URL; u == nil || *u != "https://localhost:9443"+admission.PathValidateSignedPolicy {
+		t.Errorf("url %v", u)
+	}
+}
+
+// The CRDs are kept on uninstall; the ClusterRole is the generated one.
+func TestOperatorCRDsAndRBAC(t *testing.T) {
+	objs := renderOperator(t, map[string]any{})
+	files, _ := os.ReadDir("cloister-operator/files/crds")
+	n := 0
+	for key, o := range objs {
+		if strings.HasPrefix(key, "CustomResourceDefinition/") {
+			n++
+			if o.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+				t.Errorf("%s is not kept on uninstall", key)
+			}
+		}
+	}
+	if n == 0 || n != len(files) {
+		t.Errorf("%d CRDs rendered, %d generated", n, len(files))
+	}
+	if none := renderOperator(t, map[string]any{"crds": map[string]any{"install": false}}); none["CustomResourceDefinition/las.base.cloister.dev"] != nil {
+		t.Error("crds.install=false still installs CRDs")
+	}
+	role := as[rbacv1.ClusterRole](t, objs["ClusterRole/cloister-operator"])
+	generated, err := os.ReadFile("cloister-operator/files/rbac/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want rbacv1.ClusterRole
+	if err := yaml.Unmarshal(bytes.Split(generated, []byte("\n---\n"))[0], &want); err != nil {
+		t.Fatal(err)
+	}
+	if len(role.Rules) == 0 || len(role.Rules) != len(want.Rules) {
+		t.Errorf("ClusterRole has %d rules, generated %d", len(role.Rules), len(want.Rules))
+	}
+	r := as[rbacv1.Role](t, objs["Role/cloister-operator"])
+	if r.Namespace != "ops" || len(r.Rules) == 0 {
+		t.Errorf("Role %+v", r)
+	}
+}
