@@ -4,12 +4,14 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -58,9 +60,12 @@ type Options struct {
 	Host service.HostPaths
 	// Webhook configures the admission webhooks; Port 0 serves none.
 	Webhook WebhookOptions
-	// SkipNameValidation lets a process run several operators (tests):
-	// controller names are otherwise unique per process, for metrics.
+	// SkipNameValidation and Registry let a process run several
+	// operators (tests): controller names are otherwise unique per
+	// process, and the kinds' gauges go to controller-runtime's registry
+	// unless Registry is set.
 	SkipNameValidation bool
+	Registry           prometheus.Registerer
 	// InterruptedReleaseAfter is how long a release may stay pending before
 	// it is recovered as the leftover of a killed operator; 0 means
 	// release.DefaultStaleAfter.
@@ -180,7 +185,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 	if opts.InterruptedReleaseAfter > 0 {
 		releases.SetStaleAfter(opts.InterruptedReleaseAfter)
 	}
-	recorder := metrics.NewRecorder(crmetrics.Registry)
+	recorder := metrics.NewRecorder(cmp.Or[prometheus.Registerer](opts.Registry, crmetrics.Registry))
 	reconciler := func(kind service.Kind) *service.Reconciler {
 		return &service.Reconciler{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme,
