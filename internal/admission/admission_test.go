@@ -5,6 +5,8 @@ import (
 	"crypto/hpke"
 	"crypto/rand"
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +14,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
@@ -228,4 +232,29 @@ func TestInject(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// The samples users copy pass what the webhooks check.
+func TestSamplesPass(t *testing.T) {
+	read := func(name string, into any) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join("../../config/samples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(data, into); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	var sp casv1beta1.SignedPolicy
+	read("cas_v1beta1_signedpolicy.yaml", &sp)
+	var ep casv1beta1.EncryptedPolicy
+	read("cas_v1beta1_encryptedpolicy.yaml", &ep)
+	var cp basev1beta1.CEXPlugin
+	read("base_v1beta1_cexplugin.yaml", &cp)
+	for name, errs := range map[string]field.ErrorList{"SignedPolicy": SignedPolicy(&sp), "EncryptedPolicy": EncryptedPolicy(&ep), "CEXPlugin": CEXPlugin(&cp)} {
+		if len(errs) != 0 {
+			t.Errorf("the %s sample is refused: %v", name, errs.ToAggregate())
+		}
+	}
 }
