@@ -34,11 +34,14 @@ generate: tools
 	"$$($(GO) run ./cmd/cloister dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
 
 ## build: every binary into bin/; the operator's default images are then
-## pinned to the digests of the images of these binaries (make images).
+## pinned to the digests of the images of these binaries (make images),
+## and the image cloister install deploys to the operator's.
 build: tools
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	pins=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -operator-ldflags) && \
-		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator && \
+	pin=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -cli-ldflags) && \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pin" -o $(BIN)/ ./cmd/cloister
 
 ## test: lint, then unit, envtest and end-to-end tests with the race detector.
 ## With another real node on the host (a running make demo), the real-node

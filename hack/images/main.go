@@ -30,9 +30,12 @@ func main() {
 	push := flag.String("push", "", "also push the images under this registry prefix (credentials from the docker config)")
 	operatorLDFlags := flag.Bool("operator-ldflags", false,
 		"only print the -X flags that pin cloister-operator's default images to the digests of the images of -bin (make build links them in)")
+	cliLDFlags := flag.Bool("cli-ldflags", false,
+		"only print the -X flag that pins the operator image cloister install deploys to the digest of the image of -bin's cloister-operator (make build links it in)")
 	flag.Parse()
-	if *operatorLDFlags {
-		flags, err := pinOperatorDefaults(*bin, *registry, *version, *revision, *source)
+	pin := map[bool]func(bin, registry, version, revision, source string) (string, error){true: pinInstallImage, false: pinOperatorDefaults}[*cliLDFlags]
+	if *cliLDFlags || *operatorLDFlags {
+		flags, err := pin(*bin, *registry, *version, *revision, *source)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "images:", err)
 			os.Exit(1)
@@ -76,6 +79,30 @@ func run(bin, out, registry, version, revision, source, push string) error {
 	return nil
 }
 
+// pinInstallImage returns the linker flag that makes the operator image
+// (built in memory from the operator binary in bin, which must already
+// carry its own pins) what cloister install deploys.
+func pinInstallImage(bin, registry, version, revision, source string) (string, error) {
+	ref, err := pinned(bin, "cloister-operator", registry, version, revision, source)
+	if err != nil {
+		return "", err
+	}
+	return "-X github.com/cloister-cc/cloister/internal/install.OperatorImage=" + ref, nil
+}
+
+// pinned builds the image of one binary in memory: REF@DIGEST.
+func pinned(bin, name, registry, version, revision, source string) (string, error) {
+	img, err := image.Build(image.Spec{Name: name, Binary: filepath.Join(bin, name), Version: version, Revision: revision, Source: source})
+	if err != nil {
+		return "", err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return image.Ref(registry, name, version) + "@" + digest.String(), nil
+}
+
 // operatorDefaults are the images cloister-operator names by default, by
 // the variable of its main package that holds each.
 var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage"}
@@ -89,15 +116,11 @@ func pinOperatorDefaults(bin, registry, version, revision, source string) (strin
 		if !ok {
 			continue
 		}
-		img, err := image.Build(image.Spec{Name: name, Binary: filepath.Join(bin, name), Version: version, Revision: revision, Source: source})
+		ref, err := pinned(bin, name, registry, version, revision, source)
 		if err != nil {
 			return "", err
 		}
-		digest, err := img.Digest()
-		if err != nil {
-			return "", err
-		}
-		flags = append(flags, fmt.Sprintf("-X main.%s=%s@%s", variable, image.Ref(registry, name, version), digest))
+		flags = append(flags, fmt.Sprintf("-X main.%s=%s", variable, ref))
 	}
 	return strings.Join(flags, " "), nil
 }

@@ -121,4 +121,14 @@ func TestOperatorLDFlags(t *testing.T) {
 	if strings.Count(flags, "-X ") != len(operatorDefaults) {
 		t.Errorf("flags %q", flags)
 	}
+	// cloister install deploys the operator image make images builds.
+	pin, err := pinInstallImage(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range built {
+		if b.Name == "cloister-operator" && pin != "-X github.com/cloister-cc/cloister/internal/install.OperatorImage="+b.Pinned() {
+			t.Errorf("install pin %q, the image is %s", pin, b.Pinned())
+		}
+	}
 }

@@ -36,11 +36,15 @@ type Request struct {
 	Namespace string
 	Chart     *chart.Chart
 	Values    map[string]any
-	// Owner becomes every object's only owner reference (controller).
+	// Owner becomes every object's only owner reference (controller);
+	// without a UID the objects get no owner (the operator's own release).
 	Owner metav1.OwnerReference
 	// Labels are added to every object, so the operator can watch just
 	// its own objects.
 	Labels map[string]string
+	// TakeOwnership adopts objects that exist without belonging to a
+	// release (CRDs applied with kubectl).
+	TakeOwnership bool
 }
 
 // DefaultStaleAfter is how long a release may stay pending-install,
@@ -100,6 +104,16 @@ func (m *Manager) actionConfig(ns string) (*action.Configuration, error) {
 	return cfg, nil
 }
 
+// Latest returns the newest revision of the release in ns, or nil if it
+// has none.
+func (m *Manager) Latest(ns, name string) (*helmrelease.Release, error) {
+	cfg, err := m.actionConfig(ns)
+	if err != nil {
+		return nil, err
+	}
+	return m.latest(cfg, name)
+}
+
 // latest returns the newest revision of the release, or nil if it has none.
 func (m *Manager) latest(cfg *action.Configuration, name string) (*helmrelease.Release, error) {
 	r, err := cfg.Releases.Last(name)
@@ -137,6 +151,7 @@ func (m *Manager) Install(ctx context.Context, req Request) error {
 	in.WaitStrategy = kube.HookOnlyStrategy
 	in.Timeout = time.Minute
 	in.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	in.TakeOwnership = req.TakeOwnership
 	if _, err := in.RunWithContext(ctx, req.Chart, req.Values); err != nil {
 		return fmt.Errorf("installing release %s/%s: %w", req.Namespace, req.Name, err)
 	}
@@ -162,6 +177,7 @@ func (m *Manager) Upgrade(ctx context.Context, req Request) error {
 	up.Timeout = time.Minute
 	up.MaxHistory = 5
 	up.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	up.TakeOwnership = req.TakeOwnership
 	if _, err := up.RunWithContext(ctx, req.Name, req.Chart, req.Values); err != nil {
 		return fmt.Errorf("upgrading release %s/%s: %w", req.Namespace, req.Name, err)
 	}

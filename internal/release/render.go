@@ -114,8 +114,9 @@ func (o ownership) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	var out bytes.Buffer
 	for _, obj := range objs {
-		owner := o.owner
-		obj.SetOwnerReferences([]metav1.OwnerReference{owner})
+		if o.owner.UID != "" {
+			obj.SetOwnerReferences([]metav1.OwnerReference{o.owner})
+		}
 		labels := obj.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"helm.sh/helm/v4/pkg/strvals"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/install"
+	"github.com/cloister-cc/cloister/internal/release"
+)
+
+// releases adapts release.Manager to what install needs.
+type releases struct{ *release.Manager }
+
+func (r releases) Latest(ns, name string) (string, error) {
+	rel, err := r.Manager.Latest(ns, name)
+	if err != nil || rel == nil || rel.Info == nil {
+		return "", err
+	}
+	return string(rel.Info.Status), nil
+}
+
+func newInstall(s Streams) *cobra.Command {
+	var (
+		kubeconfig, kubeContext, create, pluginPath string
+		reconcile, update, verbose, plugin          bool
+		sets                                        []string
+		creds                                       install.Credentials
+		timeout                                     time.Duration
+	)
+	in := &install.Installer{Poll: time.Second}
+	cmd := &cobra.Command{
+		Use:   "install [--reconcile] [--update] [-n NAMESPACE] [flags]",
+		Short: "Check the operator in a cluster; with --reconcile, install or repair it",
+		Long: "install checks that Cloister's operator and what it needs are in place: the namespace,\n" +
+			"the CRDs at this version, the operator's Helm release and Deployment with the expected\n" +
+			"image, the webhooks serving with a valid caBundle, pull secrets, and the default\n" +
+			"SGXPlugin and LAS HEALTHY. It prints one line per problem and exits 1 if there is any.\n" +
+			"--reconcile repairs what it found (installing or upgrading the embedded chart with the\n" +
+			"Helm SDK); --update redeploys even when all is well, rolling a new operator image.",
+		Example: "  cloister install\n  cloister install --reconcile --verbose\n" +
+			"  cloister install --reconcile --username U --access-token T --email E\n  cloister install --plugin",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if plugin {
+				if err := installPlugin(s, pluginPath); err != nil {
+					return err
+				}
+			}
+			if in.Want.Image == "" {
+				return errors.New("this cloister names no operator image (it was not built by make build): give --image REPOSITORY@sha256:DIGEST")
+			}
+			if (creds.Username == "") != (creds.Token == "") {
+				return errors.New("--username and --access-token go together")
+			}
+			if creds.Username != "" {
+				in.Credentials = &creds
+			}
+			values := map[string]any{}
+			for _, set := range sets {
+				if err := strvals.ParseInto(set, values); err != nil {
+					return fmt.Errorf("--set %q: %w", set, err)
+				}
+			}
+			in.Values, in.Timeout = values, timeout
+			if verbose {
+				in.Progress = func(format string, args ...any) { fmt.Fprintf(s.Err, format+"\n", args...) }
+			}
+			if err := connect(in, kubeconfig, kubeContext); err != nil {
+				return err
+			}
+			if create != "" {
+				if err := install.CreateNamespace(ctx, in.Client, create); err != nil {
+					return err
+				}
+				fmt.Fprintf(s.Out, "namespace %s exists\n", create)
+			}
+			return runInstall(ctx, s, in, reconcile, update)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	fl.StringVar(&kubeContext, "context", "", "kubeconfig context")
+	fl.BoolVarP(&reconcile, "reconcile", "r", false, "repair every problem found")
+	fl.BoolVarP(&update, "update", "u", false, "redeploy the operator and update its image even when all is well")
+	fl.StringVarP(&in.Want.Namespace, "namespace", "n", "cloister-system", "the operator's namespace")
+	fl.StringVarP(&create, "create", "c", "", "also create this namespace (for a CAS or another service)")
+	fl.StringVar(&creds.Server, "registry", "ghcr.io", "registry the pull secret is for")
+	fl.StringVar(&creds.Username, "username", "", "registry user: create or refresh the pull secret "+install.PullSecretName)
+	fl.StringVar(&creds.Token, "access-token", "", "registry access token (read) of --username")
+	fl.StringVar(&creds.Email, "email", "", "email of --username")
+	fl.BoolVar(&in.Want.OnlyOperator, "only-operator", false, "only the operator: no default SGXPlugin and LAS")
+	fl.BoolVar(&in.Want.NoSGXPlugin, "no-sgxplugin", false, "no default SGXPlugin (another SGX device plugin runs)")
+	fl.BoolVar(&plugin, "plugin", false, "install this binary as the kubectl plugin "+install.PluginName)
+	fl.StringVar(&pluginPath, "plugin-path", "", "where to write the kubectl plugin (default: the last writable folder on PATH)")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "print what is being done")
+	fl.StringVar(&in.Want.Image, "image", install.OperatorImage, "the operator image, by digest")
+	fl.StringArrayVar(&sets, "set", nil, "a value of the operator chart, KEY=VALUE (as helm --set)")
+	fl.DurationVar(&timeout, "timeout", 3*time.Minute, "how long to wait for the operator, and then for the default CRs to be HEALTHY")
+	return cmd
+}
+
+// connect fills in's cluster clients and the embedded chart.
+func connect(in *install.Installer, kubeconfig, kubeContext string) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("finding the cluster: %w", err)
+	}
+	scheme, err := install.Scheme()
+	if err != nil {
+		return err
+	}
+	if in.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	m, err := release.NewManager(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	in.Releases = releases{m}
+	if in.Chart, err = charts.Load("cloister-operator"); err != nil {
+		return err
+	}
+	files := map[string][]byte{}
+	for _, f := range in.Chart.Files {
+		files[f.Name] = f.Data
+	}
+	in.Want.CRDs, err = install.CRDFiles(files)
+	return err
+}
+
+func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile, update bool) error {
+	var problems []install.Problem
+	var err error
+	if reconcile || update {
+		problems, err = in.Reconcile(ctx, update)
+	} else {
+		problems, err = in.Check(ctx)
+	}
+	for _, p := range problems {
+		fmt.Fprintln(s.Out, p)
+	}
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		if !reconcile && !update {
+			fmt.Fprintln(s.Out, "cloister install --reconcile repairs these")
+		}
+		return &ExitError{Code: 1}
+	}
+	fmt.Fprintf(s.Out, "all is well: the operator (%s) runs in %s with its CRDs and webhooks\n", in.Want.Image, in.Want.Namespace)
+	return nil
+}
+
+func installPlugin(s Streams, path string) error {
+	if path == "" {
+		dir, err := install.PluginDir(os.Getenv("PATH"))
+		if err != nil {
+			return fmt.Errorf("%w (--plugin-path)", err)
+		}
+		path = filepath.Join(dir, install.PluginName)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := install.InstallPlugin(self, path); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "kubectl plugin installed: %s (kubectl cloister ...)\n", path)
+	return nil
+}
