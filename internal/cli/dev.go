@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -266,12 +267,15 @@ func newDevAPIServerProxy(s Streams) *cobra.Command {
 
 func newDevOperatorFlags(s Streams) *cobra.Command {
 	var f devFlags
+	var forInstall bool
 	cmd := &cobra.Command{
-		Use:   "operator-flags",
+		Use:   "operator-flags [--install]",
 		Short: "Print the cloister-operator flags the dev cluster's real node needs",
 		Long: "operator-flags prints, one per line, the --host-* flags that point cloister-operator\n" +
-			"at the real node's fake TEE devices and kubelet folder; nothing without a real node.",
-		Example: "  cloister-operator $(cloister dev operator-flags)",
+			"at the real node's fake TEE devices and kubelet folder; nothing without a real node.\n" +
+			"With --install, the same as cloister install --set flags, plus the node selector that\n" +
+			"keeps the operator's pods on the real node (the simulated nodes run nothing).",
+		Example: "  cloister-operator $(cloister dev operator-flags)\n  cloister install --reconcile $(cloister dev operator-flags --install)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, err := f.cluster(s)
@@ -282,10 +286,16 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 			if err != nil || !n.Exists() {
 				return err
 			}
+			if forInstall {
+				_, err = fmt.Fprintf(s.Out, "--set=host.devDir=%s\n--set=host.kubeletDir=%s\n--set=nodeSelector.%s=true\n",
+					n.DevicesDir(), n.KubeletRootDir(), strings.ReplaceAll(devcluster.LabelRealNode, ".", `\.`))
+				return err
+			}
 			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n", n.DevicesDir(), n.KubeletRootDir())
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&forInstall, "install", false, "print cloister install --set flags instead")
 	f.register(cmd)
 	return cmd
 }

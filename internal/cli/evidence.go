@@ -13,12 +13,18 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
+	"github.com/cloister-cc/cloister/internal/startup"
 )
 
 // ExitError ends the command with Code, the command having said why.
 type ExitError struct{ Code int }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// ExitCode makes the process exit with Code and print nothing more.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+var _ startup.ExitCoder = (*ExitError)(nil)
 
 func newEvidence(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "evidence", Short: "Work with attestation evidence"}

@@ -38,7 +38,7 @@ func newInstall(s Streams) *cobra.Command {
 		creds                                       install.Credentials
 		timeout                                     time.Duration
 	)
-	in := &install.Installer{Poll: time.Second}
+	in := &install.Installer{Poll: 250 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "install [--reconcile] [--update] [-n NAMESPACE] [flags]",
 		Short: "Check the operator in a cluster; with --reconcile, install or repair it",

@@ -242,8 +242,10 @@ const ServiceCIDR = "10.251.0.0/16"
 // node's: logs, exec) with the cluster's admin certificate, checks their
 // serving certificates against the cluster CA, and reaches them at their
 // InternalIP; its certificate also names the `kubernetes` Service's
-// address. kwok manages only the simulated nodes (annotated), never a real
-// node's status or pods.
+// address. There is no kube-proxy: the API server calls webhooks and
+// aggregated APIs at their endpoints (pods on the real node), not at
+// their Services' cluster IPs. kwok manages only the simulated nodes
+// (annotated), never a real node's status or pods.
 const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
@@ -268,6 +270,7 @@ componentsPatches:
   - {key: kubelet-client-key, value: %[11]q}
   - {key: kubelet-certificate-authority, value: %[12]q}
   - {key: kubelet-preferred-address-types, value: InternalIP}
+  - {key: enable-aggregator-routing, value: "true"}
 - name: kube-controller-manager
   extraArgs:
   - {key: service-cluster-ip-range, value: %[9]q}

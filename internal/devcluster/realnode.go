@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,10 +133,15 @@ func (c *Cluster) checkRealNodeSupport() error {
 		return fmt.Errorf("parsing %s: %w", c.pkiPath("admin.crt"), err)
 	}
 	ip := net.IP(kubernetesServiceIP().AsSlice())
-	for _, a := range cert.IPAddresses {
-		if a.Equal(ip) {
-			return nil
-		}
+	if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+		return fmt.Errorf("cluster %q was made by an older cloister: its API server certificate does not name %s, where pods on a real node reach it; run `cloister dev down --name %s` and up again", c.Name, ip, c.Name)
 	}
-	return fmt.Errorf("cluster %q was made by an older cloister: its API server certificate does not name %s, where pods on a real node reach it; run `cloister dev down --name %s` and up again", c.Name, ip, c.Name)
+	cfg, err := os.ReadFile(c.configPath())
+	if err != nil {
+		return fmt.Errorf("reading the cluster's configuration: %w", err)
+	}
+	if !strings.Contains(string(cfg), "enable-aggregator-routing") {
+		return fmt.Errorf("cluster %q was made by an older cloister: its API server calls webhooks at Service addresses, which nothing routes without kube-proxy; run `cloister dev down --name %s` and up again", c.Name, c.Name)
+	}
+	return nil
 }

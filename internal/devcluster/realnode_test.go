@@ -46,13 +46,21 @@ func (fakeTools) Path(name string) string { return "/bin/" + name }
 // by an older cloister) is refused for a real node, with what to do.
 func TestCheckRealNodeSupport(t *testing.T) {
 	for _, tc := range []struct {
-		ips  []net.IP
-		want string
+		ips    []net.IP
+		config string
+		want   string
 	}{
-		{[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.251.0.1")}, ""},
-		{[]net.IP{net.ParseIP("127.0.0.1")}, "older cloister"},
+		{[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.251.0.1")}, "", ""},
+		{[]net.IP{net.ParseIP("127.0.0.1")}, "", "certificate does not name"},
+		{[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.251.0.1")}, "kind: KwokctlConfiguration\n", "calls webhooks at Service addresses"},
 	} {
-		c := &Cluster{Name: "x", Workdir: t.TempDir()}
+		c := &Cluster{Name: "x", Workdir: t.TempDir(), Tools: fakeTools{}}
+		if err := c.writeConfig(); err != nil {
+			t.Fatal(err)
+		}
+		if tc.config != "" {
+			os.WriteFile(c.configPath(), []byte(tc.config), 0o644)
+		}
 		os.MkdirAll(filepath.Dir(c.pkiPath("admin.crt")), 0o755)
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IPAddresses: tc.ips}

@@ -1,6 +1,9 @@
 package install
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
@@ -138,5 +142,32 @@ func TestJudge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The CRs install creates are the samples users read about.
+func TestDefaultCRsAreTheSamples(t *testing.T) {
+	for file, got := range map[string]any{"base_v1beta1_sgxplugin.yaml": DefaultSGXPluginCR().Spec, "base_v1beta1_las.yaml": DefaultLASCR().Spec} {
+		data, err := os.ReadFile(filepath.Join("../../config/samples", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sample struct{ Spec map[string]any }
+		if err := yaml.Unmarshal(data, &sample); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := yaml.Marshal(got)
+		var spec map[string]any
+		if err := yaml.Unmarshal(b, &spec); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range spec {
+			if m, ok := v.(map[string]any); ok && len(m) == 0 {
+				continue // an empty struct the sample leaves out
+			}
+			if !reflect.DeepEqual(sample.Spec[k], v) {
+				t.Errorf("%s: spec.%s is %v, the sample's %v", file, k, v, sample.Spec[k])
+			}
+		}
 	}
 }

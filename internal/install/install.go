@@ -7,18 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/release"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // OperatorImage is the operator image this cloister installs, pinned by
@@ -80,6 +84,19 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 	if err != nil {
 		return nil, err
 	}
+	if in.Credentials != nil {
+		// Given credentials are written even when all is well: a token
+		// may have been refreshed. Pods must then use the secret.
+		if !slices.ContainsFunc(problems, func(p Problem) bool { return p.Part == PartNamespace }) { // else once it exists
+			in.progress("writing pull secret %s/%s", in.Want.Namespace, PullSecretName)
+			if err := in.writePullSecret(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if !in.usesPullSecret(ctx) {
+			update = true
+		}
+	}
 	if len(problems) == 0 && !update {
 		return nil, nil
 	}
@@ -93,7 +110,7 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 			return nil, err
 		}
 	}
-	if in.Credentials != nil {
+	if in.Credentials != nil && parts[PartNamespace] {
 		in.progress("writing pull secret %s/%s", in.Want.Namespace, PullSecretName)
 		if err := in.writePullSecret(ctx); err != nil {
 			return nil, err
@@ -154,6 +171,15 @@ func (in *Installer) apply(ctx context.Context) error {
 	}
 	in.progress("upgrading the operator chart (release %s/%s, image %s)", in.Want.Namespace, ReleaseName, in.Want.Image)
 	return in.Releases.Upgrade(ctx, req)
+}
+
+// usesPullSecret: the operator's Deployment names the pull secret.
+func (in *Installer) usesPullSecret(ctx context.Context) bool {
+	var d appsv1.Deployment
+	if err := in.Client.Get(ctx, client.ObjectKey{Namespace: in.Want.Namespace, Name: Deployment}, &d); err != nil {
+		return false
+	}
+	return slices.Contains(d.Spec.Template.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: PullSecretName})
 }
 
 func (in *Installer) hasPullSecret(ctx context.Context) bool {
@@ -225,19 +251,37 @@ func (in *Installer) createDefaults(ctx context.Context) error {
 	}
 	var objs []client.Object
 	if !in.Want.NoSGXPlugin {
-		objs = append(objs, &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: DefaultSGXPlugin}})
+		objs = append(objs, DefaultSGXPluginCR())
 	}
-	objs = append(objs, &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: DefaultLAS}})
+	objs = append(objs, DefaultLASCR())
 	for _, o := range objs {
 		err := in.Client.Create(ctx, o)
 		if err == nil {
-			in.progress("created %T %s", o, o.GetName())
+			in.progress("created %s %s", reflect.TypeOf(o).Elem().Name(), o.GetName())
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s: %w", o.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// DefaultSGXPluginCR is the SGXPlugin install creates, as the sample: on
+// every Linux node, its image (pinned by digest) pulled only when absent.
+func DefaultSGXPluginCR() *basev1beta1.SGXPlugin {
+	p := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: DefaultSGXPlugin}}
+	p.Spec.ImagePullPolicy = corev1.PullIfNotPresent
+	p.Spec.NodeSelector = common.NodeSelector{corev1.LabelOSStable: "linux"}
+	return p
+}
+
+// DefaultLASCR is the LAS install creates, as the sample: on the nodes
+// the SGXPlugin found SGX on.
+func DefaultLASCR() *basev1beta1.LAS {
+	l := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: DefaultLAS}}
+	l.Spec.ImagePullPolicy = corev1.PullIfNotPresent
+	l.Spec.NodeSelector = common.NodeSelector{tee.LabelSGX: "true"}
+	return l
 }
 
 // waitFor polls Check until no problem matching blocking is left.

@@ -67,6 +67,12 @@ func (n *Node) kubelet(ca *CA) *Kubelet {
 	}
 }
 
+// Import loads an image tarball into the running node's containerd, as Up
+// does with the node's images (tests add an image later this way).
+func (n *Node) Import(ctx context.Context, tarball string) error {
+	return n.runtime("").Import(ctx, tarball)
+}
+
 // Exists reports whether Up has made this node (and Down not removed it).
 func (n *Node) Exists() bool {
 	_, err := os.Stat(n.hostRecord())

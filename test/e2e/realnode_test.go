@@ -39,6 +39,7 @@ type realNodeEnv struct {
 	cs    kubernetes.Interface
 	crs   client.WithWatch
 	bin   string                   // the binaries the images hold
+	built []image.Built            // their images, imported on the node
 	tools devcluster.RealNodeTools // what the node runs
 }
 
@@ -157,9 +158,28 @@ func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin str
 	return devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: tarballs(built)}, bin, built
 }
 
-// startRealNodeEnv brings the environment up and registers its removal,
-// which must leave nothing behind on the host.
+// startRealNodeEnv brings the environment up, with the CRDs and the
+// operator beside the cluster, and registers its removal, which must leave
+// nothing behind on the host.
 func startRealNodeEnv(t *testing.T) *realNodeEnv {
+	t.Helper()
+	env := upRealNodeCluster(t)
+	installCRDs(t, env.c, env.cs)
+	op := newOperator(t, env.c)
+	op.args = []string{
+		// Pinned by digest, as manifests should be: the node has the images
+		// under that name too.
+		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"),
+		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
+	}
+	op.start(t)
+	t.Cleanup(func() { op.stop(t) })
+	return env
+}
+
+// upRealNodeCluster brings up a dev cluster with one simulated and the
+// real node, Cloister's images imported there, and nothing installed.
+func upRealNodeCluster(t *testing.T) *realNodeEnv {
 	t.Helper()
 	nodeTools, bin, built := prepareRealNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -169,7 +189,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 		t.Fatalf("bridge %s exists already: is another real node running?", realnode.DefaultNetwork.Bridge)
 	}
 	c := newCluster(t, "real")
-	env := &realNodeEnv{c: c, bin: bin, tools: nodeTools}
+	env := &realNodeEnv{c: c, bin: bin, built: built, tools: nodeTools}
 	t.Cleanup(func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer dcancel()
@@ -207,7 +227,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	}
 	t.Logf("real node %s Ready in %s (%s, %s)", node.Name, time.Since(start).Round(time.Millisecond),
 		node.Status.NodeInfo.KubeletVersion, node.Status.NodeInfo.ContainerRuntimeVersion)
-	if env.node, err = c.RealNode(devcluster.RealNodeTools{}); err != nil {
+	if env.node, err = c.RealNode(nodeTools); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := c.RESTConfig()
@@ -224,16 +244,6 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	if env.crs, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
-	installCRDs(t, c, env.cs)
-	op := newOperator(t, c)
-	op.args = []string{
-		// Pinned by digest, as manifests should be: the node has the images
-		// under that name too.
-		"--device-plugin-image=" + pinned(t, built, "cloister-device-plugin"), "--las-image=" + pinned(t, built, "cloister-las"),
-		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
-	}
-	op.start(t)
-	t.Cleanup(func() { op.stop(t) })
 	return env
 }
 

@@ -1,0 +1,334 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/internal/admission"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/install"
+	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/version"
+)
+
+// installer runs the cloister binary's install against the env's cluster
+// with the operator image and the node's settings.
+type installer struct {
+	e     *realNodeEnv
+	image string
+	extra []string
+}
+
+func (in *installer) run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	full := append([]string{"install", "--kubeconfig", in.e.c.KubeconfigPath(), "--image", in.image, "--timeout", "3m",
+		"--set=images.devicePlugin=" + pinned(t, in.e.built, "cloister-device-plugin"),
+		"--set=images.las=" + pinned(t, in.e.built, "cloister-las"),
+		"--set=host.devDir=" + in.e.node.DevicesDir(), "--set=host.kubeletDir=" + in.e.node.KubeletRootDir(),
+		"--set=nodeSelector." + strings.ReplaceAll(devcluster.LabelRealNode, ".", `\.`) + "=true",
+	}, in.extra...)
+	cmd := exec.Command(filepath.Join(in.e.bin, "cloister"), append(full, args...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running cloister install: %v", err)
+	}
+	return string(out), 0
+}
+
+// wantProblem runs the check and wants exit 1 naming each fragment.
+func (in *installer) wantProblem(t *testing.T, fragments ...string) {
+	t.Helper()
+	out, code := in.run(t)
+	if code != 1 {
+		t.Fatalf("check: exit %d, want 1\n%s", code, out)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(out, f) {
+			t.Errorf("check does not say %q:\n%s", f, out)
+		}
+	}
+}
+
+func (in *installer) wantWell(t *testing.T, args ...string) string {
+	t.Helper()
+	out, code := in.run(t, args...)
+	if code != 0 || !strings.Contains(out, "all is well") {
+		t.Fatalf("install %v: exit %d\n%s", args, code, out)
+	}
+	return out
+}
+
+// cloister install on the real node: from an empty cluster to the operator
+// running in it with its webhooks, the checks naming each broken part and
+// --reconcile repairing it, --update rolling a new image and nothing else.
+func TestInstall(t *testing.T) {
+	e := upRealNodeCluster(t)
+	in := &installer{e: e, image: pinned(t, e.built, "cloister-operator")}
+	ctx := context.Background()
+	c := e.crs
+	crds := crdClient(t, e)
+
+	t.Run("an empty cluster: the check names what is missing", func(t *testing.T) {
+		in.wantProblem(t, "namespace: namespace cloister-system does not exist", "crd: CustomResourceDefinition sgxplugins.base.cloister.dev is missing")
+	})
+	if !t.Run("--reconcile installs the operator in the cluster, HEALTHY", func(t *testing.T) {
+		start := time.Now()
+		in.wantWell(t, "--reconcile", "--verbose")
+		t.Logf("cloister install --reconcile: empty cluster to all HEALTHY in %s", time.Since(start).Round(100*time.Millisecond))
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: install.Deployment}, &d); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-operator"})
+		if err != nil || len(pods.Items) != 2 {
+			t.Fatalf("operator pods: %v %v", len(pods.Items), err)
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != devcluster.RealNodeName || !podReady(&p) {
+				t.Errorf("operator pod %s: %s", p.Name, podSummary(&p))
+			}
+		}
+		in.wantWell(t) // the check alone
+	}) {
+		return
+	}
+	t.Run("the webhooks refuse what they must, through the API server", func(t *testing.T) { testInstalledWebhooks(t, e) })
+
+	t.Run("a deleted webhook Service is named and restored", func(t *testing.T) {
+		if err := c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: install.WebhookService}}); err != nil {
+			t.Fatal(err)
+		}
+		in.wantProblem(t, "webhook: Service cloister-system/cloister-operator-webhook is missing")
+		in.wantWell(t, "--reconcile")
+	})
+	t.Run("a deleted CRD is named and restored", func(t *testing.T) {
+		const crd = "nitroenclavedeployments.enclave.cloister.dev"
+		if err := crds.Delete(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: crd}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the CRD gone", time.Minute, func(ctx context.Context) (bool, string, error) {
+			err := crds.Get(ctx, client.ObjectKey{Name: crd}, &apiextensionsv1.CustomResourceDefinition{})
+			return apierrors.IsNotFound(err), "", nil
+		})
+		in.wantProblem(t, "crd: CustomResourceDefinition "+crd+" is missing")
+		in.wantWell(t, "--reconcile")
+	})
+	t.Run("an operator scaled to 0 and a corrupt caBundle are named and repaired", func(t *testing.T) {
+		scale(t, e, 0)
+		corruptCABundle(t, e)
+		in.wantProblem(t, "operator: Deployment cloister-operator is scaled to 0", "cabundle: the webhooks' caBundle is not a PEM certificate")
+		t.Run("an unlabelled pod is admitted at once while the operator is down", func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "default"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+			start := time.Now()
+			if err := c.Create(ctx, pod, client.DryRunAll); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("unlabelled pod admitted in %s with no operator", time.Since(start).Round(time.Millisecond))
+		})
+		in.wantWell(t, "--reconcile")
+	})
+	t.Run("a deleted pull secret is named; --reconcile with the credentials writes it", func(t *testing.T) {
+		creds := []string{"--username", "robot", "--access-token", "t0ken", "--email", "robot@example.com"}
+		in.wantWell(t, append([]string{"--reconcile"}, creds...)...)
+		if err := c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: install.PullSecretName}}); err != nil {
+			t.Fatal(err)
+		}
+		in.wantProblem(t, "pull-secret: pull secret cloister-system/cloister-pull the operator's pods use is missing")
+		in.wantWell(t, append([]string{"--reconcile"}, creds...)...)
+	})
+	t.Run("--update with a new operator image rolls the Deployment and changes nothing else", func(t *testing.T) {
+		newImage := rebuildOperatorImage(t, e)
+		before := resourceVersions(t, e)
+		next := &installer{e: e, image: newImage}
+		next.wantWell(t, "--update")
+		after := resourceVersions(t, e)
+		for key, rv := range before {
+			changed := after[key] != rv
+			if want := key == "Deployment/"+install.Deployment; changed != want {
+				t.Errorf("%s changed %v, want %v", key, changed, want)
+			}
+		}
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: install.Deployment}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Spec.Template.Spec.Containers[0].Image; got != newImage {
+			t.Errorf("the Deployment runs %s, want %s", got, newImage)
+		}
+		// The old image is now the wrong one.
+		in.wantProblem(t, "operator: Deployment cloister-operator runs "+newImage+", want "+in.image)
+	})
+}
+
+// testInstalledWebhooks: a SignedPolicy spec edit is refused and the
+// stored object stays; an unparsable policy is refused naming the field;
+// a CEXPlugin sharing an APQN names both sets; an opted-in pod gets the
+// device and the LAS address.
+func testInstalledWebhooks(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	c := e.crs
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config/samples/cas_v1beta1_signedpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp casv1beta1.SignedPolicy
+	if err := yaml.Unmarshal(data, &sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &sp); err != nil {
+		t.Fatalf("the sample SignedPolicy: %v", err)
+	}
+	stored := sp.DeepCopy()
+	edited := sp.DeepCopy()
+	edited.Spec.CASAddress = "https://elsewhere:8081"
+	if err := c.Update(ctx, edited); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("a spec edit: %v", err)
+	}
+	var now casv1beta1.SignedPolicy
+	if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &now); err != nil || now.Spec.CASAddress != stored.Spec.CASAddress || now.ResourceVersion != stored.ResourceVersion {
+		t.Errorf("the stored policy changed: %+v %v", now.Spec.CASAddress, err)
+	}
+	bad := sp.DeepCopy()
+	bad.ObjectMeta = metav1.ObjectMeta{Name: "unparsable", Namespace: "default"}
+	bad.Spec.Policy = "name: ["
+	if err := c.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "spec.policy: Invalid value: the policy document is invalid") {
+		t.Errorf("an unparsable policy: %v", err)
+	}
+	cex := &basev1beta1.CEXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: basev1beta1.CEXPluginSpec{ConfigSets: []basev1beta1.CryptoConfigSet{
+		{Name: "payments", APQNs: []basev1beta1.APQN{{Adapter: 3, Domain: 11}}},
+		{Name: "audit", APQNs: []basev1beta1.APQN{{Adapter: 3, Domain: 11}}},
+	}}}
+	if err := c.Create(ctx, cex); err == nil || !strings.Contains(err.Error(), `configSets[1] (audit).apqns[0]: duplicate APQN 03.000b (adapter 3, domain 11), already in set "payments"`) {
+		t.Errorf("a shared APQN: %v", err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "enclave", Namespace: "default", Labels: map[string]string{admission.LabelInject: admission.InjectSGX}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	if err := c.Create(ctx, pod, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	ctr := pod.Spec.Containers[0]
+	if q := ctr.Resources.Limits[corev1.ResourceName(tee.SGXEnclave)]; q.Value() != 1 || len(ctr.Env) != 2 || ctr.Env[1].Name != admission.EnvLASAddr {
+		t.Errorf("the injected pod: %+v", ctr)
+	}
+}
+
+// crdClient also knows CustomResourceDefinitions.
+func crdClient(t *testing.T, e *realNodeEnv) client.Client {
+	t.Helper()
+	cfg, err := e.c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := install.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func scale(t *testing.T, e *realNodeEnv, replicas int32) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: install.Deployment}}
+	patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(int(replicas)) + `}}`)
+	if err := e.crs.SubResource("scale").Patch(context.Background(), d, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the operator's pods gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-operator"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return len(pods.Items) == 0, "", nil
+	})
+}
+
+func corruptCABundle(t *testing.T, e *realNodeEnv) {
+	t.Helper()
+	var m admissionregistrationv1.MutatingWebhookConfiguration
+	if err := e.crs.Get(context.Background(), client.ObjectKey{Name: install.WebhookConfig}, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Webhooks[0].ClientConfig.CABundle = []byte("garbage")
+	if err := e.crs.Update(context.Background(), &m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rebuildOperatorImage makes another operator image (same binary, another
+// revision label: another digest) and imports it on the node.
+func rebuildOperatorImage(t *testing.T, e *realNodeEnv) string {
+	t.Helper()
+	img, err := image.Build(image.Spec{Name: "cloister-operator", Binary: filepath.Join(e.bin, "cloister-operator"),
+		Version: imageVersion, Revision: version.Get().Commit + "-next", Source: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := image.Ref(image.DefaultRegistry, "cloister-operator", imageVersion)
+	file := filepath.Join(t.TempDir(), "operator-next.tar")
+	if err := image.WriteOCI(img, ref, file); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.node.Import(context.Background(), file); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref + "@" + digest.String()
+}
+
+// resourceVersions of some of the release's objects (not the CRs, whose
+// status moves on its own).
+func resourceVersions(t *testing.T, e *realNodeEnv) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for key, obj := range map[string]client.Object{
+		"Deployment/" + install.Deployment:                        &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: install.Deployment}},
+		"Service/" + install.WebhookService:                       &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: install.WebhookService}},
+		"ServiceAccount/cloister-operator":                        &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "cloister-operator"}},
+		"ClusterRole/cloister-operator":                           &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cloister-operator"}},
+		"ValidatingWebhookConfiguration/" + install.WebhookConfig: &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: install.WebhookConfig}},
+		"CustomResourceDefinition/las.base.cloister.dev":          &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "las.base.cloister.dev"}},
+		"SGXPlugin/" + install.DefaultSGXPlugin:                   &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: install.DefaultSGXPlugin}},
+	} {
+		if err := crdClient(t, e).Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		out[key] = obj.GetResourceVersion()
+	}
+	return out
+}
