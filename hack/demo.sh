@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `make demo` and `make demo-down`. up: the dev cluster (with a real node
-# when run as root: Cloister's pods then really run), Cloister's CRDs,
-# cloister-operator running outside the cluster with the cluster's
-# kubeconfig (as a developer runs it), and the SGXPlugin, CEXPlugin and LAS
-# samples until they are HEALTHY; then a local cloister-cas (simulation allowed):
+# `make demo` and `make demo-down`. up: the dev cluster; with a real node
+# (as root: Cloister's pods then really run) the operator installed in it
+# by `cloister install --reconcile` as users install it (its chart, CRDs,
+# webhooks, the default SGXPlugin and LAS), else the CRDs and
+# cloister-operator running beside the cluster with its kubeconfig (the
+# simulated nodes run no pods, so no webhooks); the CEXPlugin sample; all
+# until HEALTHY; then a local cloister-cas (simulation allowed):
 # initialised, a sample policy signed and registered, one attestation with
 # the cloister CLI. down: stops both and removes the cluster.
 # Running `up` again replaces the operator with the freshly built one.
@@ -102,30 +104,39 @@ up() {
 	"$CLOISTER" dev up --real-node
 	TOOLS=$("$CLOISTER" dev tools)
 	KUBECONFIG_PATH=$("$CLOISTER" dev kubeconfig)
-	echo "Installing the CRDs"
-	kube apply --server-side -f charts/cloister-operator/files/crds >/dev/null
-	kube wait --for=condition=Established --timeout=60s -f charts/cloister-operator/files/crds >/dev/null
-	kube create namespace cloister-system --dry-run=client -o yaml | kube apply -f - >/dev/null
+	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
+		stop_operator # one a demo without a real node left
+		echo "Installing the operator on the real node: cloister install --reconcile"
+		# shellcheck disable=SC2046
+		"$CLOISTER" install --reconcile --verbose --kubeconfig "$KUBECONFIG_PATH" $("$CLOISTER" dev operator-flags --install)
+		sgx=sgx/sgxplugin las=las/las
+	else
+		echo "No real node, so no node runs pods: the operator runs beside the cluster (no webhooks);"
+		echo "as root, make demo installs it in the cluster with cloister install."
+		echo "Installing the CRDs"
+		kube apply --server-side -f charts/cloister-operator/files/crds >/dev/null
+		kube wait --for=condition=Established --timeout=60s -f charts/cloister-operator/files/crds >/dev/null
+		kube create namespace cloister-system --dry-run=client -o yaml | kube apply -f - >/dev/null
+		stop_operator
+		mkdir -p "$STATE"
+		echo "Starting cloister-operator (log: $STATE/operator.log)"
+		OPERATOR_NAMESPACE=cloister-system KUBECONFIG="$KUBECONFIG_PATH" nohup "$OPERATOR" \
+			--metrics-bind-address=127.0.0.1:18443 --health-probe-bind-address=127.0.0.1:18081 >"$STATE/operator.log" 2>&1 &
+		echo $! >"$PIDFILE"
+		kube apply -f config/samples/base_v1beta1_sgxplugin.yaml -f config/samples/base_v1beta1_las.yaml
+		sgx=sgx/sgxplugin-sample las=las/las-sample
+	fi
 
-	stop_operator
-	mkdir -p "$STATE"
-	echo "Starting cloister-operator (log: $STATE/operator.log)"
-	# Its default images are pinned by digest (make build); the real node's
-	# fake devices and kubelet folder come from the dev cluster (no flags
-	# without a real node).
-	# shellcheck disable=SC2046
-	OPERATOR_NAMESPACE=cloister-system KUBECONFIG="$KUBECONFIG_PATH" nohup "$OPERATOR" \
-		--metrics-bind-address=127.0.0.1:18443 --health-probe-bind-address=127.0.0.1:18081 \
-		$("$CLOISTER" dev operator-flags) >"$STATE/operator.log" 2>&1 &
-	echo $! >"$PIDFILE"
-
-	echo "Applying the SGXPlugin, CEXPlugin and LAS samples"
-	kube apply -f config/samples/base_v1beta1_sgxplugin.yaml -f config/samples/base_v1beta1_cexplugin.yaml \
-		-f config/samples/base_v1beta1_las.yaml
-	if ! kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s sgx/sgxplugin-sample cex/cexplugin-sample las/las-sample >/dev/null; then
-		operator_pid >/dev/null || echo "cloister-operator is not running; the end of its log:" >&2
-		tail -n 20 "$STATE/operator.log" >&2
-		kube describe sgx/sgxplugin-sample cex/cexplugin-sample las/las-sample >&2 || true
+	echo "Applying the CEXPlugin sample"
+	kube apply -f config/samples/base_v1beta1_cexplugin.yaml
+	if ! kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s "$sgx" cex/cexplugin-sample "$las" >/dev/null; then
+		if [ -f "$PIDFILE" ]; then
+			operator_pid >/dev/null || echo "cloister-operator is not running; the end of its log:" >&2
+			tail -n 20 "$STATE/operator.log" >&2
+		else
+			kube logs -n cloister-system deploy/cloister-operator --tail=20 >&2 || true
+		fi
+		kube describe "$sgx" cex/cexplugin-sample "$las" >&2 || true
 		exit 1
 	fi
 	echo
@@ -142,7 +153,8 @@ up() {
 	echo
 	echo "The cluster, the operator and CAS keep running. Use them with:"
 	echo "  export KUBECONFIG=$KUBECONFIG_PATH"
-	echo "  kubectl describe sgx sgxplugin-sample"
+	echo "  kubectl describe $sgx"
+	echo "  $CLOISTER install    # checks the operator and says what is wrong"
 	echo "  ls $CAS_DIR/web    # what the attested web service got"
 	echo "Remove them with: make demo-down"
 }
