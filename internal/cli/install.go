@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/strvals"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,7 +76,10 @@ func newInstall(s Streams) *cobra.Command {
 			}
 			in.Values, in.Timeout = values, timeout
 			if verbose {
-				in.Progress = func(format string, args ...any) { fmt.Fprintf(s.Err, format+"\n", args...) }
+				start := time.Now()
+				in.Progress = func(format string, args ...any) {
+					fmt.Fprintf(s.Err, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+				}
 			}
 			if err := connect(in, kubeconfig, kubeContext); err != nil {
 				return err
@@ -130,6 +134,11 @@ func connect(in *install.Installer, kubeconfig, kubeContext string) error {
 	if err != nil {
 		return err
 	}
+	// As the Helm CLI: `helm list` shows the release, and `helm upgrade`
+	// after cloister install (or the reverse) owns the same fields, so
+	// server-side apply sees no conflict between the two.
+	m.SetDriver("secret")
+	kube.ManagedFieldsManager = "helm"
 	in.Releases = releases{m}
 	if in.Chart, err = charts.Load("cloister-operator"); err != nil {
 		return err

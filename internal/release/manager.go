@@ -61,6 +61,7 @@ type Manager struct {
 	log        *slog.Logger
 	staleAfter time.Duration
 	clock      clock.PassiveClock
+	driver     string
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration // by namespace
@@ -77,10 +78,15 @@ func NewManager(cfg *rest.Config, log *slog.Logger) (*Manager, error) {
 	}
 	return &Manager{
 		config: cfg, discovery: dc, mapper: mapper, log: log,
-		staleAfter: DefaultStaleAfter, clock: clock.RealClock{},
+		staleAfter: DefaultStaleAfter, clock: clock.RealClock{}, driver: "configmap",
 		configs: map[string]*action.Configuration{},
 	}, nil
 }
+
+// SetDriver chooses where release records live: "configmap" (the
+// operator's, readable with its RBAC) or "secret" (the Helm CLI's default,
+// so `helm list` shows a release a person installed).
+func (m *Manager) SetDriver(d string) { m.driver = d }
 
 // SetStaleAfter changes DefaultStaleAfter (tests shorten it).
 func (m *Manager) SetStaleAfter(d time.Duration) { m.staleAfter = d }
@@ -94,7 +100,7 @@ func (m *Manager) actionConfig(ns string) (*action.Configuration, error) {
 	}
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(m.log.Handler()))
 	getter := &restGetter{config: m.config, namespace: ns, discovery: m.discovery, mapper: m.mapper}
-	if err := cfg.Init(getter, ns, "configmap"); err != nil {
+	if err := cfg.Init(getter, ns, m.driver); err != nil {
 		return nil, fmt.Errorf("initialising helm for namespace %s: %w", ns, err)
 	}
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {

@@ -31,3 +31,18 @@ func (t *Toolchain) Node() (kubelet, runtime *Toolchain) {
 	}
 	return kubelet, runtime
 }
+
+// Helm is the Helm CLI, built from hack/helmtools at the version of the
+// Helm SDK Cloister uses: tests install the operator chart with it as
+// users do.
+var Helm = Tool{Name: "helm", Package: "helm.sh/helm/v4/cmd/helm"}
+
+// HelmCLI returns the toolchain of the Helm CLI (its own folder and stamp;
+// a cold build takes about a minute). Ensure it before use.
+func (t *Toolchain) HelmCLI() *Toolchain {
+	h := &Toolchain{CacheRoot: t.CacheRoot, BinDir: filepath.Join(t.CacheRoot, "helm", "bin"), Tools: []Tool{Helm}}
+	if t.SourceDir != "" {
+		h.SourceDir = filepath.Join(filepath.Dir(t.SourceDir), "helmtools")
+	}
+	return h
+}

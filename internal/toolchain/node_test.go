@@ -12,6 +12,7 @@ func TestEveryToolIsAModuleTool(t *testing.T) {
 	for file, tools := range map[string][]Tool{
 		"../../hack/tools/go.mod":     append(slices.Clone(Tools), Kubelet),
 		"../../hack/nodetools/go.mod": NodeTools,
+		"../../hack/helmtools/go.mod": {Helm},
 	} {
 		mod := readModFile(t, file)
 		var listed []string

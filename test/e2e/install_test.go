@@ -5,9 +5,11 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +33,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/image"
 	"github.com/cloister-cc/cloister/internal/install"
 	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/toolchain"
 	"github.com/cloister-cc/cloister/internal/version"
 )
 
@@ -100,7 +103,8 @@ func TestInstall(t *testing.T) {
 	})
 	if !t.Run("--reconcile installs the operator in the cluster, HEALTHY", func(t *testing.T) {
 		start := time.Now()
-		in.wantWell(t, "--reconcile", "--verbose")
+		out := in.wantWell(t, "--reconcile", "--verbose")
+		t.Log(out)
 		t.Logf("cloister install --reconcile: empty cluster to all HEALTHY in %s", time.Since(start).Round(100*time.Millisecond))
 		var d appsv1.Deployment
 		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: install.Deployment}, &d); err != nil {
@@ -186,6 +190,119 @@ func TestInstall(t *testing.T) {
 		// The old image is now the wrong one.
 		in.wantProblem(t, "operator: Deployment cloister-operator runs "+newImage+", want "+in.image)
 	})
+	t.Run("the Helm CLI sees the release; uninstall leaves only the CRDs", func(t *testing.T) {
+		h := newHelm(t, e)
+		if out := h.run(t, "list", "-n", operatorNamespace, "-q"); strings.TrimSpace(out) != install.ReleaseName {
+			t.Fatalf("helm list: %q", out)
+		}
+		// The CRs first, while the operator runs: it removes what they own.
+		for _, o := range []client.Object{install.DefaultSGXPluginCR(), install.DefaultLASCR()} {
+			if err := c.Delete(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "the default CRs gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+			err := c.Get(ctx, client.ObjectKey{Name: install.DefaultLAS}, &basev1beta1.LAS{})
+			err2 := c.Get(ctx, client.ObjectKey{Name: install.DefaultSGXPlugin}, &basev1beta1.SGXPlugin{})
+			return apierrors.IsNotFound(err) && apierrors.IsNotFound(err2), "", nil
+		})
+		h.run(t, "uninstall", install.ReleaseName, "-n", operatorNamespace, "--wait")
+		wantOnlyCRDs(t, e)
+	})
+	t.Run("the Helm CLI: lint, install, upgrade, uninstall", func(t *testing.T) {
+		h := newHelm(t, e)
+		chart := filepath.Join(repoRoot(t), "charts", "cloister-operator")
+		values := []string{"--set", "image=" + in.image,
+			"--set", "images.devicePlugin=" + pinned(t, e.built, "cloister-device-plugin"), "--set", "images.las=" + pinned(t, e.built, "cloister-las"),
+			"--set", "host.devDir=" + e.node.DevicesDir(), "--set", "host.kubeletDir=" + e.node.KubeletRootDir(),
+			"--set-string", "nodeSelector." + strings.ReplaceAll(devcluster.LabelRealNode, ".", `\.`) + "=true"}
+		h.run(t, append([]string{"lint", chart, "--strict"}, values...)...)
+		// The CRDs the last release kept are adopted.
+		h.run(t, append([]string{"install", "op", chart, "-n", operatorNamespace, "--take-ownership", "--wait", "--timeout", "3m"}, values...)...)
+		h.run(t, "upgrade", "op", chart, "-n", operatorNamespace, "--reuse-values", "--set", "logLevel=debug", "--wait", "--timeout", "3m")
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: install.Deployment}, &d); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--log-level=debug") || d.Status.ReadyReplicas != 2 {
+			t.Errorf("after the upgrade: args %v, %d ready", d.Spec.Template.Spec.Containers[0].Args, d.Status.ReadyReplicas)
+		}
+		// Its webhooks serve: an unparsable policy is refused.
+		bad := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}, Spec: casv1beta1.SignedPolicySpec{
+			CASAddress: "https://cas:8081", Policy: "name: [", Signatures: []casv1beta1.Signature{{Signer: "sha256:" + strings.Repeat("a", 64), Signature: strings.Repeat("A", 96)}}}}
+		waitFor(t, "the webhooks of the Helm release", time.Minute, func(ctx context.Context) (bool, string, error) {
+			err := c.Create(ctx, bad, client.DryRunAll)
+			return err != nil && strings.Contains(err.Error(), "spec.policy"), fmt.Sprint(err), nil
+		})
+		h.run(t, "uninstall", "op", "-n", operatorNamespace, "--wait")
+		wantOnlyCRDs(t, e)
+	})
+}
+
+// helm runs the Helm CLI (built from its module) against the cluster.
+type helm struct{ bin, kubeconfig string }
+
+func newHelm(t *testing.T, e *realNodeEnv) *helm {
+	t.Helper()
+	hc := tools(t).HelmCLI()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := hc.Ensure(ctx, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	return &helm{bin: hc.Path(toolchain.Helm.Name), kubeconfig: e.c.KubeconfigPath()}
+}
+
+func (h *helm) run(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(h.bin, append(args, "--kubeconfig", h.kubeconfig)...)
+	home := t.TempDir() // no user configuration, cache or repositories
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// wantOnlyCRDs: nothing cluster-scoped of Cloister's is left but its CRDs.
+func wantOnlyCRDs(t *testing.T, e *realNodeEnv) {
+	t.Helper()
+	ctx := context.Background()
+	cc := crdClient(t, e)
+	var left []string
+	var crs rbacv1.ClusterRoleList
+	var crbs rbacv1.ClusterRoleBindingList
+	var vs admissionregistrationv1.ValidatingWebhookConfigurationList
+	var ms admissionregistrationv1.MutatingWebhookConfigurationList
+	for _, l := range []client.ObjectList{&crs, &crbs, &vs, &ms} {
+		if err := cc.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range crs.Items {
+		if strings.HasPrefix(o.Name, "cloister") {
+			left = append(left, "ClusterRole/"+o.Name)
+		}
+	}
+	for _, o := range crbs.Items {
+		if strings.HasPrefix(o.Name, "cloister") {
+			left = append(left, "ClusterRoleBinding/"+o.Name)
+		}
+	}
+	for _, o := range vs.Items {
+		left = append(left, "ValidatingWebhookConfiguration/"+o.Name)
+	}
+	for _, o := range ms.Items {
+		left = append(left, "MutatingWebhookConfiguration/"+o.Name)
+	}
+	if len(left) > 0 {
+		t.Errorf("left after uninstall: %v", left)
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := cc.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "cloister"}); err != nil || len(crds.Items) != 7 {
+		t.Errorf("CRDs kept: %d, %v", len(crds.Items), err)
+	}
 }
 
 // testInstalledWebhooks: a SignedPolicy spec edit is refused and the
