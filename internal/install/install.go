@@ -21,6 +21,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/release"
 	"github.com/cloister-cc/cloister/internal/tee"
 )
@@ -209,8 +210,9 @@ func (in *Installer) writePullSecret(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Shareable: the operator copies it into namespaces that ask for it.
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: PullSecretName, Namespace: in.Want.Namespace,
-		Labels: map[string]string{"app.kubernetes.io/part-of": "cloister"}}}
+		Labels: map[string]string{"app.kubernetes.io/part-of": "cloister", pullsecrets.LabelShareable: "true"}}}
 	var live corev1.Secret
 	err = in.Client.Get(ctx, client.ObjectKeyFromObject(s), &live)
 	switch {
@@ -222,6 +224,7 @@ func (in *Installer) writePullSecret(ctx context.Context) error {
 		return err
 	}
 	live.Data = map[string][]byte{corev1.DockerConfigJsonKey: data}
+	live.Labels = s.Labels
 	return in.Client.Update(ctx, &live)
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/admission"
 	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/las"
+	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
 	"github.com/cloister-cc/cloister/internal/metrics"
@@ -176,6 +177,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		if err := addWebhooks(ctx, mgr, opts, serving); err != nil {
 			return nil, err
 		}
+	}
+	if err := pullsecrets.Setup(mgr, &pullsecrets.Reconciler{Client: mgr.GetClient(), Namespace: opts.Namespace}); err != nil {
+		return nil, fmt.Errorf("setting up the pull-secret controller: %w", err)
 	}
 
 	releases, err := release.NewManager(mgr.GetConfig(), log)

@@ -29,6 +29,7 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/internal/admission"
+	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/image"
 	"github.com/cloister-cc/cloister/internal/install"
@@ -167,6 +168,16 @@ func TestInstall(t *testing.T) {
 		}
 		in.wantProblem(t, "pull-secret: pull secret cloister-system/cloister-pull the operator's pods use is missing")
 		in.wantWell(t, append([]string{"--reconcile"}, creds...)...)
+		// A namespace that asks for it gets a copy from the operator.
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps",
+			Labels: map[string]string{pullsecrets.LabelRequest: install.PullSecretName}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the pull secret copied into namespace apps", time.Minute, func(ctx context.Context) (bool, string, error) {
+			var s corev1.Secret
+			err := c.Get(ctx, client.ObjectKey{Namespace: "apps", Name: install.PullSecretName}, &s)
+			return err == nil && s.Type == corev1.SecretTypeDockerConfigJson, fmt.Sprint(err), nil
+		})
 	})
 	t.Run("--update with a new operator image rolls the Deployment and changes nothing else", func(t *testing.T) {
 		newImage := rebuildOperatorImage(t, e)
