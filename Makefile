@@ -82,13 +82,15 @@ node-deps:
 ## images: an OCI image per binary (no Docker, no base image; reproducible)
 ## as OCI-layout tarballs in .cache/images, and pinned.txt naming each by
 ## digest. push: the same, pushed to
-## REGISTRY (make push REGISTRY=ghcr.io/you).
+## REGISTRY (make push REGISTRY=ghcr.io/you), and signed with SIGN_KEY if
+## given (an unencrypted ECDSA P-256 PEM key; cloister install
+## --verify-image-signatures checks them with its public key).
 images: build
 	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT)
 
 push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
-	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY)
+	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
 
 ## fuzz: every fuzz target for FUZZTIME (default 60s), with the executions each made.
 fuzz:

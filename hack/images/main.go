@@ -4,6 +4,8 @@
 package main
 
 import (
+	"context"
+	"crypto/ecdsa"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/imagesig"
 )
 
 // PinnedFile lists each image by digest, in -out.
@@ -28,6 +31,7 @@ func main() {
 	revision := flag.String("revision", "", "source commit label")
 	source := flag.String("source", "https://github.com/cloister-cc/cloister", "source repository label")
 	push := flag.String("push", "", "also push the images under this registry prefix (credentials from the docker config)")
+	signKey := flag.String("sign-key", "", "with -push, also sign each image with this ECDSA P-256 key (PEM, unencrypted), as cosign stores signatures")
 	operatorLDFlags := flag.Bool("operator-ldflags", false,
 		"only print the -X flags that pin cloister-operator's default images to the digests of the images of -bin (make build links them in)")
 	cliLDFlags := flag.Bool("cli-ldflags", false,
@@ -43,13 +47,24 @@ func main() {
 		fmt.Println(flags)
 		return
 	}
-	if err := run(*bin, *out, *registry, *version, *revision, *source, *push); err != nil {
+	var key *ecdsa.PrivateKey
+	if *signKey != "" {
+		data, err := os.ReadFile(*signKey)
+		if err == nil {
+			key, err = imagesig.ParsePrivateKey(data)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "images: -sign-key:", err)
+			os.Exit(1)
+		}
+	}
+	if err := run(*bin, *out, *registry, *version, *revision, *source, *push, key); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, out, registry, version, revision, source, push string) error {
+func run(bin, out, registry, version, revision, source, push string, key *ecdsa.PrivateKey) error {
 	built, err := image.BuildAll(bin, out, registry, version, revision, source)
 	if err != nil {
 		return fmt.Errorf("%w (run make build first)", err)
@@ -75,6 +90,13 @@ func run(bin, out, registry, version, revision, source, push string) error {
 			return fmt.Errorf("pushing %s: %w", tag, err)
 		}
 		fmt.Printf("pushed %s@%s\n", tag, b.Digest)
+		if key == nil {
+			continue
+		}
+		if err := imagesig.Sign(context.Background(), tag.Context().Digest(b.Digest), key, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return err
+		}
+		fmt.Printf("signed %s@%s\n", tag.Context(), b.Digest)
 	}
 	return nil
 }

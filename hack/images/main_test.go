@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/imagesig"
 )
 
 // fakeBinaries is a bin folder with this test binary under every name.
@@ -28,14 +30,19 @@ func fakeBinaries(t *testing.T) string {
 }
 
 // The images are written and pushed to a real registry implementation
-// (go-containerregistry's, in memory) and pulled back unchanged.
+// (go-containerregistry's, in memory), signed, and pulled back unchanged
+// with signatures that verify.
 func TestBuildAndPush(t *testing.T) {
 	bin := fakeBinaries(t)
 	reg := httptest.NewServer(registry.New())
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")
 	out := t.TempDir()
-	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister"); err != nil {
+	key, err := imagesig.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister", key); err != nil {
 		t.Fatal(err)
 	}
 	pinned, err := os.ReadFile(filepath.Join(out, PinnedFile))
@@ -63,8 +70,11 @@ func TestBuildAndPush(t *testing.T) {
 		if gd != wd {
 			t.Errorf("%s: pushed %s, built %s", b, gd, wd)
 		}
+		if err := imagesig.Verify(context.Background(), ref.Context().Digest(gd.String()), &key.PublicKey); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
 	}
-	if err := run(t.TempDir(), out, "r", "v", "", "", ""); err == nil || !strings.Contains(err.Error(), "make build first") {
+	if err := run(t.TempDir(), out, "r", "v", "", "", "", nil); err == nil || !strings.Contains(err.Error(), "make build first") {
 		t.Errorf("missing binaries: %v", err)
 	}
 }

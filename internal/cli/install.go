@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/strvals"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/imagesig"
 	"github.com/cloister-cc/cloister/internal/install"
 	"github.com/cloister-cc/cloister/internal/release"
 )
@@ -33,11 +37,11 @@ func (r releases) Latest(ns, name string) (string, error) {
 
 func newInstall(s Streams) *cobra.Command {
 	var (
-		kubeconfig, kubeContext, create, pluginPath string
-		reconcile, update, verbose, plugin          bool
-		sets                                        []string
-		creds                                       install.Credentials
-		timeout                                     time.Duration
+		kubeconfig, kubeContext, create, pluginPath, verifyKey string
+		reconcile, update, verbose, plugin                     bool
+		sets                                                   []string
+		creds                                                  install.Credentials
+		timeout                                                time.Duration
 	)
 	in := &install.Installer{Poll: 250 * time.Millisecond}
 	cmd := &cobra.Command{
@@ -75,6 +79,11 @@ func newInstall(s Streams) *cobra.Command {
 				}
 			}
 			in.Values, in.Timeout = values, timeout
+			if verifyKey != "" {
+				if err := verifyImages(ctx, verifyKey, in.Want.Image, values); err != nil {
+					return err
+				}
+			}
 			if verbose {
 				start := time.Now()
 				in.Progress = func(format string, args ...any) {
@@ -111,6 +120,7 @@ func newInstall(s Streams) *cobra.Command {
 	fl.BoolVarP(&verbose, "verbose", "v", false, "print what is being done")
 	fl.StringVar(&in.Want.Image, "image", install.OperatorImage, "the operator image, by digest")
 	fl.StringArrayVar(&sets, "set", nil, "a value of the operator chart, KEY=VALUE (as helm --set)")
+	fl.StringVar(&verifyKey, "verify-image-signatures", "", "public key (PEM, ECDSA P-256, as cosign.pub): refuse to deploy an operator image (or --set images.*) without a valid signature by it in its registry")
 	fl.DurationVar(&timeout, "timeout", 3*time.Minute, "how long to wait for the operator, and then for the default CRs to be HEALTHY")
 	return cmd
 }
@@ -191,5 +201,36 @@ func installPlugin(s Streams, path string) error {
 		return err
 	}
 	fmt.Fprintf(s.Out, "kubectl plugin installed: %s (kubectl cloister ...)\n", path)
+	return nil
+}
+
+// verifyImages checks the signatures of the operator image and of the
+// service images set in values, before anything is deployed.
+func verifyImages(ctx context.Context, keyFile, operatorImage string, values map[string]any) error {
+	data, err := os.ReadFile(keyFile)
+	if err != nil {
+		return err
+	}
+	pub, err := imagesig.ParsePublicKey(data)
+	if err != nil {
+		return err
+	}
+	images := []string{operatorImage}
+	if set, ok := values["images"].(map[string]any); ok {
+		for _, k := range []string{"devicePlugin", "las"} {
+			if v, ok := set[k].(string); ok && v != "" {
+				images = append(images, v)
+			}
+		}
+	}
+	for _, img := range images {
+		ref, err := name.NewDigest(img)
+		if err != nil {
+			return fmt.Errorf("refusing to deploy %s: only an image named by digest can be verified: %w", img, err)
+		}
+		if err := imagesig.Verify(ctx, ref, pub, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return fmt.Errorf("refusing to deploy: %w", err)
+		}
+	}
 	return nil
 }

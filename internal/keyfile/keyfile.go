@@ -1,6 +1,7 @@
-// Package keyfile keeps a process's ECDSA P-256 key in a PEM file, made
-// when missing, so it survives restarts: LAS's simulation key, CAS's TLS
-// key.
+// Package keyfile owns ECDSA P-256 keys in PEM: a process's own key kept
+// in a file, made when missing, so it survives restarts (LAS's simulation
+// key, CAS's TLS key), and the parsing of the private and public keys
+// people hand to Cloister (policy owner keys, image signing keys).
 package keyfile
 
 import (

@@ -65,7 +65,7 @@ func TestKeyRoundTrip(t *testing.T) {
 	if err != nil || !back.Equal(k) {
 		t.Fatalf("round trip: %v", err)
 	}
-	if _, err := ParseKey(MarshalPublicKey(&k.PublicKey)); err == nil || !strings.Contains(err.Error(), "want a PRIVATE KEY") {
+	if _, err := ParseKey(MarshalPublicKey(&k.PublicKey)); err == nil || !strings.Contains(err.Error(), "want an unencrypted PRIVATE KEY") {
 		t.Errorf("public key as private: %v", err)
 	}
 }

@@ -96,7 +96,7 @@ func TestParseRejects(t *testing.T) {
 		{"bad name", replace("name: payments", "name: Payments_1"), nil, `name: "Payments_1"`},
 		{"no owners", nil, []string{}, "owners.keys: 0 keys"},
 		{"owner key twice", nil, []string{owner, owner}, "owners.keys[1]: the same key as an earlier one"},
-		{"Ed25519 owner key", nil, []string{edKey}, "owners.keys[0]: a ed25519.PublicKey key: owner keys are ECDSA P-256"},
+		{"Ed25519 owner key", nil, []string{edKey}, "owners.keys[0]: a ed25519.PublicKey key: want ECDSA P-256"},
 		{"threshold above the keys", replace("threshold: 1", "threshold: 2"), nil, "owners.threshold: 2, want 1..1"},
 		{"no identities without simulation", replace("    identities:\n    - type: sgx\n      mrenclave: "+strings.Repeat("ab", 32)+"\n", "    identities: []\n"), nil, "attestation.identities: none"},
 		{"short MRENCLAVE", replace(strings.Repeat("ab", 32), "abcd"), nil, "services[0] (api): attestation: identities[0]: mrenclave has 2 bytes"},

@@ -8,8 +8,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
+
+	"github.com/cloister-cc/cloister/internal/keyfile"
 )
 
 // signContext separates policy signatures from any other use of an owner
@@ -107,30 +108,7 @@ func MarshalKey(k *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-func ParseKey(data []byte) (*ecdsa.PrivateKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, errors.New("not PEM")
-	}
-	var k any
-	var err error
-	switch block.Type {
-	case "PRIVATE KEY":
-		k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	case "EC PRIVATE KEY":
-		k, err = x509.ParseECPrivateKey(block.Bytes)
-	default:
-		return nil, fmt.Errorf("a PEM %q block: want a PRIVATE KEY", block.Type)
-	}
-	if err != nil {
-		return nil, err
-	}
-	ek, ok := k.(*ecdsa.PrivateKey)
-	if !ok || ek.Curve != ecdsaCurve {
-		return nil, fmt.Errorf("a %T key: owner keys are ECDSA P-256", k)
-	}
-	return ek, nil
-}
+func ParseKey(data []byte) (*ecdsa.PrivateKey, error) { return keyfile.ParsePrivate(data) }
 
 // MarshalPublicKey is the PEM form owners put into policies.
 func MarshalPublicKey(k *ecdsa.PublicKey) []byte {

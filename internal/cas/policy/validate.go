@@ -3,8 +3,6 @@ package policy
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/keyfile"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 )
@@ -110,21 +110,7 @@ func (d *Document) OwnerKeys() ([]*ecdsa.PublicKey, error) {
 func (d *Document) OwnerThreshold() int { return max(1, d.Owners.Threshold) }
 
 // ParsePublicKey reads an ECDSA P-256 public key (PEM "PUBLIC KEY").
-func ParsePublicKey(data []byte) (*ecdsa.PublicKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PUBLIC KEY" {
-		return nil, errors.New("not a PEM \"PUBLIC KEY\" block")
-	}
-	k, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	ek, ok := k.(*ecdsa.PublicKey)
-	if !ok || ek.Curve != ecdsaCurve {
-		return nil, fmt.Errorf("a %T key: owner keys are ECDSA P-256", k)
-	}
-	return ek, nil
-}
+func ParsePublicKey(data []byte) (*ecdsa.PublicKey, error) { return keyfile.ParsePublic(data) }
 
 func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []error {
 	var errs []error

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cloister-cc/cloister/internal/imagesig"
+)
+
+// --verify-image-signatures refuses an image its key did not sign before
+// touching the cluster, and lets a signed one through (to the cluster,
+// which here does not exist).
+func TestInstallVerifiesImageSignatures(t *testing.T) {
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	pushImage := func(repo string) name.Digest {
+		img, _ := random.Image(128, 1)
+		tag, _ := name.NewTag(host + "/" + repo + ":v1")
+		if err := remote.Write(tag, img); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := img.Digest()
+		return tag.Context().Digest(d.String())
+	}
+	key, _ := imagesig.NewKey()
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pub := filepath.Join(t.TempDir(), "cosign.pub")
+	if err := os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signed, unsigned := pushImage("cloister-operator"), pushImage("cloister-las")
+	if err := imagesig.Sign(context.Background(), signed, key); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
+	base := []string{"install", "--kubeconfig", missing, "--verify-image-signatures", pub}
+
+	_, _, err := run(t, append(base, "--image", unsigned.String())...)
+	if err == nil || !strings.Contains(err.Error(), "refusing to deploy: image "+unsigned.String()+": no valid signature by the given key") {
+		t.Errorf("an unsigned operator image: %v", err)
+	}
+	_, _, err = run(t, append(base, "--image", signed.String(), "--set", "images.las="+unsigned.String())...)
+	if err == nil || !strings.Contains(err.Error(), "refusing to deploy: image "+unsigned.String()) {
+		t.Errorf("an unsigned LAS image: %v", err)
+	}
+	_, _, err = run(t, append(base, "--image", host+"/cloister-operator:v1")...)
+	if err == nil || !strings.Contains(err.Error(), "only an image named by digest can be verified") {
+		t.Errorf("an image by tag: %v", err)
+	}
+	_, _, err = run(t, append(base, "--image", signed.String())...)
+	if err == nil || strings.Contains(err.Error(), "refusing") || !strings.Contains(err.Error(), "finding the cluster") {
+		t.Errorf("a signed image goes on to the cluster: %v", err)
+	}
+}
