@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/image"
 	"github.com/cloister-cc/cloister/internal/imagesig"
 	"github.com/cloister-cc/cloister/internal/install"
 	"github.com/cloister-cc/cloister/internal/release"
@@ -38,6 +39,7 @@ func (r releases) Latest(ns, name string) (string, error) {
 func newInstall(s Streams) *cobra.Command {
 	var (
 		kubeconfig, kubeContext, create, pluginPath, verifyKey string
+		setVersion, imageRegistry                              string
 		reconcile, update, verbose, plugin                     bool
 		sets                                                   []string
 		creds                                                  install.Credentials
@@ -62,6 +64,17 @@ func newInstall(s Streams) *cobra.Command {
 				if err := installPlugin(s, pluginPath); err != nil {
 					return err
 				}
+			}
+			if setVersion != "" {
+				if cmd.Flags().Changed("image") {
+					return errors.New("--image and --set-version: choose one")
+				}
+				img, err := resolveRelease(ctx, imageRegistry, setVersion)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(s.Err, "operator %s: %s\n", setVersion, img)
+				in.Want.Image = img
 			}
 			if in.Want.Image == "" {
 				return errors.New("this cloister names no operator image (it was not built by make build): give --image REPOSITORY@sha256:DIGEST")
@@ -120,6 +133,8 @@ func newInstall(s Streams) *cobra.Command {
 	fl.BoolVarP(&verbose, "verbose", "v", false, "print what is being done")
 	fl.StringVar(&in.Want.Image, "image", install.OperatorImage, "the operator image, by digest")
 	fl.StringArrayVar(&sets, "set", nil, "a value of the operator chart, KEY=VALUE (as helm --set)")
+	fl.StringVar(&setVersion, "set-version", "", "install the operator of this release (its image tag), pinned to the digest the registry gives now")
+	fl.StringVar(&imageRegistry, "image-registry", image.DefaultRegistry, "where --set-version looks up the operator image")
 	fl.StringVar(&verifyKey, "verify-image-signatures", "", "public key (PEM, ECDSA P-256, as cosign.pub): refuse to deploy an operator image (or --set images.*) without a valid signature by it in its registry")
 	fl.DurationVar(&timeout, "timeout", 3*time.Minute, "how long to wait for the operator, and then for the default CRs to be HEALTHY")
 	return cmd
@@ -233,4 +248,18 @@ func verifyImages(ctx context.Context, keyFile, operatorImage string, values map
 		}
 	}
 	return nil
+}
+
+// resolveRelease pins the operator image of a release to its digest,
+// reading only the manifest's digest from the registry.
+func resolveRelease(ctx context.Context, registry, version string) (string, error) {
+	tag, err := name.NewTag(image.Ref(registry, "cloister-operator", version))
+	if err != nil {
+		return "", fmt.Errorf("--set-version %q: %w", version, err)
+	}
+	desc, err := remote.Head(tag, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if err != nil {
+		return "", fmt.Errorf("looking up the operator image %s: %w", tag, err)
+	}
+	return tag.Context().Digest(desc.Digest.String()).String(), nil
 }

@@ -64,3 +64,28 @@ func TestInstallVerifiesImageSignatures(t *testing.T) {
 		t.Errorf("a signed image goes on to the cluster: %v", err)
 	}
 }
+
+// --set-version pins the release's operator image to the digest its
+// registry gives for the tag.
+func TestInstallSetVersion(t *testing.T) {
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	img, _ := random.Image(128, 1)
+	tag, _ := name.NewTag(host + "/cloister/cloister-operator:v1.2.3")
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
+	_, stderr, err := run(t, "install", "--kubeconfig", missing, "--image-registry", host+"/cloister", "--set-version", "v1.2.3")
+	if want := "operator v1.2.3: " + host + "/cloister/cloister-operator@" + d.String(); !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "finding the cluster") {
+		t.Errorf("err %v", err)
+	}
+	if _, _, err := run(t, "install", "--kubeconfig", missing, "--image-registry", host+"/cloister", "--set-version", "v9"); err == nil || !strings.Contains(err.Error(), "looking up the operator image "+host+"/cloister/cloister-operator:v9") {
+		t.Errorf("an unknown version: %v", err)
+	}
+}
