@@ -222,3 +222,42 @@ func TestOperatorCRDsAndRBAC(t *testing.T) {
 		t.Errorf("Role %+v", r)
 	}
 }
+
+// With cert-manager asked for, it issues the certificate (self-signed
+// Issuer unless one is named) and injects the CA; the operator only serves.
+func TestOperatorWithCertManager(t *testing.T) {
+	objs := renderOperator(t, map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true}}})
+	cert := objs["Certificate/cloister-operator-webhook-cert"]
+	if cert == nil || objs["Issuer/cloister-operator-selfsigned"] == nil || objs["Secret/cloister-operator-webhook-cert"] != nil {
+		t.Fatalf("objects: %v", keys(objs))
+	}
+	if dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames"); len(dns) != 1 || dns[0] != "cloister-operator-webhook.ops.svc" {
+		t.Errorf("dnsNames %v", dns)
+	}
+	for _, k := range []string{"ValidatingWebhookConfiguration/cloister-operator", "MutatingWebhookConfiguration/cloister-operator"} {
+		if got := objs[k].GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "ops/cloister-operator-webhook-cert" {
+			t.Errorf("%s inject-ca-from %q", k, got)
+		}
+	}
+	d := as[appsv1.Deployment](t, objs["Deployment/cloister-operator"])
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--webhook-cert-manager=true") {
+		t.Errorf("args %v", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	named := renderOperator(t, map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true,
+		"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}}})
+	if named["Issuer/cloister-operator-selfsigned"] != nil {
+		t.Error("a self-signed Issuer beside a named one")
+	}
+	if ref, _, _ := unstructured.NestedStringMap(named["Certificate/cloister-operator-webhook-cert"].Object, "spec", "issuerRef"); ref["name"] != "corp-ca" || ref["kind"] != "ClusterIssuer" {
+		t.Errorf("issuerRef %v", ref)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
