@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -187,12 +188,18 @@ func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile
 	for _, p := range problems {
 		fmt.Fprintln(s.Out, p)
 	}
+	if in.GaveUp != nil {
+		fmt.Fprintf(s.Out, "gave up: %v\n", in.GaveUp)
+	}
 	if err != nil {
 		return err
 	}
 	if len(problems) > 0 {
-		if !reconcile && !update {
+		switch {
+		case !reconcile && !update:
 			fmt.Fprintln(s.Out, "cloister install --reconcile repairs these")
+		case slices.ContainsFunc(problems, func(p install.Problem) bool { return p.Part == install.PartPullSecret }):
+			fmt.Fprintln(s.Out, "a pull secret is written from --username, --access-token and --email")
 		}
 		return &ExitError{Code: 1}
 	}

@@ -61,6 +61,9 @@ type Installer struct {
 	Timeout time.Duration
 	// Poll is the interval of the waits.
 	Poll time.Duration
+	// GaveUp is set when Reconcile stopped waiting at Timeout with
+	// problems left (they are what it returns).
+	GaveUp error
 }
 
 func (in *Installer) progress(format string, args ...any) {
@@ -133,7 +136,11 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 	if err := in.createDefaults(ctx); err != nil {
 		return nil, err
 	}
-	return in.remaining(ctx, in.waitFor(ctx, "everything", func(Problem) bool { return true }))
+	// A missing pull secret without credentials cannot be repaired here:
+	// waiting for it would only delay saying so.
+	return in.remaining(ctx, in.waitFor(ctx, "everything", func(p Problem) bool {
+		return p.Part != PartPullSecret || in.Credentials != nil
+	}))
 }
 
 // remaining re-checks after a wait: the problems left say more than a
@@ -146,6 +153,7 @@ func (in *Installer) remaining(ctx context.Context, waitErr error) ([]Problem, e
 	if len(ps) == 0 {
 		return nil, nil
 	}
+	in.GaveUp = waitErr
 	return ps, nil
 }
 
@@ -158,7 +166,9 @@ func (in *Installer) apply(ctx context.Context) error {
 		values = map[string]any{}
 	}
 	values["image"] = in.Want.Image
-	if in.Credentials != nil || in.hasPullSecret(ctx) {
+	// Pods keep a pull secret they use even while it is missing: dropping
+	// it would hide the problem until the next image pull fails.
+	if in.Credentials != nil || in.hasPullSecret(ctx) || in.usesPullSecret(ctx) {
 		values["imagePullSecrets"] = []any{map[string]any{"name": PullSecretName}}
 	}
 	req := release.Request{Name: ReleaseName, Namespace: in.Want.Namespace, Chart: in.Chart, Values: values, TakeOwnership: true}

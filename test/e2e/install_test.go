@@ -167,6 +167,12 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		in.wantProblem(t, "pull-secret: pull secret cloister-system/cloister-pull the operator's pods use is missing")
+		// Without credentials it cannot be repaired: said at once, without
+		// waiting for it until the timeout (the later --timeout wins).
+		out, code := in.run(t, "--reconcile", "--timeout", "20s")
+		if code != 1 || !strings.Contains(out, "a pull secret is written from --username, --access-token and --email") || strings.Contains(out, "gave up") {
+			t.Errorf("--reconcile without credentials: exit %d\n%s", code, out)
+		}
 		in.wantWell(t, append([]string{"--reconcile"}, creds...)...)
 		// A namespace that asks for it gets a copy from the operator.
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps",
