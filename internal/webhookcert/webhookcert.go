@@ -94,17 +94,19 @@ func (s *Serving) Ready(*http.Request) error {
 	return nil
 }
 
-// Add registers the rotator (on the leader, unless cert-manager issues)
-// and the Secret's reader (on every replica, filling s) with mgr, and
-// makes sure the Secret exists.
+// Add registers the rotator (on the leader, unless cert-manager issues;
+// it makes sure the Secret exists) and the Secret's reader (on every
+// replica, filling s) with mgr.
 func Add(ctx context.Context, mgr ctrl.Manager, s *Serving, opts Options) error {
-	if err := ensureSecret(ctx, mgr.GetAPIReader(), mgr.GetClient(), opts.Secret); err != nil {
-		return err
-	}
 	if err := os.MkdirAll(opts.CertDir, 0o700); err != nil {
 		return fmt.Errorf("webhook certificate folder: %w", err)
 	}
+	// cert-manager creates its Secret itself (of type kubernetes.io/tls;
+	// a Secret's type cannot change, so none is made for it here).
 	if opts.Rotate {
+		if err := ensureSecret(ctx, mgr.GetAPIReader(), mgr.GetClient(), opts.Secret); err != nil {
+			return err
+		}
 		if err := addRotator(mgr, opts); err != nil {
 			return err
 		}
