@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
@@ -46,7 +49,14 @@ func assetsDir() (string, error) {
 	return tc.BinDir, nil
 }
 
+// quietControllerRuntime gives controller-runtime a logger that drops
+// everything: tests assert behaviour, and without a logger it prints a
+// stack trace ("log.SetLogger(...) was never called") into the output of
+// every package that runs a controller, burying real failures.
+func quietControllerRuntime() { ctrllog.SetLogger(logr.Discard()) }
+
 func environment(dir string, opts Options) *envtest.Environment {
+	quietControllerRuntime()
 	return &envtest.Environment{
 		BinaryAssetsDirectory:    dir,
 		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
