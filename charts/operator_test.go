@@ -2,6 +2,7 @@ package charts
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -229,7 +230,7 @@ func TestOperatorWithCertManager(t *testing.T) {
 	objs := renderOperator(t, map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": true}}})
 	cert := objs["Certificate/cloister-operator-webhook-cert"]
 	if cert == nil || objs["Issuer/cloister-operator-selfsigned"] == nil || objs["Secret/cloister-operator-webhook-cert"] != nil {
-		t.Fatalf("objects: %v", keys(objs))
+		t.Fatalf("objects: %v", slices.Sorted(maps.Keys(objs)))
 	}
 	if dns, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames"); len(dns) != 1 || dns[0] != "cloister-operator-webhook.ops.svc" {
 		t.Errorf("dnsNames %v", dns)
@@ -251,13 +252,4 @@ func TestOperatorWithCertManager(t *testing.T) {
 	if ref, _, _ := unstructured.NestedStringMap(named["Certificate/cloister-operator-webhook-cert"].Object, "spec", "issuerRef"); ref["name"] != "corp-ca" || ref["kind"] != "ClusterIssuer" {
 		t.Errorf("issuerRef %v", ref)
 	}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -169,11 +169,7 @@ func connect(in *install.Installer, kubeconfig, kubeContext string) error {
 	if in.Chart, err = charts.Load("cloister-operator"); err != nil {
 		return err
 	}
-	files := map[string][]byte{}
-	for _, f := range in.Chart.Files {
-		files[f.Name] = f.Data
-	}
-	in.Want.CRDs, err = install.CRDFiles(files)
+	in.Want.CRDs, err = install.CRDFiles(in.Chart)
 	return err
 }
 

@@ -9,9 +9,12 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
+
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
@@ -95,10 +98,11 @@ type Want struct {
 	NoSGXPlugin  bool
 }
 
-// CRDFiles reads the CRD names and digests from the chart's files.
-func CRDFiles(files map[string][]byte) (map[string]string, error) {
+// CRDFiles reads the CRD names and digests from the operator chart's files.
+func CRDFiles(ch *chart.Chart) (map[string]string, error) {
 	out := map[string]string{}
-	for name, data := range files {
+	for _, f := range ch.Files {
+		name, data := f.Name, f.Data
 		if path.Dir(name) != "files/crds" {
 			continue
 		}
@@ -121,7 +125,7 @@ func Judge(s *State, w Want) []Problem {
 	if s.Namespace == nil {
 		add(PartNamespace, "namespace %s does not exist", w.Namespace)
 	}
-	for _, name := range sortedKeys(w.CRDs) {
+	for _, name := range slices.Sorted(maps.Keys(w.CRDs)) {
 		crd := s.CRDs[name]
 		switch {
 		case crd == nil:
@@ -144,7 +148,7 @@ func Judge(s *State, w Want) []Problem {
 	}
 	ps = append(ps, judgeOperator(s, w)...)
 	ps = append(ps, judgeWebhooks(s, w)...)
-	for _, name := range sortedKeys(s.PullSecrets) {
+	for _, name := range slices.Sorted(maps.Keys(s.PullSecrets)) {
 		if s.PullSecrets[name] == nil {
 			add(PartPullSecret, "pull secret %s/%s the operator's pods use is missing", w.Namespace, name)
 		}
@@ -282,15 +286,6 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Read fetches State from the cluster: reads only.

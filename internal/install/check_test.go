@@ -43,11 +43,7 @@ func want(t *testing.T) Want {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{}
-	for _, f := range ch.Files {
-		files[f.Name] = f.Data
-	}
-	crds, err := CRDFiles(files)
+	crds, err := CRDFiles(ch)
 	if err != nil {
 		t.Fatal(err)
 	}
