@@ -155,13 +155,15 @@ func Judge(s *State, w Want) []Problem {
 	}
 	if !w.OnlyOperator {
 		if !w.NoSGXPlugin {
-			judgeCR(&ps, PartSGXPlugin, "SGXPlugin", DefaultSGXPlugin, s.SGXPlugin == nil, statusOf(s.SGXPlugin))
+			judgeCR(&ps, PartSGXPlugin, "SGXPlugin", DefaultSGXPlugin, statusOf(s.SGXPlugin))
 		}
-		judgeCR(&ps, PartLAS, "LAS", DefaultLAS, s.LAS == nil, statusOf(s.LAS))
+		judgeCR(&ps, PartLAS, "LAS", DefaultLAS, statusOf(s.LAS))
 	}
 	return ps
 }
 
+// statusOf is the status of a CR read from the cluster, nil when it is
+// missing (a nil pointer).
 func statusOf[T interface{ GetServiceStatus() *common.ServiceStatus }](o T) *common.ServiceStatus {
 	var zero T
 	if any(o) == any(zero) {
@@ -170,9 +172,10 @@ func statusOf[T interface{ GetServiceStatus() *common.ServiceStatus }](o T) *com
 	return o.GetServiceStatus()
 }
 
-func judgeCR(ps *[]Problem, part Part, kind, name string, missing bool, st *common.ServiceStatus) {
+// judgeCR: st nil means the CR is missing.
+func judgeCR(ps *[]Problem, part Part, kind, name string, st *common.ServiceStatus) {
 	switch {
-	case missing:
+	case st == nil:
 		*ps = append(*ps, Problem{part, fmt.Sprintf("%s %s is missing", kind, name)})
 	case st.State != common.StateHealthy:
 		*ps = append(*ps, Problem{part, fmt.Sprintf("%s %s is %s (kubectl describe %s %s says why)", kind, name, cmp.Or(string(st.State), "not reconciled yet"), strings.ToLower(kind), name)})
