@@ -88,33 +88,21 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 	if err != nil {
 		return nil, err
 	}
-	if in.Credentials != nil {
-		// Given credentials are written even when all is well: a token
-		// may have been refreshed. Pods must then use the secret.
-		if !slices.ContainsFunc(problems, func(p Problem) bool { return p.Part == PartNamespace }) { // else once it exists
-			in.progress("writing pull secret %s/%s", in.Want.Namespace, PullSecretName)
-			if err := in.writePullSecret(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if !in.usesPullSecret(ctx) {
-			update = true
-		}
+	// Given credentials are written even when all is well (a token may
+	// have been refreshed), and pods must then use the secret.
+	if in.Credentials != nil && !in.usesPullSecret(ctx) {
+		update = true
 	}
-	if len(problems) == 0 && !update {
+	if len(problems) == 0 && !update && in.Credentials == nil {
 		return nil, nil
 	}
-	parts := map[Part]bool{}
-	for _, p := range problems {
-		parts[p.Part] = true
-	}
-	if parts[PartNamespace] {
+	if slices.ContainsFunc(problems, func(p Problem) bool { return p.Part == PartNamespace }) {
 		in.progress("creating namespace %s", in.Want.Namespace)
 		if err := CreateNamespace(ctx, in.Client, in.Want.Namespace); err != nil {
 			return nil, err
 		}
 	}
-	if in.Credentials != nil && parts[PartNamespace] {
+	if in.Credentials != nil {
 		in.progress("writing pull secret %s/%s", in.Want.Namespace, PullSecretName)
 		if err := in.writePullSecret(ctx); err != nil {
 			return nil, err
