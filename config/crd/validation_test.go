@@ -226,7 +226,9 @@ func TestNamesScopesAndColumns(t *testing.T) {
 	columns := map[string][]string{
 		"sgxplugins.base.cloister.dev":                 {"State", "Desired", "Ready", "Age"},
 		"las.base.cloister.dev":                        {"State", "Desired", "Available", "Age"},
-		"cas.services.cloister.dev":                    {"State", "Version", "Age"},
+		"cas.services.cloister.dev":                    {"State", "Version", "Simulation", "Age"},
+		"signedpolicies.cas.cloister.dev":              {"State", "Policy", "Revision", "Hash", "Age"},
+		"encryptedpolicies.cas.cloister.dev":           {"State", "Policy", "Revision", "Hash", "Age"},
 		"cexplugins.base.cloister.dev":                 {"Type", "State", "Desired", "Ready", "Age"},
 		"nitroenclavedeployments.enclave.cloister.dev": {"Ready", "Status", "Age"},
 	}
@@ -302,5 +304,32 @@ func TestPolicySpecsAreImmutable(t *testing.T) {
 		if _, err := ri.Update(ctx, stored, metav1UpdateOptions); err != nil {
 			t.Errorf("%s: a label change refused: %v", good.GetKind(), err)
 		}
+	}
+}
+
+// A CAS's persistence cannot change under it (its database would stay on
+// the old volume); the rest of its spec can, and the refusal says what to do.
+func TestCASPersistenceIsImmutable(t *testing.T) {
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	good, err := create(t, dyn, `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: kept, namespace: default},
+	   spec: {persistence: {enabled: true, size: 1Gi}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri := dyn.Resource(resourceOf(good)).Namespace("default")
+	bad := good.DeepCopy()
+	if err := unstructured.SetNestedField(bad.Object, "2Gi", "spec", "persistence", "size"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ri.Update(ctx, bad, metav1UpdateOptions); err == nil || !strings.Contains(err.Error(), "spec.persistence") || !strings.Contains(err.Error(), "persistence cannot change on an existing CAS") {
+		t.Errorf("resizing persistence: %v, want it refused naming spec.persistence", err)
+	}
+	ok := good.DeepCopy()
+	if err := unstructured.SetNestedField(ok.Object, true, "spec", "simulation"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ri.Update(ctx, ok, metav1UpdateOptions); err != nil {
+		t.Errorf("changing spec.simulation: %v", err)
 	}
 }

@@ -41,7 +41,8 @@ type Config struct {
 	TLSSANs       []string
 	CollateralDir string
 	// Simulation: CAS vouches for its own TLS key with simulated evidence
-	// (no TEE here to do it for real).
+	// (no TEE here to do it for real) and accepts simulated evidence from
+	// workloads whose policy allows it; without it CAS refuses simulation.
 	Simulation bool
 	// Ready, when set, gets the address CAS listens on.
 	Ready func(addr string)
@@ -71,7 +72,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, CollateralDir: cfg.CollateralDir, Log: log})
+	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
 	if err != nil {
 		return err
 	}

@@ -60,9 +60,19 @@ type PolicyStatus struct {
 	// PolicyName is the name inside the policy document.
 	// +optional
 	PolicyName string `json:"policyName,omitempty"`
-	// Digest is the SHA-256 of the registered policy version.
+	// Hash is CAS's digest (SHA-256, hex) of the registered policy version.
 	// +optional
-	Digest string `json:"digest,omitempty"`
+	Hash string `json:"hash,omitempty"`
+
+	// Predecessor is the hash of the version this one replaced; empty for
+	// a policy's first version.
+	// +optional
+	Predecessor string `json:"predecessor,omitempty"`
+
+	// Revision is the policy's version number in CAS: 1 for a new policy,
+	// one more for each accepted change.
+	// +optional
+	Revision int `json:"revision,omitempty"`
 }
 
 // SignedPolicy registers a policy, signed by its owners, with a CAS.
@@ -71,6 +81,9 @@ type PolicyStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.policyName`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Hash",type=string,JSONPath=`.status.hash`
+// +kubebuilder:printcolumn:name="Predecessor",type=string,JSONPath=`.status.predecessor`,priority=1
 // +kubebuilder:printcolumn:name="CAS",type=string,JSONPath=`.spec.casAddress`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SignedPolicy struct {
@@ -98,6 +111,9 @@ type SignedPolicyList struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.policyName`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.revision`
+// +kubebuilder:printcolumn:name="Hash",type=string,JSONPath=`.status.hash`
+// +kubebuilder:printcolumn:name="Predecessor",type=string,JSONPath=`.status.predecessor`,priority=1
 // +kubebuilder:printcolumn:name="CAS",type=string,JSONPath=`.spec.casAddress`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EncryptedPolicy struct {

@@ -80,9 +80,19 @@ type CASSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Service CASService `json:"service,omitempty"`
+	// Persistence cannot change once CAS runs: its database would be left
+	// behind on the old volume.
 	// +optional
 	// +kubebuilder:default={}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="persistence cannot change on an existing CAS: its database stays on the volume it has; to move it, back up the policies, delete this CAS and create it again with the new persistence, then recover"
 	Persistence CASPersistence `json:"persistence,omitempty"`
+
+	// Simulation runs CAS without a TEE: it vouches for its TLS key with
+	// simulated evidence, and accepts simulated evidence from workloads
+	// whose policy allows it. Insecure, for development only: without it,
+	// CAS refuses simulated evidence from every workload.
+	// +optional
+	Simulation bool `json:"simulation,omitempty"`
 }
 
 // CASStatus reports CAS.
@@ -92,6 +102,12 @@ type CASStatus struct {
 	// Version is the CAS version observed in the CAS pod.
 	// +optional
 	Version string `json:"version,omitempty"`
+
+	// CASState is CAS's own lifecycle state as CAS reports it:
+	// uninitialized (run cloister cas init), recovery (run cloister cas
+	// recover) or ready.
+	// +optional
+	CASState string `json:"casState,omitempty"`
 }
 
 // CAS runs the attestation and configuration service: it holds policies,
@@ -101,6 +117,7 @@ type CASStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Simulation",type=boolean,JSONPath=`.spec.simulation`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CAS struct {
 	metav1.TypeMeta   `json:",inline"`

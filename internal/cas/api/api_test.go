@@ -26,7 +26,7 @@ func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}})
+	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, AllowSimulation: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,6 +104,9 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 		p := reg.doc.Policy(svc)
 		p.ReportData = binding
 		err = p.Check(claims)
+		if err == nil && claims.Insecure && !c.cfg.AllowSimulation {
+			err = attest.Reject(attest.CheckSimulation, "the evidence is simulated and this CAS does not accept simulation (it runs without --simulation; a CAS resource asks for it with spec.simulation)")
+		}
 	}
 	if err != nil {
 		check := attest.CheckOf(err)

@@ -82,7 +82,11 @@ type Config struct {
 	// CollateralDir holds Intel PCS collateral / VCEKs for hardware
 	// evidence (as for cloister evidence verify).
 	CollateralDir string
-	Log           *slog.Logger
+	// AllowSimulation lets a policy's allowSimulation take effect. Without
+	// it CAS refuses simulated evidence whatever a policy says: a CAS that
+	// runs in a TEE never vouches for workloads no TEE vouches for.
+	AllowSimulation bool
+	Log             *slog.Logger
 	Clock         clock.PassiveClock
 	Metrics       *Metrics
 }

@@ -29,6 +29,8 @@ type fixture struct {
 	rec    []*ecdsa.PrivateKey // recovery owners
 	owner  *ecdsa.PrivateKey   // policy owner
 	lasKey *ecdsa.PrivateKey   // signs sim evidence
+	// noSimulation opens CAS without AllowSimulation.
+	noSimulation bool
 }
 
 func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
@@ -60,7 +62,7 @@ func (f *fixture) open(sealer Sealer) {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { f.db.Close() })
-	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer}); err != nil {
+	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, AllowSimulation: !f.noSimulation}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -194,6 +196,25 @@ func TestAttestRejections(t *testing.T) {
 				t.Errorf("got %v, want %v (%q)", err, tc.err, tc.want)
 			}
 		})
+	}
+}
+
+// A CAS that does not allow simulation refuses simulated evidence even for
+// a policy that allows it, and says how simulation is asked for.
+func TestSimulationRefusedByCAS(t *testing.T) {
+	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	f := newFixture(t, sealer, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {
+		t.Fatalf("with simulation allowed: %v", err)
+	}
+	f.noSimulation = true
+	f.open(sealer)
+	_, err := f.cas.Attest(f.request("api", nil))
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "spec.simulation") {
+		t.Fatalf("simulated evidence at a CAS without simulation: %v", err)
 	}
 }
 
