@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
-	"helm.sh/helm/v4/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -15,15 +12,7 @@ import (
 // daemonSet renders a chart's DaemonSet with the given values.
 func daemonSet(t *testing.T, name string, values map[string]any) *appsv1.DaemonSet {
 	t.Helper()
-	ch, err := Load(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: name + "-x", Namespace: "ns"}, common.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := engine.Render(ch, vals)
+	out, err := Render(name, name+"-x", "ns", values)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,15 @@ import (
 	"io/fs"
 	"path"
 
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
 )
 
-//go:embed all:sgxplugin all:cexplugin all:las all:cloister-operator
+//go:embed all:sgxplugin all:cexplugin all:las all:cas all:cloister-operator
 var files embed.FS
 
 // Load returns the embedded chart called name.
@@ -40,4 +43,18 @@ func Load(name string) (*chart.Chart, error) {
 		return nil, fmt.Errorf("loading embedded chart %s: %w", name, err)
 	}
 	return ch, nil
+}
+
+// Render renders the embedded chart name as release in namespace with
+// values, as `helm template` does: template file name to manifest.
+func Render(name, release, namespace string, values map[string]any) (map[string]string, error) {
+	ch, err := Load(name)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: release, Namespace: namespace}, common.DefaultCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("values of chart %s: %w", name, err)
+	}
+	return engine.Render(ch, vals)
 }

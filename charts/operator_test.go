@@ -9,10 +9,7 @@ import (
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	"helm.sh/helm/v4/pkg/engine"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -28,18 +25,10 @@ const testOperatorImage = "ghcr.io/cloister-cc/cloister-operator@sha256:00000000
 // renderOperator renders the operator chart into its objects by kind/name.
 func renderOperator(t *testing.T, values map[string]any) map[string]*unstructured.Unstructured {
 	t.Helper()
-	ch, err := Load("cloister-operator")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, set := values["image"]; !set {
 		values["image"] = testOperatorImage
 	}
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "cloister", Namespace: "ops"}, common.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := engine.Render(ch, vals)
+	out, err := Render("cloister-operator", "cloister", "ops", values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,16 +84,8 @@ func TestOperatorChartLints(t *testing.T) {
 
 // An image by tag is refused with the fix, not deployed.
 func TestOperatorImageByDigest(t *testing.T) {
-	ch, err := Load("cloister-operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals, err := util.ToRenderValues(ch, map[string]any{"image": "ghcr.io/cloister-cc/cloister-operator:v1"},
-		common.ReleaseOptions{Name: "cloister", Namespace: "ops"}, common.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Render(ch, vals); err == nil || !strings.Contains(err.Error(), "is not pinned by digest") {
+	_, err := Render("cloister-operator", "cloister", "ops", map[string]any{"image": "ghcr.io/cloister-cc/cloister-operator:v1"})
+	if err == nil || !strings.Contains(err.Error(), "is not pinned by digest") {
 		t.Fatalf("render: %v", err)
 	}
 }

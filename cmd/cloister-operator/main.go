@@ -22,7 +22,7 @@ import (
 
 // The default images pinned by digest, set at link time by make build
 // (hack/images -operator-ldflags); a plain go build names them by tag.
-var devicePluginImage, lasImage string
+var devicePluginImage, lasImage, casImage string
 
 func main() { startup.Main("cloister-operator", run) }
 
@@ -41,6 +41,7 @@ func run(ctx context.Context) error {
 	fs.StringVar(&opts.Images.DevicePlugin, "device-plugin-image", cmp.Or(devicePluginImage, "ghcr.io/cloister-cc/cloister-device-plugin:"+v.Version),
 		"default image of the SGX and CEX device plugins")
 	fs.StringVar(&opts.Images.LAS, "las-image", cmp.Or(lasImage, "ghcr.io/cloister-cc/cloister-las:"+v.Version), "default image of LAS")
+	fs.StringVar(&opts.Images.CAS, "cas-image", cmp.Or(casImage, "ghcr.io/cloister-cc/cloister-cas:"+v.Version), "default image of CAS")
 	fs.StringVar(&opts.Host.DevDir, "host-dev-dir", service.DefaultHostPaths.DevDir,
 		"host folder of the TEE device nodes, mounted into the device plugins and LAS (the dev cluster's real node has fake ones elsewhere)")
 	fs.StringVar(&opts.Host.KubeletDir, "host-kubelet-dir", service.DefaultHostPaths.KubeletDir,

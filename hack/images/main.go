@@ -127,7 +127,7 @@ func pinned(bin, name, registry, version, revision, source string) (string, erro
 
 // operatorDefaults are the images cloister-operator names by default, by
 // the variable of its main package that holds each.
-var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage"}
+var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage"}
 
 // pinOperatorDefaults builds the images the operator deploys (in memory)
 // and returns the linker flags that make them its defaults by digest.

@@ -57,7 +57,7 @@ func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New("https://"+strings.TrimSpace(line), ca)
+	c, err := client.New("https://"+strings.TrimSpace(line), ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

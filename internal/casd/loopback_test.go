@@ -25,7 +25,7 @@ func readyCAS(t testing.TB) *client.Client {
 	t.Helper()
 	url, caFile, _ := StartForTest(t, t.TempDir(), "none")
 	ca, _ := os.ReadFile(caFile)
-	c, err := client.New(url, ca)
+	c, err := client.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

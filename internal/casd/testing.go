@@ -13,10 +13,18 @@ import (
 // file to trust.
 func StartForTest(t testing.TB, dir, sealer string) (url, caFile string, stop func()) {
 	t.Helper()
+	return StartConfigForTest(t, Config{StateDir: dir, Sealer: sealer, Simulation: true})
+}
+
+// StartConfigForTest is StartForTest with the whole configuration; Listen
+// and Ready are set here.
+func StartConfigForTest(t testing.TB, cfg Config) (url, caFile string, stop func()) {
+	t.Helper()
+	dir := cfg.StateDir
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	cfg := Config{Listen: "127.0.0.1:0", StateDir: dir, Sealer: sealer, Simulation: true, Ready: func(a string) { addr <- a }}
+	cfg.Listen, cfg.Ready = "127.0.0.1:0", func(a string) { addr <- a }
 	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler)) }()
 	select {
 	case a := <-addr:

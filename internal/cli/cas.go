@@ -36,7 +36,7 @@ func (f *casFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cas-ca: %w", err)
 	}
-	c, err := client.New(f.url, ca)
+	c, err := client.New(f.url, ca, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--cas, --cas-ca: %w", err)
 	}

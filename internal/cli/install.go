@@ -235,7 +235,7 @@ func verifyImages(ctx context.Context, keyFile, operatorImage string, values map
 	}
 	images := []string{operatorImage}
 	if set, ok := values["images"].(map[string]any); ok {
-		for _, k := range []string{"devicePlugin", "las"} {
+		for _, k := range []string{"devicePlugin", "las", "cas"} {
 			if v, ok := set[k].(string); ok && v != "" {
 				images = append(images, v)
 			}

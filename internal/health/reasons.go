@@ -52,6 +52,18 @@ const (
 	ReasonCEXDeviceAlert    Reason = "CEXDeviceAlert"
 	ReasonCEXReplicaAlert   Reason = "CEXReplicaAlert"
 	ReasonLASReplicaAlert   Reason = "LASReplicaAlert"
+	// CAS, judged from its own API.
+	ReasonCASUnreachable   Reason = "CASUnreachable"
+	ReasonCASNotAttested   Reason = "CASNotAttested"
+	ReasonCASUninitialized Reason = "CASUninitialized"
+	ReasonCASRecovery      Reason = "CASRecovery"
+	ReasonCASReady         Reason = "CASReady"
+	// Policies, judged from their registration with CAS.
+	ReasonCASAddress       Reason = "CASAddress"
+	ReasonPolicyRegistered Reason = "PolicyRegistered"
+	ReasonPolicyRefused    Reason = "PolicyRefused"
+	ReasonPolicySuperseded Reason = "PolicySuperseded"
+	ReasonCASNotReady      Reason = "CASNotReady"
 )
 
 // Reasons of the events the reconciler emits: one per state change, one

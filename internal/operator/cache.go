@@ -14,8 +14,9 @@ import (
 
 // slimPod keeps of a pod only what the controllers read, so a large
 // cluster's pods fit the operator's memory budget:
-//   - the operator's own pods (LAS replicas): their cloister.dev labels
-//     and version, node, phase, readiness;
+//   - the operator's own pods (LAS replicas, CAS): their cloister.dev
+//     labels and version, node, phase, readiness, IP (CAS is reached at
+//     its pod);
 //   - pods asking for a TEE device (the device counts): node, phase and
 //     their containers' resources;
 //   - every other pod: its identity alone, which no controller reads
@@ -37,6 +38,7 @@ func slimPod(obj any) (any, error) {
 	slim.Spec.NodeName = p.Spec.NodeName
 	slim.Status.Phase = p.Status.Phase
 	if ours {
+		slim.Status.PodIP = p.Status.PodIP
 		slim.Labels = map[string]string{}
 		for k, v := range p.Labels {
 			if strings.HasPrefix(k, tee.LabelPrefix) || k == las.LabelVersion {

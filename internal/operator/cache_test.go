@@ -49,8 +49,8 @@ func TestSlimPod(t *testing.T) {
 		las.LabelVersion: "1.2", "controller-revision-hash": "abc"}, nil))
 	p = got.(*corev1.Pod)
 	if p.Labels[service.LabelOwnerName] != "las" || p.Labels[las.LabelVersion] != "1.2" || p.Spec.NodeName != "sgx-0" ||
-		len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodReady {
-		t.Errorf("operator pod lost its labels, node or readiness: %+v", p)
+		len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodReady || p.Status.PodIP == "" {
+		t.Errorf("operator pod lost its labels, node, readiness or IP: %+v", p)
 	}
 	if _, kept := p.Labels["controller-revision-hash"]; kept {
 		t.Errorf("operator pod kept labels no controller reads: %v", p.Labels)

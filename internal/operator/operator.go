@@ -37,6 +37,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
 	"github.com/cloister-cc/cloister/internal/admission"
+	"github.com/cloister-cc/cloister/internal/controller/cas"
 	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
@@ -100,6 +101,7 @@ const WebhookConfiguration = "cloister-operator"
 type Images struct {
 	DevicePlugin string
 	LAS          string
+	CAS          string
 }
 
 // Scheme knows every kind the operator reads or writes.
@@ -207,6 +209,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &sgxplugin.Kind{Base: b} }, sgxplugin.Setup},
 		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
 		{"las", opts.Images.LAS, func(b service.Base) service.Kind { return &las.Kind{Base: b} }, las.Setup},
+		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b} }, cas.Setup},
 	} {
 		data, err := charts.Load(c.chart)
 		if err != nil {

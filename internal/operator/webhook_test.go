@@ -20,9 +20,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
-	"helm.sh/helm/v4/pkg/engine"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,19 +48,11 @@ var operators atomic.Int32
 // configurations pointing at url, as for an operator beside the cluster.
 func webhookConfigurations(t testing.TB, url string) []client.Object {
 	t.Helper()
-	ch, err := charts.Load("cloister-operator")
-	if err != nil {
-		t.Fatal(err)
-	}
 	values := map[string]any{
 		"image":   "ghcr.io/cloister-cc/cloister-operator@sha256:" + strings.Repeat("0", 64),
 		"webhook": map[string]any{"url": url, "urlHost": "localhost"},
 	}
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "cloister", Namespace: opNamespace}, common.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := engine.Render(ch, vals)
+	out, err := charts.Render("cloister-operator", "cloister", opNamespace, values)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	op.args = []string{
 		// Pinned by digest, as manifests should be: the node has the images
 		// under that name too.
-		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"),
+		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
 		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
 	}
 	op.start(t)

@@ -8,6 +8,10 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 )
 
+// DefaultClientPort is the CAS Service's client port unless spec.service
+// says otherwise.
+const DefaultClientPort = 8081
+
 // CASNodePorts are the node ports of a NodePort CAS service.
 type CASNodePorts struct {
 	// +optional

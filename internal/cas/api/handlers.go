@@ -18,11 +18,13 @@ type PublicKey struct {
 	EncryptionKey string `json:"encryptionKey,omitempty"`
 	Identity
 	State string `json:"state"`
+	// StateReason says why CAS is in its state (e.g. what recovery waits for).
+	StateReason string `json:"stateReason,omitempty"`
 }
 
 func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
-	state, _ := s.CAS.Status()
-	out := PublicKey{Identity: s.Identity, State: string(state)}
+	state, why := s.CAS.Status()
+	out := PublicKey{Identity: s.Identity, State: string(state), StateReason: why}
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}

@@ -6,6 +6,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -14,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
@@ -28,10 +28,11 @@ type Client struct {
 }
 
 // New makes a client for the CAS at baseURL (https://host:port) that
-// trusts caPEM (the CAS's TLS certificate or a CA that issued it).
-func New(baseURL string, caPEM []byte) (*Client, error) {
-	if !strings.HasPrefix(baseURL, "https://") {
-		return nil, fmt.Errorf("CAS address %q: use https://HOST:PORT", baseURL)
+// trusts caPEM (the CAS's TLS certificate or a CA that issued it). dial,
+// when set, opens the connections (e.g. through a port-forward).
+func New(baseURL string, caPEM []byte, dial DialFunc) (*Client, error) {
+	if err := checkURL(baseURL); err != nil {
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
@@ -39,10 +40,7 @@ func New(baseURL string, caPEM []byte) (*Client, error) {
 	}
 	return &Client{
 		base: strings.TrimSuffix(baseURL, "/"),
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool},
-			MaxIdleConnsPerHost: 64,
-		}},
+		http: newHTTP(&tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}, dial),
 	}, nil
 }
 
@@ -60,6 +58,10 @@ func (e *APIError) Error() string {
 }
 
 func (c *Client) do(method, path string, in, out any) error {
+	return c.doContext(context.Background(), method, path, in, out)
+}
+
+func (c *Client) doContext(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -68,7 +70,7 @@ func (c *Client) do(method, path string, in, out any) error {
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, c.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
 	}
@@ -85,11 +87,7 @@ func (c *Client) do(method, path string, in, out any) error {
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var body api.Error
-		if json.Unmarshal(data, &body) != nil || body.Error == "" {
-			body.Error = strings.TrimSpace(string(data))
-		}
-		return &APIError{Status: resp.StatusCode, Message: body.Error, Reason: body.Reason}
+		return decodeAPIError(resp.StatusCode, data)
 	}
 	if out == nil {
 		return nil

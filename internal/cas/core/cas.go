@@ -87,8 +87,8 @@ type Config struct {
 	// runs in a TEE never vouches for workloads no TEE vouches for.
 	AllowSimulation bool
 	Log             *slog.Logger
-	Clock         clock.PassiveClock
-	Metrics       *Metrics
+	Clock           clock.PassiveClock
+	Metrics         *Metrics
 }
 
 // CAS is the attestation and configuration service.

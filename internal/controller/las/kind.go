@@ -5,7 +5,6 @@ package las
 
 import (
 	"context"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,21 +35,8 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 		return "", nil, err
 	}
 	values["hostPort"] = int64(l.Spec.HostPort)
-	values["version"] = imageTag(values["image"].(string))
+	values["version"] = service.ImageTag(values["image"].(string))
 	return ns, values, nil
-}
-
-// imageTag is the version an image reference names: its tag, else its
-// digest, else "latest".
-func imageTag(image string) string {
-	if at := strings.LastIndex(image, "@"); at >= 0 {
-		digest := strings.TrimPrefix(image[at+1:], "sha256:")
-		return digest[:min(12, len(digest))]
-	}
-	if colon := strings.LastIndex(image, ":"); colon > strings.LastIndex(image, "/") {
-		return image[colon+1:]
-	}
-	return "latest"
 }
 
 // FillStatus computes the replica status from the DaemonSet and its pods.

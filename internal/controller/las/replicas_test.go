@@ -62,16 +62,3 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("version %q", st.Version)
 	}
 }
-
-func TestImageTag(t *testing.T) {
-	for image, want := range map[string]string{
-		"ghcr.io/cloister-cc/cloister-las:v0.1.0":                   "v0.1.0",
-		"localhost:5000/las":                                        "latest",
-		"ghcr.io/cloister-cc/cloister-las@sha256:0123456789abcdef0": "0123456789ab",
-		"ghcr.io/x/las:1.2@sha256:abc":                              "abc",
-	} {
-		if got := imageTag(image); got != want {
-			t.Errorf("imageTag(%q) = %q, want %q", image, got, want)
-		}
-	}
-}

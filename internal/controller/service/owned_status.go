@@ -121,14 +121,41 @@ func presence(oos []Owned) (atLeastOne, all health.Observation) {
 // objectHealth judges workloads by their rollout; other objects are healthy
 // when present.
 func objectHealth(live *unstructured.Unstructured) health.Observation {
-	if live.GetKind() != "DaemonSet" {
-		return health.Obs(health.True, "", "")
+	switch live.GetKind() {
+	case "DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, ds); err != nil {
+			return health.Obs(health.Unknown, health.ReasonUnreadable, err.Error())
+		}
+		return DaemonSetHealth(ds)
+	case "StatefulSet":
+		ss := &appsv1.StatefulSet{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, ss); err != nil {
+			return health.Obs(health.Unknown, health.ReasonUnreadable, err.Error())
+		}
+		return StatefulSetHealth(ss)
 	}
-	ds := &appsv1.DaemonSet{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, ds); err != nil {
-		return health.Obs(health.Unknown, health.ReasonUnreadable, err.Error())
+	return health.Obs(health.True, "", "")
+}
+
+// StatefulSetHealth is True when every replica runs the current revision
+// and is ready, Unknown while the StatefulSet controller has not caught up
+// with a change, and False otherwise.
+func StatefulSetHealth(ss *appsv1.StatefulSet) health.Observation {
+	st := ss.Status
+	want := int32(1)
+	if ss.Spec.Replicas != nil {
+		want = *ss.Spec.Replicas
 	}
-	return DaemonSetHealth(ds)
+	detail := fmt.Sprintf("%d of %d pods ready, %d updated", st.ReadyReplicas, want, st.UpdatedReplicas)
+	switch {
+	case st.ObservedGeneration < ss.Generation:
+		return health.Obs(health.Unknown, health.ReasonRolloutPending, "the StatefulSet controller has not seen the latest spec")
+	case st.ReadyReplicas < want || st.UpdatedReplicas < want:
+		return health.Obs(health.False, health.ReasonPodsUnavailable, detail)
+	default:
+		return health.Obs(health.True, health.ReasonPodsAvailable, detail)
+	}
 }
 
 // DaemonSetHealth is True when every scheduled pod runs the current

@@ -52,6 +52,14 @@ func daemonSet(generation, observed int64) *unstructured.Unstructured {
 	return u
 }
 
+func statefulSet(generation, observed int64, ready, updated int64) *unstructured.Unstructured {
+	u := daemonSet(generation, observed)
+	u.SetKind("StatefulSet")
+	u.Object["spec"] = map[string]any{"replicas": int64(1)}
+	u.Object["status"] = map[string]any{"observedGeneration": observed, "readyReplicas": ready, "updatedReplicas": updated}
+	return u
+}
+
 // One row per way an owned object can be: the conditions it gets.
 func TestOwnedConditions(t *testing.T) {
 	desired := configMap("example.com/test:1")
@@ -86,6 +94,12 @@ func TestOwnedConditions(t *testing.T) {
 			health.EqualSpecs: "False/Drifted"}},
 		{"a DaemonSet not yet rolled out", Owned{Desired: daemonSet(2, 1), Deployed: daemonSet(2, 1), Live: daemonSet(2, 1)}, true, want{
 			health.OwnedObjectHealthy: "Unknown/RolloutPending"}},
+		{"a StatefulSet not yet rolled out", Owned{Desired: statefulSet(2, 1, 1, 1), Deployed: statefulSet(2, 1, 1, 1), Live: statefulSet(2, 1, 1, 1)}, true, want{
+			health.OwnedObjectHealthy: "Unknown/RolloutPending"}},
+		{"a StatefulSet whose pod is not ready", Owned{Desired: statefulSet(2, 2, 0, 1), Deployed: statefulSet(2, 2, 0, 1), Live: statefulSet(2, 2, 0, 1)}, true, want{
+			health.OwnedObjectHealthy: "False/PodsUnavailable"}},
+		{"a StatefulSet ready", Owned{Desired: statefulSet(2, 2, 1, 1), Deployed: statefulSet(2, 2, 1, 1), Live: statefulSet(2, 2, 1, 1)}, true, want{
+			health.OwnedObjectHealthy: "True/PodsAvailable"}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {

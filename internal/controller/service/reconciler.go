@@ -65,6 +65,13 @@ type Kind interface {
 	Metrics(obj Object) []metrics.Sample
 }
 
+// Poller is a Kind whose health also comes from outside the cluster's
+// objects (a service's own API, e.g. whether CAS is initialised): the
+// reconciler looks again after PollAfter even when no watch fires.
+type Poller interface {
+	PollAfter(obj Object) time.Duration
+}
+
 // Reconciler reconciles the CRs of one Kind.
 type Reconciler struct {
 	// Client reads the CR and other cached objects and writes.
@@ -135,7 +142,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obj.GetDeletionTimestamp() == nil {
 		r.Metrics.Record(r.Kind.Name(), obj.GetNamespace(), obj.GetName(), obj.GetServiceStatus().State, r.Kind.Metrics(obj))
 	}
-	return r.act(ctx, obj, rreq, res, oos)
+	result, err := r.act(ctx, obj, rreq, res, oos)
+	if p, ok := r.Kind.(Poller); ok && err == nil && result.IsZero() && obj.GetDeletionTimestamp() == nil {
+		result.RequeueAfter = p.PollAfter(obj)
+	}
+	return result, err
 }
 
 // releaseRequest is the release the CR should have.

@@ -63,11 +63,17 @@ func orNone(s common.State) string {
 	return string(s)
 }
 
-// troubles lists conditions that are not at their desired value.
+// troubles lists conditions that are not at their desired value. The
+// kind's own judgement (IsHealthy) comes with its message: it is the one
+// that says what a human should do.
 func troubles(conds []metav1.Condition) string {
 	var list []string
 	for _, c := range conds {
 		if health.IsDesired(c) {
+			continue
+		}
+		if c.Type == string(health.IsHealthy) && c.Message != "" {
+			list = append(list, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 			continue
 		}
 		list = append(list, fmt.Sprintf("%s=%s (%s)", c.Type, c.Status, c.Reason))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"strings"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,12 +32,8 @@ func CommonValues(spec *common.ServiceSpec, defaultImage string) (map[string]any
 		"nodeSelector":     spec.NodeSelector,
 		"podAnnotations":   spec.PodAnnotations,
 	} {
-		data, err := json.Marshal(v)
+		plain, err := Plain(v)
 		if err != nil {
-			return nil, fmt.Errorf("encoding %s: %w", key, err)
-		}
-		var plain any
-		if err := json.Unmarshal(data, &plain); err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", key, err)
 		}
 		if plain != nil {
@@ -44,6 +41,20 @@ func CommonValues(spec *common.ServiceSpec, defaultImage string) (map[string]any
 		}
 	}
 	return values, nil
+}
+
+// Plain is v as chart values: the maps, lists and scalars its JSON form
+// has, named by its JSON field names.
+func Plain(v any) (any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var plain any
+	if err := json.Unmarshal(data, &plain); err != nil {
+		return nil, err
+	}
+	return plain, nil
 }
 
 // NamespacedValues is the release namespace and common values of a service
@@ -104,4 +115,17 @@ func (h HostPaths) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ImageTag is the version an image reference names: its tag, else its
+// digest, else "latest".
+func ImageTag(image string) string {
+	if at := strings.LastIndex(image, "@"); at >= 0 {
+		digest := strings.TrimPrefix(image[at+1:], "sha256:")
+		return digest[:min(12, len(digest))]
+	}
+	if colon := strings.LastIndex(image, ":"); colon > strings.LastIndex(image, "/") {
+		return image[colon+1:]
+	}
+	return "latest"
 }

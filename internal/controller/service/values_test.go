@@ -19,3 +19,16 @@ func TestHostPaths(t *testing.T) {
 		}
 	}
 }
+
+func TestImageTag(t *testing.T) {
+	for image, want := range map[string]string{
+		"ghcr.io/cloister-cc/cloister-las:v0.1.0":                   "v0.1.0",
+		"localhost:5000/las":                                        "latest",
+		"ghcr.io/cloister-cc/cloister-las@sha256:0123456789abcdef0": "0123456789ab",
+		"ghcr.io/x/las:1.2@sha256:abc":                              "abc",
+	} {
+		if got := ImageTag(image); got != want {
+			t.Errorf("ImageTag(%q) = %q, want %q", image, got, want)
+		}
+	}
+}

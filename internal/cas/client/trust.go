@@ -1,0 +1,156 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+)
+
+// DialFunc opens the connection to CAS's address: a port-forward, or a
+// CAS pod found through the API server, instead of the network's own
+// name resolution.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// ErrNoEvidence: CAS offers no evidence for its TLS key (it runs without
+// a TEE and without simulation), so only a pinned certificate can trust it.
+var ErrNoEvidence = errors.New("CAS offers no evidence for its TLS key, so it cannot be trusted by attestation: pin its certificate instead")
+
+// Expect is the CAS a client is willing to talk to when it trusts CAS by
+// its evidence rather than by a certificate file.
+type Expect struct {
+	// Policy is what CAS's evidence must show: its identities, TCB and,
+	// with AllowSimulation, whether simulated evidence is accepted.
+	// ReportData is set by the client (the TLS key it sees).
+	Policy attest.Policy
+	// Verify is how the evidence is verified (time, collateral).
+	Verify verify.Options
+}
+
+// Attested is what a client learnt of CAS when it trusted it by evidence.
+type Attested struct {
+	// Claims are CAS's verified claims; Insecure when simulated.
+	Claims *attest.Claims
+	// PublicKey is CAS's answer to GET /v1/public-key on the attested
+	// connection (state, encryption key).
+	PublicKey *api.PublicKey
+}
+
+// NewAttested connects to CAS at baseURL, verifies that the evidence CAS
+// offers binds the TLS key it presents (report data = SHA-256 of the key)
+// and matches expect, and returns a client pinned to that key: every later
+// connection must present the same key. dial may be nil.
+func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFunc) (*Client, *Attested, error) {
+	if err := checkURL(baseURL); err != nil {
+		return nil, nil, err
+	}
+	var seen []byte
+	probe := newHTTP(&tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// Not trusted yet: the evidence below decides. The key is recorded
+		// so that the evidence is checked against the key of this very
+		// connection.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			der, err := x509.MarshalPKIXPublicKey(cs.PeerCertificates[0].PublicKey)
+			seen = der
+			return err
+		},
+	}, dial)
+	defer probe.CloseIdleConnections()
+	var pk api.PublicKey
+	c := &Client{base: strings.TrimSuffix(baseURL, "/"), http: probe}
+	if err := c.doContext(ctx, http.MethodGet, "/v1/public-key", nil, &pk); err != nil {
+		return nil, nil, err
+	}
+	if pk.Evidence == nil {
+		return nil, nil, fmt.Errorf("CAS %s: %w", baseURL, ErrNoEvidence)
+	}
+	pub, err := x509.ParsePKIXPublicKey(seen)
+	if err != nil {
+		return nil, nil, err
+	}
+	binding, err := core.KeyBinding(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	claims, err := verify.Evidence(*pk.Evidence, expect.Verify)
+	if err == nil {
+		p := expect.Policy
+		p.ReportData = binding
+		err = p.Check(claims)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("attesting CAS %s: %w", baseURL, err)
+	}
+	pinned := seen
+	c.http = newHTTP(&tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			der, err := x509.MarshalPKIXPublicKey(cs.PeerCertificates[0].PublicKey)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(der, pinned) {
+				return errors.New("CAS presented another TLS key than the one its evidence vouched for")
+			}
+			return nil
+		},
+	}, dial)
+	return c, &Attested{Claims: claims, PublicKey: &pk}, nil
+}
+
+func newHTTP(cfg *tls.Config, dial DialFunc) *http.Client {
+	t := &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true}
+	if dial != nil {
+		t.DialContext = dial
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
+}
+
+func checkURL(baseURL string) error {
+	if !strings.HasPrefix(baseURL, "https://") {
+		return fmt.Errorf("CAS address %q: use https://HOST:PORT", baseURL)
+	}
+	return nil
+}
+
+// CloseIdleConnections closes kept-alive connections; the next request
+// dials (and is checked) afresh.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// Version is GET /v1/version: the version of the CAS binary.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var out struct {
+		Version string `json:"version"`
+	}
+	return out.Version, c.doContext(ctx, http.MethodGet, "/v1/version", nil, &out)
+}
+
+// PublicKeyContext is GET /v1/public-key, bounded by ctx.
+func (c *Client) PublicKeyContext(ctx context.Context) (*api.PublicKey, error) {
+	var out api.PublicKey
+	return &out, c.doContext(ctx, http.MethodGet, "/v1/public-key", nil, &out)
+}
+
+// decodeAPIError reads a CAS error response.
+func decodeAPIError(status int, data []byte) *APIError {
+	var body api.Error
+	if json.Unmarshal(data, &body) != nil || body.Error == "" {
+		body.Error = strings.TrimSpace(string(data))
+	}
+	return &APIError{Status: status, Message: body.Error, Reason: body.Reason}
+}
