@@ -20,29 +20,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/lasd"
 )
 
-// casFlags are how every cas command reaches CAS.
-type casFlags struct{ url, ca string }
-
-func (f *casFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.url, "cas", "", "CAS address, https://HOST:PORT")
-	cmd.Flags().StringVar(&f.ca, "cas-ca", "", "PEM certificate to trust for CAS's TLS (its tls.crt, or a CA that issued it)")
-}
-
-func (f *casFlags) client() (*client.Client, error) {
-	if f.url == "" || f.ca == "" {
-		return nil, errors.New("--cas and --cas-ca are required")
-	}
-	ca, err := os.ReadFile(f.ca)
-	if err != nil {
-		return nil, fmt.Errorf("--cas-ca: %w", err)
-	}
-	c, err := client.New(f.url, ca, nil)
-	if err != nil {
-		return nil, fmt.Errorf("--cas, --cas-ca: %w", err)
-	}
-	return c, nil
-}
-
 func newCAS(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "cas", Short: "Initialise, recover and attest to a CAS"}
 	cmd.AddCommand(newCASInit(s), newCASRecover(s), newCASRegister(s), newCASAttest(s))
@@ -55,13 +32,13 @@ func newCASInit(s Streams) *cobra.Command {
 	var threshold int
 	var out string
 	cmd := &cobra.Command{
-		Use:   "init --cas URL --cas-ca FILE --recovery-owner PUB.pem... --threshold K --out shares.json",
+		Use:   "init (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --recovery-owner PUB.pem... --threshold K --out shares.json",
 		Short: "Make CAS generate its seed and split it among the recovery owners",
 		Long: "CAS generates its root secret and splits it k-of-n among the recovery owners, each\n" +
 			"share sealed to its owner's key. The shares are written to --out and kept by nobody\n" +
 			"else: after a restart without a sealer, k owners recover CAS with them.",
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(owners) == 0 || out == "" {
 				return errors.New("--recovery-owner (at least one) and --out are required")
 			}
@@ -76,10 +53,11 @@ func newCASInit(s Streams) *cobra.Command {
 				}
 				pems = append(pems, string(b))
 			}
-			c, err := f.client()
+			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
+			defer done()
 			shares, err := c.Init(pems, threshold)
 			if err != nil {
 				return err
@@ -103,10 +81,10 @@ func newCASRecover(s Streams) *cobra.Command {
 	var f casFlags
 	var sharesFile, keyFile string
 	cmd := &cobra.Command{
-		Use:   "recover --cas URL --cas-ca FILE --shares shares.json --key OWNER.pem",
+		Use:   "recover (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --shares shares.json --key OWNER.pem",
 		Short: "Submit this owner's share to a CAS in recovery mode",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sharesFile == "" || keyFile == "" {
 				return errors.New("--shares and --key are required")
 			}
@@ -140,10 +118,11 @@ func newCASRecover(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := f.client()
+			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
+			defer done()
 			res, err := c.Recover(sh)
 			if err != nil {
 				return err
@@ -167,10 +146,10 @@ func newCASAttest(s Streams) *cobra.Command {
 	var policyName, service, las, out string
 	var simulate bool
 	cmd := &cobra.Command{
-		Use:   "attest --cas URL --cas-ca FILE --policy P --service S (--sim|--las URL) --out DIR",
+		Use:   "attest (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --policy P --service S (--sim|--las URL) --out DIR",
 		Short: "Attest as a service and write its certificate, key, CAs, env and files into DIR",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if policyName == "" || service == "" || out == "" {
 				return errors.New("--policy, --service and --out are required")
 			}
@@ -189,10 +168,11 @@ func newCASAttest(s Streams) *cobra.Command {
 			default:
 				return errors.New("evidence: --las URL (the node's LAS) or --sim (simulated, insecure)")
 			}
-			c, err := f.client()
+			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
+			defer done()
 			res, err := c.Attest(policyName, service, q, out)
 			if err != nil {
 				return err
@@ -219,10 +199,10 @@ func newCASAttest(s Streams) *cobra.Command {
 func newCASRegister(s Streams) *cobra.Command {
 	var f casFlags
 	cmd := &cobra.Command{
-		Use:   "register --cas URL --cas-ca FILE RESOURCE.yaml",
+		Use:   "register (--cas URL|--cluster NS/NAME) [--cas-ca FILE] RESOURCE.yaml",
 		Short: "Register a SignedPolicy or EncryptedPolicy (cloister policy sign/encrypt output) with a CAS directly",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return err
@@ -234,10 +214,11 @@ func newCASRegister(s Streams) *cobra.Command {
 			if err := yaml.Unmarshal(data, &res); err != nil || (res.Kind != "SignedPolicy" && res.Kind != "EncryptedPolicy") {
 				return fmt.Errorf("%s: want a SignedPolicy or EncryptedPolicy resource (cloister policy sign/encrypt)", args[0])
 			}
-			c, err := f.client()
+			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
+			defer done()
 			reg, err := c.RegisterPolicy(res.Spec)
 			if err != nil {
 				return err

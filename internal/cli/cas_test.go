@@ -148,3 +148,43 @@ func mustRun(t *testing.T, args ...string) string {
 	}
 	return out
 }
+
+// Without a certificate, CAS is trusted by its evidence: simulated
+// evidence only with --insecure-simulated-cas, which warns; the flags say
+// where and how when they are missing.
+func TestCASTrustedByEvidence(t *testing.T) {
+	dir := t.TempDir()
+	url, _, _ := casd.StartForTest(t, filepath.Join(dir, "state"), "none")
+	_, pub := keygen(t, dir, "r.pem")
+	pubFile := filepath.Join(dir, "r.pub.pem")
+	os.WriteFile(pubFile, []byte(pub), 0o644)
+	initArgs := []string{"cas", "init", "--recovery-owner", pubFile, "--out", filepath.Join(dir, "shares.json"), "--cas", url}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "say how to trust CAS: --cas-ca FILE"},
+		{[]string{"--cluster", "ns/cas"}, "say where CAS is"},
+		{[]string{"--cas-identity", writeFile(t, dir, "id.yaml", "identities: [{type: sgx}]\n")}, "simulation: "},
+		{[]string{"--cas-identity", writeFile(t, dir, "bad.yaml", "identitys: []\n")}, `--cas-identity`},
+	} {
+		_, _, err := run(t, append(append([]string{}, initArgs...), tt.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
+		}
+	}
+	out, errOut, err := run(t, append(initArgs, "--insecure-simulated-cas")...)
+	if err != nil || !strings.Contains(out, "CAS initialised") || !strings.Contains(errOut, "simulated evidence") || !strings.Contains(errOut, "insecure") {
+		t.Errorf("init trusting simulated evidence: %v\n%s\n%s", err, out, errOut)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

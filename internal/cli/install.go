@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/strvals"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -141,13 +142,23 @@ func newInstall(s Streams) *cobra.Command {
 	return cmd
 }
 
-// connect fills in's cluster clients and the embedded chart.
-func connect(in *install.Installer, kubeconfig, kubeContext string) error {
+// restConfig is the cluster of kubeconfig (default: $KUBECONFIG, then
+// ~/.kube/config) and its context, as kubectl finds it.
+func restConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
 	if err != nil {
-		return fmt.Errorf("finding the cluster: %w", err)
+		return nil, fmt.Errorf("finding the cluster: %w", err)
+	}
+	return cfg, nil
+}
+
+// connect fills in's cluster clients and the embedded chart.
+func connect(in *install.Installer, kubeconfig, kubeContext string) error {
+	cfg, err := restConfig(kubeconfig, kubeContext)
+	if err != nil {
+		return err
 	}
 	scheme, err := install.Scheme()
 	if err != nil {

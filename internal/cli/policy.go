@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -104,13 +105,13 @@ type policyEncrypt struct {
 func newPolicyEncrypt(s Streams) *cobra.Command {
 	o := &policyEncrypt{}
 	cmd := &cobra.Command{
-		Use:   "encrypt --key KEY.pem (--cas-public-key FILE | --cas URL --cas-ca FILE) [--cas-address A] POLICY|SIGNEDPOLICY",
+		Use:   "encrypt --key KEY.pem (--cas-public-key FILE | --cas URL | --cluster NS/NAME) [--cas-address A] POLICY|SIGNEDPOLICY",
 		Short: "Sign a policy and seal it to one CAS; prints the EncryptedPolicy resource",
 		Long: "Signs the policy (or adds a signature to a SignedPolicy) and seals the signed\n" +
 			"policy to the CAS encryption key (HPKE, RFC 9180), so only that CAS can read it.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			encoded, source, err := o.encryptionKey()
+		RunE: func(cmd *cobra.Command, args []string) error {
+			encoded, source, err := o.encryptionKey(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -142,32 +143,39 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 	return cmd
 }
 
-// encryptionKey reads the CAS key from --cas-public-key or asks the CAS.
-func (o *policyEncrypt) encryptionKey() (string, string, error) {
+// encryptionKey reads the CAS key from --cas-public-key or asks the CAS,
+// trusted as the CAS flags say: the key decides who can read the policy.
+func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, string, error) {
+	asked := o.cas.url != "" || o.cas.cluster != ""
 	switch {
-	case o.casPublicKey != "" && o.cas.url != "":
-		return "", "", errors.New("--cas-public-key and --cas: choose one")
+	case o.casPublicKey != "" && asked:
+		return "", "", errors.New("--cas-public-key and --cas/--cluster: choose one")
 	case o.casPublicKey != "":
 		raw, err := os.ReadFile(o.casPublicKey)
 		if err != nil {
 			return "", "", fmt.Errorf("--cas-public-key: %w", err)
 		}
 		return strings.TrimSpace(string(raw)), "--cas-public-key " + o.casPublicKey, nil
-	case o.cas.url != "":
-		c, err := o.cas.client()
+	case asked:
+		c, done, err := o.cas.client(ctx, s)
 		if err != nil {
 			return "", "", err
+		}
+		defer done()
+		where := "--cas " + o.cas.url
+		if o.cas.cluster != "" {
+			where = "--cluster " + o.cas.cluster
 		}
 		pk, err := c.PublicKey()
 		if err != nil {
 			return "", "", err
 		}
 		if pk.EncryptionKey == "" {
-			return "", "", fmt.Errorf("--cas %s is %s: it has no encryption key until it is ready", o.cas.url, pk.State)
+			return "", "", fmt.Errorf("%s is %s: it has no encryption key until it is ready", where, pk.State)
 		}
-		return pk.EncryptionKey, "--cas " + o.cas.url, nil
+		return pk.EncryptionKey, where, nil
 	}
-	return "", "", errors.New("--cas-public-key FILE or --cas URL is required: the CAS encryption key (GET /v1/public-key)")
+	return "", "", errors.New("--cas-public-key FILE, --cas URL or --cluster NAMESPACE/NAME is required: the CAS encryption key (GET /v1/public-key)")
 }
 
 // readSigned reads a policy document or a SignedPolicy resource and adds

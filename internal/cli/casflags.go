@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/attest"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/casconn"
+)
+
+// casFlags are how every cas command reaches CAS (an address, or a CAS
+// resource through the API server) and trusts it (a pinned certificate,
+// or its evidence).
+type casFlags struct {
+	url, ca, cluster, identity string
+	kubeconfig, kubeContext    string
+	insecureSimulated          bool
+}
+
+func (f *casFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "cas", "", "CAS address, https://HOST:PORT")
+	fl.StringVar(&f.cluster, "cluster", "", "a CAS resource, NAMESPACE/NAME, reached through the API server (port-forward): no LoadBalancer needed")
+	fl.StringVar(&f.ca, "cas-ca", "", "PEM certificate to trust for CAS's TLS (its tls.crt, or a CA that issued it)")
+	fl.StringVar(&f.identity, "cas-identity", "", "trust CAS by its evidence: a file (YAML or JSON) with the attestation policy CAS's evidence must meet (identities, acceptTCB)")
+	fl.BoolVar(&f.insecureSimulated, "insecure-simulated-cas", false, "trust a CAS that vouches for itself with simulated evidence (no TEE): insecure, development only")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --cluster (default: $KUBECONFIG, then ~/.kube/config)")
+	fl.StringVar(&f.kubeContext, "context", "", "kubeconfig context for --cluster")
+}
+
+// client connects as the flags say; done ends a port-forward.
+func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, done func(), err error) {
+	done = func() {}
+	if (f.url == "") == (f.cluster == "") {
+		return nil, done, errors.New("say where CAS is: --cas https://HOST:PORT or --cluster NAMESPACE/NAME (a CAS resource)")
+	}
+	if f.ca == "" && f.identity == "" && !f.insecureSimulated {
+		return nil, done, errors.New("say how to trust CAS: --cas-ca FILE (its certificate), --cas-identity FILE (the evidence it must show) or --insecure-simulated-cas (development)")
+	}
+	url := f.url
+	var dial casclient.DialFunc
+	if f.cluster != "" {
+		if url, dial, done, err = f.forward(ctx); err != nil {
+			return nil, func() {}, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	if f.ca != "" {
+		ca, err := os.ReadFile(f.ca)
+		if err != nil {
+			return nil, done, fmt.Errorf("--cas-ca: %w", err)
+		}
+		c, err := casclient.New(url, ca, dial)
+		if err != nil {
+			return nil, done, fmt.Errorf("--cas-ca: %w", err)
+		}
+		return c, done, nil
+	}
+	expect := casclient.Expect{}
+	if f.identity != "" {
+		data, err := os.ReadFile(f.identity)
+		if err != nil {
+			return nil, done, fmt.Errorf("--cas-identity: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(data, &expect.Policy); err != nil {
+			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
+		}
+	}
+	expect.Policy.AllowSimulation = f.insecureSimulated
+	c, att, err := casclient.NewAttested(ctx, url, expect, dial)
+	if err != nil {
+		if attest.CheckOf(err) == attest.CheckSimulation {
+			err = fmt.Errorf("%w (to trust it anyway, for development: --insecure-simulated-cas)", err)
+		}
+		return nil, done, err
+	}
+	if att.Claims.Insecure {
+		fmt.Fprintln(s.Err, "warning: CAS is trusted by simulated evidence, which no TEE vouches for: insecure, for development only")
+	}
+	return c, done, nil
+}
+
+// forward finds the CAS resource of --cluster and port-forwards to its
+// pod; the URL keeps the Service's name, which CAS's certificate names.
+func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), error) {
+	ref, err := casconn.ParseRef(f.cluster)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("--cluster: %w", err)
+	}
+	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	scheme, err := schemeWith(servicesv1beta1.AddToScheme)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cas := &servicesv1beta1.CAS{}
+	if err := kc.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
+		return "", nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	}
+	ref.Port = int(cas.Spec.Service.ClientPort)
+	dial, stop, err := casconn.PortForward(ctx, cfg, ref.Namespace, casconn.PodName(ref.Name))
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	}
+	return ref.URL(), dial, stop, nil
+}
+
+// schemeWith is a scheme of the given API groups.
+func schemeWith(adds ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range adds {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
