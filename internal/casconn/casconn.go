@@ -15,11 +15,13 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 )
 
 // Names a CAS resource's chart gives its objects.
@@ -85,8 +87,8 @@ func ParseRef(s string) (Ref, error) {
 // Expect is what a client demands of the CAS of cas: simulated evidence
 // only when the resource asks for simulation (and then the claims say
 // Insecure).
-func Expect(cas *servicesv1beta1.CAS) client.Expect {
-	return client.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
+func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
+	return casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
 }
 
 // ErrNotRunning: the CAS pod is not (yet) there to be dialled.
@@ -113,8 +115,40 @@ func orPhase(pod *corev1.Pod) string {
 // DialTo dials addr whatever address the client asks for: the client keeps
 // the Service's name for the URL (and the certificate check), while the
 // connection goes to the pod.
-func DialTo(addr string) client.DialFunc {
+func DialTo(addr string) casclient.DialFunc {
 	return func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}
+}
+
+// Connector reaches CAS resources from inside the cluster: it finds the
+// CAS pod in Reader (the operator's cache) and dials its IP, past the
+// cluster's DNS and Service proxies, keeping the Service's name for the
+// URL.
+type Connector struct {
+	Reader client.Reader
+	// Dial, when set, replaces dialling the pod's address (tests run CAS
+	// on loopback).
+	Dial func(podAddress string) casclient.DialFunc
+}
+
+// Connect attests the CAS of cas and returns a client pinned to its key.
+func (c *Connector) Connect(ctx context.Context, cas *servicesv1beta1.CAS) (*casclient.Client, *casclient.Attested, error) {
+	pod := &corev1.Pod{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: cas.Namespace, Name: PodName(cas.Name)}, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("%w: pod %s/%s does not exist yet", ErrNotRunning, cas.Namespace, PodName(cas.Name))
+		}
+		return nil, nil, err
+	}
+	addr, err := PodAddress(pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	dial := DialTo(addr)
+	if c.Dial != nil {
+		dial = c.Dial(addr)
+	}
+	ref := Ref{Namespace: cas.Namespace, Name: cas.Name, Port: int(cas.Spec.Service.ClientPort)}
+	return casclient.NewAttested(ctx, ref.URL(), Expect(cas), dial)
 }

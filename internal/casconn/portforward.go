@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 )
 
 // PortForward forwards a loopback port to CAS's port in pod namespace/pod
@@ -22,7 +22,7 @@ import (
 // SPDY as fallback), and returns a dialer to it. Users need no
 // LoadBalancer, NodePort or forwarder pod to reach a CAS, only the right to
 // create pods/portforward. stop ends the forward.
-func PortForward(ctx context.Context, cfg *rest.Config, namespace, pod string) (dial client.DialFunc, stop func(), err error) {
+func PortForward(ctx context.Context, cfg *rest.Config, namespace, pod string) (dial casclient.DialFunc, stop func(), err error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err

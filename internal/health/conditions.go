@@ -25,6 +25,11 @@ const (
 	AllOwnedObjectsPresent                     = "AllOwnedObjectsPresent"
 )
 
+// Registered is the one condition of a SignedPolicy or EncryptedPolicy:
+// True when CAS holds the policy (HEALTHY), False when CAS refused it
+// (UNHEALTHY), Unknown while CAS cannot be asked (PENDING).
+const Registered ConditionType = "Registered"
+
 // Condition types of each owned object; in the CR's status they are
 // prefixed with the OO's ID.
 const (

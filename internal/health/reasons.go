@@ -80,6 +80,9 @@ const (
 	EventUninstallTimedOut        Reason = "UninstallTimedOut"
 	EventSetOwner                 Reason = "SetOwner"
 	EventRemovedForeignOwners     Reason = "RemovedForeignOwners"
+	// A policy's registration with CAS.
+	EventRegistered Reason = "Registered"
+	EventRefused    Reason = "Refused"
 	// EventFailedSuffix follows an action's reason when it failed, e.g.
 	// "InstalledFailed".
 	EventFailedSuffix = "Failed"

@@ -37,9 +37,11 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
 	"github.com/cloister-cc/cloister/internal/admission"
+	"github.com/cloister-cc/cloister/internal/casconn"
 	"github.com/cloister-cc/cloister/internal/controller/cas"
 	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/las"
+	"github.com/cloister-cc/cloister/internal/controller/policy"
 	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
@@ -219,6 +221,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		if err := c.setup(mgr, reconciler(kind)); err != nil {
 			return nil, fmt.Errorf("setting up the %s controller: %w", kind.Name(), err)
 		}
+	}
+	if err := policy.Setup(mgr, &casconn.Connector{Reader: mgr.GetClient()}); err != nil {
+		return nil, fmt.Errorf("setting up the policy controllers: %w", err)
 	}
 	return mgr, nil
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/cas/api"
@@ -115,14 +116,24 @@ func (c *Client) Recover(sh seed.Share) (*api.RecoverResponse, error) {
 
 // RegisterPolicy is POST /v1/policies.
 func (c *Client) RegisterPolicy(req api.PolicyRequest) (*core.Registration, error) {
+	return c.RegisterPolicyContext(context.Background(), req)
+}
+
+// RegisterPolicyContext is RegisterPolicy bounded by ctx.
+func (c *Client) RegisterPolicyContext(ctx context.Context, req api.PolicyRequest) (*core.Registration, error) {
 	var out core.Registration
-	return &out, c.do(http.MethodPost, "/v1/policies", req, &out)
+	return &out, c.doContext(ctx, http.MethodPost, "/v1/policies", req, &out)
 }
 
 // History is GET /v1/policies/{name}/history.
 func (c *Client) History(name string) (*api.History, error) {
+	return c.HistoryContext(context.Background(), name)
+}
+
+// HistoryContext is History bounded by ctx.
+func (c *Client) HistoryContext(ctx context.Context, name string) (*api.History, error) {
 	var out api.History
-	return &out, c.do(http.MethodGet, "/v1/policies/"+name+"/history", nil, &out)
+	return &out, c.doContext(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name)+"/history", nil, &out)
 }
 
 // AttestRaw is POST /v1/attest.

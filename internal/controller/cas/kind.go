@@ -9,10 +9,6 @@ import (
 	"context"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
@@ -91,22 +87,7 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, _ []service.O
 func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	pod := &corev1.Pod{}
-	if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: casconn.PodName(c.Name)}, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return Probe{Err: casconn.ErrNotRunning}
-		}
-		return Probe{Err: err}
-	}
-	addr, err := casconn.PodAddress(pod)
-	if err != nil {
-		return Probe{Err: err}
-	}
-	dial := casconn.DialTo(addr)
-	if k.Dial != nil {
-		dial = k.Dial(addr)
-	}
-	cl, att, err := casclient.NewAttested(ctx, ref(c).URL(), casconn.Expect(c), dial)
+	cl, att, err := (&casconn.Connector{Reader: k.Reader, Dial: k.Dial}).Connect(ctx, c)
 	if err != nil {
 		return Probe{Err: err}
 	}
