@@ -71,12 +71,12 @@ lint: tools
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
 
-## node-deps: as root, Debian's runc for the real node's tests (a runc built
+## node-deps: as root, Debian's runc and nftables (nft, for hostPorts) for the real node's tests (a runc built
 ## from its module lacks seccomp here); without root those tests skip.
 node-deps:
-	@if [ "$$(id -u)" = 0 ] && ! command -v runc >/dev/null && command -v apt-get >/dev/null; then \
-		echo "installing runc (Debian) for the real-node tests"; \
-		apt-get install -y -qq runc >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq runc >/dev/null; }; \
+	@if [ "$$(id -u)" = 0 ] && { ! command -v runc || ! command -v nft; } >/dev/null && command -v apt-get >/dev/null; then \
+		echo "installing runc and nftables (Debian) for the real-node tests"; \
+		apt-get install -y -qq runc nftables >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq runc nftables >/dev/null; }; \
 	fi
 
 ## images: an OCI image per binary (no Docker, no base image; reproducible)

@@ -84,3 +84,13 @@ func TestSGXPluginRunsAsRootWithoutCapabilities(t *testing.T) {
 		t.Errorf("security context %+v", sc)
 	}
 }
+
+// LAS issues simulated evidence only when its CR asks.
+func TestLASSimulationIsExplicit(t *testing.T) {
+	for sim, want := range map[bool]bool{false: false, true: true} {
+		args := strings.Join(daemonSet(t, "las", map[string]any{"simulation": sim}).Spec.Template.Spec.Containers[0].Args, " ")
+		if strings.Contains(args, "--simulation") != want {
+			t.Errorf("simulation %v: args %s", sim, args)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func upRealNode(ctx context.Context, s Streams, c *devcluster.Cluster, tc *toolc
 		fmt.Fprintf(s.Err, "no real node: %v\n", realnode.ErrNotRoot)
 		return nil
 	}
-	if _, err := realnode.Runc(); err != nil {
+	if err := realnode.HostTools(); err != nil {
 		fmt.Fprintf(s.Err, "no real node: %v\n", err)
 		return nil
 	}

@@ -14,9 +14,9 @@ import (
 // node's address (the kubelet listens there, the API server reaches it
 // there) and the address of the cluster's `kubernetes` Service, where the
 // node's API server proxy listens: without kube-proxy, that is how pods
-// reach the API server, which itself stays bound to 127.0.0.1. Nothing is
-// masqueraded and no iptables rule is made: pods talk to the node and to
-// each other, not to the outside.
+// reach the API server, which itself stays bound to 127.0.0.1. Pods talk to
+// the node and to each other, not to the outside; the only netfilter rules
+// are the portmap plugin's hostPorts (nftables, removed with the node).
 type Network struct {
 	// Bridge is the interface name (at most 15 bytes).
 	Bridge string
@@ -119,7 +119,8 @@ func (n Network) Exists() bool {
 
 // CNIConfig is the conflist containerd hands to the CNI plugins: the
 // bridge plugin attaches pods to the bridge (gateway: the node address),
-// host-local hands out the pod subnet with its state in ipamDir.
+// host-local hands out the pod subnet with its state in ipamDir, portmap
+// serves hostPorts.
 // containerd runs the loopback plugin itself, for every pod.
 func (n Network) CNIConfig(ipamDir string) []byte {
 	type ipRange struct {
@@ -142,6 +143,16 @@ func (n Network) CNIConfig(ipamDir string) []byte {
 					"ranges":  [][]ipRange{{{Subnet: n.PodCIDR().String(), Gateway: n.NodeIP().String()}}},
 					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
 				},
+			},
+			// hostPorts (LAS at status.hostIP:18766): DNAT from the node's
+			// addresses, and masquerading for a pod reaching itself or the
+			// host reaching localhost. The bridge passes pod-to-pod traffic
+			// through netfilter (br_netfilter), so replies are un-NATed.
+			map[string]any{
+				"type":         "portmap",
+				"capabilities": map[string]bool{"portMappings": true},
+				"backend":      "nftables",
+				"snat":         true,
 			},
 		},
 	}

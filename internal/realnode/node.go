@@ -88,7 +88,7 @@ func (n *Node) Up(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
-	if _, err := Runc(); err != nil {
+	if err := HostTools(); err != nil {
 		return err
 	}
 	if err := n.Network.Validate(); err != nil {

@@ -161,6 +161,8 @@ func TestNetwork(t *testing.T) {
 		Name       string
 		Plugins    []struct {
 			Type, Bridge string
+			Backend      string
+			Capabilities map[string]bool
 			IsGateway    bool
 			IPMasq       bool
 			IPAM         struct {
@@ -173,9 +175,12 @@ func TestNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := conf.Plugins[0]
-	if len(conf.Plugins) != 1 || p.Type != "bridge" || p.Bridge != "cloister0" || !p.IsGateway || p.IPMasq ||
+	if len(conf.Plugins) != 2 || p.Type != "bridge" || p.Bridge != "cloister0" || !p.IsGateway || p.IPMasq ||
 		p.IPAM.Type != "host-local" || p.IPAM.DataDir != "/n/ipam" || p.IPAM.Ranges[0][0].Subnet != "10.250.0.0/24" || p.IPAM.Ranges[0][0].Gateway != "10.250.0.1" {
 		t.Errorf("CNI config %+v", conf)
+	}
+	if pm := conf.Plugins[1]; pm.Type != "portmap" || !pm.Capabilities["portMappings"] || pm.Backend != "nftables" {
+		t.Errorf("hostPorts need the portmap plugin with the portMappings capability on nftables: %+v", pm)
 	}
 }
 

@@ -97,6 +97,10 @@ func Runc() (string, error) {
 // hostRecord lists containerd's fixed paths and cgroups Start found missing.
 func (r *Runtime) hostRecord() string { return filepath.Join(r.Dir, "host.json") }
 
+// hostPortRecord lists the portmap plugin's nftables tables Start found
+// missing.
+func (r *Runtime) hostPortRecord() string { return filepath.Join(r.Dir, "hostport-tables") }
+
 func (r *Runtime) configPath() string { return filepath.Join(r.Dir, "containerd.toml") }
 
 func (r *Runtime) logPath() string { return filepath.Join(r.Dir, "logs", "containerd.log") }
@@ -124,6 +128,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	d := r.daemon()
 	if err := recordMissing(r.hostRecord(), append(slices.Clone(RuntimePaths), CgroupTrees(Namespace)...)); err != nil {
+		return err
+	}
+	if err := recordHostPortTables(r.hostPortRecord()); err != nil {
 		return err
 	}
 	if len(d.Running()) == 0 {
@@ -209,6 +216,10 @@ func (r *Runtime) Stop() error {
 		errs = append(errs, err)
 	}
 	if err := removeRecorded(r.hostRecord()); err != nil {
+		errs = append(errs, err)
+	}
+	// The hostPort rules of pods killed above, which no CNI DEL removed.
+	if err := removeHostPortTables(r.hostPortRecord()); err != nil {
 		errs = append(errs, err)
 	}
 	// The CNI plugins' results for this node's network, should their

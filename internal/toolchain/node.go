@@ -17,6 +17,9 @@ var NodeTools = []Tool{
 	{Name: "bridge", Package: "github.com/containernetworking/plugins/plugins/main/bridge"},
 	{Name: "host-local", Package: "github.com/containernetworking/plugins/plugins/ipam/host-local"},
 	{Name: "loopback", Package: "github.com/containernetworking/plugins/plugins/main/loopback"},
+	// portmap gives pods their hostPorts (LAS at status.hostIP:18766),
+	// with nftables rules made by Debian's nft.
+	{Name: "portmap", Package: "github.com/containernetworking/plugins/plugins/meta/portmap"},
 }
 
 // Node returns the toolchains of a real node: the kubelet's (next to the

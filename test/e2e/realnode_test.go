@@ -132,7 +132,7 @@ func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin str
 	if os.Geteuid() != 0 {
 		tb.Skip("the real node needs root: containerd, runc, mounts and a network bridge")
 	}
-	if _, err := realnode.Runc(); err != nil {
+	if err := realnode.HostTools(); err != nil {
 		tb.Skip(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

@@ -25,6 +25,12 @@ type LASSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespace string `json:"namespace,omitempty"`
+
+	// Simulation makes LAS issue simulated evidence, signed by a key of its
+	// own, where no SGX quoting is possible. Insecure, for development
+	// only: only a CAS that runs with simulation accepts such evidence.
+	// +optional
+	Simulation bool `json:"simulation,omitempty"`
 }
 
 // LASNode is the LAS pod of one node.
@@ -71,6 +77,7 @@ type LASStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredNumberScheduled`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.numberAvailable`
+// +kubebuilder:printcolumn:name="Simulation",type=boolean,JSONPath=`.spec.simulation`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type LAS struct {

@@ -35,6 +35,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 		return "", nil, err
 	}
 	values["hostPort"] = int64(l.Spec.HostPort)
+	values["simulation"] = l.Spec.Simulation
 	values["version"] = service.ImageTag(values["image"].(string))
 	return ns, values, nil
 }
