@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -18,7 +20,7 @@ import (
 
 // defaultCASAddress is where a policy is registered unless told
 // otherwise: the CAS service's client port in the namespace.
-const defaultCASAddress = "https://cas:8081"
+const defaultCASAddress = "cas.default.svc:8081"
 
 func newPolicy(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Make owner keys; sign and encrypt CAS policies as SignedPolicy/EncryptedPolicy resources"}
@@ -63,7 +65,7 @@ func newPolicyKeygen(s Streams) *cobra.Command {
 	return cmd
 }
 
-type policySign struct{ key, casAddress string }
+type policySign struct{ key, casAddress, name string }
 
 func newPolicySign(s Streams) *cobra.Command {
 	o := &policySign{}
@@ -79,7 +81,7 @@ func newPolicySign(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printResource(s.Out, signed.Policy, func(name string) any {
+			return printResource(s.Out, signed.Policy, o.name, func(name string) any {
 				sigs := make([]casv1beta1.Signature, len(signed.Signatures))
 				for i, sg := range signed.Signatures {
 					sigs[i] = casv1beta1.Signature{Signer: sg.Signer, Signature: sg.Signature}
@@ -94,12 +96,13 @@ func newPolicySign(s Streams) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.key, "key", "", "the owner's private key (cloister policy keygen)")
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+", or the input SignedPolicy's)")
+	cmd.Flags().StringVar(&o.name, "name", "", nameHelp)
 	return cmd
 }
 
 type policyEncrypt struct {
-	key, casAddress, casPublicKey string
-	cas                           casFlags
+	key, casAddress, casPublicKey, name string
+	cas                                 casFlags
 }
 
 func newPolicyEncrypt(s Streams) *cobra.Command {
@@ -127,7 +130,7 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printResource(s.Out, signed.Policy, func(name string) any {
+			return printResource(s.Out, signed.Policy, o.name, func(name string) any {
 				return &casv1beta1.EncryptedPolicy{
 					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "EncryptedPolicy"},
 					ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -139,6 +142,7 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.key, "key", "", "the owner's private key (cloister policy keygen)")
 	cmd.Flags().StringVar(&o.casPublicKey, "cas-public-key", "", "file with the CAS encryption key (base64, as GET /v1/public-key gives it)")
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+")")
+	cmd.Flags().StringVar(&o.name, "name", "", nameHelp)
 	o.cas.add(cmd)
 	return cmd
 }
@@ -221,12 +225,24 @@ func readSigned(file, keyFile, casAddress string) (*policy.Signed, string, error
 }
 
 // printResource writes the resource named after the policy as YAML.
-func printResource(w io.Writer, text string, build func(name string) any) error {
+// nameHelp: every version of a policy is a resource of its own (the spec
+// cannot change), so versions need names of their own.
+const nameHelp = "name of the printed resource (default: the policy's name); each version of a policy is a new resource, e.g. shop-v2"
+
+// printResource prints the resource build makes, named name or else as
+// the policy.
+func printResource(w io.Writer, text, name string, build func(name string) any) error {
 	d, err := policy.Parse([]byte(text))
 	if err != nil {
 		return err
 	}
-	out, err := yaml.Marshal(build(d.Name))
+	if name == "" {
+		name = d.Name
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("--name %q: %s", name, strings.Join(errs, "; "))
+	}
+	out, err := yaml.Marshal(build(name))
 	if err != nil {
 		return err
 	}

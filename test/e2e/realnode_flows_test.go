@@ -3,10 +3,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +21,6 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/image"
@@ -36,9 +31,11 @@ import (
 // Cloister's images run there, the operator's SGX plugin registers with
 // the real kubelet and pods get the (fake) device, LAS goes UNHEALTHY
 // while the device is closed to unprivileged users and HEALTHY when it is
-// open again, kubectl logs and exec work, and CAS runs as a pod to which
-// another pod's init container attests. Its cleanup checks that `dev
-// down` leaves nothing on the host.
+// open again, kubectl logs and exec work, and the CAS journey of a
+// resource (cas_flows_test.go): a CAS that waits for init, policies
+// registered as resources, a workload that attests through its node's LAS
+// at the node's address. Its cleanup checks that `dev down` leaves
+// nothing on the host.
 func TestRealNode(t *testing.T) {
 	env := startRealNodeEnv(t)
 	steps := []struct {
@@ -50,7 +47,12 @@ func TestRealNode(t *testing.T) {
 		{"PodGetsTheDevice", testPodGetsTheDevice},
 		{"LASUnhealthyWhileTheDeviceIsClosed", testLASFollowsTheDevice},
 		{"LogsAndExec", testLogsAndExec},
-		{"InitContainerAttestsToCAS", testInitContainerAttests},
+		{"CASNeedsInit", testCASNeedsInit},
+		{"CASServiceFollowsTheSpec", testCASServiceFields},
+		{"PoliciesRegister", testPolicies},
+		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
+		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
+		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"UpAgainAfterACrash", testUpAgainAfterACrash},
 		{"OtherRealNodeTestsSkipWhileItRuns", testOtherSuitesSkip},
 	}
@@ -212,167 +214,6 @@ func testLogsAndExec(t *testing.T, e *realNodeEnv) {
 	if err != nil || !strings.Contains(out, "-dev-root") {
 		t.Errorf("kubectl exec %s -- cloister-las --help: %v\n%s", name, err, out)
 	}
-}
-
-// CAS runs as a pod; the test initialises it and registers a policy with
-// the CLI, as an owner would; a pod's init container attests with
-// simulated evidence and writes the certificate its main container starts
-// with. The certificate names the service, chains to CAS's root and says
-// the evidence was insecure.
-func testInitContainerAttests(t *testing.T, e *realNodeEnv) {
-	ctx := context.Background()
-	state := t.TempDir()
-	if err := os.Chown(state, 65532, 65532); err != nil {
-		t.Fatal(err)
-	}
-	img, pull := pullNever("cloister-cas")
-	dirOrCreate := corev1.HostPathDirectoryOrCreate
-	cas := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "cas", Namespace: "default"},
-		Spec: onRealNode(corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name: "cas", Image: img, ImagePullPolicy: pull,
-				Args:            []string{"--listen=:8081", "--state-dir=/state", "--sealer=file:/state/seed", "--simulation", "--tls-san=$(POD_IP)"},
-				Env:             []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "state", MountPath: "/state"}},
-				SecurityContext: restricted(),
-			}},
-			Volumes: []corev1.Volume{{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: state, Type: &dirOrCreate}}}},
-		}),
-	}
-	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, cas, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cas = e.waitPod(t, "default", "cas", "to run", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" })
-	url := "https://" + cas.Status.PodIP + ":8081"
-	tlsCert := filepath.Join(state, "tls.crt")
-	work := t.TempDir()
-	cli := func(args ...string) (string, error) {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(filepath.Join(e.bin, "cloister"), args...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if err != nil {
-			return out.String(), &cliError{args: args, err: err, stderr: errOut.String()}
-		}
-		return out.String(), nil
-	}
-	pub, err := cli("policy", "keygen", "--out", filepath.Join(work, "owner.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(work, "owner.pub.pem"), []byte(pub), 0o644)
-	// CAS answers once it has made its TLS identity and listens.
-	waitFor(t, "CAS to be initialised", time.Minute, func(context.Context) (bool, string, error) {
-		_, err := cli("cas", "init", "--cas", url, "--cas-ca", tlsCert, "--recovery-owner", filepath.Join(work, "owner.pub.pem"),
-			"--threshold", "1", "--out", filepath.Join(work, "shares.json"))
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
-	policy := "version: cloister.dev/policy/v1\nname: demo\nowners:\n  keys:\n  - |\n" + indent(pub, "    ") +
-		"allowSimulation: true\nservices:\n- name: web\n  attestation: {identities: []}\n  certificate: {sans: [web.demo.svc], validity: 24h}\n"
-	os.WriteFile(filepath.Join(work, "policy.yaml"), []byte(policy), 0o644)
-	signed, err := cli("policy", "sign", "--key", filepath.Join(work, "owner.pem"), "--cas-address", url, filepath.Join(work, "policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(work, "signed.yaml"), []byte(signed), 0o644)
-	if _, err := cli("cas", "register", "--cas", url, "--cas-ca", tlsCert, filepath.Join(work, "signed.yaml")); err != nil {
-		t.Fatal(err)
-	}
-
-	caPEM, err := os.ReadFile(tlsCert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cas-ca", Namespace: "default"}, Data: map[string]string{"tls.crt": string(caPEM)}}
-	if _, err := e.cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cliImg, _ := pullNever("cloister")
-	pauseImg, _ := pullNever("cloister-pause")
-	web := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: onRealNode(corev1.PodSpec{
-			InitContainers: []corev1.Container{{
-				Name: "attest", Image: cliImg, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"cas", "attest", "--cas", url, "--cas-ca", "/cas/tls.crt", "--policy", "demo", "--service", "web",
-					"--sim", "--out", "/run/cloister"},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "cas-ca", MountPath: "/cas", ReadOnly: true}, {Name: "tls", MountPath: "/run/cloister"}},
-				SecurityContext: restricted(),
-			}},
-			Containers: []corev1.Container{{
-				Name: "web", Image: pauseImg, ImagePullPolicy: corev1.PullNever,
-				VolumeMounts:    []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister", ReadOnly: true}},
-				SecurityContext: restricted(),
-			}},
-			Volumes: []corev1.Volume{
-				{Name: "cas-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cas-ca"}}}},
-				{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
-			},
-		}),
-	}
-	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitPod(t, "default", "web", "to run after its init container", 2*time.Minute, func(p *corev1.Pod) bool {
-		if p.Status.Phase == corev1.PodFailed || (len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].RestartCount > 0) {
-			out, _ := kubectl(t, e.c, "logs", "-n", "default", "web", "-c", "attest")
-			t.Fatalf("the init container failed: %s\n%s", podSummary(p), out)
-		}
-		return p.Status.Phase == corev1.PodRunning
-	})
-	// The main container's view of its certificate, read from the host.
-	var chainPEM, rootPEM []byte
-	for _, line := range liveProcessesMentioning("cloister-pause") {
-		pid, _, _ := strings.Cut(line, ":")
-		dir := filepath.Join("/proc", pid, "root", "run", "cloister")
-		if data, err := os.ReadFile(filepath.Join(dir, casclient.CertChainFile)); err == nil {
-			chainPEM = data
-			rootPEM, _ = os.ReadFile(filepath.Join(dir, casclient.RootCAFile))
-		}
-	}
-	if chainPEM == nil {
-		t.Fatal("no container of the web pod has /run/cloister/" + casclient.CertChainFile)
-	}
-	var certs []*x509.Certificate
-	for rest := chainPEM; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certs = append(certs, c)
-	}
-	roots, inter := x509.NewCertPool(), x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(rootPEM) || len(certs) == 0 {
-		t.Fatalf("chain of %d certificates, root %q", len(certs), rootPEM)
-	}
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	leaf := certs[0]
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: "web.demo.svc"}); err != nil {
-		t.Errorf("the web pod's certificate: %v", err)
-	}
-	if leaf.Subject.CommonName != "web.demo" {
-		t.Errorf("subject %s, want web.demo", leaf.Subject)
-	}
-	var claims string
-	for _, ext := range leaf.Extensions {
-		if ext.Id.Equal(pki.ClaimsOID) {
-			claims = string(ext.Value)
-		}
-	}
-	if !strings.Contains(claims, `"insecure":true`) || !strings.Contains(claims, `"type":"sim"`) {
-		t.Errorf("claims in the certificate %q: simulated evidence must say insecure", claims)
-	}
-	t.Logf("the web pod started with %s, issued by %s", leaf.Subject, leaf.Issuer)
 }
 
 type cliError struct {

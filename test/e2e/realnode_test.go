@@ -41,6 +41,7 @@ type realNodeEnv struct {
 	bin   string                   // the binaries the images hold
 	built []image.Built            // their images, imported on the node
 	tools devcluster.RealNodeTools // what the node runs
+	op    *operatorProcess         // the operator beside the cluster
 }
 
 // imageRef is the name of one of the imported images.
@@ -174,6 +175,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	}
 	op.start(t)
 	t.Cleanup(func() { op.stop(t) })
+	env.op = op
 	return env
 }
 

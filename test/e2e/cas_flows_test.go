@@ -1,0 +1,520 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/attest"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/pki"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/casconn"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/health"
+)
+
+// casWork is what the CAS steps share: the owner's keys and files.
+type casWork struct {
+	dir          string
+	owner        string // private key file
+	ownerPub     string
+	shares       string
+	recoveryKeys []string
+}
+
+var work *casWork
+
+// cli runs the cloister binary of the images against the dev cluster.
+func (e *realNodeEnv) cli(args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(filepath.Join(e.bin, "cloister"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.c.KubeconfigPath())
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), &cliError{args: args, err: err, stderr: errOut.String()}
+	}
+	return out.String() + errOut.String(), nil
+}
+
+func (e *realNodeEnv) mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := e.cli(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func healthyCondition(st *common.ServiceStatus, typ health.ConditionType) metav1.Condition {
+	for _, c := range st.Conditions {
+		if c.Type == string(typ) {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// waitCondition waits until obj's condition typ has reason.
+func waitCondition(t *testing.T, crs client.Client, obj serviceCR, typ health.ConditionType, reason health.Reason) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	waitFor(t, fmt.Sprintf("%T %s: %s with reason %s", obj, obj.GetName(), typ, reason), 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := crs.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return false, err.Error(), nil
+		}
+		got = healthyCondition(obj.GetServiceStatus(), typ)
+		return got.Reason == string(reason), fmt.Sprintf("%s %s: %s", obj.GetServiceStatus().State, got.Reason, got.Message), nil
+	})
+	return got
+}
+
+func simCAS(name string) *servicesv1beta1.CAS {
+	return &servicesv1beta1.CAS{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: servicesv1beta1.CASSpec{Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
+			NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}}}}
+}
+
+// A CAS resource runs CAS on the real node; it says it waits for init and
+// what to run; cloister cas init --cluster (through the API server, no
+// LoadBalancer) makes it HEALTHY with the version CAS reports.
+func testCASNeedsInit(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	cas := simCAS("cas")
+	if err := e.crs.Create(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", casconn.PodName("cas"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == e.node.Name
+	})
+	c := waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
+	if cas.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "cloister cas init --cluster default/cas") {
+		t.Errorf("an uninitialised CAS: %s, %q", cas.Status.State, c.Message)
+	}
+	work = &casWork{dir: t.TempDir()}
+	var initArgs []string
+	for _, name := range []string{"r1", "r2", "r3"} {
+		key := filepath.Join(work.dir, name+".pem")
+		pub := e.mustCLI(t, "policy", "keygen", "--out", key)
+		pubFile := key + ".pub"
+		os.WriteFile(pubFile, []byte(pub), 0o644)
+		work.recoveryKeys = append(work.recoveryKeys, key)
+		initArgs = append(initArgs, "--recovery-owner", pubFile)
+	}
+	work.shares = filepath.Join(work.dir, "shares.json")
+	out := e.mustCLI(t, append([]string{"cas", "init", "--cluster", "default/cas", "--insecure-simulated-cas",
+		"--threshold", "2", "--out", work.shares}, initArgs...)...)
+	if !strings.Contains(out, "any 2 recover it") || !strings.Contains(out, "simulated evidence") {
+		t.Errorf("cas init --cluster: %s", out)
+	}
+	waitState(t, e.crs, cas, common.StateHealthy)
+	if cas.Status.Version == "" || cas.Status.CASState != "ready" {
+		t.Errorf("status %+v", cas.Status)
+	}
+	got, err := kubectl(t, e.c, "get", "cas", "cas", "-n", "default")
+	if err != nil || !strings.Contains(got, "HEALTHY") || !strings.Contains(got, cas.Status.Version) || !strings.Contains(got, "VERSION") {
+		t.Errorf("kubectl get cas: %v\n%s", err, got)
+	}
+}
+
+// The CAS Service honours spec.service (NodePort with its node ports,
+// LoadBalancer with annotations), and an edit against the spec is
+// repaired.
+func testCASServiceFields(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	cas := simCAS("cas-svc")
+	cas.Spec.Service = servicesv1beta1.CASService{Type: corev1.ServiceTypeNodePort, ClientPort: 8081, EnclavePort: 18765,
+		NodePorts: &servicesv1beta1.CASNodePorts{ClientPort: 30081, EnclavePort: 30765}}
+	if err := e.crs.Create(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+	service := func(what string, ok func(*corev1.Service) bool) *corev1.Service {
+		var svc *corev1.Service
+		waitFor(t, "Service cas-svc "+what, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+			s, err := e.cs.CoreV1().Services("default").Get(ctx, "cas-svc", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			svc = s
+			return ok(s), fmt.Sprintf("%s %+v %v", s.Spec.Type, s.Spec.Ports, s.Annotations), nil
+		})
+		return svc
+	}
+	nodePorts := func(s *corev1.Service) bool {
+		return s.Spec.Type == corev1.ServiceTypeNodePort && len(s.Spec.Ports) == 2 &&
+			s.Spec.Ports[0].NodePort == 30081 && s.Spec.Ports[1].NodePort == 30765
+	}
+	service("as NodePort with the given node ports", nodePorts)
+	patch := `{"spec":{"ports":[{"name":"client","port":8081,"nodePort":30099},{"name":"enclave","port":18765,"nodePort":30765}]}}`
+	if _, err := e.cs.CoreV1().Services("default").Patch(ctx, "cas-svc", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	service("repaired to the spec's node ports", nodePorts)
+
+	if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
+		t.Fatal(err)
+	}
+	cas.Spec.Service = servicesv1beta1.CASService{Type: corev1.ServiceTypeLoadBalancer, ClientPort: 8081, EnclavePort: 18765,
+		Annotations: map[string]string{"lb.example.com/internal": "true"}}
+	if err := e.crs.Update(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+	service("as LoadBalancer with the annotations", func(s *corev1.Service) bool {
+		return s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Annotations["lb.example.com/internal"] == "true"
+	})
+	if err := e.crs.Delete(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// policyDoc is the shop policy owned by ownerPub; validity makes versions.
+func policyDoc(ownerPub, validity string) string {
+	return "version: cloister.dev/policy/v1\nname: shop\nowners:\n  keys:\n  - |\n" + indent(ownerPub, "    ") +
+		"allowSimulation: true\nservices:\n- name: web\n  attestation: {identities: []}\n" +
+		"  certificate: {sans: [web.shop.svc], validity: " + validity + "}\n  env: {TOKEN: \"{{ .Secrets.token.Hex }}\"}\n  secrets: [token]\n" +
+		"secrets:\n- {name: token, kind: symmetric-key, size: 16}\n"
+}
+
+// signPolicy writes the SignedPolicy resource name for doc signed by key.
+func (e *realNodeEnv) signPolicy(t *testing.T, name, doc, key string) string {
+	t.Helper()
+	src := filepath.Join(work.dir, name+".policy.yaml")
+	os.WriteFile(src, []byte(doc), 0o644)
+	out := e.mustCLI(t, "policy", "sign", "--key", key, "--cas-address", "cas.default.svc:8081", "--name", name, src)
+	file := filepath.Join(work.dir, name+".yaml")
+	os.WriteFile(file, []byte(out), 0o644)
+	return file
+}
+
+func (e *realNodeEnv) applyFile(t *testing.T, file string) {
+	t.Helper()
+	if out, err := kubectl(t, e.c, "apply", "-n", "default", "-f", file); err != nil {
+		t.Fatalf("kubectl apply %s: %v\n%s", file, err, out)
+	}
+}
+
+// casHistory reads CAS's history of the shop policy through a
+// port-forward, trusting CAS by its (simulated) evidence.
+func (e *realNodeEnv) casHistory(t *testing.T, cas string) []string {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := e.c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial, stop, err := casconn.PortForward(ctx, cfg, "default", casconn.PodName(cas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	cl, _, err := casclient.NewAttested(ctx, casconn.Ref{Namespace: "default", Name: cas, Port: 8081}.URL(),
+		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cl.HistoryContext(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range h.Records {
+		out = append(out, r.Digest)
+	}
+	return out
+}
+
+// SignedPolicy → HEALTHY with its hash; a second version signed by the
+// owner → HEALTHY with the first as predecessor; one signed by a stranger
+// → UNHEALTHY with CAS's reason, CAS's policy unchanged; a spec edit
+// refused; an EncryptedPolicy sealed to another CAS → UNHEALTHY naming it.
+func testPolicies(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	work.owner = filepath.Join(work.dir, "owner.pem")
+	work.ownerPub = e.mustCLI(t, "policy", "keygen", "--out", work.owner)
+
+	start := time.Now()
+	e.applyFile(t, e.signPolicy(t, "shop-v1", policyDoc(work.ownerPub, "24h"), work.owner))
+	v1 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v1", Namespace: "default"}}
+	waitState(t, e.crs, v1, common.StateHealthy)
+	t.Logf("SignedPolicy HEALTHY %s after kubectl apply", time.Since(start).Round(time.Millisecond))
+	if v1.Status.Hash == "" || v1.Status.Revision != 1 || v1.Status.PolicyName != "shop" || v1.Status.Predecessor != "" {
+		t.Errorf("v1 status %+v", v1.Status)
+	}
+	if got, err := kubectl(t, e.c, "get", "spol", "shop-v1", "-n", "default"); err != nil || !strings.Contains(got, v1.Status.Hash) {
+		t.Errorf("kubectl get spol shows no hash: %v\n%s", err, got)
+	}
+
+	e.applyFile(t, e.signPolicy(t, "shop-v2", policyDoc(work.ownerPub, "48h"), work.owner))
+	v2 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v2", Namespace: "default"}}
+	waitState(t, e.crs, v2, common.StateHealthy)
+	if v2.Status.Predecessor != v1.Status.Hash || v2.Status.Revision != 2 {
+		t.Errorf("v2 status %+v, want predecessor %s", v2.Status, v1.Status.Hash)
+	}
+
+	stranger := filepath.Join(work.dir, "stranger.pem")
+	e.mustCLI(t, "policy", "keygen", "--out", stranger)
+	e.applyFile(t, e.signPolicy(t, "shop-v3", policyDoc(work.ownerPub, "72h"), stranger))
+	v3 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v3", Namespace: "default"}}
+	c := waitCondition(t, e.crs, v3, health.Registered, health.ReasonPolicyRefused)
+	if v3.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "unauthorized") {
+		t.Errorf("v3 signed by a stranger: %s %q", v3.Status.State, c.Message)
+	}
+	if h := e.casHistory(t, "cas"); len(h) != 2 || h[1] != v2.Status.Hash {
+		t.Errorf("CAS's history after a refused version: %v", h)
+	}
+
+	out, err := kubectl(t, e.c, "patch", "spol", "shop-v1", "-n", "default", "--type=merge", "-p", `{"spec":{"casAddress":"x.default.svc:8081"}}`)
+	if err == nil || !strings.Contains(out, "spec is immutable") {
+		t.Errorf("editing a SignedPolicy's spec: %v\n%s", err, out)
+	}
+
+	other, _ := policy.NewEncryptionKey(randomIKM(t))
+	otherKey := filepath.Join(work.dir, "other-cas.key")
+	os.WriteFile(otherKey, []byte(policy.EncodePublicKey(other.PublicKey())), 0o644)
+	sealed := e.mustCLI(t, "policy", "encrypt", "--key", work.owner, "--cas-public-key", otherKey, "--cas-address", "cas.default.svc:8081",
+		filepath.Join(work.dir, "shop-v1.policy.yaml"))
+	sealedFile := filepath.Join(work.dir, "sealed.yaml")
+	os.WriteFile(sealedFile, []byte(strings.Replace(sealed, "name: shop\n", "name: shop-elsewhere\n", 1)), 0o644)
+	e.applyFile(t, sealedFile)
+	var list casv1beta1.EncryptedPolicyList
+	if err := e.crs.List(ctx, &list, client.InNamespace("default")); err != nil || len(list.Items) != 1 {
+		t.Fatalf("EncryptedPolicies: %v %d", err, len(list.Items))
+	}
+	ep := &list.Items[0]
+	c = waitCondition(t, e.crs, ep, health.Registered, health.ReasonPolicyRefused)
+	if ep.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "sealed to key") {
+		t.Errorf("sealed to another CAS: %s %q", ep.Status.State, c.Message)
+	}
+}
+
+func randomIKM(t *testing.T) []byte {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A pod on the real node whose init container attests with its node's LAS
+// at status.hostIP:18766 (a hostPort) gets its certificate, env and
+// secrets; its main container starts with them.
+func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"}}
+	if err := e.crs.Get(ctx, client.ObjectKeyFromObject(las), las); err != nil {
+		t.Fatal(err)
+	}
+	las.Spec.Simulation = true
+	if err := e.crs.Update(ctx, las); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "LAS pods with simulation", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, pods), nil
+		}
+		p := pods.Items[0]
+		return podReady(&p) && strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), "--simulation"), podSummary(&p), nil
+	})
+	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliImg, _ := pullNever("cloister")
+	pauseImg, _ := pullNever("cloister-pause")
+	web := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: onRealNode(corev1.PodSpec{
+			// No cluster DNS on the dev cluster: the Service's name, as
+			// workloads use it, resolves to CAS's pod here.
+			HostAliases: []corev1.HostAlias{{IP: casPod.Status.PodIP, Hostnames: []string{"cas.default.svc"}}},
+			InitContainers: []corev1.Container{{
+				Name: "attest", Image: cliImg, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"cas", "attest", "--cas", "https://cas.default.svc:8081", "--insecure-simulated-cas",
+					"--policy", "shop", "--service", "web", "--las", "http://$(HOST_IP):18766", "--out", "/run/cloister"},
+				Env:             []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister"}},
+				SecurityContext: restricted(),
+			}},
+			Containers: []corev1.Container{{
+				Name: "web", Image: pauseImg, ImagePullPolicy: corev1.PullNever,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister", ReadOnly: true}},
+				SecurityContext: restricted(),
+			}},
+			Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
+		}),
+	}
+	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", "web", "to run after its init container", 2*time.Minute, func(p *corev1.Pod) bool {
+		if p.Status.Phase == corev1.PodFailed || (len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].RestartCount > 0) {
+			out, _ := kubectl(t, e.c, "logs", "-n", "default", "web", "-c", "attest")
+			t.Fatalf("the init container failed: %s\n%s", podSummary(p), out)
+		}
+		return p.Status.Phase == corev1.PodRunning
+	})
+	files := podFiles(t, "/run/cloister", casclient.CertChainFile, casclient.RootCAFile, casclient.EnvFile)
+	leaf := verifyChain(t, files[casclient.CertChainFile], files[casclient.RootCAFile], "web.shop.svc")
+	if leaf.Subject.CommonName != "web.shop" {
+		t.Errorf("subject %s, want web.shop", leaf.Subject)
+	}
+	var claims struct {
+		Type     string `json:"type"`
+		Insecure bool   `json:"insecure"`
+	}
+	for _, ext := range leaf.Extensions {
+		if ext.Id.Equal(pki.ClaimsOID) {
+			json.Unmarshal(ext.Value, &claims)
+		}
+	}
+	if !claims.Insecure || claims.Type != "sim" {
+		t.Errorf("claims in the certificate %+v: LAS's simulated evidence must say insecure", claims)
+	}
+	if env := string(files[casclient.EnvFile]); !strings.HasPrefix(env, "TOKEN=") || len(strings.TrimSpace(env)) != len("TOKEN=")+32 {
+		t.Errorf("the secret in the env file: %q", env)
+	}
+	t.Logf("the web pod attested through LAS at its node's address and started with %s, issued by %s", leaf.Subject, leaf.Issuer)
+}
+
+// podFiles reads files of dir in the container of a cloister-pause
+// process that has them, from the host.
+func podFiles(t *testing.T, dir string, names ...string) map[string][]byte {
+	t.Helper()
+	for _, line := range liveProcessesMentioning("cloister-pause") {
+		pid, _, _ := strings.Cut(line, ":")
+		root := filepath.Join("/proc", pid, "root", dir)
+		out := map[string][]byte{}
+		for _, n := range names {
+			if data, err := os.ReadFile(filepath.Join(root, n)); err == nil {
+				out[n] = data
+			}
+		}
+		if len(out) == len(names) {
+			return out
+		}
+	}
+	t.Fatalf("no container has %s/%v", dir, names)
+	return nil
+}
+
+// verifyChain checks a PEM chain against a root for dnsName; it returns
+// the leaf.
+func verifyChain(t *testing.T, chainPEM, rootPEM []byte, dnsName string) *x509.Certificate {
+	t.Helper()
+	var certs []*x509.Certificate
+	for rest := chainPEM; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs = append(certs, c)
+	}
+	roots, inter := x509.NewCertPool(), x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(rootPEM) || len(certs) == 0 {
+		t.Fatalf("chain of %d certificates, root %q", len(certs), rootPEM)
+	}
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: dnsName,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Errorf("certificate for %s: %v", dnsName, err)
+	}
+	return certs[0]
+}
+
+// The operator killed right after a policy is applied: once it is back,
+// the policy is HEALTHY and CAS holds the version once.
+func testOperatorKilledWhileRegistering(t *testing.T, e *realNodeEnv) {
+	file := e.signPolicy(t, "shop-v4", policyDoc(work.ownerPub, "96h"), work.owner)
+	e.applyFile(t, file)
+	time.Sleep(50 * time.Millisecond)
+	e.op.kill(t)
+	e.op.start(t)
+	v4 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v4", Namespace: "default"}}
+	waitState(t, e.crs, v4, common.StateHealthy)
+	h := e.casHistory(t, "cas")
+	if len(h) != 3 || h[2] != v4.Status.Hash || v4.Status.Revision != 3 {
+		t.Errorf("after the crash: history %v, status %+v: want the version once, as revision 3", h, v4.Status)
+	}
+}
+
+// A CAS resource without spec.simulation: CAS cannot vouch for itself (no
+// TEE here), its status says so, and it refuses a workload's simulated
+// evidence even for a policy that allows simulation.
+func testSimulationRefused(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	strict := simCAS("strict")
+	strict.Spec.Simulation = false
+	if err := e.crs.Create(ctx, strict); err != nil {
+		t.Fatal(err)
+	}
+	c := waitCondition(t, e.crs, strict, health.IsHealthy, health.ReasonCASNotAttested)
+	if strict.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "offers no evidence") {
+		t.Errorf("a CAS without simulation: %s %q", strict.Status.State, c.Message)
+	}
+	// Trust it by its certificate, fetched as an owner would out of band.
+	cfg, err := e.c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial, stop, err := casconn.PortForward(ctx, cfg, "default", casconn.PodName("strict"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	insecure := &http.Client{Transport: &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := insecure.Get("https://strict.default.svc:8081/v1/public-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	stop()
+	var pk struct {
+		TLSCertificate string `json:"tlsCertificate"`
+		Evidence       any    `json:"evidence"`
+	}
+	if err := json.Unmarshal(body, &pk); err != nil || pk.TLSCertificate == "" || pk.Evidence != nil {
+		t.Fatalf("public key of the strict CAS: %v %s", err, body)
+	}
+	ca := filepath.Join(work.dir, "strict.crt")
+	os.WriteFile(ca, []byte(pk.TLSCertificate), 0o644)
+	cas := []string{"--cluster", "default/strict", "--cas-ca", ca}
+	pub := work.recoveryKeys[0] + ".pub"
+	e.mustCLI(t, append([]string{"cas", "init", "--recovery-owner", pub, "--out", filepath.Join(work.dir, "strict-shares.json")}, cas...)...)
+	signed := e.signPolicy(t, "strict-shop", policyDoc(work.ownerPub, "24h"), work.owner)
+	e.mustCLI(t, append([]string{"cas", "register", signed}, cas...)...)
+	_, err = e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", filepath.Join(work.dir, "strict-out")}, cas...)...)
+	if err == nil || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "does not accept simulation") {
+		t.Errorf("simulated evidence at a CAS without simulation: %v", err)
+	}
+}
