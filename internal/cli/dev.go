@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
+
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
@@ -27,7 +30,7 @@ func newDev(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s), newDevStorageProvisioner(s))
 	return dev
 }
 
@@ -262,6 +265,38 @@ func newDevAPIServerProxy(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&upstream, "upstream", "", "address to forward them to")
 	_ = cmd.MarkFlagRequired("listen")
 	_ = cmd.MarkFlagRequired("upstream")
+	return cmd
+}
+
+func newDevStorageProvisioner(s Streams) *cobra.Command {
+	var kubeconfig, dir, node string
+	cmd := &cobra.Command{
+		Use:    "storage-provisioner",
+		Short:  "Provision the real node's claims as local volumes in a folder of the node",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := restConfig(kubeconfig, "")
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Err, "provisioning %s volumes of node %s in %s\n", realnode.StorageProvisioner, node, dir)
+			pc := controller.NewProvisionController(cmd.Context(), cs, realnode.StorageProvisioner,
+				&realnode.LocalStorage{Dir: dir, Node: node}, controller.LeaderElection(false))
+			pc.Run(cmd.Context())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the provisioner's kubeconfig")
+	cmd.Flags().StringVar(&dir, "dir", "", "the node's folder of volumes")
+	cmd.Flags().StringVar(&node, "node", "", "the node's name")
+	for _, f := range []string{"kubeconfig", "dir", "node"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
 	return cmd
 }
 

@@ -81,9 +81,6 @@ func (c *Cluster) UpRealNode(ctx context.Context, tools RealNodeTools) (*corev1.
 	if err := c.checkRealNodeSupport(); err != nil {
 		return nil, err
 	}
-	if err := n.Up(ctx); err != nil {
-		return nil, fmt.Errorf("real node of cluster %q: %w", c.Name, err)
-	}
 	cfg, err := c.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -91,6 +88,13 @@ func (c *Cluster) UpRealNode(ctx context.Context, tools RealNodeTools) (*corev1.
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
+	}
+	// Before the node: its provisioner starts with the rights it needs.
+	if err := ensureStorage(ctx, cs); err != nil {
+		return nil, fmt.Errorf("the real node's storage class: %w", err)
+	}
+	if err := n.Up(ctx); err != nil {
+		return nil, fmt.Errorf("real node of cluster %q: %w", c.Name, err)
 	}
 	var node *corev1.Node
 	var last string

@@ -151,6 +151,9 @@ func (n *Node) Up(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(k.StaticPodDir(), ProxyPodName+".yaml"), manifest, 0o600); err != nil {
 		return err
 	}
+	if err := n.writeStoragePod(ca, proxy, k.StaticPodDir()); err != nil {
+		return err
+	}
 	if err := k.Start(ctx); err != nil {
 		return err
 	}

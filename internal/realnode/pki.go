@@ -84,6 +84,13 @@ func (ca *CA) KubeletClientCert(node string) (certPEM, keyPEM []byte, err error)
 		x509.ExtKeyUsageClientAuth, nil, nil)
 }
 
+// ClientCert is a client certificate for user: what a component of the
+// node other than the kubelet presents, with only the rights RBAC gives
+// that user.
+func (ca *CA) ClientCert(user string) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(pkix.Name{CommonName: user}, x509.ExtKeyUsageClientAuth, nil, nil)
+}
+
 // KubeletServingCert is what the kubelet presents to the API server
 // (logs, exec, port-forward) at the node's address.
 func (ca *CA) KubeletServingCert(node string, ip net.IP) (certPEM, keyPEM []byte, err error) {

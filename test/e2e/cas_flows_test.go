@@ -115,7 +115,10 @@ func testCASNeedsInit(t *testing.T, e *realNodeEnv) {
 	if cas.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "cloister cas init --cluster default/cas") {
 		t.Errorf("an uninitialised CAS: %s, %q", cas.Status.State, c.Message)
 	}
-	work = &casWork{dir: t.TempDir()}
+	work = &casWork{dir: filepath.Join(e.dir, "cas")}
+	if err := os.MkdirAll(work.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	var initArgs []string
 	for _, name := range []string{"r1", "r2", "r3"} {
 		key := filepath.Join(work.dir, name+".pem")
@@ -516,5 +519,78 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 	_, err = e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", filepath.Join(work.dir, "strict-out")}, cas...)...)
 	if err == nil || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "does not accept simulation") {
 		t.Errorf("simulated evidence at a CAS without simulation: %v", err)
+	}
+}
+
+// A CAS with persistence, on a volume the dev cluster's provisioner makes:
+// its pod deleted, the CR says it needs recovery; two of three recovery
+// owners recover it through the API server, and it is HEALTHY with the
+// same root CA and secrets a workload got before.
+func testCASRecovery(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	cas := simCAS("cas-db")
+	cas.Spec.Persistence.Enabled = true
+	if err := e.crs.Create(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
+	shares := filepath.Join(work.dir, "db-shares.json")
+	at := []string{"--cluster", "default/cas-db", "--insecure-simulated-cas"}
+	var owners []string
+	for _, k := range work.recoveryKeys {
+		owners = append(owners, "--recovery-owner", k+".pub")
+	}
+	e.mustCLI(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, at...), owners...)...)
+	waitState(t, e.crs, cas, common.StateHealthy)
+	signed := e.signPolicy(t, "db-shop", policyDoc(work.ownerPub, "24h"), work.owner)
+	e.mustCLI(t, append([]string{"cas", "register", signed}, at...)...)
+	attestAs := func(dir string) map[string]string {
+		e.mustCLI(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", dir}, at...)...)
+		out := map[string]string{}
+		for _, f := range []string{casclient.RootCAFile, casclient.EnvFile} {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[f] = string(b)
+		}
+		return out
+	}
+	before := attestAs(filepath.Join(work.dir, "db-before"))
+
+	old, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas-db"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cs.CoreV1().Pods("default").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", old.Name, "to run again", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.UID != old.UID && p.Status.Phase == corev1.PodRunning
+	})
+	c := waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASRecovery)
+	if !strings.Contains(c.Message, "cloister cas recover --cluster default/cas-db") {
+		t.Errorf("a CAS in recovery: %q", c.Message)
+	}
+	recover := func(key string) string {
+		return e.mustCLI(t, append([]string{"cas", "recover", "--shares", shares, "--key", key}, at...)...)
+	}
+	if out := recover(work.recoveryKeys[2]); !strings.Contains(out, "1 more needed") {
+		t.Errorf("first share: %s", out)
+	}
+	if out := recover(work.recoveryKeys[0]); !strings.Contains(out, "CAS is ready") {
+		t.Errorf("second share: %s", out)
+	}
+	waitState(t, e.crs, cas, common.StateHealthy)
+	after := attestAs(filepath.Join(work.dir, "db-after"))
+	for f, v := range before {
+		if after[f] != v {
+			t.Errorf("%s changed across the restart and recovery", f)
+		}
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := e.crs.List(ctx, &pvcs, client.InNamespace("default")); err != nil || len(pvcs.Items) != 1 || pvcs.Items[0].Spec.StorageClassName == nil ||
+		*pvcs.Items[0].Spec.StorageClassName != "standard" {
+		t.Errorf("claims: %v %+v", err, pvcs.Items)
 	}
 }

@@ -53,6 +53,7 @@ func TestRealNode(t *testing.T) {
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
+		{"CASRecoversOnItsVolume", testCASRecovery},
 		{"UpAgainAfterACrash", testUpAgainAfterACrash},
 		{"OtherRealNodeTestsSkipWhileItRuns", testOtherSuitesSkip},
 	}

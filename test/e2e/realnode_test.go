@@ -42,6 +42,7 @@ type realNodeEnv struct {
 	built []image.Built            // their images, imported on the node
 	tools devcluster.RealNodeTools // what the node runs
 	op    *operatorProcess         // the operator beside the cluster
+	dir   string                   // files the steps share
 }
 
 // imageRef is the name of one of the imported images.
@@ -90,6 +91,8 @@ func pinned(t testing.TB, built []image.Built, name string) string {
 type hostState struct {
 	missing []string // fixed paths and cgroups that do not exist
 	bridge  bool
+	// hostPorts: the portmap plugin's nftables table exists.
+	hostPorts bool
 }
 
 func readHostState() hostState {
@@ -103,6 +106,7 @@ func readHostState() hostState {
 	}
 	_, err := net.InterfaceByName(realnode.DefaultNetwork.Bridge)
 	s.bridge = err == nil
+	s.hostPorts = exec.Command("nft", "list", "table", "ip", "cni_hostport").Run() == nil
 	return s
 }
 
@@ -176,6 +180,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 	op.start(t)
 	t.Cleanup(func() { op.stop(t) })
 	env.op = op
+	env.dir = t.TempDir()
 	return env
 }
 
@@ -210,6 +215,9 @@ func upRealNodeCluster(t *testing.T) *realNodeEnv {
 		after := readHostState()
 		if after.bridge {
 			t.Errorf("bridge %s left", realnode.DefaultNetwork.Bridge)
+		}
+		if after.hostPorts && !before.hostPorts {
+			t.Error("the hostPort rules' nftables table (ip cni_hostport) left")
 		}
 		if left := slices.DeleteFunc(slices.Clone(before.missing), func(p string) bool { return slices.Contains(after.missing, p) }); len(left) > 0 {
 			t.Errorf("paths made outside the node's folder and left: %v", left)
