@@ -5,9 +5,12 @@
 # webhooks, the default SGXPlugin and LAS), else the CRDs and
 # cloister-operator running beside the cluster with its kubeconfig (the
 # simulated nodes run no pods, so no webhooks); the CEXPlugin sample; all
-# until HEALTHY; then a local cloister-cas (simulation allowed):
-# initialised, a sample policy signed and registered, one attestation with
-# the cloister CLI. down: stops both and removes the cluster.
+# until HEALTHY; then CAS: with a real node, the journey as resources (a
+# CAS CR initialised through the API server, a SignedPolicy registered, a
+# pod that attests through its node's LAS and runs with its certificate);
+# without one, a local cloister-cas (simulation allowed) initialised, a
+# policy registered, one attestation with the cloister CLI. down: stops
+# everything and removes the cluster.
 # Running `up` again replaces the operator with the freshly built one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +23,7 @@ CAS_BIN=bin/cloister-cas
 CAS_DIR=$STATE/cas
 CAS_PIDFILE=$STATE/cas.pid
 CAS_URL=https://127.0.0.1:${CAS_PORT:-8081}
+IMAGES=${CLOISTER_CACHE_DIR:-.cache}/images
 
 kube() { "$TOOLS/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
@@ -50,6 +54,111 @@ stop_operator() { stop "$PIDFILE" cloister-operator; }
 
 cas() { "$CLOISTER" cas "$@" --cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt"; }
 
+# policy_doc: the demo policy, owned by $CAS_DIR/owner.pub.pem.
+policy_doc() {
+	cat <<-EOF
+		version: cloister.dev/policy/v1
+		name: demo
+		owners:
+		  keys:
+		  - |
+	EOF
+	sed 's/^/    /' "$CAS_DIR/owner.pub.pem"
+	cat <<-EOF
+		allowSimulation: true   # sim evidence: this machine has no TEE
+		services:
+		- name: web
+		  attestation: {identities: []}
+		  certificate: {sans: [web.demo.svc], validity: 24h}
+		  env: {API_TOKEN: "{{ .Secrets.apiToken.Hex }}"}
+		  secrets: [apiToken]
+		secrets:
+		- {name: apiToken, kind: symmetric-key}
+	EOF
+}
+
+# wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds.
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	for _ in $(seq 1 $((secs * 2))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
+	echo "timed out waiting for $what" >&2
+	return 1
+}
+
+# demo_cas_in_cluster: the SCONE journey as resources on the real node.
+demo_cas_in_cluster() {
+	mkdir -p "$CAS_DIR"
+	echo "Creating a CAS resource (simulation: no TEE here; persistence on the real node's storage)"
+	kube apply -f - <<-EOF
+		apiVersion: services.cloister.dev/v1beta1
+		kind: CAS
+		metadata: {name: cas, namespace: default}
+		spec:
+		  simulation: true
+		  imagePullPolicy: IfNotPresent
+		  persistence: {enabled: true, size: 1Gi}
+	EOF
+	wait_for "CAS to run" 180 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get cas cas -o jsonpath='{.status.casState}' | grep -qx 'uninitialized\|ready\|recovery'"
+	kube get cas cas
+	kube get cas cas -o jsonpath='{range .status.conditions[?(@.type=="IsHealthy")]}  {.reason}: {.message}{"\n"}{end}'
+	[ -f "$CAS_DIR/recovery-owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/recovery-owner.pem" >"$CAS_DIR/recovery-owner.pub.pem"
+	[ -f "$CAS_DIR/owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/owner.pem" >"$CAS_DIR/owner.pub.pem"
+	case "$(kube get cas cas -o jsonpath='{.status.casState}')" in
+	uninitialized)
+		echo "cloister cas init --cluster default/cas (through the API server: no LoadBalancer)"
+		"$CLOISTER" cas init --cluster default/cas --insecure-simulated-cas --kubeconfig "$KUBECONFIG_PATH" \
+			--recovery-owner "$CAS_DIR/recovery-owner.pub.pem" --threshold 1 --out "$CAS_DIR/shares.json" ;;
+	recovery)
+		"$CLOISTER" cas recover --cluster default/cas --insecure-simulated-cas --kubeconfig "$KUBECONFIG_PATH" \
+			--shares "$CAS_DIR/shares.json" --key "$CAS_DIR/recovery-owner.pem" ;;
+	esac
+	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s cas/cas >/dev/null
+	kube get cas cas
+	echo
+	policy_doc >"$CAS_DIR/policy.yaml"
+	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
+	kube apply -f "$CAS_DIR/signedpolicy.yaml"
+	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=60s spol/demo >/dev/null
+	kube get spol demo
+	echo
+	echo "LAS with simulated evidence (no SGX here), then a pod that attests through its node's LAS"
+	kube patch las/las --type=merge -p '{"spec":{"simulation":true}}' >/dev/null
+	wait_for "LAS with simulation" 120 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get pods -n cloister-system -l app.kubernetes.io/name=cloister-las -o jsonpath='{.items[*].spec.containers[0].args}' | grep -q -- --simulation"
+	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s las/las >/dev/null
+	local cas_ip cli_image pause_image
+	cas_ip=$(kube get pod cas-cas-0 -o jsonpath='{.status.podIP}')
+	cli_image=$(awk '$1=="cloister"{print $2}' "$IMAGES/pinned.txt")
+	pause_image=$(awk '$1=="cloister-pause"{print $2}' "$IMAGES/pinned.txt")
+	kube delete pod web --ignore-not-found >/dev/null
+	kube apply -f - <<-EOF
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: web, namespace: default}
+		spec:
+		  nodeSelector: {cloister.dev/real-node: "true"}
+		  # The dev cluster has no DNS: the Service's name points at CAS's pod.
+		  hostAliases: [{ip: "$cas_ip", hostnames: [cas.default.svc]}]
+		  initContainers:
+		  - name: attest
+		    image: $cli_image
+		    imagePullPolicy: Never
+		    args: [cas, attest, --cas, "https://cas.default.svc:8081", --insecure-simulated-cas, --policy, demo,
+		           --service, web, --las, "http://\$(HOST_IP):18766", --out, /run/cloister]
+		    env: [{name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}]
+		    volumeMounts: [{name: tls, mountPath: /run/cloister}]
+		  containers:
+		  - name: web
+		    image: $pause_image
+		    imagePullPolicy: Never
+		    volumeMounts: [{name: tls, mountPath: /run/cloister, readOnly: true}]
+		  volumes: [{name: tls, emptyDir: {medium: Memory}}]
+	EOF
+	kube wait --for=jsonpath='{.status.phase}'=Running --timeout=120s pod/web >/dev/null
+	kube logs web -c attest
+	kube get pod web -o wide
+}
+
 # demo_cas: a local CAS (its seed in a file, simulation allowed), one
 # recovery owner, a sample policy signed by its owner, one attestation.
 demo_cas() {
@@ -73,27 +182,7 @@ demo_cas() {
 		cas init --recovery-owner "$CAS_DIR/recovery-owner.pub.pem" --threshold 1 --out "$CAS_DIR/shares.json"
 	fi
 	[ -f "$CAS_DIR/owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/owner.pem" >"$CAS_DIR/owner.pub.pem"
-	{
-		cat <<-EOF
-			version: cloister.dev/policy/v1
-			name: demo
-			owners:
-			  keys:
-			  - |
-		EOF
-		sed 's/^/    /' "$CAS_DIR/owner.pub.pem"
-		cat <<-EOF
-			allowSimulation: true   # sim evidence: a laptop has no TEE
-			services:
-			- name: web
-			  attestation: {identities: []}
-			  certificate: {sans: [web.demo.svc], validity: 24h}
-			  env: {API_TOKEN: "{{ .Secrets.apiToken.Hex }}"}
-			  secrets: [apiToken]
-			secrets:
-			- {name: apiToken, kind: symmetric-key}
-		EOF
-	} >"$CAS_DIR/policy.yaml"
+	policy_doc >"$CAS_DIR/policy.yaml"
 	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address "$CAS_URL" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
 	cas register "$CAS_DIR/signedpolicy.yaml"
 	cas attest --policy demo --service web --sim --out "$CAS_DIR/web"
@@ -149,13 +238,19 @@ up() {
 		kube get pods -A -o wide --field-selector spec.nodeName=real
 		echo
 	fi
-	demo_cas
+	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
+		demo_cas_in_cluster
+		cas_hint="kubectl get cas,spol,las; kubectl logs web -c attest"
+	else
+		demo_cas
+		cas_hint="ls $CAS_DIR/web    # what the attested web service got"
+	fi
 	echo
 	echo "The cluster, the operator and CAS keep running. Use them with:"
 	echo "  export KUBECONFIG=$KUBECONFIG_PATH"
 	echo "  kubectl describe $sgx"
 	echo "  $CLOISTER install    # checks the operator and says what is wrong"
-	echo "  ls $CAS_DIR/web    # what the attested web service got"
+	echo "  $cas_hint"
 	echo "Remove them with: make demo-down"
 }
 

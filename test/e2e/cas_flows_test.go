@@ -386,17 +386,14 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 	if leaf.Subject.CommonName != "web.shop" {
 		t.Errorf("subject %s, want web.shop", leaf.Subject)
 	}
-	var claims struct {
-		Type     string `json:"type"`
-		Insecure bool   `json:"insecure"`
-	}
+	var claims string
 	for _, ext := range leaf.Extensions {
 		if ext.Id.Equal(pki.ClaimsOID) {
-			json.Unmarshal(ext.Value, &claims)
+			claims = string(ext.Value)
 		}
 	}
-	if !claims.Insecure || claims.Type != "sim" {
-		t.Errorf("claims in the certificate %+v: LAS's simulated evidence must say insecure", claims)
+	if !strings.Contains(claims, `"insecure":true`) || !strings.Contains(claims, `"type":"sim"`) {
+		t.Errorf("claims in the certificate %q: LAS's simulated evidence must say insecure", claims)
 	}
 	if env := string(files[casclient.EnvFile]); !strings.HasPrefix(env, "TOKEN=") || len(strings.TrimSpace(env)) != len("TOKEN=")+32 {
 		t.Errorf("the secret in the env file: %q", env)
