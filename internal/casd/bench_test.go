@@ -6,11 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +17,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/proc"
 )
 
 // benchCAS is a ready CAS in this process with policy "bench" and a pool
@@ -110,16 +107,11 @@ func BenchmarkAttestLatencyAt500(b *testing.B) {
 
 // procCPU is a process's user+system CPU time from /proc (Linux).
 func procCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := proc.CPU(pid)
 	if err != nil {
 		b.Skipf("no /proc: %v", err)
 	}
-	// Fields after the command name (which is in parentheses): utime is
-	// the 14th field of the line, stime the 15th; both in clock ticks (100/s).
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }
 
 // BenchmarkAttestServerCPU runs cloister-cas as its own process and

@@ -26,7 +26,7 @@ const childEnv = "CLOISTER_CAS_TEST_CHILD_STATE"
 // a test can kill it with SIGKILL.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
-		cfg := Config{Listen: "127.0.0.1:0", StateDir: dir, Sealer: "file:" + filepath.Join(dir, "seed"),
+		cfg := Config{Listen: "127.0.0.1:0", StateDir: dir, Sealer: "file:" + filepath.Join(dir, "seed"), Simulation: true,
 			Ready: func(a string) { fmt.Println(a) }}
 		err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		fmt.Fprintln(os.Stderr, err)

@@ -74,16 +74,20 @@ func Zombie(pid int) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// Parent is pid's parent, or -1 when it cannot be read.
-func Parent(pid int) int {
+// statFields are the fields of /proc/PID/stat after the command name,
+// which may contain spaces and parentheses: field 3 (state) is the first.
+func statFields(pid int) ([]string, error) {
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return -1
+		return nil, err
 	}
-	// The command name may contain spaces and parentheses: the parent
-	// pid is the second field after the last ')'.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 2 {
+	return strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])), nil
+}
+
+// Parent is pid's parent, or -1 when it cannot be read.
+func Parent(pid int) int {
+	fields, err := statFields(pid)
+	if err != nil || len(fields) < 2 {
 		return -1
 	}
 	ppid, err := strconv.Atoi(fields[1])
@@ -91,6 +95,24 @@ func Parent(pid int) int {
 		return -1
 	}
 	return ppid
+}
+
+// CPU is the processor time pid has used, user and system (fields 14 and
+// 15 of its stat, in clock ticks of 10 ms).
+func CPU(pid int) (time.Duration, error) {
+	fields, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // KillPending reports whether SIGKILL is pending for pid.

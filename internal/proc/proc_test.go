@@ -58,3 +58,20 @@ func TestFindAndTerminate(t *testing.T) {
 		t.Error("signal 0 still reaches a live process")
 	}
 }
+
+// CPU grows while a process computes.
+func TestCPU(t *testing.T) {
+	before, err := CPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	after, err := CPU(os.Getpid())
+	if err != nil || after <= before {
+		t.Errorf("CPU %s -> %s (%v)", before, after, err)
+	}
+	if _, err := CPU(1 << 30); err == nil {
+		t.Error("a pid that does not exist has CPU")
+	}
+}

@@ -61,7 +61,7 @@ func (e *realNodeEnv) cli(args ...string) (string, error) {
 	return out.String() + errOut.String(), nil
 }
 
-func (e *realNodeEnv) mustCLI(t *testing.T, args ...string) string {
+func (e *realNodeEnv) mustCLI(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := e.cli(args...)
 	if err != nil {
@@ -80,7 +80,7 @@ func healthyCondition(st *common.ServiceStatus, typ health.ConditionType) metav1
 }
 
 // waitCondition waits until obj's condition typ has reason.
-func waitCondition(t *testing.T, crs client.Client, obj serviceCR, typ health.ConditionType, reason health.Reason) metav1.Condition {
+func waitCondition(t testing.TB, crs client.Client, obj serviceCR, typ health.ConditionType, reason health.Reason) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
 	waitFor(t, fmt.Sprintf("%T %s: %s with reason %s", obj, obj.GetName(), typ, reason), 3*time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -203,7 +203,7 @@ func policyDoc(ownerPub, validity string) string {
 }
 
 // signPolicy writes the SignedPolicy resource name for doc signed by key.
-func (e *realNodeEnv) signPolicy(t *testing.T, name, doc, key string) string {
+func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key string) string {
 	t.Helper()
 	src := filepath.Join(work.dir, name+".policy.yaml")
 	os.WriteFile(src, []byte(doc), 0o644)
@@ -213,7 +213,7 @@ func (e *realNodeEnv) signPolicy(t *testing.T, name, doc, key string) string {
 	return file
 }
 
-func (e *realNodeEnv) applyFile(t *testing.T, file string) {
+func (e *realNodeEnv) applyFile(t testing.TB, file string) {
 	t.Helper()
 	if out, err := kubectl(t, e.c, "apply", "-n", "default", "-f", file); err != nil {
 		t.Fatalf("kubectl apply %s: %v\n%s", file, err, out)

@@ -166,7 +166,7 @@ func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin str
 // startRealNodeEnv brings the environment up, with the CRDs and the
 // operator beside the cluster, and registers its removal, which must leave
 // nothing behind on the host.
-func startRealNodeEnv(t *testing.T) *realNodeEnv {
+func startRealNodeEnv(t testing.TB) *realNodeEnv {
 	t.Helper()
 	env := upRealNodeCluster(t)
 	installCRDs(t, env.c, env.cs)
@@ -186,7 +186,7 @@ func startRealNodeEnv(t *testing.T) *realNodeEnv {
 
 // upRealNodeCluster brings up a dev cluster with one simulated and the
 // real node, Cloister's images imported there, and nothing installed.
-func upRealNodeCluster(t *testing.T) *realNodeEnv {
+func upRealNodeCluster(t testing.TB) *realNodeEnv {
 	t.Helper()
 	nodeTools, bin, built := prepareRealNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -258,7 +258,7 @@ func upRealNodeCluster(t *testing.T) *realNodeEnv {
 }
 
 // waitPod waits until the pod satisfies cond, saying what it saw.
-func (e *realNodeEnv) waitPod(t *testing.T, ns, name, what string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
+func (e *realNodeEnv) waitPod(t testing.TB, ns, name, what string, timeout time.Duration, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
 	waitFor(t, fmt.Sprintf("pod %s/%s %s", ns, name, what), timeout, func(ctx context.Context) (bool, string, error) {
