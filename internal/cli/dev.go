@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/realnode"
+	"github.com/cloister-cc/cloister/internal/realnode/provisioner"
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
@@ -286,7 +287,7 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 			}
 			fmt.Fprintf(s.Err, "provisioning %s volumes of node %s in %s\n", realnode.StorageProvisioner, node, dir)
 			pc := controller.NewProvisionController(cmd.Context(), cs, realnode.StorageProvisioner,
-				&realnode.LocalStorage{Dir: dir, Node: node}, controller.LeaderElection(false))
+				&provisioner.LocalStorage{Dir: dir, Node: node}, controller.LeaderElection(false))
 			pc.Run(cmd.Context())
 			return nil
 		},

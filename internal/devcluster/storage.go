@@ -42,9 +42,18 @@ func ensureStorage(ctx context.Context, cs kubernetes.Interface) error {
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: realnode.StorageUser}},
 	}
 	for _, create := range []func() error{
-		func() error { _, err := cs.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); return err },
-		func() error { _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := cs.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+			return err
+		},
 	} {
 		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err

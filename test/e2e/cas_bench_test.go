@@ -1,0 +1,133 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/attest"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/casconn"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/proc"
+	"github.com/cloister-cc/cloister/internal/realnode"
+)
+
+// BenchmarkCASInCluster is the in-cluster CAS on the real node (warm
+// images): a CAS resource from apply to serving (the CR says it waits for
+// init), a SignedPolicy from kubectl apply to HEALTHY (goal 2 s), then
+// attestations as workloads make them, evidence from the node's LAS at
+// its hostPort and CAS at its pod, with the CAS process's CPU per
+// attestation.
+func BenchmarkCASInCluster(b *testing.B) {
+	e := startRealNodeEnv(b)
+	ctx := context.Background()
+	real := common.NodeSelector{devcluster.LabelRealNode: "true"}
+	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
+	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.LASSpec{HostPort: 18766, Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
+	for _, o := range []serviceCR{plugin, las} {
+		if err := e.crs.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitState(b, e.crs, las, common.StateHealthy)
+
+	start := time.Now()
+	cas := simCAS("cas")
+	if err := e.crs.Create(ctx, cas); err != nil {
+		b.Fatal(err)
+	}
+	waitCondition(b, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
+	b.ReportMetric(time.Since(start).Seconds(), "cas-apply-to-serving-s")
+
+	work = &casWork{dir: filepath.Join(e.dir, "cas")}
+	os.MkdirAll(work.dir, 0o700)
+	rec := filepath.Join(work.dir, "r.pem")
+	os.WriteFile(rec+".pub", []byte(e.mustCLI(b, "policy", "keygen", "--out", rec)), 0o644)
+	e.mustCLI(b, "cas", "init", "--cluster", "default/cas", "--insecure-simulated-cas", "--recovery-owner", rec+".pub", "--out", filepath.Join(work.dir, "shares.json"))
+	waitState(b, e.crs, cas, common.StateHealthy)
+
+	work.owner = filepath.Join(work.dir, "owner.pem")
+	work.ownerPub = e.mustCLI(b, "policy", "keygen", "--out", work.owner)
+	file := e.signPolicy(b, "shop", policyDoc(work.ownerPub, "24h"), work.owner)
+	start = time.Now()
+	e.applyFile(b, file)
+	sp := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "default"}}
+	waitState(b, e.crs, sp, common.StateHealthy)
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "policy-apply-to-healthy-ms")
+
+	pod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, _, err := casclient.NewAttested(ctx, casconn.Ref{Namespace: "default", Name: "cas", Port: 8081}.URL(),
+		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, casconn.DialTo(pod.Status.PodIP+":8081"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lasAt := &casclient.LAS{URL: "http://" + realnode.DefaultNetwork.NodeIP().String() + ":18766"}
+	casPID := 0
+	for _, line := range liveProcessesMentioning("--state-dir=/etc/cas/db") {
+		pid, _, _ := strings.Cut(line, ":")
+		casPID, _ = strconv.Atoi(pid)
+	}
+	if casPID == 0 {
+		b.Fatal("no cloister-cas process on the host")
+	}
+	cpuBefore, err := proc.CPU(casPID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var failed atomic.Int64
+	b.ResetTimer()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := cl.AttestRaw(attestRequest(b, lasAt)); err != nil {
+				if failed.Add(1) == 1 {
+					b.Error(err)
+				}
+			}
+		}
+	})
+	b.StopTimer()
+	cpuAfter, _ := proc.CPU(casPID)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
+	b.ReportMetric(float64((cpuAfter-cpuBefore).Microseconds())/float64(b.N), "cas-cpu-µs/attestation")
+}
+
+// attestRequest is a workload's request: a key, a CSR, and LAS's evidence
+// binding the key.
+func attestRequest(b *testing.B, las *casclient.LAS) *core.AttestRequest {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	binding, _ := core.KeyBinding(&key.PublicKey)
+	ev, err := las.Quote(binding)
+	if err != nil {
+		b.Error(err)
+	}
+	return &core.AttestRequest{Policy: "shop", Service: "web", Evidence: ev,
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
+}
