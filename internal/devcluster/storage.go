@@ -19,7 +19,9 @@ import (
 // gives the node's provisioner, by its certificate's user, what the
 // provisioning library needs and no more.
 func ensureStorage(ctx context.Context, cs kubernetes.Interface) error {
-	labels := map[string]string{"app.kubernetes.io/part-of": "cloister"}
+	// The dev cluster's, not the operator's: `cloister install`'s
+	// uninstall leaves none of part-of=cloister, and these stay.
+	labels := map[string]string{LabelManagedBy: managedByValue}
 	class := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: realnode.StorageClassName, Labels: labels,
 			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
@@ -28,7 +30,7 @@ func ensureStorage(ctx context.Context, cs kubernetes.Interface) error {
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 	}
 	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "cloister:storage-provisioner", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-cluster:storage-provisioner", Labels: labels},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "update"}},
@@ -37,7 +39,7 @@ func ensureStorage(ctx context.Context, cs kubernetes.Interface) error {
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "cloister:storage-provisioner", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: "dev-cluster:storage-provisioner", Labels: labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: realnode.StorageUser}},
 	}

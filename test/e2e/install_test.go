@@ -340,15 +340,20 @@ func testInstalledWebhooks(t *testing.T, e *realNodeEnv) {
 	if err := c.Create(ctx, &sp); err != nil {
 		t.Fatalf("the sample SignedPolicy: %v", err)
 	}
-	stored := sp.DeepCopy()
-	edited := sp.DeepCopy()
-	edited.Spec.CASAddress = "https://elsewhere:8081"
+	// The policy controller writes the status meanwhile (no CAS resource
+	// here): edit the latest copy, so only the spec rule can refuse it.
+	var stored casv1beta1.SignedPolicy
+	if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &stored); err != nil {
+		t.Fatal(err)
+	}
+	edited := stored.DeepCopy()
+	edited.Spec.CASAddress = "elsewhere.default.svc:8081"
 	if err := c.Update(ctx, edited); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
 		t.Errorf("a spec edit: %v", err)
 	}
 	var now casv1beta1.SignedPolicy
-	if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &now); err != nil || now.Spec.CASAddress != stored.Spec.CASAddress || now.ResourceVersion != stored.ResourceVersion {
-		t.Errorf("the stored policy changed: %+v %v", now.Spec.CASAddress, err)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &now); err != nil || now.Spec.CASAddress != stored.Spec.CASAddress || now.Generation != stored.Generation {
+		t.Errorf("the stored policy changed: %+v (generation %d -> %d) %v", now.Spec.CASAddress, stored.Generation, now.Generation, err)
 	}
 	bad := sp.DeepCopy()
 	bad.ObjectMeta = metav1.ObjectMeta{Name: "unparsable", Namespace: "default"}
