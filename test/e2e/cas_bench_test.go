@@ -30,15 +30,14 @@ import (
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/health"
 	"github.com/cloister-cc/cloister/internal/proc"
-	"github.com/cloister-cc/cloister/internal/realnode"
 )
 
 // BenchmarkCASInCluster is the in-cluster CAS on the real node (warm
 // images): a CAS resource from apply to serving (the CR says it waits for
 // init), a SignedPolicy from kubectl apply to HEALTHY (goal 2 s), then
-// attestations as workloads make them, evidence from the node's LAS at
-// its hostPort and CAS at its pod, with the CAS process's CPU per
-// attestation.
+// attestations as workloads make them (evidence from the node's LAS, then
+// CAS at its pod; the load runs on the host, reaching both at their pod
+// addresses), with the CAS process's CPU per attestation.
 func BenchmarkCASInCluster(b *testing.B) {
 	e := startRealNodeEnv(b)
 	ctx := context.Background()
@@ -87,7 +86,13 @@ func BenchmarkCASInCluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lasAt := &casclient.LAS{URL: "http://" + realnode.DefaultNetwork.NodeIP().String() + ":18766"}
+	// The host reaches the LAS pod itself: hostPorts are DNAT rules for
+	// traffic from pods and other machines, not for the node's own.
+	lasPods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+	if err != nil || len(lasPods.Items) != 1 {
+		b.Fatalf("LAS pods: %v", err)
+	}
+	lasAt := &casclient.LAS{URL: "http://" + lasPods.Items[0].Status.PodIP + ":18766"}
 	casPID := 0
 	for _, line := range liveProcessesMentioning("--state-dir=/etc/cas/db") {
 		pid, _, _ := strings.Cut(line, ":")
