@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -88,11 +89,16 @@ func BenchmarkCASInCluster(b *testing.B) {
 	}
 	// The host reaches the LAS pod itself: hostPorts are DNAT rules for
 	// traffic from pods and other machines, not for the node's own.
-	lasPods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
-	if err != nil || len(lasPods.Items) != 1 {
-		b.Fatalf("LAS pods: %v", err)
-	}
-	lasAt := &casclient.LAS{URL: "http://" + lasPods.Items[0].Status.PodIP + ":18766"}
+	var lasIP string
+	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, pods), nil
+		}
+		lasIP = pods.Items[0].Status.PodIP
+		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
+	})
+	lasAt := &casclient.LAS{URL: "http://" + lasIP + ":18766"}
 	casPID := 0
 	for _, line := range liveProcessesMentioning("--state-dir=/etc/cas/db") {
 		pid, _, _ := strings.Cut(line, ":")
