@@ -60,7 +60,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 		b.Fatal(err)
 	}
 	waitCondition(b, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
-	b.ReportMetric(time.Since(start).Seconds(), "cas-apply-to-serving-s")
+	serving := time.Since(start)
 
 	work = &casWork{dir: filepath.Join(e.dir, "cas")}
 	os.MkdirAll(work.dir, 0o700)
@@ -76,7 +76,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 	e.applyFile(b, file)
 	sp := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "default"}}
 	waitState(b, e.crs, sp, common.StateHealthy)
-	b.ReportMetric(float64(time.Since(start).Milliseconds()), "policy-apply-to-healthy-ms")
+	registered := time.Since(start)
 
 	pod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
 	if err != nil {
@@ -126,6 +126,9 @@ func BenchmarkCASInCluster(b *testing.B) {
 	b.StopTimer()
 	cpuAfter, _ := proc.CPU(casPID)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
+	// After the timer's reset, which drops metrics reported before it.
+	b.ReportMetric(serving.Seconds(), "cas-apply-to-serving-s")
+	b.ReportMetric(float64(registered.Milliseconds()), "policy-apply-to-healthy-ms")
 	b.ReportMetric(float64((cpuAfter-cpuBefore).Microseconds())/float64(b.N), "cas-cpu-µs/attestation")
 }
 
