@@ -97,6 +97,7 @@ demo_cas_in_cluster() {
 		spec:
 		  simulation: true
 		  imagePullPolicy: IfNotPresent
+		  nodeSelector: {cloister.dev/real-node: "true"}   # the simulated nodes run no pods
 		  persistence: {enabled: true, size: 1Gi}
 	EOF
 	wait_for "CAS to run" 180 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get cas cas -o jsonpath='{.status.casState}' | grep -qx 'uninitialized\|ready\|recovery'"
