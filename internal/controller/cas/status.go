@@ -31,14 +31,19 @@ func judge(ref casconn.Ref, persistent bool, p Probe) health.Observation {
 	case p.Err != nil:
 		return health.Obs(health.Unknown, health.ReasonCASUnreachable, p.Err.Error())
 	}
+	// How the CLI is to trust this CAS: a simulated one only when told.
+	trust := ""
+	if p.Insecure {
+		trust = " --insecure-simulated-cas"
+	}
 	switch p.State {
 	case core.Uninitialized:
 		return health.Obs(health.False, health.ReasonCASUninitialized, fmt.Sprintf(
-			"CAS is not initialised: run cloister cas init --cluster %s --recovery-owner OWNER.pem --out shares.json", ref))
+			"CAS is not initialised: run cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json", ref, trust))
 	case core.RecoveryMode:
 		return health.Obs(health.False, health.ReasonCASRecovery, fmt.Sprintf(
-			"CAS is in recovery mode (%s): recovery owners run cloister cas recover --cluster %s --shares shares.json --key OWNER.pem until enough shares are in",
-			p.StateReason, ref))
+			"CAS is in recovery mode (%s): recovery owners run cloister cas recover --cluster %s%s --shares shares.json --key OWNER.pem until enough shares are in",
+			p.StateReason, ref, trust))
 	case core.Ready:
 		msg := "CAS is ready"
 		if p.Insecure {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,7 @@ type Reconciler struct {
 	// New returns an empty object of the kind.
 	New func() Object
 
+	once    sync.Once
 	backoff workqueue.TypedRateLimiter[ctrl.Request]
 }
 
@@ -64,9 +66,9 @@ const (
 
 // Reconcile registers the policy unless it is registered, and reports.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if r.backoff == nil {
+	r.once.Do(func() {
 		r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](retryFirst, retryMax)
-	}
+	})
 	obj := r.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
