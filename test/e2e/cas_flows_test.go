@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
@@ -178,12 +179,16 @@ func testCASServiceFields(t *testing.T, e *realNodeEnv) {
 	}
 	service("repaired to the spec's node ports", nodePorts)
 
-	if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
-		t.Fatal(err)
-	}
-	cas.Spec.Service = servicesv1beta1.CASService{Type: corev1.ServiceTypeLoadBalancer, ClientPort: 8081, EnclavePort: 18765,
-		Annotations: map[string]string{"lb.example.com/internal": "true"}}
-	if err := e.crs.Update(ctx, cas); err != nil {
+	// The operator writes the status meanwhile: edit the latest copy.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
+			return err
+		}
+		cas.Spec.Service = servicesv1beta1.CASService{Type: corev1.ServiceTypeLoadBalancer, ClientPort: 8081, EnclavePort: 18765,
+			Annotations: map[string]string{"lb.example.com/internal": "true"}}
+		return e.crs.Update(ctx, cas)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	service("as LoadBalancer with the annotations", func(s *corev1.Service) bool {
@@ -328,11 +333,14 @@ func randomIKM(t *testing.T) []byte {
 func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"}}
-	if err := e.crs.Get(ctx, client.ObjectKeyFromObject(las), las); err != nil {
-		t.Fatal(err)
-	}
-	las.Spec.Simulation = true
-	if err := e.crs.Update(ctx, las); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(las), las); err != nil {
+			return err
+		}
+		las.Spec.Simulation = true
+		return e.crs.Update(ctx, las)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "LAS pods with simulation", 2*time.Minute, func(ctx context.Context) (bool, string, error) {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/retry"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -343,12 +345,15 @@ func testInstalledWebhooks(t *testing.T, e *realNodeEnv) {
 	// The policy controller writes the status meanwhile (no CAS resource
 	// here): edit the latest copy, so only the spec rule can refuse it.
 	var stored casv1beta1.SignedPolicy
-	if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &stored); err != nil {
-		t.Fatal(err)
-	}
-	edited := stored.DeepCopy()
-	edited.Spec.CASAddress = "elsewhere.default.svc:8081"
-	if err := c.Update(ctx, edited); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &stored); err != nil {
+			return err
+		}
+		edited := stored.DeepCopy()
+		edited.Spec.CASAddress = "elsewhere.default.svc:8081"
+		return c.Update(ctx, edited)
+	})
+	if err == nil || !strings.Contains(err.Error(), "spec is immutable") {
 		t.Errorf("a spec edit: %v", err)
 	}
 	var now casv1beta1.SignedPolicy
