@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -189,6 +190,12 @@ func removeCgroupTree(root string, timeout time.Duration) error {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
+		// A process can escape the shims' kill: one runc was starting
+		// for a pod at that moment, not yet a shim's child. The cgroup is
+		// the node's, so whatever is still in it is the node's too.
+		for _, d := range dirs {
+			killProcsOf(d)
+		}
 		var busy error
 		for i := len(dirs) - 1; i >= 0; i-- {
 			if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
@@ -202,5 +209,18 @@ func removeCgroupTree(root string, timeout time.Duration) error {
 			return busy
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// killProcsOf sends SIGKILL to the processes in cgroup dir (not this one).
+func killProcsOf(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
