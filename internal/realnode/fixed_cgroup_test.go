@@ -30,6 +30,11 @@ func TestRemoveCgroupTreeKillsStragglers(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- sleeper.Wait() }()
+	t.Cleanup(func() {
+		sleeper.Process.Kill()
+		time.Sleep(100 * time.Millisecond)
+		os.Remove(dir)
+	})
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
 		sleeper.Process.Kill()
 		os.Remove(dir)
