@@ -161,7 +161,16 @@ func testCASServiceFields(t *testing.T, e *realNodeEnv) {
 		waitFor(t, "Service cas-svc "+what, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 			s, err := e.cs.CoreV1().Services("default").Get(ctx, "cas-svc", metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error(), nil
+				// Say what the CR says, to tell a slow operator from a failed release.
+				var cr servicesv1beta1.CAS
+				_ = e.crs.Get(ctx, client.ObjectKeyFromObject(cas), &cr)
+				var notes []string
+				for _, c := range cr.Status.Conditions {
+					if !strings.HasSuffix(c.Reason, "AsExpected") && c.Status != metav1.ConditionTrue {
+						notes = append(notes, c.Type+"="+string(c.Status)+" "+c.Reason+": "+c.Message)
+					}
+				}
+				return false, err.Error() + "; CR: " + strings.Join(notes, "; "), nil
 			}
 			svc = s
 			return ok(s), fmt.Sprintf("%s %+v %v", s.Spec.Type, s.Spec.Ports, s.Annotations), nil
