@@ -78,36 +78,43 @@ const ProxyPodName = "apiserver-proxy"
 // Cloister's CLI image on the node's network: the kubelet keeps it running
 // before and without the API server.
 func ProxyPod(image string, listen, upstream string) ([]byte, error) {
+	// Port 443 needs NET_BIND_SERVICE, which only root keeps in a
+	// container; it is the only capability.
+	return staticPod(ProxyPodName, corev1.Container{
+		Name: "proxy", Image: image,
+		Args: []string{"dev", "apiserver-proxy", "--listen", listen, "--upstream", upstream},
+	}, []corev1.Capability{"NET_BIND_SERVICE"}, nil)
+}
+
+// staticPod is a static pod of the node in kube-system running c (from an
+// image the node imported) on the node's network as root, with no
+// capability but add, no escalation and a read-only root.
+func staticPod(name string, c corev1.Container, add []corev1.Capability, volumes []corev1.Volume) ([]byte, error) {
+	c.ImagePullPolicy = corev1.PullNever
+	c.SecurityContext = &corev1.SecurityContext{
+		RunAsUser:                ptr.To[int64](0),
+		RunAsNonRoot:             ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: add},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 	pod := corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ProxyPodName, Namespace: metav1.NamespaceSystem,
-			Labels: map[string]string{"app.kubernetes.io/name": ProxyPodName, "app.kubernetes.io/part-of": "cloister"},
+			Name: name, Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "cloister"},
 		},
 		Spec: corev1.PodSpec{
 			HostNetwork:       true,
 			PriorityClassName: "system-node-critical",
-			Containers: []corev1.Container{{
-				Name:            "proxy",
-				Image:           image,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"dev", "apiserver-proxy", "--listen", listen, "--upstream", upstream},
-				// Port 443 needs NET_BIND_SERVICE, which only root keeps
-				// in a container; it is the only capability.
-				SecurityContext: &corev1.SecurityContext{
-					RunAsUser:                ptr.To[int64](0),
-					RunAsNonRoot:             ptr.To(false),
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
-			}},
+			Containers:        []corev1.Container{c},
+			Volumes:           volumes,
 		},
 	}
 	data, err := yaml.Marshal(pod)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the proxy pod: %w", err)
+		return nil, fmt.Errorf("encoding the %s pod: %w", name, err)
 	}
 	return data, nil
 }

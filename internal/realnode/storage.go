@@ -1,16 +1,12 @@
 package realnode
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 )
 
 // The real node's storage: a StorageClass (the cluster's default) whose
@@ -34,46 +30,19 @@ const (
 // mounted at the same paths as on the host.
 func StoragePod(image, node, dir, kubeconfig string) ([]byte, error) {
 	dirType, fileType := corev1.HostPathDirectoryOrCreate, corev1.HostPathFile
-	pod := corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: StoragePodName, Namespace: metav1.NamespaceSystem,
-			Labels: map[string]string{"app.kubernetes.io/name": StoragePodName, "app.kubernetes.io/part-of": "cloister"},
+	// Root without capabilities: it makes and removes folders of root's
+	// volumes folder.
+	return staticPod(StoragePodName, corev1.Container{
+		Name: "provisioner", Image: image,
+		Args: []string{"dev", "storage-provisioner", "--kubeconfig", kubeconfig, "--dir", dir, "--node", node},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "volumes", MountPath: dir},
+			{Name: "kubeconfig", MountPath: kubeconfig, ReadOnly: true},
 		},
-		Spec: corev1.PodSpec{
-			HostNetwork:       true,
-			PriorityClassName: "system-node-critical",
-			Containers: []corev1.Container{{
-				Name:            "provisioner",
-				Image:           image,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"dev", "storage-provisioner", "--kubeconfig", kubeconfig, "--dir", dir, "--node", node},
-				// Root without capabilities: it makes and removes folders
-				// of root's volumes folder.
-				SecurityContext: &corev1.SecurityContext{
-					RunAsUser:                ptr.To[int64](0),
-					RunAsNonRoot:             ptr.To(false),
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "volumes", MountPath: dir},
-					{Name: "kubeconfig", MountPath: kubeconfig, ReadOnly: true},
-				},
-			}},
-			Volumes: []corev1.Volume{
-				{Name: "volumes", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}}},
-				{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: kubeconfig, Type: &fileType}}},
-			},
-		},
-	}
-	data, err := yaml.Marshal(pod)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the storage provisioner pod: %w", err)
-	}
-	return data, nil
+	}, nil, []corev1.Volume{
+		{Name: "volumes", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}}},
+		{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: kubeconfig, Type: &fileType}}},
+	})
 }
 
 // VolumesDir holds the node's provisioned volumes; Down removes it with
