@@ -311,7 +311,11 @@ func poll(tb testing.TB, what string, interval, timeout time.Duration, cond func
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, why, err := cond(ctx)
-		last = why
+		// The call the deadline cut short says only that: keep what the
+		// one before it saw.
+		if ctx.Err() == nil || last == "" {
+			last = why
+		}
 		return ok, err
 	})
 	if err != nil {
