@@ -1,0 +1,118 @@
+package podpolicy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Annotation carries the pod's initdata. Kata hands it to the guest, and
+// its digest becomes SEV-SNP HOSTDATA or TDX MRCONFIGID, so hardware
+// evidence names the policy; in simulation LAS reads it from the pod.
+const Annotation = "io.katacontainers.config.hypervisor.cc_init_data"
+
+// initdata versions and digest algorithms, as Trustee's initdata
+// specification names them.
+const (
+	InitdataVersion = "0.1.0"
+	Algorithm       = "sha256"
+	// DataKey is the policy's file among the initdata's data.
+	DataKey = "cloister-policy.json"
+	// maxInitdata bounds what decoding inflates: a policy is kilobytes.
+	maxInitdata = 1 << 20
+)
+
+type initdata struct {
+	Version   string            `toml:"version"`
+	Algorithm string            `toml:"algorithm"`
+	Data      map[string]string `toml:"data"`
+}
+
+// Initdata is the policy as an initdata document (TOML) and its digest,
+// the SHA-256 of the document's bytes.
+func (p *Policy) Initdata() (doc []byte, digest string) {
+	var b bytes.Buffer
+	err := toml.NewEncoder(&b).Encode(initdata{Version: InitdataVersion, Algorithm: Algorithm, Data: map[string]string{DataKey: string(p.Canonical())}})
+	if err != nil {
+		panic("podpolicy: encoding initdata: " + err.Error())
+	}
+	return b.Bytes(), Digest(b.Bytes())
+}
+
+// AnnotationValue is the initdata gzipped and base64-encoded, as the
+// annotation carries it, and the policy's digest.
+func (p *Policy) AnnotationValue() (value, digest string) {
+	doc, digest := p.Initdata()
+	var b bytes.Buffer
+	// No name or time in the gzip header: the same policy, the same bytes.
+	z, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	z.Write(doc)
+	z.Close()
+	return base64.StdEncoding.EncodeToString(b.Bytes()), digest
+}
+
+// ErrNoPolicy is returned for initdata without a Cloister policy.
+var ErrNoPolicy = errors.New("the initdata holds no " + DataKey)
+
+// FromAnnotation decodes an annotation value: the policy it carries and
+// the digest of its initdata document as hardware would measure it.
+func FromAnnotation(value string) (*Policy, string, error) {
+	raw, err := base64.StdEncoding.DecodeString(value)
+	if err != nil {
+		return nil, "", fmt.Errorf("annotation %s: not base64: %w", Annotation, err)
+	}
+	z, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, "", fmt.Errorf("annotation %s: not gzip: %w", Annotation, err)
+	}
+	doc, err := io.ReadAll(io.LimitReader(z, maxInitdata+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("annotation %s: %w", Annotation, err)
+	}
+	if len(doc) > maxInitdata {
+		return nil, "", fmt.Errorf("annotation %s: initdata larger than %d bytes", Annotation, maxInitdata)
+	}
+	p, err := ParseInitdata(doc)
+	if err != nil {
+		return nil, "", err
+	}
+	return p, Digest(doc), nil
+}
+
+// ParseInitdata reads an initdata document and the policy in it.
+func ParseInitdata(doc []byte) (*Policy, error) {
+	var d initdata
+	md, err := toml.Decode(string(doc), &d)
+	if err != nil {
+		return nil, fmt.Errorf("initdata: %w", err)
+	}
+	if un := md.Undecoded(); len(un) > 0 {
+		return nil, fmt.Errorf("initdata: unknown key %s", un[0])
+	}
+	if d.Version != InitdataVersion {
+		return nil, fmt.Errorf("initdata: version %q, want %q", d.Version, InitdataVersion)
+	}
+	if d.Algorithm != Algorithm {
+		return nil, fmt.Errorf("initdata: algorithm %q, want %q", d.Algorithm, Algorithm)
+	}
+	data, ok := d.Data[DataKey]
+	if !ok {
+		return nil, ErrNoPolicy
+	}
+	var p Policy
+	dec := json.NewDecoder(bytes.NewReader([]byte(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("initdata: %s: %w", DataKey, err)
+	}
+	if p.Version != Version {
+		return nil, fmt.Errorf("initdata: %s: version %q, want %q", DataKey, p.Version, Version)
+	}
+	return &p, nil
+}

@@ -1,0 +1,152 @@
+// Package podpolicy owns a confidential pod's policy: the canonical
+// document of what the pod may run (images by digest, commands, arguments,
+// environment, mounts, security context, volumes), its initdata encoding
+// (the io.katacontainers.config.hypervisor.cc_init_data annotation Kata,
+// Contrast and Trustee read) and its digest, the pod's identity in a CAS
+// manifest (SEV-SNP HOSTDATA, TDX MRCONFIGID; in simulation LAS reports it).
+package podpolicy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Version is the schema of the policy document.
+const Version = "cloister.dev/pod-policy/v1"
+
+// Policy is what a confidential pod may run. Two pods with the same policy
+// are the same workload to CAS: names, labels, scheduling and resources
+// are the host's business and are left out.
+type Policy struct {
+	Version        string      `json:"version"`
+	InitContainers []Container `json:"initContainers,omitempty"`
+	Containers     []Container `json:"containers"`
+	Volumes        []Volume    `json:"volumes,omitempty"`
+	// Host namespaces break the pod's isolation; they are part of what is
+	// attested so a host cannot turn them on silently.
+	HostNetwork           bool                       `json:"hostNetwork,omitempty"`
+	HostPID               bool                       `json:"hostPID,omitempty"`
+	HostIPC               bool                       `json:"hostIPC,omitempty"`
+	ShareProcessNamespace bool                       `json:"shareProcessNamespace,omitempty"`
+	SecurityContext       *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+}
+
+// Container is one container's part of the policy.
+type Container struct {
+	Name            string                  `json:"name"`
+	Image           string                  `json:"image"`
+	Command         []string                `json:"command,omitempty"`
+	Args            []string                `json:"args,omitempty"`
+	WorkingDir      string                  `json:"workingDir,omitempty"`
+	Env             []corev1.EnvVar         `json:"env,omitempty"`
+	EnvFrom         []corev1.EnvFromSource  `json:"envFrom,omitempty"`
+	VolumeMounts    []corev1.VolumeMount    `json:"volumeMounts,omitempty"`
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+	// RestartPolicy Always marks a native sidecar among init containers.
+	RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy,omitempty"`
+}
+
+// Volume is a volume by name and source. The source's description is
+// kept whole: a host path or a Secret's name changes what the pod sees.
+type Volume struct {
+	Name   string              `json:"name"`
+	Source corev1.VolumeSource `json:"source"`
+}
+
+// Of is the policy of spec. Every image must already be pinned to a
+// digest: a tag names whatever the registry serves today, which no policy
+// can vouch for.
+func Of(spec *corev1.PodSpec) (*Policy, error) {
+	p := &Policy{
+		Version:               Version,
+		HostNetwork:           spec.HostNetwork,
+		HostPID:               spec.HostPID,
+		HostIPC:               spec.HostIPC,
+		ShareProcessNamespace: spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace,
+		SecurityContext:       spec.SecurityContext,
+	}
+	var err error
+	if p.InitContainers, err = containers("initContainers", spec.InitContainers); err != nil {
+		return nil, err
+	}
+	if p.Containers, err = containers("containers", spec.Containers); err != nil {
+		return nil, err
+	}
+	for _, v := range spec.Volumes {
+		p.Volumes = append(p.Volumes, Volume{Name: v.Name, Source: v.VolumeSource})
+	}
+	// Volumes are a set to the pod; their order in the YAML is not policy.
+	slices.SortFunc(p.Volumes, func(a, b Volume) int { return strings.Compare(a.Name, b.Name) })
+	return p, nil
+}
+
+func containers(field string, cs []corev1.Container) ([]Container, error) {
+	var out []Container
+	for i, c := range cs {
+		if !Pinned(c.Image) {
+			return nil, fmt.Errorf("%s[%d] (%s): image %q is not pinned to a digest (NAME@sha256:...)", field, i, c.Name, c.Image)
+		}
+		out = append(out, Container{
+			Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, WorkingDir: c.WorkingDir,
+			Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts, SecurityContext: c.SecurityContext,
+			RestartPolicy: c.RestartPolicy,
+		})
+	}
+	return out, nil
+}
+
+// Pinned says whether image names a digest.
+func Pinned(image string) bool {
+	_, digest, ok := strings.Cut(image, "@")
+	return ok && strings.HasPrefix(digest, "sha256:") && len(digest) == len("sha256:")+64
+}
+
+// Canonical is the policy's JSON: fields in schema order, so the same pod
+// always gives the same bytes.
+func (p *Policy) Canonical() []byte {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic("podpolicy: marshalling a policy: " + err.Error())
+	}
+	return b
+}
+
+// Warnings name what the policy cannot vouch for: values the host
+// supplies at run time, unattested, such as environment variables taken
+// from Secrets or ConfigMaps.
+func (p *Policy) Warnings() []string {
+	var out []string
+	for _, c := range append(slices.Clone(p.InitContainers), p.Containers...) {
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			switch {
+			case e.ValueFrom.SecretKeyRef != nil:
+				out = append(out, fmt.Sprintf("container %s: env %s comes from Secret %s, which the host supplies unattested; keep secrets in the CAS manifest instead",
+					c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name))
+			case e.ValueFrom.ConfigMapKeyRef != nil:
+				out = append(out, fmt.Sprintf("container %s: env %s comes from ConfigMap %s, which the host can change without changing the policy",
+					c.Name, e.Name, e.ValueFrom.ConfigMapKeyRef.Name))
+			}
+		}
+		for _, f := range c.EnvFrom {
+			if f.SecretRef != nil {
+				out = append(out, fmt.Sprintf("container %s: envFrom Secret %s is supplied by the host unattested; keep secrets in the CAS manifest instead", c.Name, f.SecretRef.Name))
+			}
+		}
+	}
+	return out
+}
+
+// Digest is the hex SHA-256 of data.
+func Digest(data []byte) string {
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:])
+}
