@@ -1,0 +1,322 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/podpolicy"
+)
+
+// Resolver pins an image reference to its digest (NAME@sha256:...).
+type Resolver interface {
+	Resolve(ctx context.Context, image string) (string, error)
+}
+
+// Options say how pods are rewritten.
+type Options struct {
+	// RuntimeClass replaces the placeholder: the installed, versioned
+	// runtime class.
+	RuntimeClass string
+	// InitializerImage, pinned; CAS and Policy tell the initializer where
+	// to attest and which manifest names its service.
+	InitializerImage string
+	CAS, Policy      string
+	SkipInitializer  bool
+	// FixResources sets memory requests to the limits instead of
+	// refusing pods whose requests differ.
+	FixResources bool
+	// OverheadMiB is the runtime class's fixed pod overhead.
+	OverheadMiB int64
+	Resolver    Resolver
+}
+
+// Result is what one YAML stream held.
+type Result struct {
+	Workloads []Workload
+	// Services of the stream, to give workloads their DNS names.
+	Services []Service
+}
+
+// Service is a Kubernetes Service: whom it selects, its DNS names.
+type Service struct {
+	Namespace, Name string
+	Selector        map[string]string
+}
+
+// Rewrite rewrites every confidential pod template of a multi-document
+// YAML stream and returns the new stream. Documents it does not touch
+// keep their content and comments.
+func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, error) {
+	dec := kyaml.NewDecoder(bytes.NewReader(in))
+	var out bytes.Buffer
+	res := &Result{}
+	for i := 0; ; i++ {
+		var doc kyaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		node := kyaml.NewRNode(&doc)
+		if err := rewriteDoc(ctx, node, opts, res); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		enc := kyaml.NewEncoder(&out)
+		if err := enc.Encode(&doc); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		enc.Close()
+	}
+	return out.Bytes(), res, nil
+}
+
+func rewriteDoc(ctx context.Context, doc *kyaml.RNode, opts Options, res *Result) error {
+	if doc.YNode().Kind != kyaml.MappingNode {
+		return nil
+	}
+	kind := doc.GetKind()
+	namespace := doc.GetNamespace()
+	if namespace == "" {
+		namespace = "default"
+	}
+	if kind == "Service" {
+		sel, _ := doc.Pipe(kyaml.Lookup("spec", "selector"))
+		svc := Service{Namespace: namespace, Name: doc.GetName()}
+		if sel != nil {
+			if err := decodeNode(sel, &svc.Selector); err != nil {
+				return fmt.Errorf("Service %s/%s: spec.selector: %w", namespace, svc.Name, err)
+			}
+		}
+		res.Services = append(res.Services, svc)
+		return nil
+	}
+	path, ok := podPaths[kind]
+	if !ok {
+		return nil
+	}
+	tmpl, err := doc.Pipe(kyaml.Lookup(path...))
+	if err != nil || tmpl == nil {
+		return nil
+	}
+	spec := tmpl.Field("spec")
+	if spec == nil {
+		return nil
+	}
+	rc := spec.Value.Field("runtimeClassName")
+	if rc == nil || !isConfidential(rc.Value.YNode().Value) {
+		return nil
+	}
+	w := Workload{Kind: kind, Namespace: namespace, Name: doc.GetName()}
+	what := fmt.Sprintf("%s %s/%s", kind, namespace, w.Name)
+	if w.Service, err = ServiceName(namespace, kind, w.Name); err != nil {
+		return err
+	}
+	if err := rewritePod(ctx, tmpl, &w, opts); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	res.Workloads = append(res.Workloads, w)
+	return nil
+}
+
+// isConfidential says whether a runtime class marks a pod generate owns:
+// the placeholder or a class it wrote, so rerunning updates the policy.
+func isConfidential(class string) bool {
+	return class == Placeholder || strings.HasPrefix(class, Placeholder+"-")
+}
+
+// rewritePod rewrites one pod template (metadata and spec) in place.
+func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Options) error {
+	meta, err := tmpl.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "metadata"))
+	if err != nil {
+		return err
+	}
+	spec, err := tmpl.Pipe(kyaml.Lookup("spec"))
+	if err != nil {
+		return err
+	}
+	var annotations, labels map[string]string
+	if err := decodeField(meta, "annotations", &annotations); err != nil {
+		return err
+	}
+	if err := decodeField(meta, "labels", &labels); err != nil {
+		return err
+	}
+	w.Labels = labels
+
+	var pod corev1.PodSpec
+	if err := decodeNode(spec, &pod); err != nil {
+		return fmt.Errorf("pod spec: %w", err)
+	}
+	pod.RuntimeClassName = &opts.RuntimeClass
+	if !opts.SkipInitializer && annotations[SkipInitializerAnnotation] != "true" {
+		injectInitializer(&pod, w.Service, opts)
+	}
+	if err := pinImages(ctx, &pod, opts.Resolver); err != nil {
+		return err
+	}
+	if w.MemoryMiB, err = checkMemory(&pod, opts.FixResources); err != nil {
+		return err
+	}
+	w.MemoryMiB += opts.OverheadMiB
+
+	policy, err := podpolicy.Of(&pod)
+	if err != nil {
+		return err
+	}
+	w.Warnings = policy.Warnings()
+	value, digest := policy.AnnotationValue()
+	w.Digest = digest
+
+	if err := setNode(spec, pod); err != nil {
+		return err
+	}
+	return meta.PipeE(kyaml.LookupCreate(kyaml.MappingNode, "annotations"), kyaml.SetField(podpolicy.Annotation, kyaml.NewStringRNode(value)))
+}
+
+// injectInitializer makes the initializer the first init container (or
+// brings the one there up to date) and mounts the secrets volume, in
+// memory, into every app container.
+func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
+	init := corev1.Container{
+		Name:  InitializerName,
+		Image: opts.InitializerImage,
+		Env: []corev1.EnvVar{
+			{Name: envHostIP, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+			{Name: EnvLAS, Value: LASURL()},
+			{Name: EnvCAS, Value: opts.CAS},
+			{Name: EnvPolicy, Value: opts.Policy},
+			{Name: EnvService, Value: service},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: SecretsPath}},
+	}
+	inits := []corev1.Container{init}
+	for _, c := range pod.InitContainers {
+		if c.Name != InitializerName {
+			inits = append(inits, c)
+		}
+	}
+	pod.InitContainers = inits
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if !hasMount(c, SecretsVolume) {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SecretsVolume, MountPath: SecretsPath})
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == SecretsVolume {
+			return
+		}
+	}
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: SecretsVolume,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+}
+
+func hasMount(c *corev1.Container, volume string) bool {
+	for _, m := range c.VolumeMounts {
+		if m.Name == volume {
+			return true
+		}
+	}
+	return false
+}
+
+// pinImages replaces every image by its digest reference.
+func pinImages(ctx context.Context, pod *corev1.PodSpec, r Resolver) error {
+	pin := func(field string, cs []corev1.Container) error {
+		for i := range cs {
+			if podpolicy.Pinned(cs[i].Image) {
+				continue
+			}
+			if r == nil {
+				return fmt.Errorf("%s[%d] (%s): image %q has no digest", field, i, cs[i].Name, cs[i].Image)
+			}
+			ref, err := r.Resolve(ctx, cs[i].Image)
+			if err != nil {
+				return fmt.Errorf("%s[%d] (%s): %w", field, i, cs[i].Name, err)
+			}
+			cs[i].Image = ref
+		}
+		return nil
+	}
+	if err := pin("initContainers", pod.InitContainers); err != nil {
+		return err
+	}
+	return pin("containers", pod.Containers)
+}
+
+// checkMemory holds every app container to a memory limit equal to its
+// request (a confidential VM takes its limits from the node whatever the
+// requests say) and returns the sum of the limits in MiB. Init containers
+// run inside the same memory and are not counted.
+func checkMemory(pod *corev1.PodSpec, fix bool) (int64, error) {
+	var sum resource.Quantity
+	var problems []string
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("containers[%d] (%s): resources.limits.memory is not set: a confidential VM gets exactly the memory its containers' limits add up to; set it to the container's worst case", i, c.Name))
+			continue
+		}
+		if req, ok := c.Resources.Requests[corev1.ResourceMemory]; ok && req.Cmp(limit) != 0 {
+			if !fix {
+				problems = append(problems, fmt.Sprintf("containers[%d] (%s): resources.requests.memory %s differs from the limit %s: the VM always takes the limit from the node, so the scheduler must count it; make them equal (or run generate with fix-resources)", i, c.Name, req.String(), limit.String()))
+				continue
+			}
+			c.Resources.Requests[corev1.ResourceMemory] = limit.DeepCopy()
+		}
+		sum.Add(limit)
+	}
+	if len(problems) > 0 {
+		return 0, errors.New(strings.Join(problems, "; "))
+	}
+	return (sum.Value() + (1<<20 - 1)) >> 20, nil
+}
+
+// decodeField decodes the named field of a mapping node, if present.
+func decodeField(n *kyaml.RNode, field string, v any) error {
+	f := n.Field(field)
+	if f == nil {
+		return nil
+	}
+	return decodeNode(f.Value, v)
+}
+
+// decodeNode decodes a node through JSON, as the API server would.
+func decodeNode(n *kyaml.RNode, v any) error {
+	j, err := n.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return sigsyaml.UnmarshalStrict(j, v)
+}
+
+// setNode writes v into n's fields: fields v has are set (keeping the
+// order, comments and style of those that stay), fields it lacks are
+// removed.
+func setNode(n *kyaml.RNode, v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	// JSON is YAML: parsing it keeps numbers as written.
+	want, err := kyaml.Parse(string(j))
+	if err != nil {
+		return err
+	}
+	merge(n.YNode(), want.YNode())
+	return nil
+}
