@@ -93,6 +93,14 @@ type Claims struct {
 	TDX   *TDXIdentity   `json:"tdx,omitempty"`
 	SNP   *SNPIdentity   `json:"snp,omitempty"`
 	Nitro *NitroIdentity `json:"nitro,omitempty"`
+	Sim   *SimIdentity   `json:"sim,omitempty"`
+}
+
+// SimIdentity is what LAS vouches for in simulated evidence.
+type SimIdentity struct {
+	// HostData is the calling pod's policy digest, as SNP's host data
+	// carries it on hardware.
+	HostData Bytes `json:"hostData,omitempty"`
 }
 
 // SGXIdentity is an enclave's identity.
@@ -108,6 +116,7 @@ type TDXIdentity struct {
 	MRTD         Bytes    `json:"mrtd"`
 	RTMR         [4]Bytes `json:"rtmr"`
 	MRSEAM       Bytes    `json:"mrseam"`
+	MRCONFIGID   Bytes    `json:"mrConfigID"`
 	TDAttributes Bytes    `json:"tdAttributes"`
 }
 

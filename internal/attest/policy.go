@@ -36,9 +36,14 @@ type Identity struct {
 	// TDX
 	MRTD Bytes   `json:"mrtd,omitempty"`
 	RTMR []Bytes `json:"rtmr,omitempty"` // by index; an empty entry matches anything
+	// MRCONFIGID: what the host configured the TD with, e.g. a pod
+	// policy's digest (zero-padded to 48 bytes).
+	MRCONFIGID Bytes `json:"mrConfigID,omitempty"`
 	// SNP
 	Measurement Bytes `json:"measurement,omitempty"`
-	HostData    Bytes `json:"hostData,omitempty"`
+	// HostData: SNP host data, or in simulation what LAS vouches for
+	// (the calling pod's policy digest).
+	HostData Bytes `json:"hostData,omitempty"`
 	// MinTCB is the lowest SEV-SNP TCB accepted, by component.
 	MinTCB *SNPTCB `json:"minTCB,omitempty"`
 	// Nitro
@@ -83,6 +88,9 @@ func (p *Policy) Check(c *Claims) error {
 // mismatch says why id does not match c, or "".
 func (id *Identity) mismatch(c *Claims) string {
 	eq := func(field string, want, got Bytes) string {
+		if len(want) > 0 && len(got) == 0 {
+			return fmt.Sprintf("%s is missing, want %s", field, want)
+		}
 		if len(want) > 0 && !bytes.Equal(want, got) {
 			return fmt.Sprintf("%s is %s, want %s", field, got, want)
 		}
@@ -122,7 +130,7 @@ func (id *Identity) mismatch(c *Claims) string {
 				return m
 			}
 		}
-		return eq("MRTD", id.MRTD, t.MRTD)
+		return first(eq("MRTD", id.MRTD, t.MRTD), eq("MRCONFIGID", id.MRCONFIGID, t.MRCONFIGID))
 	case SNP:
 		s := c.SNP
 		if s == nil {
@@ -134,6 +142,15 @@ func (id *Identity) mismatch(c *Claims) string {
 			}
 		}
 		return first(eq("measurement", id.Measurement, s.Measurement), eq("host data", id.HostData, s.HostData))
+	case Sim:
+		s := c.Sim
+		if c.Type != Sim {
+			return fmt.Sprintf("want sim evidence, got %s", c.Type)
+		}
+		if s == nil {
+			s = &SimIdentity{}
+		}
+		return eq("host data", id.HostData, s.HostData)
 	case Nitro:
 		n := c.Nitro
 		if n == nil {

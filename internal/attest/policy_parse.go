@@ -58,30 +58,34 @@ func ValidateTCBStatuses(field string, statuses []string) error {
 // sizes the hardware measures, so a typo cannot make it never match.
 func (id *Identity) validate() error {
 	type field struct {
-		name string
-		set  bool
-		size int // bytes; 0: not a measurement
-		got  int
+		name  string
+		set   bool
+		size  int // bytes; 0: not a measurement
+		got   int
+		types []Type
 	}
-	fields := map[Type][]field{
-		SGX: {{"mrenclave", id.MRENCLAVE != nil, 32, len(id.MRENCLAVE)}, {"mrsigner", id.MRSIGNER != nil, 32, len(id.MRSIGNER)},
-			{"isvProdID", id.ISVProdID != nil, 0, 0}, {"minISVSVN", id.MinISVSVN != 0, 0, 0}},
-		TDX: {{"mrtd", id.MRTD != nil, 48, len(id.MRTD)}, {"rtmr", id.RTMR != nil, 0, 0}},
-		SNP: {{"measurement", id.Measurement != nil, 48, len(id.Measurement)}, {"hostData", id.HostData != nil, 32, len(id.HostData)},
-			{"minTCB", id.MinTCB != nil, 0, 0}},
-		Nitro: {{"pcrs", id.PCRs != nil, 0, 0}},
+	fields := []field{
+		{"mrenclave", id.MRENCLAVE != nil, 32, len(id.MRENCLAVE), []Type{SGX}},
+		{"mrsigner", id.MRSIGNER != nil, 32, len(id.MRSIGNER), []Type{SGX}},
+		{"isvProdID", id.ISVProdID != nil, 0, 0, []Type{SGX}},
+		{"minISVSVN", id.MinISVSVN != 0, 0, 0, []Type{SGX}},
+		{"mrtd", id.MRTD != nil, 48, len(id.MRTD), []Type{TDX}},
+		{"rtmr", id.RTMR != nil, 0, 0, []Type{TDX}},
+		{"mrConfigID", id.MRCONFIGID != nil, 48, len(id.MRCONFIGID), []Type{TDX}},
+		{"measurement", id.Measurement != nil, 48, len(id.Measurement), []Type{SNP}},
+		{"hostData", id.HostData != nil, 32, len(id.HostData), []Type{SNP, Sim}},
+		{"minTCB", id.MinTCB != nil, 0, 0, []Type{SNP}},
+		{"pcrs", id.PCRs != nil, 0, 0, []Type{Nitro}},
 	}
-	if _, err := ParseType(string(id.Type)); err != nil || id.Type == Sim {
-		return fmt.Errorf("type %q: use sgx, tdx, snp or nitro (sim evidence is judged by allowSimulation)", id.Type)
+	if _, err := ParseType(string(id.Type)); err != nil {
+		return fmt.Errorf("type %q: use sgx, tdx, snp, nitro or sim", id.Type)
 	}
-	for _, typ := range []Type{SGX, TDX, SNP, Nitro} {
-		for _, f := range fields[typ] {
-			switch {
-			case f.set && typ != id.Type:
-				return fmt.Errorf("%s is a %s field, the identity's type is %s", f.name, typ, id.Type)
-			case f.set && f.size > 0 && f.got != f.size:
-				return fmt.Errorf("%s has %d bytes, a %s %s has %d (%d hex digits)", f.name, f.got, typ, f.name, f.size, 2*f.size)
-			}
+	for _, f := range fields {
+		switch {
+		case f.set && !slices.Contains(f.types, id.Type):
+			return fmt.Errorf("%s is a %s field, the identity's type is %s", f.name, f.types[0], id.Type)
+		case f.set && f.size > 0 && f.got != f.size:
+			return fmt.Errorf("%s has %d bytes, a %s %s has %d (%d hex digits)", f.name, f.got, id.Type, f.name, f.size, 2*f.size)
 		}
 	}
 	if len(id.RTMR) > 4 {

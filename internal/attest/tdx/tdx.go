@@ -62,7 +62,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		Type:       attest.TDX,
 		Debug:      body.GetTdAttributes()[0]&tdAttributeDebug != 0,
 		ReportData: body.GetReportData(),
-		TDX:        &attest.TDXIdentity{MRTD: body.GetMrTd(), MRSEAM: body.GetMrSeam(), TDAttributes: body.GetTdAttributes()},
+		TDX:        &attest.TDXIdentity{MRTD: body.GetMrTd(), MRSEAM: body.GetMrSeam(), MRCONFIGID: body.GetMrConfigId(), TDAttributes: body.GetTdAttributes()},
 	}
 	for i, r := range body.GetRtmrs() {
 		if i < len(claims.TDX.RTMR) {
