@@ -116,7 +116,7 @@ func TestPolicyBadInput(t *testing.T) {
 		{[]string{"policy", "keygen"}, "--out is required"},
 		{[]string{"policy", "sign", bad}, "--key is required"},
 		{[]string{"policy", "sign", "--key", notKey, bad}, "--key " + notKey + ": not PEM"},
-		{[]string{"policy", "sign", "--key", key, bad}, "owners.keys: 0 keys"},
+		{[]string{"policy", "sign", "--key", key, bad}, "services: 0, want 1..256"},
 		{[]string{"policy", "encrypt", "--key", key, bad}, "--cas-public-key FILE, --cas URL or --cluster NAMESPACE/NAME is required"},
 		{[]string{"policy", "encrypt", "--key", key, "--cas-public-key", notKey, bad}, "--cas-public-key " + notKey},
 	} {

@@ -267,6 +267,34 @@ func TestPolicyUpdatesAndHistory(t *testing.T) {
 	}
 }
 
+// A policy without owners is registered unsigned, once, and never
+// changed: a manifest nobody can update.
+func TestImmutablePolicy(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	ownerKey := "  keys:\n  - |\n" + indent(string(policy.MarshalPublicKey(&f.owner.PublicKey))) + "\n"
+	immutable := strings.Replace(f.policyText(""), ownerKey, "  keys: []\n", 1)
+	if immutable == f.policyText("") {
+		t.Fatal("the fixture's owners were not removed")
+	}
+	r, err := f.register(immutable)
+	if err != nil || r.Version != 1 {
+		t.Fatalf("unsigned registration of an owner-less policy: %+v %v", r, err)
+	}
+	if r, err := f.register(immutable); err != nil || !r.Unchanged {
+		t.Errorf("the same again: %+v %v", r, err)
+	}
+	changed := strings.Replace(immutable, "validity: 2h", "validity: 3h", 1)
+	someone, _ := policy.NewKey()
+	for _, signers := range [][]*ecdsa.PrivateKey{nil, {f.owner}, {someone}} {
+		if _, err := f.register(changed, signers...); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "has no owners, so version 1 cannot be changed") {
+			t.Errorf("update signed by %d keys: %v", len(signers), err)
+		}
+	}
+	if cur, _ := f.cas.Policy("shop"); cur.Version != 1 || cur.Policy != immutable {
+		t.Errorf("the immutable policy changed: version %d", cur.Version)
+	}
+}
+
 func TestEncryptedPolicy(t *testing.T) {
 	f := newFixture(t, NoSealer{}, 1, 1)
 	pub, _ := f.cas.EncryptionKey()

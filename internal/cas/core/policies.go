@@ -183,6 +183,13 @@ func authorize(doc *policy.Document, sigs []policy.Signature, current *registere
 	owners, what := doc, "its owners"
 	if current != nil {
 		owners, what = current.doc, fmt.Sprintf("the owners of version %d", current.Version)
+		if owners.Immutable() {
+			return fmt.Errorf("%w: policy %s has no owners, so version %d cannot be changed; register the new version under another name",
+				ErrUnauthorized, doc.Name, current.Version)
+		}
+	} else if doc.Immutable() {
+		// Nobody could sign it; registering it first is all anyone can do.
+		return nil
 	}
 	keys, err := owners.OwnerKeys()
 	if err != nil {

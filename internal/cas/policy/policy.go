@@ -33,6 +33,8 @@ type Document struct {
 }
 
 // Owners may update the policy: Threshold of Keys must sign a change.
+// Without keys the policy is immutable: registered once, unsigned, and
+// never changed.
 type Owners struct {
 	// Keys are ECDSA P-256 public keys, PEM ("cloister policy keygen").
 	Keys []string `json:"keys"`

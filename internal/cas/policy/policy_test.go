@@ -94,7 +94,7 @@ func TestParseRejects(t *testing.T) {
 		{"unknown field", replace("name: payments", "name: payments\ndescription: x"), nil, `unknown field "description"`},
 		{"wrong version", replace("cloister.dev/policy/v1", "v2"), nil, `version: "v2", want "cloister.dev/policy/v1"`},
 		{"bad name", replace("name: payments", "name: Payments_1"), nil, `name: "Payments_1"`},
-		{"no owners", nil, []string{}, "owners.keys: 0 keys"},
+		{"a threshold without owners", nil, []string{}, "owners.threshold: 1, but no owner keys"},
 		{"owner key twice", nil, []string{owner, owner}, "owners.keys[1]: the same key as an earlier one"},
 		{"Ed25519 owner key", nil, []string{edKey}, "owners.keys[0]: a ed25519.PublicKey key: want ECDSA P-256"},
 		{"threshold above the keys", replace("threshold: 1", "threshold: 2"), nil, "owners.threshold: 2, want 1..1"},

@@ -49,7 +49,11 @@ func (d *Document) Validate() error {
 		errs = append(errs, err)
 	}
 	if t := d.Owners.Threshold; t < 0 || t > len(d.Owners.Keys) {
-		bad("owners.threshold: %d, want 1..%d (the number of owner keys)", t, len(d.Owners.Keys))
+		if len(d.Owners.Keys) == 0 {
+			bad("owners.threshold: %d, but no owner keys: a policy without owners can never be changed; add keys (cloister policy keygen) to allow updates", t)
+		} else {
+			bad("owners.threshold: %d, want 1..%d (the number of owner keys)", t, len(d.Owners.Keys))
+		}
 	}
 	if len(d.Services) == 0 || len(d.Services) > maxServices {
 		bad("services: %d, want 1..%d", len(d.Services), maxServices)
@@ -86,8 +90,8 @@ func (d *Document) Validate() error {
 
 // OwnerKeys parses the owners' keys (ECDSA P-256, PEM), refusing repeats.
 func (d *Document) OwnerKeys() ([]*ecdsa.PublicKey, error) {
-	if len(d.Owners.Keys) == 0 || len(d.Owners.Keys) > maxOwners {
-		return nil, fmt.Errorf("owners.keys: %d keys, want 1..%d (make one with: cloister policy keygen)", len(d.Owners.Keys), maxOwners)
+	if len(d.Owners.Keys) > maxOwners {
+		return nil, fmt.Errorf("owners.keys: %d keys, at most %d", len(d.Owners.Keys), maxOwners)
 	}
 	var keys []*ecdsa.PublicKey
 	seen := map[string]bool{}
@@ -105,6 +109,10 @@ func (d *Document) OwnerKeys() ([]*ecdsa.PublicKey, error) {
 	}
 	return keys, nil
 }
+
+// Immutable says the policy has no owners: it is registered unsigned,
+// once, and nobody can change it.
+func (d *Document) Immutable() bool { return len(d.Owners.Keys) == 0 }
 
 // OwnerThreshold is how many owner signatures an update needs.
 func (d *Document) OwnerThreshold() int { return max(1, d.Owners.Threshold) }
