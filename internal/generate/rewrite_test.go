@@ -2,6 +2,11 @@ package generate
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
@@ -306,5 +311,51 @@ func TestSkipInitializer(t *testing.T) {
 	}
 	if web.Spec.Template.Annotations[podpolicy.Annotation] == "" {
 		t.Error("a pod without the initializer still needs its policy")
+	}
+}
+
+func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
+	_, res := rewrite(t, threeTier, options())
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	owner := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	doc, err := Manifest{Name: "shop", Platform: Sim, OwnerKeys: []string{owner}}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !doc.AllowSimulation || doc.Name != "shop" || len(doc.Services) != 3 || len(doc.Secrets) != 3 {
+		t.Fatalf("manifest %+v", doc)
+	}
+	web := doc.Service("shop-deployment-web")
+	if web == nil {
+		t.Fatalf("no web service in %+v", doc.Services)
+	}
+	id := web.Attestation.Identities
+	if len(id) != 1 || id[0].Type != "sim" || id[0].HostData.String() != res.Workloads[0].Digest {
+		t.Errorf("identity %+v, digest %s", id, res.Workloads[0].Digest)
+	}
+	if strings.Join(web.Certificate.SANs, ",") != "web,web.shop,web.shop.svc,web.shop.svc.cluster.local" {
+		t.Errorf("web SANs %v", web.Certificate.SANs)
+	}
+	if db := doc.Service("shop-statefulset-db"); db == nil || strings.Join(db.Certificate.SANs, ",") != "db.shop" {
+		t.Errorf("db without a Service: %+v", db)
+	}
+	if web.Files[WorkloadSecretFile] != "{{ .Secrets.workload_shop_deployment_web.Hex }}" {
+		t.Errorf("files %v", web.Files)
+	}
+
+	if _, err := (Manifest{Name: "shop", Platform: SNP}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "snp.measurement") {
+		t.Errorf("snp without reference values: %v", err)
+	}
+	ref, err := ParseReferenceValues([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tdx, err := Manifest{Name: "shop", Platform: TDX, Reference: ref}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := tdx.Services[0].Attestation.Identities[0]; len(id.MRCONFIGID) != 48 || !strings.HasPrefix(id.MRCONFIGID.String(), res.Workloads[0].Digest) || tdx.AllowSimulation {
+		t.Errorf("tdx identity %+v", id)
 	}
 }
