@@ -16,24 +16,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cloister-cc/cloister/internal/imagesig"
+	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
 // --verify-image-signatures refuses an image its key did not sign before
 // touching the cluster, and lets a signed one through (to the cluster,
 // which here does not exist).
 func TestInstallVerifiesImageSignatures(t *testing.T) {
-	reg := httptest.NewServer(registry.New())
-	defer reg.Close()
-	host := strings.TrimPrefix(reg.URL, "http://")
-	pushImage := func(repo string) name.Digest {
-		img, _ := random.Image(128, 1)
-		tag, _ := name.NewTag(host + "/" + repo + ":v1")
-		if err := remote.Write(tag, img); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := img.Digest()
-		return tag.Context().Digest(d.String())
-	}
+	host := testenv.Registry(t, nil)
+	pushImage := func(repo string) name.Digest { return testenv.PushRandom(t, host, repo) }
 	key, _ := imagesig.NewKey()
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	pub := filepath.Join(t.TempDir(), "cosign.pub")

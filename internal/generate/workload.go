@@ -13,13 +13,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/ccruntime"
 	"github.com/cloister-cc/cloister/internal/lasd"
 )
 
 // Names the rewritten YAML uses, defined once.
 const (
 	// Placeholder is the runtimeClassName that marks a confidential pod.
-	Placeholder = "cloister-cc"
+	Placeholder = ccruntime.Prefix
 	// SkipInitializerAnnotation on a pod template ("true") keeps generate
 	// from injecting the initializer into it.
 	SkipInitializerAnnotation = "cloister.dev/skip-initializer"

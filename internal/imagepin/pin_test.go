@@ -3,19 +3,13 @@ package imagepin
 import (
 	"context"
 	"errors"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
 // requests records what a registry was asked.
@@ -39,31 +33,18 @@ func (r *requests) list() []string {
 	return append([]string(nil), r.paths...)
 }
 
-// pushed serves a registry with one image at repo:tag and returns the
-// image's reference and digest.
-func pushed(t *testing.T, rec *requests) (image, digest string, srv *httptest.Server) {
+// pushed serves a registry with one image at shop/web:v1 and returns the
+// image's tag and digest.
+func pushed(t *testing.T, rec *requests) (image, digest string) {
 	t.Helper()
-	srv = httptest.NewServer(rec.wrap(registry.New(registry.Logger(log.New(io.Discard, "", 0)))))
-	t.Cleanup(srv.Close)
-	img, err := random.Image(4096, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	image = strings.TrimPrefix(srv.URL, "http://") + "/shop/web:v1"
-	ref, err := name.ParseReference(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	return image, d.String(), srv
+	host := testenv.Registry(t, rec.wrap)
+	ref := testenv.PushRandom(t, host, "shop/web")
+	return host + "/shop/web:v1", ref.DigestStr()
 }
 
 func TestResolveReadsOnlyTheManifest(t *testing.T) {
 	rec := &requests{}
-	image, digest, _ := pushed(t, rec)
+	image, digest := pushed(t, rec)
 	before := len(rec.list())
 	cache := filepath.Join(t.TempDir(), "digests.json")
 	p := &Pinner{Cache: cache}
@@ -109,7 +90,7 @@ func TestOfflineRefusesTags(t *testing.T) {
 
 func TestUnknownTagNamesTheImage(t *testing.T) {
 	rec := &requests{}
-	image, _, _ := pushed(t, rec)
+	image, _ := pushed(t, rec)
 	missing := strings.Replace(image, ":v1", ":v9", 1)
 	_, err := (&Pinner{}).Resolve(context.Background(), missing)
 	if err == nil || !strings.Contains(err.Error(), `"`+missing+`": reading its manifest`) {

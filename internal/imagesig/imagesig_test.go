@@ -9,31 +9,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
-// push writes a random image to the registry and returns it by digest.
-func push(t *testing.T, host, repo string) name.Digest {
-	t.Helper()
-	img, err := random.Image(256, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, err := name.NewTag(host + "/" + repo + ":v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	ref, err := name.NewDigest(tag.Context().String() + "@" + d.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ref
-}
+func push(t *testing.T, host, repo string) name.Digest { return testenv.PushRandom(t, host, repo) }
 
 // Against a real registry implementation (go-containerregistry's, in
 // memory): a signed image verifies with its key only; an unsigned one,

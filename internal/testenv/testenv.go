@@ -1,4 +1,4 @@
-// Package testenv starts a real kube-apiserver and etcd for tests, from the
+// Package testenv gives tests real parts: a kube-apiserver and etcd from the
 // pinned toolchain (controller-runtime's envtest on the cached binaries), so
 // controller tests talk to the same API server release Cloister ships for.
 package testenv

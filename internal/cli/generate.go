@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cloister-cc/cloister/internal/ccruntime"
+	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/imagepin"
+	"github.com/cloister-cc/cloister/internal/keyfile"
+	"github.com/cloister-cc/cloister/internal/version"
+)
+
+// InitializerImage is the initializer generate injects, pinned by digest
+// at link time (make build); empty in a plain go build.
+var InitializerImage string
+
+type generateFlags struct {
+	platform, referenceFile, policyName, casAddress, dir string
+	initializer, runtimeClass, overhead                  string
+	addOwners                                            []string
+	disableUpdates, skipInit, fixResources, offline      bool
+}
+
+func newGenerate(s Streams) *cobra.Command {
+	f := &generateFlags{}
+	cmd := &cobra.Command{
+		Use:   "generate --reference-values sim|snp|tdx [flags] PATH...",
+		Short: "Make the pods of Kubernetes YAML confidential and write the CAS manifest of their policies",
+		Long: "Rewrites, in place, every pod template whose runtimeClassName is cloister-cc in the YAML\n" +
+			"files and folders given (- reads standard input and writes standard output): the\n" +
+			"initializer as first init container with an in-memory volume at /cloister, images pinned\n" +
+			"to digests, the versioned runtime class, memory requests equal to limits, and the pod's\n" +
+			"policy as its io.katacontainers.config.hypervisor.cc_init_data annotation. Writes\n" +
+			"manifest.yaml: a CAS policy whose services are the workloads, identified by their policy\n" +
+			"digests. Makes workload-owner.pem (may update the manifest) and seedshare-owner.pem\n" +
+			"(recovers CAS) on first run. Running it again on its output changes nothing.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd.Context(), s, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.platform, "reference-values", "", "platform of the confidential pods: sim (insecure, runc; LAS vouches for the pod), snp or tdx")
+	fl.StringVar(&f.referenceFile, "reference-values-file", "", "snp/tdx: YAML with snp.measurement and snp.minTCB, or tdx.mrtd and tdx.rtmr")
+	fl.StringVar(&f.policyName, "policy", "workloads", "the manifest's policy name in CAS")
+	fl.StringVar(&f.casAddress, "cas-address", defaultCASAddress, "where the initializers reach CAS (SERVICE.NAMESPACE.svc:PORT)")
+	fl.StringVar(&f.dir, "workspace", ".", "folder of manifest.yaml, the owner keys and the image digest cache")
+	fl.StringSliceVar(&f.addOwners, "add-workload-owner-key", nil, "another public key (PEM) that may update the manifest")
+	fl.BoolVar(&f.disableUpdates, "disable-updates", false, "no workload owners: the manifest can never be changed")
+	fl.BoolVar(&f.skipInit, "skip-initializer", false, "do not inject the initializer (or annotate a pod template "+generate.SkipInitializerAnnotation+": \"true\")")
+	fl.BoolVar(&f.fixResources, "fix-resources", false, "set memory requests to the limits instead of refusing pods whose requests differ")
+	fl.BoolVar(&f.offline, "offline", false, "ask no registry: images must name digests (or be in the digest cache)")
+	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
+	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
+	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report")
+	return cmd
+}
+
+func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) error {
+	platform, err := generate.ParsePlatform(f.platform)
+	if err != nil {
+		return fmt.Errorf("--reference-values: %w", err)
+	}
+	manifest := generate.Manifest{Name: f.policyName, Platform: platform}
+	if f.referenceFile != "" {
+		data, err := os.ReadFile(f.referenceFile)
+		if err != nil {
+			return fmt.Errorf("--reference-values-file: %w", err)
+		}
+		if manifest.Reference, err = generate.ParseReferenceValues(data); err != nil {
+			return fmt.Errorf("--reference-values-file %s: %w", f.referenceFile, err)
+		}
+	}
+	overhead, err := resource.ParseQuantity(f.overhead)
+	if err != nil {
+		return fmt.Errorf("--runtime-overhead: %w", err)
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return fmt.Errorf("--workspace: %w", err)
+	}
+	pinner := &imagepin.Pinner{Offline: f.offline, Cache: filepath.Join(f.dir, generate.DigestCacheFile)}
+	initializer := f.initializer
+	if initializer == "" {
+		initializer = image.Ref(image.DefaultRegistry, "cloister-initializer", version.Version)
+	}
+	if initializer, err = pinner.Resolve(ctx, initializer); err != nil {
+		return fmt.Errorf("the initializer image (--initializer-image): %w", err)
+	}
+	opts := generate.Options{
+		RuntimeClass:     f.runtimeClass,
+		InitializerImage: initializer,
+		CAS:              f.casAddress,
+		Policy:           f.policyName,
+		SkipInitializer:  f.skipInit,
+		FixResources:     f.fixResources,
+		OverheadMiB:      overhead.Value() >> 20,
+		Resolver:         pinner,
+	}
+	if opts.RuntimeClass == "" {
+		opts.RuntimeClass = ccruntime.ClassName(string(platform), version.Version)
+	}
+	if manifest.OwnerKeys, err = f.owners(s); err != nil {
+		return err
+	}
+	if _, made, err := generate.EnsureKey(filepath.Join(f.dir, generate.SeedShareOwnerFile)); err != nil {
+		return fmt.Errorf("the seed share owner key: %w", err)
+	} else if made {
+		fmt.Fprintf(s.Err, "made %s: it recovers CAS (cloister recover); keep it safe\n", filepath.Join(f.dir, generate.SeedShareOwnerFile))
+	}
+
+	all := &generate.Result{}
+	manifestPath := filepath.Join(f.dir, generate.ManifestFile)
+	for _, p := range paths {
+		if p == "-" {
+			if err := rewriteStream(ctx, os.Stdin, s.Out, opts, all); err != nil {
+				return fmt.Errorf("standard input: %w", err)
+			}
+			continue
+		}
+		files, err := generate.YAMLFiles([]string{p})
+		if err != nil {
+			return err
+		}
+		for _, file := range files {
+			if same, _ := sameFile(file, manifestPath); same {
+				continue
+			}
+			if err := rewriteFile(ctx, file, opts, all); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+		}
+	}
+	if err := pinner.Save(); err != nil {
+		return err
+	}
+	if len(all.Workloads) == 0 {
+		return errors.New("no pod template with runtimeClassName " + generate.Placeholder + " found: mark the pods to make confidential")
+	}
+	doc, err := manifest.Document(all.Workloads, all.Services)
+	if err != nil {
+		return err
+	}
+	if err := generate.WriteManifest(manifestPath, doc); err != nil {
+		return err
+	}
+	for _, w := range all.Workloads {
+		fmt.Fprintf(s.Err, "%s %s/%s: policy %s, VM memory %dMi\n", w.Kind, w.Namespace, w.Name, w.Digest[:16], w.MemoryMiB)
+		for _, warn := range w.Warnings {
+			fmt.Fprintf(s.Err, "  warning: %s\n", warn)
+		}
+	}
+	if platform == generate.Sim {
+		fmt.Fprintln(s.Err, "reference values sim: the manifest accepts simulated evidence (insecure: no TEE vouches for the pods)")
+	}
+	fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
+	return nil
+}
+
+// owners are the manifest's owner keys: workload-owner.pem (made on first
+// run) and the added ones, or none with disable-updates.
+func (f *generateFlags) owners(s Streams) ([]string, error) {
+	if f.disableUpdates {
+		if len(f.addOwners) > 0 {
+			return nil, errors.New("--disable-updates and --add-workload-owner-key: choose one")
+		}
+		return nil, nil
+	}
+	path := filepath.Join(f.dir, generate.WorkloadOwnerKeyFile)
+	pub, made, err := generate.EnsureKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("the workload owner key: %w", err)
+	}
+	if made {
+		fmt.Fprintf(s.Err, "made %s: it signs manifest updates (cloister set)\n", path)
+	}
+	keys := []string{pub}
+	for _, file := range f.addOwners {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--add-workload-owner-key: %w", err)
+		}
+		if _, err := keyfile.ParsePublic(data); err != nil {
+			return nil, fmt.Errorf("--add-workload-owner-key %s: %w", file, err)
+		}
+		keys = append(keys, strings.TrimSpace(string(data))+"\n")
+	}
+	return keys, nil
+}
+
+func rewriteFile(ctx context.Context, file string, opts generate.Options, all *generate.Result) error {
+	in, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	out, found, err := rewriteInto(ctx, in, opts, all)
+	if err != nil || found == 0 {
+		return err // with nothing of ours, the file stays as written
+	}
+	info, err := os.Stat(file)
+	if err != nil {
+		return err
+	}
+	return generate.WriteIfChanged(file, out, info.Mode().Perm())
+}
+
+func rewriteStream(ctx context.Context, r io.Reader, w io.Writer, opts generate.Options, all *generate.Result) error {
+	in, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	out, _, err := rewriteInto(ctx, in, opts, all)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// rewriteInto rewrites one stream, adds what it found to all and says
+// how many workloads it rewrote.
+func rewriteInto(ctx context.Context, in []byte, opts generate.Options, all *generate.Result) ([]byte, int, error) {
+	out, res, err := generate.Rewrite(ctx, in, opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	all.Workloads = append(all.Workloads, res.Workloads...)
+	all.Services = append(all.Services, res.Services...)
+	return out, len(res.Workloads), nil
+}
+
+func sameFile(a, b string) (bool, error) {
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	ib, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(ia, ib), nil
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/testenv"
+)
+
+// registryWith serves a real registry holding one image per name (tag
+// v1) and returns the registry's host.
+func registryWith(t *testing.T, names ...string) string {
+	t.Helper()
+	host := testenv.Registry(t, nil)
+	for _, n := range names {
+		testenv.PushRandom(t, host, n)
+	}
+	return host
+}
+
+const shopYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      runtimeClassName: cloister-cc
+      containers:
+      - name: web
+        image: REGISTRY/web:v1
+        resources: {limits: {memory: 64Mi}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{port: 443}]
+`
+
+func TestGenerate(t *testing.T) {
+	host := registryWith(t, "web", "initializer")
+	work, resources := t.TempDir(), t.TempDir()
+	file := filepath.Join(resources, "shop.yaml")
+	os.WriteFile(file, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	plain := filepath.Join(resources, "other.yaml")
+	os.WriteFile(plain, []byte("# untouched\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644)
+	args := []string{"generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
+		"--initializer-image", host + "/initializer:v1", resources}
+
+	_, stderr, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{"made " + filepath.Join(work, "workload-owner.pem"), "made " + filepath.Join(work, "seedshare-owner.pem"),
+		"Deployment shop/web: policy ", "VM memory 320Mi", "insecure", "wrote " + filepath.Join(work, "manifest.yaml")} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	out, _ := os.ReadFile(file)
+	if !strings.Contains(string(out), host+"/web@sha256:") || !strings.Contains(string(out), host+"/initializer@sha256:") {
+		t.Errorf("images not pinned:\n%s", out)
+	}
+	if o, _ := os.ReadFile(plain); string(o) != "# untouched\nkind: ConfigMap\nmetadata: {name: x}\n" {
+		t.Errorf("a file without confidential pods was rewritten:\n%s", o)
+	}
+	for _, key := range []string{"workload-owner.pem", "seedshare-owner.pem"} {
+		if info, err := os.Stat(filepath.Join(work, key)); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", key, info, err)
+		}
+	}
+	doc, err := generate.ReadManifest(filepath.Join(work, "manifest.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Name != "shop" || len(doc.Owners.Keys) != 1 || doc.Service("shop-deployment-web") == nil {
+		t.Errorf("manifest %+v", doc)
+	}
+	manifest, _ := os.ReadFile(filepath.Join(work, "manifest.yaml"))
+
+	// Again, offline: the cache knows the tags, and nothing changes.
+	_, stderr, err = run(t, append(args, "--offline")...)
+	if err != nil {
+		t.Fatalf("second run: %v\n%s", err, stderr)
+	}
+	if again, _ := os.ReadFile(file); string(again) != string(out) {
+		t.Errorf("second run changed the resources:\n%s\n----\n%s", out, again)
+	}
+	if again, _ := os.ReadFile(filepath.Join(work, "manifest.yaml")); string(again) != string(manifest) {
+		t.Error("second run changed the manifest")
+	}
+	if strings.Contains(stderr, "made ") {
+		t.Errorf("second run made keys again:\n%s", stderr)
+	}
+}
+
+func TestGenerateRefuses(t *testing.T) {
+	host := registryWith(t, "initializer", "web")
+	resources := t.TempDir()
+	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	base := []string{"generate", "--workspace", t.TempDir(), "--initializer-image", host + "/initializer@sha256:" + strings.Repeat("a", 64)}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no platform", []string{resources}, `--reference-values: unknown platform ""`},
+		{"a tag offline", []string{"--reference-values", "sim", "--offline", resources}, `containers[0] (web): image "` + host + `/web:v1" names a tag`},
+		{"an unreadable owner key", []string{"--reference-values", "sim", "--add-workload-owner-key", "/nonexistent", resources}, "--add-workload-owner-key"},
+		{"snp without reference values", []string{"--reference-values", "snp", resources}, "snp.measurement"},
+		{"no confidential pods", []string{"--reference-values", "sim", t.TempDir()}, "no pod template with runtimeClassName cloister-cc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, append(base, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenerateDisableUpdates(t *testing.T) {
+	host := registryWith(t, "web")
+	resources, work := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	_, stderr, err := run(t, "generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
+		"--initializer-image", host+"/web:v1", resources)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	doc, err := generate.ReadManifest(filepath.Join(work, "manifest.yaml"))
+	if err != nil || len(doc.Owners.Keys) != 0 {
+		t.Fatalf("manifest owners %v, %v", doc, err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "workload-owner.pem")); err == nil {
+		t.Error("a workload owner key was made for an immutable manifest")
+	}
+}

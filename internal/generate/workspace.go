@@ -1,0 +1,124 @@
+package generate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+)
+
+// Files of the working folder, as Contrast's users know them.
+const (
+	ManifestFile         = "manifest.yaml"
+	WorkloadOwnerKeyFile = "workload-owner.pem"
+	SeedShareOwnerFile   = "seedshare-owner.pem"
+	DigestCacheFile      = "image-digests.json"
+)
+
+// EnsureKey returns the private key in path, making it (0600) on first
+// use; made reports whether it did.
+func EnsureKey(path string) (pub string, made bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		k, err := policy.NewKey()
+		if err != nil {
+			return "", false, err
+		}
+		pemKey, err := policy.MarshalKey(k)
+		if err != nil {
+			return "", false, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", false, err
+		}
+		if _, err := f.Write(pemKey); err != nil {
+			f.Close()
+			return "", false, err
+		}
+		return string(policy.MarshalPublicKey(&k.PublicKey)), true, f.Close()
+	}
+	if err != nil {
+		return "", false, err
+	}
+	k, err := policy.ParseKey(data)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", path, err)
+	}
+	return string(policy.MarshalPublicKey(&k.PublicKey)), false, nil
+}
+
+// WriteManifest writes the manifest as YAML, only when it changed.
+func WriteManifest(path string, doc *policy.Document) error {
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return WriteIfChanged(path, data, 0o644)
+}
+
+// ReadManifest reads a manifest generate wrote.
+func ReadManifest(path string) (*policy.Document, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := policy.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return doc, nil
+}
+
+// WriteIfChanged leaves a file with the same content alone (and its
+// modification time), and replaces it atomically otherwise.
+func WriteIfChanged(path string, data []byte, mode fs.FileMode) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// YAMLFiles expands paths: files as given, folders to their .yaml and
+// .yml files (recursively, sorted, so every run sees the same order).
+func YAMLFiles(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				found = append(found, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(found)
+		out = append(out, found...)
+	}
+	return out, nil
+}

@@ -1,0 +1,52 @@
+package testenv
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Registry serves a real OCI registry (go-containerregistry's, in memory)
+// until the test ends and returns its host; wrap, if given, sees every
+// request first.
+func Registry(t testing.TB, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// PushRandom writes a random image as host/repo:v1 and returns it by
+// digest.
+func PushRandom(t testing.TB, host, repo string) name.Digest {
+	t.Helper()
+	img, err := random.Image(256, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(host + "/" + repo + ":v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	ref, err := name.NewDigest(tag.Context().String() + "@" + d.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
