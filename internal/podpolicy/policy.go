@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -149,4 +150,74 @@ func (p *Policy) Warnings() []string {
 func Digest(data []byte) string {
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:])
+}
+
+// Check says how a running pod's spec departs from the policy, or nil.
+// It is what simulation can check from outside the pod (on hardware the
+// guest enforces the whole policy): every container's image, command,
+// arguments, working folder and literal environment, and the host
+// namespaces and privileged mode. The API server's defaults (the service
+// account token mount, default modes) are not compared.
+func (p *Policy) Check(spec *corev1.PodSpec) error {
+	if spec.HostNetwork != p.HostNetwork || spec.HostPID != p.HostPID || spec.HostIPC != p.HostIPC {
+		return fmt.Errorf("host namespaces (network %v, pid %v, ipc %v) differ from the policy's (%v, %v, %v)",
+			spec.HostNetwork, spec.HostPID, spec.HostIPC, p.HostNetwork, p.HostPID, p.HostIPC)
+	}
+	for _, set := range []struct {
+		field string
+		want  []Container
+		got   []corev1.Container
+	}{{"initContainers", p.InitContainers, spec.InitContainers}, {"containers", p.Containers, spec.Containers}} {
+		if len(set.got) != len(set.want) {
+			return fmt.Errorf("%s: %d, the policy has %d", set.field, len(set.got), len(set.want))
+		}
+		for i, want := range set.want {
+			if err := want.check(&set.got[i]); err != nil {
+				return fmt.Errorf("%s[%d] (%s): %w", set.field, i, set.got[i].Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (want *Container) check(got *corev1.Container) error {
+	switch {
+	case got.Name != want.Name:
+		return fmt.Errorf("name %q, the policy has %q", got.Name, want.Name)
+	case got.Image != want.Image:
+		return fmt.Errorf("image %q, the policy has %q", got.Image, want.Image)
+	case !slices.Equal(got.Command, want.Command):
+		return fmt.Errorf("command %q, the policy has %q", got.Command, want.Command)
+	case !slices.Equal(got.Args, want.Args):
+		return fmt.Errorf("args %q, the policy has %q", got.Args, want.Args)
+	case got.WorkingDir != want.WorkingDir:
+		return fmt.Errorf("workingDir %q, the policy has %q", got.WorkingDir, want.WorkingDir)
+	case privileged(got.SecurityContext) != privileged(want.SecurityContext):
+		return fmt.Errorf("privileged %v, the policy has %v", privileged(got.SecurityContext), privileged(want.SecurityContext))
+	}
+	literal := func(env []corev1.EnvVar) map[string]string {
+		m := map[string]string{}
+		for _, e := range env {
+			if e.ValueFrom == nil {
+				m[e.Name] = e.Value
+			}
+		}
+		return m
+	}
+	g, w := literal(got.Env), literal(want.Env)
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if v, ok := g[k]; !ok || v != w[k] {
+			return fmt.Errorf("env %s is %q, the policy has %q", k, v, w[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(g)) {
+		if _, ok := w[k]; !ok {
+			return fmt.Errorf("env %s is not in the policy", k)
+		}
+	}
+	return nil
+}
+
+func privileged(sc *corev1.SecurityContext) bool {
+	return sc != nil && sc.Privileged != nil && *sc.Privileged
 }

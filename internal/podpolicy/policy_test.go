@@ -152,3 +152,38 @@ func TestWarningsNameHostSuppliedValues(t *testing.T) {
 		t.Errorf("warnings for literal values: %q", w)
 	}
 }
+
+func TestCheckARunningPod(t *testing.T) {
+	p, err := Of(pod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the API server adds is not a departure.
+	running := pod(func(s *corev1.PodSpec) {
+		s.Containers[0].VolumeMounts = append(s.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"})
+		s.Containers[0].TerminationMessagePath = "/dev/termination-log"
+		s.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	})
+	if err := p.Check(running); err != nil {
+		t.Fatalf("a pod as the API server stores it: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*corev1.PodSpec)
+		want string
+	}{
+		{"another image", func(s *corev1.PodSpec) { s.Containers[0].Image = "evil@sha256:" + strings.Repeat("e", 64) }, `containers[0] (web): image "evil@sha256:eee`},
+		{"another argument", func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"--debug"} }, "args"},
+		{"an extra env", func(s *corev1.PodSpec) { s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "LD_PRELOAD", Value: "/x.so"}) }, "env LD_PRELOAD is not in the policy"},
+		{"another env value", func(s *corev1.PodSpec) { s.Containers[0].Env[0].Value = "debug" }, `env MODE is "debug", the policy has "prod"`},
+		{"an extra container", func(s *corev1.PodSpec) { s.Containers = append(s.Containers, corev1.Container{Name: "spy", Image: img}) }, "containers: 2, the policy has 1"},
+		{"privileged", func(s *corev1.PodSpec) { s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} }, "privileged true"},
+		{"host network", func(s *corev1.PodSpec) { s.HostNetwork = true }, "host namespaces"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := p.Check(pod(tc.mod)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
