@@ -174,10 +174,16 @@ func TestCheckARunningPod(t *testing.T) {
 	}{
 		{"another image", func(s *corev1.PodSpec) { s.Containers[0].Image = "evil@sha256:" + strings.Repeat("e", 64) }, `containers[0] (web): image "evil@sha256:eee`},
 		{"another argument", func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"--debug"} }, "args"},
-		{"an extra env", func(s *corev1.PodSpec) { s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "LD_PRELOAD", Value: "/x.so"}) }, "env LD_PRELOAD is not in the policy"},
+		{"an extra env", func(s *corev1.PodSpec) {
+			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "LD_PRELOAD", Value: "/x.so"})
+		}, "env LD_PRELOAD is not in the policy"},
 		{"another env value", func(s *corev1.PodSpec) { s.Containers[0].Env[0].Value = "debug" }, `env MODE is "debug", the policy has "prod"`},
-		{"an extra container", func(s *corev1.PodSpec) { s.Containers = append(s.Containers, corev1.Container{Name: "spy", Image: img}) }, "containers: 2, the policy has 1"},
-		{"privileged", func(s *corev1.PodSpec) { s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} }, "privileged true"},
+		{"an extra container", func(s *corev1.PodSpec) {
+			s.Containers = append(s.Containers, corev1.Container{Name: "spy", Image: img})
+		}, "containers: 2, the policy has 1"},
+		{"privileged", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}, "privileged true"},
 		{"host network", func(s *corev1.PodSpec) { s.HostNetwork = true }, "host namespaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
