@@ -85,12 +85,26 @@ func TestSGXPluginRunsAsRootWithoutCapabilities(t *testing.T) {
 	}
 }
 
-// LAS issues simulated evidence only when its CR asks.
+// LAS issues simulated evidence only when its CR asks; only then does it
+// read the API (to name the calling pod's policy), with a token and
+// nothing but pod lists.
 func TestLASSimulationIsExplicit(t *testing.T) {
 	for sim, want := range map[bool]bool{false: false, true: true} {
-		args := strings.Join(daemonSet(t, "las", map[string]any{"simulation": sim}).Spec.Template.Spec.Containers[0].Args, " ")
-		if strings.Contains(args, "--simulation") != want {
+		ds := daemonSet(t, "las", map[string]any{"simulation": sim})
+		args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
+		if strings.Contains(args, "--simulation") != want || strings.Contains(args, "--pod-identity") != want {
 			t.Errorf("simulation %v: args %s", sim, args)
+		}
+		if token := ds.Spec.Template.Spec.AutomountServiceAccountToken; token == nil || *token != want {
+			t.Errorf("simulation %v: automountServiceAccountToken %v", sim, token)
+		}
+		out, err := Render("las", "las-x", "ns", map[string]any{"simulation": sim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rbac := out["las/templates/serviceaccount.yaml"]
+		if strings.Contains(rbac, "kind: ClusterRole\n") != want || (want && !strings.Contains(rbac, `verbs: ["list"]`)) {
+			t.Errorf("simulation %v: RBAC\n%s", sim, rbac)
 		}
 	}
 }

@@ -21,6 +21,8 @@ func run(ctx context.Context) error {
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", lasd.DefaultProbeInterval, "how often to check unprivileged access to sgx_enclave")
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "issue simulated (insecure) evidence signed by this node's key")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "where this node's simulation key is kept (made when missing); empty: a key per process")
+	fs.BoolVar(&cfg.PodIdentity, "pod-identity", false, "with --simulation: name the calling pod's policy in its evidence (reads pods of this node from the API server)")
+	cfg.Node = os.Getenv("NODE_NAME")
 	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err

@@ -34,6 +34,12 @@ type SimQuoter struct {
 
 // Quote implements Quoter.
 func (q *SimQuoter) Quote(reportData []byte) (attest.Evidence, error) {
+	return q.QuoteFor(reportData, nil)
+}
+
+// QuoteFor is Quote for a caller whose pod policy digest LAS vouches for
+// (hostData; nil for none).
+func (q *SimQuoter) QuoteFor(reportData, hostData []byte) (attest.Evidence, error) {
 	now := time.Now
 	if q.Now != nil {
 		now = q.Now
@@ -42,7 +48,11 @@ func (q *SimQuoter) Quote(reportData []byte) (attest.Evidence, error) {
 	if validity == 0 {
 		validity = 10 * time.Minute
 	}
-	raw, err := sim.Generate(q.Key, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: reportData}, now(), validity)
+	claims := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: reportData}
+	if hostData != nil {
+		claims.Sim = &attest.SimIdentity{HostData: hostData}
+	}
+	raw, err := sim.Generate(q.Key, claims, now(), validity)
 	if err != nil {
 		return attest.Evidence{}, err
 	}

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/cloister-cc/cloister/internal/keyfile"
 )
 
@@ -19,6 +22,10 @@ type Config struct {
 	ProbeInterval time.Duration
 	Simulation    bool
 	KeyFile       string
+	// PodIdentity: in simulation, name the calling pod's policy, read
+	// from the API server (in-cluster) for pods of Node.
+	PodIdentity bool
+	Node        string
 }
 
 // Run serves until ctx ends, probing the SGX device every ProbeInterval
@@ -30,7 +37,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.ProbeInterval < time.Second {
 		return fmt.Errorf("--probe-interval %v is too short: use 1s or more", cfg.ProbeInterval)
 	}
-	s := &Server{Probe: &Probe{DevRoot: cfg.DevRoot}}
+	s := &Server{Probe: &Probe{DevRoot: cfg.DevRoot}, Log: log}
+	if cfg.PodIdentity {
+		if !cfg.Simulation || cfg.Node == "" {
+			return errors.New("--pod-identity needs --simulation (on hardware the evidence names the pod's policy itself) and NODE_NAME")
+		}
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return fmt.Errorf("--pod-identity: %w", err)
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return fmt.Errorf("--pod-identity: %w", err)
+		}
+		s.Pods = &Pods{Client: cs, Node: cfg.Node}
+	}
 	if cfg.Simulation {
 		k, err := keyfile.LoadOrCreate(cfg.KeyFile)
 		if err != nil {

@@ -1,12 +1,15 @@
 package lasd
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -29,6 +32,15 @@ type Server struct {
 	// Quoter makes the evidence; nil: LAS cannot produce any (simulation
 	// off, no quoting service).
 	Quoter Quoter
+	// Pods, in simulation, puts the calling pod's policy digest into the
+	// evidence; nil: no pod identity.
+	Pods PodFinder
+	Log  *slog.Logger
+}
+
+// PodFinder finds the policy digest of the pod at an address.
+type PodFinder interface {
+	HostData(ctx context.Context, ip string) (digest []byte, pod string, err error)
 }
 
 // EvidenceRequest is what an enclave asks for.
@@ -77,13 +89,46 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, errors.New("this LAS has no quoting service and simulation is off (--simulation)"))
 		return
 	}
-	ev, err := s.Quoter.Quote(req.ReportData)
+	ev, err := s.quote(r, req.ReportData)
+	if errors.Is(err, ErrPodDeparts) {
+		writeError(w, http.StatusForbidden, err)
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, fmt.Errorf("making evidence: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
+}
+
+// quote makes evidence for the caller, naming its pod's policy when LAS
+// knows pods.
+func (s *Server) quote(r *http.Request, reportData []byte) (attest.Evidence, error) {
+	sq, ok := s.Quoter.(*SimQuoter)
+	if s.Pods == nil || !ok {
+		return s.Quoter.Quote(reportData)
+	}
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return attest.Evidence{}, err
+	}
+	hostData, pod, err := s.Pods.HostData(r.Context(), ip)
+	if err != nil {
+		s.log().Warn("evidence refused", "caller", ip, "pod", pod, "reason", err.Error())
+		return attest.Evidence{}, err
+	}
+	if pod != "" {
+		s.log().Info("evidence for a pod", "pod", pod, "policy", fmt.Sprintf("%x", hostData))
+	}
+	return sq.QuoteFor(reportData, hostData)
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
 }
 
 // simulationKey publishes the public key of the simulated evidence, so a

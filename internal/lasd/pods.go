@@ -1,0 +1,74 @@
+package lasd
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cloister-cc/cloister/internal/podpolicy"
+)
+
+// ErrPodDeparts is returned when the calling pod does not run what its
+// policy says: no evidence may name that policy.
+var ErrPodDeparts = errors.New("the pod does not run what its policy annotation says")
+
+// Pods finds who calls LAS in simulation: the pod of this node with the
+// caller's address. On hardware the guest's own evidence carries the pod
+// policy's digest; in simulation LAS, the node side, vouches for it, so a
+// pod cannot claim another's policy.
+type Pods struct {
+	Client kubernetes.Interface
+	Node   string
+}
+
+// HostData returns the policy digest of the pod at ip, or nil when no
+// pod of this node has that address (a process of the node itself) or
+// the pod has no policy annotation; an error wrapping ErrPodDeparts when
+// the pod's spec departs from its policy.
+func (p *Pods) HostData(ctx context.Context, ip string) ([]byte, string, error) {
+	list, err := p.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", p.Node),
+			fields.OneTermEqualSelector("status.podIP", ip)).String(),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("finding the pod at %s: %w", ip, err)
+	}
+	var found []*corev1.Pod
+	for i := range list.Items {
+		pod := &list.Items[i]
+		// Finished pods may keep an address a new pod has now; host
+		// network pods share the node's and cannot be told apart.
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Spec.HostNetwork {
+			continue
+		}
+		found = append(found, pod)
+	}
+	switch len(found) {
+	case 0:
+		return nil, "", nil
+	case 1:
+	default:
+		return nil, "", fmt.Errorf("%d running pods of node %s have address %s", len(found), p.Node, ip)
+	}
+	pod := found[0]
+	name := pod.Namespace + "/" + pod.Name
+	value, ok := pod.Annotations[podpolicy.Annotation]
+	if !ok {
+		return nil, name, nil
+	}
+	policy, digest, err := podpolicy.FromAnnotation(value)
+	if err != nil {
+		return nil, name, fmt.Errorf("pod %s: %w", name, err)
+	}
+	if err := policy.Check(&pod.Spec); err != nil {
+		return nil, name, fmt.Errorf("pod %s: %w: %w (run cloister generate again and set the new manifest)", name, ErrPodDeparts, err)
+	}
+	d, _ := hex.DecodeString(digest)
+	return d, name, nil
+}
