@@ -131,14 +131,19 @@ func TestOperatorLDFlags(t *testing.T) {
 	if strings.Count(flags, "-X ") != len(operatorDefaults) {
 		t.Errorf("flags %q", flags)
 	}
-	// cloister install deploys the operator image make images builds.
+	// cloister install deploys the operator image make images builds;
+	// cloister generate injects its initializer image.
 	pin, err := pinInstallImage(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := map[string]string{"cloister-operator": "internal/install.OperatorImage", "cloister-initializer": "internal/cli.InitializerImage"}
 	for _, b := range built {
-		if b.Name == "cloister-operator" && pin != "-X github.com/cloister-cc/cloister/internal/install.OperatorImage="+b.Pinned() {
-			t.Errorf("install pin %q, the image is %s", pin, b.Pinned())
+		if v, ok := want[b.Name]; ok && !strings.Contains(pin, "-X github.com/cloister-cc/cloister/"+v+"="+b.Pinned()) {
+			t.Errorf("CLI pins %q, the image of %s is %s", pin, b.Name, b.Pinned())
 		}
+	}
+	if strings.Count(pin, "-X ") != len(want) {
+		t.Errorf("CLI pins %q", pin)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/ccruntime"
 	"github.com/cloister-cc/cloister/internal/generate"
 	"github.com/cloister-cc/cloister/internal/image"
@@ -26,6 +28,7 @@ var InitializerImage string
 
 type generateFlags struct {
 	platform, referenceFile, policyName, casAddress, dir string
+	casIdentity                                          string
 	initializer, runtimeClass, overhead                  string
 	addOwners                                            []string
 	disableUpdates, skipInit, fixResources, offline      bool
@@ -52,6 +55,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.StringVar(&f.referenceFile, "reference-values-file", "", "snp/tdx: YAML with snp.measurement and snp.minTCB, or tdx.mrtd and tdx.rtmr")
 	fl.StringVar(&f.policyName, "policy", "workloads", "the manifest's policy name in CAS")
 	fl.StringVar(&f.casAddress, "cas-address", defaultCASAddress, "where the initializers reach CAS (SERVICE.NAMESPACE.svc:PORT)")
+	fl.StringVar(&f.casIdentity, "cas-identity", "", "the attestation policy (YAML or JSON: identities, acceptTCB) CAS's evidence must meet for the initializers to trust it; sim trusts a simulated CAS")
 	fl.StringVar(&f.dir, "workspace", ".", "folder of manifest.yaml, the owner keys and the image digest cache")
 	fl.StringSliceVar(&f.addOwners, "add-workload-owner-key", nil, "another public key (PEM) that may update the manifest")
 	fl.BoolVar(&f.disableUpdates, "disable-updates", false, "no workload owners: the manifest can never be changed")
@@ -79,6 +83,10 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			return fmt.Errorf("--reference-values-file %s: %w", f.referenceFile, err)
 		}
 	}
+	expect, err := f.casExpect(platform)
+	if err != nil {
+		return err
+	}
 	overhead, err := resource.ParseQuantity(f.overhead)
 	if err != nil {
 		return fmt.Errorf("--runtime-overhead: %w", err)
@@ -98,6 +106,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		RuntimeClass:     f.runtimeClass,
 		InitializerImage: initializer,
 		CAS:              f.casAddress,
+		CASExpect:        expect,
 		Policy:           f.policyName,
 		SkipInitializer:  f.skipInit,
 		FixResources:     f.fixResources,
@@ -162,6 +171,29 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	}
 	fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
 	return nil
+}
+
+// casExpect is the initializers' expectation of CAS's evidence, JSON.
+func (f *generateFlags) casExpect(platform generate.Platform) (string, error) {
+	var p attest.Policy
+	if f.casIdentity != "" {
+		data, err := os.ReadFile(f.casIdentity)
+		if err != nil {
+			return "", fmt.Errorf("--cas-identity: %w", err)
+		}
+		parsed, err := attest.ParsePolicy(data)
+		if err != nil {
+			return "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
+		}
+		p = *parsed
+	} else if platform != generate.Sim {
+		return "", fmt.Errorf("--cas-identity: required for %s: the evidence CAS must show the initializers (its measurement)", platform)
+	}
+	// Simulated pods talk to a simulated CAS: both are the development
+	// setup the platform names.
+	p.AllowSimulation = platform == generate.Sim
+	b, err := json.Marshal(p)
+	return string(b), err
 }
 
 // owners are the manifest's owner keys: workload-owner.pem (made on first

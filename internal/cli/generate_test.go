@@ -113,7 +113,7 @@ func TestGenerateRefuses(t *testing.T) {
 		{"no platform", []string{resources}, `--reference-values: unknown platform ""`},
 		{"a tag offline", []string{"--reference-values", "sim", "--offline", resources}, `containers[0] (web): image "` + host + `/web:v1" names a tag`},
 		{"an unreadable owner key", []string{"--reference-values", "sim", "--add-workload-owner-key", "/nonexistent", resources}, "--add-workload-owner-key"},
-		{"snp without reference values", []string{"--reference-values", "snp", resources}, "snp.measurement"},
+		{"snp without CAS's identity", []string{"--reference-values", "snp", resources}, "--cas-identity: required for snp"},
 		{"no confidential pods", []string{"--reference-values", "sim", t.TempDir()}, "no pod template with runtimeClassName cloister-cc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

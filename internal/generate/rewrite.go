@@ -14,6 +14,7 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/initializer"
 	"github.com/cloister-cc/cloister/internal/podpolicy"
 )
 
@@ -31,7 +32,10 @@ type Options struct {
 	// to attest and which manifest names its service.
 	InitializerImage string
 	CAS, Policy      string
-	SkipInitializer  bool
+	// CASExpect is the attestation policy (JSON) CAS's evidence must
+	// meet for the initializer to trust it.
+	CASExpect       string
+	SkipInitializer bool
 	// FixResources sets memory requests to the limits instead of
 	// refusing pods whose requests differ.
 	FixResources bool
@@ -190,19 +194,20 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 // brings the one there up to date) and mounts the secrets volume, in
 // memory, into every app container.
 func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
-	init := corev1.Container{
+	c := corev1.Container{
 		Name:  InitializerName,
 		Image: opts.InitializerImage,
 		Env: []corev1.EnvVar{
 			{Name: envHostIP, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
-			{Name: EnvLAS, Value: LASURL()},
-			{Name: EnvCAS, Value: opts.CAS},
-			{Name: EnvPolicy, Value: opts.Policy},
-			{Name: EnvService, Value: service},
+			{Name: initializer.EnvLAS, Value: LASURL()},
+			{Name: initializer.EnvCAS, Value: opts.CAS},
+			{Name: initializer.EnvExpect, Value: opts.CASExpect},
+			{Name: initializer.EnvPolicy, Value: opts.Policy},
+			{Name: initializer.EnvService, Value: service},
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: SecretsPath}},
 	}
-	inits := []corev1.Container{init}
+	inits := []corev1.Container{c}
 	for _, c := range pod.InitContainers {
 		if c.Name != InitializerName {
 			inits = append(inits, c)

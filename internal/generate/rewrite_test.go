@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/initializer"
 	"github.com/cloister-cc/cloister/internal/podpolicy"
 )
 
@@ -137,6 +138,7 @@ func options() Options {
 		InitializerImage: "ghcr.io/cloister-cc/cloister-initializer@" + sha('f'),
 		CAS:              "cas.default.svc:8081",
 		Policy:           "shop",
+		CASExpect:        `{"allowSimulation":true}`,
 		OverheadMiB:      256,
 		Resolver:         testImages,
 	}
@@ -179,7 +181,8 @@ func TestRewriteMakesPodsConfidential(t *testing.T) {
 	for _, e := range pod.InitContainers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env[EnvService] != "shop-deployment-web" || env[EnvCAS] != "cas.default.svc:8081" || env[EnvPolicy] != "shop" || env[EnvLAS] != "http://$(HOST_IP):18766" {
+	if env[initializer.EnvService] != "shop-deployment-web" || env[initializer.EnvCAS] != "cas.default.svc:8081" || env[initializer.EnvPolicy] != "shop" ||
+		env[initializer.EnvLAS] != "http://$(HOST_IP):18766" || env[initializer.EnvExpect] != `{"allowSimulation":true}` {
 		t.Errorf("initializer env %v", env)
 	}
 	if pod.Containers[0].Image != "nginx@"+sha('a') {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/ccruntime"
+	"github.com/cloister-cc/cloister/internal/initializer"
 	"github.com/cloister-cc/cloister/internal/lasd"
 )
 
@@ -26,17 +27,11 @@ const (
 	SkipInitializerAnnotation = "cloister.dev/skip-initializer"
 	InitializerName           = "cloister-initializer"
 	SecretsVolume             = "cloister-secrets"
-	SecretsPath               = "/cloister"
+	SecretsPath               = initializer.SecretsPath
 )
 
-// Environment of the initializer container.
-const (
-	EnvCAS     = "CLOISTER_CAS"
-	EnvPolicy  = "CLOISTER_POLICY"
-	EnvService = "CLOISTER_SERVICE"
-	EnvLAS     = "CLOISTER_LAS"
-	envHostIP  = "HOST_IP"
-)
+// envHostIP holds the node's address for the initializer's LAS URL.
+const envHostIP = "HOST_IP"
 
 // podPaths are where each kind keeps its pod template's metadata and spec.
 var podPaths = map[string][]string{

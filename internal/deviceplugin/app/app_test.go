@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -10,31 +9,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/testenv"
 
 	"github.com/cloister-cc/cloister/internal/deviceplugin"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 )
 
-// syncBuffer is the command's stderr, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func run(ctx context.Context, stderr io.Writer, args ...string) error {
 	cmd := NewCommand()
@@ -115,7 +98,7 @@ func TestServesUntilCancelled(t *testing.T) {
 	addr := freeAddress(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	go func() {
 		done <- run(ctx, &stderr, "sgx", "--capacity", "5", "--dev-root", dev, "--plugin-dir", pluginDir,
 			"--pod-resources-socket", "", "--metrics-address", addr)
@@ -180,7 +163,7 @@ func TestBadConfigUpdateKeepsLastGood(t *testing.T) {
 	k := kubelettest.Start(t, pluginDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, &stderr, "cex", "--sys-root", sys, "--dev-root", t.TempDir(), "--plugin-dir", pluginDir,

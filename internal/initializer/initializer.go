@@ -1,0 +1,124 @@
+// Package initializer is the init container of confidential pods: it
+// attests the pod with its node's evidence to CAS, which it trusts by
+// CAS's own evidence, retries until CAS knows the pod (the manifest is
+// set, CAS is recovered), writes the pod's certificate, key, CAs and
+// secrets into the shared in-memory volume and exits, so the app
+// containers start with them.
+package initializer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+)
+
+// The initializer's environment, as generate writes it.
+const (
+	EnvCAS     = "CLOISTER_CAS"
+	EnvExpect  = "CLOISTER_CAS_EXPECT"
+	EnvPolicy  = "CLOISTER_POLICY"
+	EnvService = "CLOISTER_SERVICE"
+	EnvLAS     = "CLOISTER_LAS"
+	// SecretsPath is where the shared in-memory volume is mounted in
+	// every container of the pod.
+	SecretsPath = "/cloister"
+	// DefaultOut is where the results go: Contrast's tls-config folder
+	// on the shared volume.
+	DefaultOut = SecretsPath + "/tls-config"
+)
+
+// Config is what generate wrote into the initializer's environment; it
+// is part of the pod's policy, so a host cannot point it elsewhere.
+type Config struct {
+	// CAS is HOST:PORT of CAS's client port.
+	CAS string
+	// Expect is the attestation policy CAS's evidence must meet (JSON).
+	Expect string
+	// Policy and Service name the pod in CAS's manifest.
+	Policy, Service string
+	// LAS is the node's LAS URL.
+	LAS string
+	// Out is the folder for the results (under the shared volume).
+	Out string
+	// Retry bounds the wait between attempts; defaults 1s to 30s.
+	MinRetry, MaxRetry time.Duration
+}
+
+// Validate names the missing settings.
+func (c *Config) Validate() error {
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"CAS", c.CAS}, {"policy", c.Policy}, {"service", c.Service}, {"LAS", c.LAS}, {"output folder", c.Out}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("not configured: %v (cloister generate sets them)", missing)
+	}
+	return nil
+}
+
+// Run attests until it succeeds or ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var expect casclient.Expect
+	if cfg.Expect != "" {
+		if err := json.Unmarshal([]byte(cfg.Expect), &expect.Policy); err != nil {
+			return fmt.Errorf("the expected CAS identity: %w", err)
+		}
+	}
+	wait := cfg.MinRetry
+	if wait == 0 {
+		wait = time.Second
+	}
+	maxWait := cfg.MaxRetry
+	if maxWait == 0 {
+		maxWait = 30 * time.Second
+	}
+	last := ""
+	for attempt := 1; ; attempt++ {
+		err := attestOnce(ctx, cfg, expect, log)
+		if err == nil {
+			return nil
+		}
+		// The same reason once, not every few seconds: kubectl logs shows
+		// why the pod waits.
+		if err.Error() != last {
+			log.Warn("not attested yet; retrying", "attempt", attempt, "reason", err.Error())
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("giving up: %w", err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxWait)
+	}
+}
+
+func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, log *slog.Logger) error {
+	c, att, err := casclient.NewAttested(ctx, "https://"+cfg.CAS, expect, nil)
+	if err != nil {
+		if attest.CheckOf(err) != "" {
+			return fmt.Errorf("CAS at %s is not the CAS this pod expects: %w", cfg.CAS, err)
+		}
+		return fmt.Errorf("reaching CAS at %s: %w", cfg.CAS, err)
+	}
+	defer c.CloseIdleConnections()
+	if att.Claims.Insecure {
+		log.Warn("CAS is trusted by simulated evidence: insecure, development only")
+	}
+	res, err := c.Attest(cfg.Policy, cfg.Service, &casclient.LAS{URL: cfg.LAS}, cfg.Out)
+	if err != nil {
+		return fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
+	}
+	log.Info("attested", "policy", cfg.Policy, "service", cfg.Service, "out", cfg.Out, "env", len(res.Env), "files", len(res.Files))
+	return nil
+}
