@@ -20,7 +20,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/lasd"
 )
 
-
 const manifest = `version: cloister.dev/policy/v1
 name: shop
 owners: {keys: []}

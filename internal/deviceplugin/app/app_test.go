@@ -18,7 +18,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 )
 
-
 func run(ctx context.Context, stderr io.Writer, args ...string) error {
 	cmd := NewCommand()
 	cmd.SetArgs(args)
