@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -88,57 +89,60 @@ func newCASRecover(s Streams) *cobra.Command {
 			if sharesFile == "" || keyFile == "" {
 				return errors.New("--shares and --key are required")
 			}
-			raw, err := os.ReadFile(sharesFile)
-			if err != nil {
-				return fmt.Errorf("--shares: %w", err)
-			}
-			var shares core.Shares
-			if err := json.Unmarshal(raw, &shares); err != nil {
-				return fmt.Errorf("--shares %s: %w", sharesFile, err)
-			}
-			keyPEM, err := os.ReadFile(keyFile)
-			if err != nil {
-				return fmt.Errorf("--key: %w", err)
-			}
-			key, err := policy.ParseKey(keyPEM)
-			if err != nil {
-				return fmt.Errorf("--key %s: %w", keyFile, err)
-			}
-			fp := policy.Fingerprint(&key.PublicKey)
-			var mine *core.SealedShare
-			for i := range shares.Shares {
-				if shares.Shares[i].Owner == fp {
-					mine = &shares.Shares[i]
-				}
-			}
-			if mine == nil {
-				return fmt.Errorf("--shares %s holds no share for the key %s (%s)", sharesFile, keyFile, fp)
-			}
-			sh, err := seed.OpenShare(mine.Sealed, key)
-			if err != nil {
-				return err
-			}
-			c, done, err := f.client(cmd.Context(), s)
-			if err != nil {
-				return err
-			}
-			defer done()
-			res, err := c.Recover(sh)
-			if err != nil {
-				return err
-			}
-			if res.Needed > 0 {
-				fmt.Fprintf(s.Out, "share accepted: %d more needed\n", res.Needed)
-			} else {
-				fmt.Fprintf(s.Out, "share accepted: CAS is %s\n", res.State)
-			}
-			return nil
+			return submitShare(cmd.Context(), s, &f, sharesFile, keyFile)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
 	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
 	return cmd
+}
+
+// ownShare opens the share sealed to the owner key in keyFile.
+func ownShare(sharesFile, keyFile string) (seed.Share, error) {
+	raw, err := os.ReadFile(sharesFile)
+	if err != nil {
+		return seed.Share{}, fmt.Errorf("the shares: %w", err)
+	}
+	var shares core.Shares
+	if err := json.Unmarshal(raw, &shares); err != nil {
+		return seed.Share{}, fmt.Errorf("the shares %s: %w", sharesFile, err)
+	}
+	key, err := readOwnerKey(keyFile)
+	if err != nil {
+		return seed.Share{}, fmt.Errorf("the owner key %s: %w", keyFile, err)
+	}
+	fp := policy.Fingerprint(&key.PublicKey)
+	for i := range shares.Shares {
+		if shares.Shares[i].Owner == fp {
+			return seed.OpenShare(shares.Shares[i].Sealed, key)
+		}
+	}
+	return seed.Share{}, fmt.Errorf("%s %w %s (%s)", sharesFile, errNoShare, keyFile, fp)
+}
+
+// submitShare sends the owner's share to CAS and says what CAS needs
+// still.
+func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string) error {
+	sh, err := ownShare(sharesFile, keyFile)
+	if err != nil {
+		return err
+	}
+	c, done, err := f.client(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := c.Recover(sh)
+	if err != nil {
+		return err
+	}
+	if res.Needed > 0 {
+		fmt.Fprintf(s.Out, "share accepted: %d more needed\n", res.Needed)
+	} else {
+		fmt.Fprintf(s.Out, "share accepted: CAS is %s\n", res.State)
+	}
+	return nil
 }
 
 func newCASAttest(s Streams) *cobra.Command {

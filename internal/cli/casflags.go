@@ -28,7 +28,7 @@ type casFlags struct {
 
 func (f *casFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "cas", "", "CAS address, https://HOST:PORT")
+	fl.StringVarP(&f.url, "cas", "c", "", "CAS address, https://HOST:PORT")
 	fl.StringVar(&f.cluster, "cluster", "", "a CAS resource, NAMESPACE/NAME, reached through the API server (port-forward): no LoadBalancer needed")
 	fl.StringVar(&f.ca, "cas-ca", "", "PEM certificate to trust for CAS's TLS (its tls.crt, or a CA that issued it)")
 	fl.StringVar(&f.identity, "cas-identity", "", "trust CAS by its evidence: a file (YAML or JSON) with the attestation policy CAS's evidence must meet (identities, acceptTCB)")

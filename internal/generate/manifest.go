@@ -164,3 +164,49 @@ func selects(selector, labels map[string]string) bool {
 	}
 	return true
 }
+
+// CheckManifest says where the workloads of the YAML and the manifest
+// part: a workload the manifest does not name, or names with another
+// policy digest (the YAML changed after generate), or a service of the
+// manifest no workload of the YAML is.
+func CheckManifest(doc *policy.Document, workloads []Workload) error {
+	var problems []string
+	seen := map[string]bool{}
+	for _, w := range workloads {
+		seen[w.Service] = true
+		if doc.Service(w.Service) == nil {
+			problems = append(problems, fmt.Sprintf("%s %s/%s is not in the manifest", w.Kind, w.Namespace, w.Name))
+			continue
+		}
+		if !InManifest(doc, w) {
+			problems = append(problems, fmt.Sprintf("%s %s/%s: its policy %s is not the manifest's", w.Kind, w.Namespace, w.Name, w.Digest[:16]))
+		}
+	}
+	for _, s := range doc.Services {
+		if !seen[s.Name] {
+			problems = append(problems, fmt.Sprintf("the manifest's service %s is no workload of the YAML", s.Name))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the YAML and %s differ (run cloister generate on the YAML again): %s", ManifestFile, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// InManifest says whether the manifest names the workload with its
+// policy digest.
+func InManifest(doc *policy.Document, w Workload) bool {
+	svc := doc.Service(w.Service)
+	return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, func(id attest.Identity) bool { return namesDigest(id, w.Digest) })
+}
+
+// namesDigest says whether an identity is the pod policy digest.
+func namesDigest(id attest.Identity, digest string) bool {
+	switch id.Type {
+	case attest.Sim, attest.SNP:
+		return id.HostData.String() == digest
+	case attest.TDX:
+		return strings.HasPrefix(id.MRCONFIGID.String(), digest)
+	}
+	return false
+}

@@ -61,25 +61,17 @@ type Service struct {
 // YAML stream and returns the new stream. Documents it does not touch
 // keep their content and comments.
 func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, error) {
-	dec := kyaml.NewDecoder(bytes.NewReader(in))
+	docs, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error { return rewritePod(ctx, tmpl, w, opts) })
+	if err != nil {
+		return nil, nil, err
+	}
 	var out bytes.Buffer
-	res := &Result{}
-	for i := 0; ; i++ {
-		var doc kyaml.Node
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
-		}
-		node := kyaml.NewRNode(&doc)
-		if err := rewriteDoc(ctx, node, opts, res); err != nil {
-			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
-		}
+	for i, doc := range docs {
 		if i > 0 {
 			out.WriteString("---\n")
 		}
 		enc := kyaml.NewEncoder(&out)
-		if err := enc.Encode(&doc); err != nil {
+		if err := enc.Encode(doc); err != nil {
 			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 		enc.Close()
@@ -87,7 +79,46 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 	return out.Bytes(), res, nil
 }
 
-func rewriteDoc(ctx context.Context, doc *kyaml.RNode, opts Options, res *Result) error {
+// Inspect reads the confidential workloads of a stream as generate left
+// them: their services and the digests of their policy annotations.
+func Inspect(in []byte) (*Result, error) {
+	_, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error {
+		a, err := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", podpolicy.Annotation))
+		if err != nil || a == nil {
+			return fmt.Errorf("no policy annotation %s: run cloister generate", podpolicy.Annotation)
+		}
+		p, digest, err := podpolicy.FromAnnotation(a.YNode().Value)
+		if err != nil {
+			return err
+		}
+		w.Digest, w.Policy = digest, p.Canonical()
+		return nil
+	})
+	return res, err
+}
+
+// walk decodes a stream and calls visit for each confidential pod
+// template, collecting the workloads and Services.
+func walk(in []byte, visit func(tmpl *kyaml.RNode, w *Workload) error) ([]*kyaml.Node, *Result, error) {
+	dec := kyaml.NewDecoder(bytes.NewReader(in))
+	res := &Result{}
+	var docs []*kyaml.Node
+	for i := 0; ; i++ {
+		var doc kyaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if err := walkDoc(kyaml.NewRNode(&doc), visit, res); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		docs = append(docs, &doc)
+	}
+	return docs, res, nil
+}
+
+func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error, res *Result) error {
 	if doc.YNode().Kind != kyaml.MappingNode {
 		return nil
 	}
@@ -124,12 +155,11 @@ func rewriteDoc(ctx context.Context, doc *kyaml.RNode, opts Options, res *Result
 		return nil
 	}
 	w := Workload{Kind: kind, Namespace: namespace, Name: doc.GetName()}
-	what := fmt.Sprintf("%s %s/%s", kind, namespace, w.Name)
 	if w.Service, err = ServiceName(namespace, kind, w.Name); err != nil {
 		return err
 	}
-	if err := rewritePod(ctx, tmpl, &w, opts); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if err := visit(tmpl, &w); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", kind, namespace, w.Name, err)
 	}
 	res.Workloads = append(res.Workloads, w)
 	return nil
@@ -182,7 +212,7 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 	}
 	w.Warnings = policy.Warnings()
 	value, digest := policy.AnnotationValue()
-	w.Digest = digest
+	w.Digest, w.Policy = digest, policy.Canonical()
 
 	if err := setNode(spec, pod); err != nil {
 		return err

@@ -362,3 +362,39 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 		t.Errorf("tdx identity %+v", id)
 	}
 }
+
+func TestInspectAndCheckManifest(t *testing.T) {
+	out, res := rewrite(t, threeTier, options())
+	doc, err := Manifest{Name: "shop", Platform: Sim}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Inspect([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckManifest(doc, got.Workloads); err != nil {
+		t.Fatalf("generate's own output: %v", err)
+	}
+	// The YAML changed after generate: another image, same annotation.
+	changed, err := Inspect([]byte(strings.Replace(out, "postgres@"+sha('c'), "postgres@"+sha('d'), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckManifest(doc, changed.Workloads); err != nil {
+		t.Fatalf("the annotation did not change, so neither did the digest: %v", err)
+	}
+	// Generated again: the manifest no longer matches that workload.
+	regenerated, res2 := rewrite(t, strings.Replace(out, "postgres@"+sha('c'), "postgres@"+sha('d'), 1), options())
+	got2, _ := Inspect([]byte(regenerated))
+	if err := CheckManifest(doc, got2.Workloads); err == nil || !strings.Contains(err.Error(), "StatefulSet shop/db: its policy "+res2.Workloads[1].Digest[:16]+" is not the manifest's") {
+		t.Errorf("changed workload: %v", err)
+	}
+	// A workload missing from the YAML, and YAML without annotations.
+	if err := CheckManifest(doc, got.Workloads[:2]); err == nil || !strings.Contains(err.Error(), "service shop-cronjob-report is no workload") {
+		t.Errorf("missing workload: %v", err)
+	}
+	if _, err := Inspect([]byte(threeTier)); err == nil || !strings.Contains(err.Error(), "Deployment shop/web: no policy annotation") {
+		t.Errorf("ungenerated YAML: %v", err)
+	}
+}

@@ -50,8 +50,10 @@ type Workload struct {
 	Kind, Namespace, Name string
 	// Service is its name in the CAS manifest.
 	Service string
-	// Digest identifies its pod policy (hex SHA-256 of the initdata).
+	// Digest identifies its pod policy (hex SHA-256 of the initdata);
+	// Policy is the policy's canonical JSON.
 	Digest string
+	Policy []byte
 	// MemoryMiB is the confidential VM's memory: the containers' limits
 	// plus the runtime class overhead (init containers not counted).
 	MemoryMiB int64

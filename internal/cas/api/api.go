@@ -62,6 +62,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.CAS.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/public-key", s.publicKey)
+	mux.HandleFunc("GET /v1/ca", s.cas)
 	mux.HandleFunc("POST /v1/init", s.init)
 	mux.HandleFunc("POST /v1/recover", s.recover)
 	mux.HandleFunc("POST /v1/policies", s.registerPolicy)

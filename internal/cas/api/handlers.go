@@ -31,6 +31,16 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// cas is GET /v1/ca: core.CAs.
+func (s *Server) cas(w http.ResponseWriter, _ *http.Request) {
+	cas, err := s.CAS.CAs()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cas)
+}
+
 // InitRequest is POST /v1/init.
 type InitRequest struct {
 	// RecoveryOwners are P-256 public keys (PEM), one share each.

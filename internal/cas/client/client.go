@@ -126,6 +126,12 @@ func (c *Client) RegisterPolicyContext(ctx context.Context, req api.PolicyReques
 }
 
 // History is GET /v1/policies/{name}/history.
+// CAs returns CAS's root and mesh CA certificates.
+func (c *Client) CAs(ctx context.Context) (*core.CAs, error) {
+	var out core.CAs
+	return &out, c.doContext(ctx, http.MethodGet, "/v1/ca", nil, &out)
+}
+
 func (c *Client) History(name string) (*api.History, error) {
 	return c.HistoryContext(context.Background(), name)
 }

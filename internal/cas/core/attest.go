@@ -174,3 +174,22 @@ func render(templates map[string]string, data policy.TemplateData) (map[string]s
 	}
 	return out, nil
 }
+
+// CAs are the certificates workloads and their users trust: the root
+// (pinned by data owners) and the mesh CA (which issues workload
+// certificates).
+type CAs struct {
+	RootCA string `json:"rootCA"`
+	MeshCA string `json:"meshCA"`
+}
+
+// CAs returns the CA certificates, PEM.
+func (c *CAS) CAs() (*CAs, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, err := c.ready()
+	if err != nil {
+		return nil, err
+	}
+	return &CAs{RootCA: string(pemCert(k.authority.Root.Cert.Raw)), MeshCA: string(pemCert(k.authority.Mesh.Cert.Raw))}, nil
+}

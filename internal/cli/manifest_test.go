@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/casd"
+	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/keyfile"
+	"github.com/cloister-cc/cloister/internal/lasd"
+)
+
+// The data owner's journey against a real CAS on loopback (simulated):
+// generate, set (which initialises CAS), a workload attests with its
+// policy digest and gets a certificate of the mesh CA, verify writes the
+// history, an owner's update is accepted and another key's refused, and
+// after a restart recover unseals CAS with the same history.
+func TestSetVerifyRecover(t *testing.T) {
+	host := registryWith(t, "web", "web2", "initializer")
+	work, resources := t.TempDir(), t.TempDir()
+	yamlFile := filepath.Join(resources, "shop.yaml")
+	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
+		"--initializer-image", host + "/initializer:v1", resources}
+	mustRun(t, generateArgs...)
+
+	state := filepath.Join(t.TempDir(), "state")
+	url, _, stop := casd.StartForTest(t, state, "none")
+	cas := []string{"-c", url, "--insecure-simulated-cas", "--workspace", work}
+	out, stderr, err := run(t, append(append([]string{"set"}, cas...), resources)...)
+	if err != nil || !strings.Contains(out, "manifest shop set: version 1") || !strings.Contains(stderr, "CAS initialised") {
+		t.Fatalf("set: %v\n%s\n%s", err, out, stderr)
+	}
+	for _, f := range []string{"seedshares.json", "root-ca.pem", "mesh-ca.pem"} {
+		if _, err := os.Stat(filepath.Join(work, f)); err != nil {
+			t.Error(err)
+		}
+	}
+
+	// A workload whose evidence names its policy digest gets a mesh
+	// certificate; one naming another policy does not.
+	web := func() generate.Workload {
+		data, _ := os.ReadFile(yamlFile)
+		res, err := generate.Inspect(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Workloads[0]
+	}
+	attestAs := func(digest string) error {
+		c, _, err := casclient.NewAttested(t.Context(), url, casclient.Expect{Policy: simulationOK()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := keyfile.LoadOrCreate("")
+		hostData, _ := hex.DecodeString(digest)
+		_, err = c.Attest("shop", web().Service, hostDataQuoter{&lasd.SimQuoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
+		return err
+	}
+	if err := attestAs(web().Digest); err != nil {
+		t.Fatalf("the workload: %v", err)
+	}
+	if err := attestAs(strings.Repeat("ab", 32)); err == nil || !strings.Contains(err.Error(), "host data is abab") {
+		t.Errorf("another policy: %v", err)
+	}
+
+	verify := func() string {
+		out, _, err := run(t, append([]string{"verify"}, append(cas, resources)...)...)
+		if err != nil {
+			t.Fatalf("verify: %v", err)
+		}
+		return out
+	}
+	if out := verify(); !strings.Contains(out, "manifest shop version 1") || !strings.Contains(out, "1 versions, 1 pod policies") {
+		t.Errorf("verify: %s", out)
+	}
+	manifest, _ := os.ReadFile(filepath.Join(work, "manifest.yaml"))
+	if got, _ := os.ReadFile(filepath.Join(work, "verify", "manifest.0.yaml")); string(got) != string(manifest) {
+		t.Error("verify/manifest.0.yaml is not the manifest set")
+	}
+	if p, _ := os.ReadFile(filepath.Join(work, "verify", "policy.shop-deployment-web.json")); !strings.Contains(string(p), host+"/web@sha256:") {
+		t.Errorf("the pod policy: %s", p)
+	}
+	if rootCA, _ := os.ReadFile(filepath.Join(work, "verify", "root-ca.pem")); !certIn(t, rootCA) {
+		t.Error("verify/root-ca.pem")
+	}
+
+	// Another key than the workload owner's cannot change the manifest.
+	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644)
+	mustRun(t, generateArgs...)
+	other, _ := keygen(t, t.TempDir(), "other.pem")
+	if _, _, err := run(t, append(append([]string{"set"}, cas...), "--workload-owner-key", other, resources)...); err == nil || !strings.Contains(err.Error(), "signed by 0 of the owners of version 1") {
+		t.Errorf("an update by another key: %v", err)
+	}
+	if _, _, err := run(t, append([]string{"verify"}, cas...)...); err == nil || !strings.Contains(err.Error(), "CAS runs another manifest shop (version 1") {
+		t.Errorf("verify while CAS runs the old manifest: %v", err)
+	}
+	if out := mustRun(t, append(append([]string{"set"}, cas...), resources)...); !strings.Contains(out, "version 2") {
+		t.Errorf("the owner's update: %s", out)
+	}
+	if err := attestAs(web().Digest); err != nil {
+		t.Errorf("the updated workload: %v", err)
+	}
+	if out := verify(); !strings.Contains(out, "2 versions") {
+		t.Errorf("verify after the update: %s", out)
+	}
+
+	// Restart: recovery mode until the seed share owner recovers it.
+	stop()
+	url, _, _ = casd.StartForTest(t, state, "none")
+	cas[1] = url
+	if err := attestAs(web().Digest); err == nil || !strings.Contains(err.Error(), "recovery") {
+		t.Errorf("attesting in recovery mode: %v", err)
+	}
+	if out := mustRun(t, append([]string{"recover"}, cas...)...); !strings.Contains(out, "CAS is ready") {
+		t.Errorf("recover: %s", out)
+	}
+	if out := verify(); !strings.Contains(out, "manifest shop version 2") || !strings.Contains(out, "2 versions") {
+		t.Errorf("verify after recovery: %s", out)
+	}
+	if err := attestAs(web().Digest); err != nil {
+		t.Errorf("after recovery: %v", err)
+	}
+}
+
+// hostDataQuoter is LAS's simulated quoter for a pod with the given
+// policy digest (LAS finds it from the pod; here the test names it).
+type hostDataQuoter struct {
+	q        *lasd.SimQuoter
+	hostData []byte
+}
+
+func (h hostDataQuoter) Quote(reportData []byte) (attest.Evidence, error) {
+	return h.q.QuoteFor(reportData, h.hostData)
+}
+
+func simulationOK() attest.Policy { return attest.Policy{AllowSimulation: true} }
+
+func certIn(t *testing.T, data []byte) bool {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return false
+	}
+	_, err := x509.ParseCertificate(block.Bytes)
+	return err == nil
+}
