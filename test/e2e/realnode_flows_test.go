@@ -51,6 +51,7 @@ func TestRealNode(t *testing.T) {
 		{"CASServiceFollowsTheSpec", testCASServiceFields},
 		{"PoliciesRegister", testPolicies},
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
+		{"ConfidentialWorkloads", testConfidentialWorkloads},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"CASRecoversOnItsVolume", testCASRecovery},

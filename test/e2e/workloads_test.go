@@ -1,0 +1,161 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/casconn"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/initializer"
+)
+
+// e2eRuntimeClass stands in for the runtime class ConfidentialRuntime
+// installs: runc, the real node's only handler.
+const e2eRuntimeClass = "cloister-cc-sim-e2e"
+
+const shopPods = `# Two tiers of a shop, plain YAML marked confidential.
+apiVersion: v1
+kind: Service
+metadata: {name: shop-web, namespace: default}
+spec:
+  selector: {app: shop-web}
+  ports: [{port: 443}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: shop-web, namespace: default, labels: {app: shop-web}}
+spec:
+  runtimeClassName: cloister-cc
+  nodeSelector: {NODE_LABEL: "true"}
+  hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
+  containers:
+  - name: web
+    image: PAUSE
+    resources: {limits: {memory: 32Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: shop-api, namespace: default, labels: {app: shop-api}}
+spec:
+  runtimeClassName: cloister-cc
+  nodeSelector: {NODE_LABEL: "true"}
+  hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
+  containers:
+  - name: api
+    image: PAUSE
+    resources: {limits: {memory: 32Mi}}
+`
+
+// Plain YAML made confidential on the real node: generate (images pinned
+// from the digest cache, offline) → apply → the pods wait in their
+// initializers → set → they start with certificates of the mesh CA;
+// verify writes the manifest; a pod whose image differs from its policy
+// gets no evidence from LAS, and says why.
+func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: e2eRuntimeClass}, Handler: "runc"}
+	if _, err := e.cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The images are on the node, not in a registry: the digest cache
+	// pins them, as a rerun of generate would find it.
+	cache := map[string]string{}
+	for _, b := range e.built {
+		cache[b.Ref] = strings.TrimSuffix(b.Ref, ":"+imageVersion) + "@" + b.Digest
+	}
+	ws, resources := filepath.Join(e.dir, "shop-workspace"), filepath.Join(e.dir, "shop-resources")
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(resources, 0o755)
+	data, _ := json.Marshal(cache)
+	os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644)
+	yaml := strings.NewReplacer("NODE_LABEL", devcluster.LabelRealNode, "CAS_IP", casPod.Status.PodIP, "PAUSE", imageRef("cloister-pause")).Replace(shopPods)
+	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
+
+	e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
+		"--runtime-class", e2eRuntimeClass, "--initializer-image", imageRef("cloister-initializer"), resources)
+	e.applyFile(t, filepath.Join(resources, "shop.yaml"))
+
+	// No manifest yet: the pods wait in their initializers, which say so.
+	for _, name := range []string{"shop-web", "shop-api"} {
+		e.waitPod(t, "default", name, "to wait in its initializer", 2*time.Minute, func(p *corev1.Pod) bool {
+			return len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].State.Running != nil
+		})
+	}
+	waitFor(t, "the initializer to say why it waits", time.Minute, func(ctx context.Context) (bool, string, error) {
+		out, _ := kubectl(t, e.c, "logs", "-n", "default", "shop-web", "-c", generate.InitializerName)
+		return strings.Contains(out, "not attested yet"), out, nil
+	})
+
+	out := e.mustCLI(t, "set", "--cluster", "default/cas", "--insecure-simulated-cas", "--workspace", ws, resources)
+	if !strings.Contains(out, "manifest workloads set: version 1") {
+		t.Errorf("set: %s", out)
+	}
+	for _, name := range []string{"shop-web", "shop-api"} {
+		e.waitPod(t, "default", name, "to run once the manifest is set", 2*time.Minute, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning
+		})
+	}
+	meshCA, err := os.ReadFile(filepath.Join(ws, "mesh-ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := podFiles(t, initializer.DefaultOut, casclient.CertChainFile, casclient.MeshCAFile, "files"+generate.WorkloadSecretFile)
+	// Whichever of the two pods the files are from: its certificate
+	// names it and its Service's DNS names, from the mesh CA.
+	leaf := verifyChain(t, files[casclient.CertChainFile], meshCA, "")
+	dns := map[string]string{"default-pod-shop-web.workloads": "shop-web.default.svc", "default-pod-shop-api.workloads": "shop-api.default"}[leaf.Subject.CommonName]
+	if dns == "" || !slices.Contains(leaf.DNSNames, dns) {
+		t.Errorf("certificate %s with DNS names %v", leaf.Subject, leaf.DNSNames)
+	}
+	if secret := files["files"+generate.WorkloadSecretFile]; len(secret) != 64 {
+		t.Errorf("the workload secret %q", secret)
+	}
+	t.Logf("a shop pod started with %s (%v), issued by %s", leaf.Subject, leaf.DNSNames, leaf.Issuer)
+
+	out = e.mustCLI(t, "verify", "--cluster", "default/cas", "--insecure-simulated-cas", "--workspace", ws, resources)
+	if !strings.Contains(out, "manifest workloads version 1") || !strings.Contains(out, "2 pod policies") {
+		t.Errorf("verify: %s", out)
+	}
+	manifest, _ := os.ReadFile(filepath.Join(ws, generate.ManifestFile))
+	if got, _ := os.ReadFile(filepath.Join(ws, "verify", "manifest.0.yaml")); string(got) != string(manifest) {
+		t.Error("verify/manifest.0.yaml is not the manifest set")
+	}
+
+	// The same policy annotation on a pod running another image: LAS
+	// vouches for no policy it does not run.
+	web, err := e.cs.CoreV1().Pods("default").Get(ctx, "shop-web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shop-web-changed", Namespace: "default", Annotations: web.Annotations}, Spec: *web.Spec.DeepCopy()}
+	changed.Spec.NodeName = ""
+	changed.Spec.Containers[0].Image = cache[imageRef("cloister")]
+	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, changed, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the changed pod's initializer to say why it gets no certificate", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		out, _ := kubectl(t, e.c, "logs", "-n", "default", "shop-web-changed", "-c", generate.InitializerName)
+		return strings.Contains(out, "does not run what its policy annotation says") && strings.Contains(out, "containers[0] (web): image"), out, nil
+	})
+	for _, name := range []string{"shop-web", "shop-api", "shop-web-changed"} {
+		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+	}
+}
