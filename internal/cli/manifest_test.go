@@ -151,3 +151,25 @@ func certIn(t *testing.T, data []byte) bool {
 	_, err := x509.ParseCertificate(block.Bytes)
 	return err == nil
 }
+
+// With no workload owners the manifest is set unsigned once and can
+// never be changed.
+func TestImmutableManifest(t *testing.T) {
+	host := registryWith(t, "web", "web2", "initializer")
+	work, resources := t.TempDir(), t.TempDir()
+	yamlFile := filepath.Join(resources, "shop.yaml")
+	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
+		"--initializer-image", host + "/initializer:v1", resources}
+	mustRun(t, generateArgs...)
+	url, _, _ := casd.StartForTest(t, filepath.Join(t.TempDir(), "state"), "none")
+	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--workspace", work, resources}
+	if out := mustRun(t, set...); !strings.Contains(out, "version 1") {
+		t.Fatalf("set: %s", out)
+	}
+	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644)
+	mustRun(t, generateArgs...)
+	if _, _, err := run(t, set...); err == nil || !strings.Contains(err.Error(), "has no owners, so version 1 cannot be changed") {
+		t.Errorf("changing an immutable manifest: %v", err)
+	}
+}
