@@ -66,15 +66,15 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 		return nil, nil, err
 	}
 	var out bytes.Buffer
+	// One encoder for the stream: it separates the documents itself.
+	enc := kyaml.NewEncoder(&out)
 	for i, doc := range docs {
-		if i > 0 {
-			out.WriteString("---\n")
-		}
-		enc := kyaml.NewEncoder(&out)
 		if err := enc.Encode(doc); err != nil {
 			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
-		enc.Close()
+	}
+	if err := enc.Close(); err != nil {
+		return nil, nil, err
 	}
 	return out.Bytes(), res, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 )
@@ -51,11 +52,20 @@ func (p *Policy) AnnotationValue() (value, digest string) {
 	doc, digest := p.Initdata()
 	var b bytes.Buffer
 	// No name or time in the gzip header: the same policy, the same bytes.
-	z, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	z := gzipWriters.Get().(*gzip.Writer)
+	z.Reset(&b)
 	z.Write(doc)
 	z.Close()
+	gzipWriters.Put(z)
 	return base64.StdEncoding.EncodeToString(b.Bytes()), digest
 }
+
+// gzipWriters are reused: a compressor's state is a megabyte, a policy a
+// few kilobytes (generate encodes thousands).
+var gzipWriters = sync.Pool{New: func() any {
+	z, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
+	return z
+}}
 
 // ErrNoPolicy is returned for initdata without a Cloister policy.
 var ErrNoPolicy = errors.New("the initdata holds no " + DataKey)
