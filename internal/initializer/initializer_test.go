@@ -110,3 +110,33 @@ func TestInitializerRefusesAnotherCAS(t *testing.T) {
 		t.Errorf("validate: %v", err)
 	}
 }
+
+// Pod start to certificate written, in simulation on loopback: CAS
+// trusted by its evidence, LAS's evidence, attestation, the files.
+func BenchmarkInitializer(b *testing.B) {
+	dir := b.TempDir()
+	url, ca, _ := casd.StartForTest(b, filepath.Join(dir, "state"), "none")
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.RegisterPolicy(api.PolicyRequest{Policy: manifest}); err != nil {
+		b.Fatal(err)
+	}
+	key, _ := keyfile.LoadOrCreate("")
+	las := httptest.NewServer((&lasd.Server{Probe: &lasd.Probe{DevRoot: dir}, Quoter: &lasd.SimQuoter{Key: key}}).Handler())
+	b.Cleanup(las.Close)
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, Policy: "shop", Service: "shop-deployment-web",
+		LAS: las.URL, Out: filepath.Join(dir, "out")}
+	log := slog.New(slog.DiscardHandler)
+	for b.Loop() {
+		if err := Run(context.Background(), cfg, log); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
