@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/atomicfile"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -240,7 +242,8 @@ func rewriteFile(ctx context.Context, file string, opts generate.Options, all *g
 	if err != nil {
 		return err
 	}
-	return generate.WriteIfChanged(file, out, info.Mode().Perm())
+	_, err = atomicfile.WriteIfChanged(file, out, info.Mode().Perm())
+	return err
 }
 
 func rewriteStream(ctx context.Context, r io.Reader, w io.Writer, opts generate.Options, all *generate.Result) error {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cloister-cc/cloister/internal/atomicfile"
+
 	"github.com/spf13/cobra"
 
 	"github.com/cloister-cc/cloister/internal/cas/api"
@@ -134,7 +136,7 @@ func newVerify(s Streams) *cobra.Command {
 				return err
 			}
 			for i, r := range h.Records {
-				if err := generate.WriteIfChanged(filepath.Join(out, fmt.Sprintf("manifest.%d.yaml", i)), []byte(r.Policy), 0o644); err != nil {
+				if _, err := atomicfile.WriteIfChanged(filepath.Join(out, fmt.Sprintf("manifest.%d.yaml", i)), []byte(r.Policy), 0o644); err != nil {
 					return err
 				}
 			}
@@ -214,7 +216,7 @@ func writePolicies(doc *policy.Document, paths []string, out string) (int, error
 				continue
 			}
 			n++
-			if err := generate.WriteIfChanged(filepath.Join(out, "policy."+w.Service+".json"), w.Policy, 0o644); err != nil {
+			if _, err := atomicfile.WriteIfChanged(filepath.Join(out, "policy."+w.Service+".json"), w.Policy, 0o644); err != nil {
 				return err
 			}
 		}
@@ -273,7 +275,7 @@ func writeCAs(ctx context.Context, c *casclient.Client, dir string) error {
 		return fmt.Errorf("reading CAS's CAs: %w", err)
 	}
 	for name, pem := range map[string]string{rootCAFile: cas.RootCA, meshCAFile: cas.MeshCA} {
-		if err := generate.WriteIfChanged(filepath.Join(dir, name), []byte(pem), 0o644); err != nil {
+		if _, err := atomicfile.WriteIfChanged(filepath.Join(dir, name), []byte(pem), 0o644); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,6 @@
 package generate
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/atomicfile"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
 
@@ -62,7 +62,8 @@ func WriteManifest(path string, doc *policy.Document) error {
 	if err != nil {
 		return err
 	}
-	return WriteIfChanged(path, data, 0o644)
+	_, err = atomicfile.WriteIfChanged(path, data, 0o644)
+	return err
 }
 
 // ReadManifest reads a manifest generate wrote.
@@ -76,19 +77,6 @@ func ReadManifest(path string) (*policy.Document, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return doc, nil
-}
-
-// WriteIfChanged leaves a file with the same content alone (and its
-// modification time), and replaces it atomically otherwise.
-func WriteIfChanged(path string, data []byte, mode fs.FileMode) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // YAMLFiles expands paths: files as given, folders to their .yaml and

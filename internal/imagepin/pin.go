@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cloister-cc/cloister/internal/atomicfile"
 )
 
 // ErrOffline is returned for a tag when registries may not be asked.
@@ -108,11 +110,7 @@ func (p *Pinner) Save() error {
 	if err != nil {
 		return err
 	}
-	tmp := p.Cache + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the digest cache: %w", err)
-	}
-	if err := os.Rename(tmp, p.Cache); err != nil {
+	if _, err := atomicfile.WriteIfChanged(p.Cache, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the digest cache: %w", err)
 	}
 	p.changed = false
