@@ -27,7 +27,7 @@ import (
 // installs: runc, the real node's only handler.
 const e2eRuntimeClass = "cloister-cc-sim-e2e"
 
-const shopPods = `# Two tiers of a shop, plain YAML marked confidential.
+const shopPods = `# Three tiers of a shop (web -> api -> db), plain YAML marked confidential.
 apiVersion: v1
 kind: Service
 metadata: {name: shop-web, namespace: default}
@@ -56,6 +56,18 @@ spec:
   hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
   containers:
   - name: api
+    image: PAUSE
+    resources: {limits: {memory: 32Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: shop-db, namespace: default, labels: {app: shop-db}}
+spec:
+  runtimeClassName: cloister-cc
+  nodeSelector: {NODE_LABEL: "true"}
+  hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
+  containers:
+  - name: db
     image: PAUSE
     resources: {limits: {memory: 32Mi}}
 `
@@ -94,7 +106,8 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	e.applyFile(t, filepath.Join(resources, "shop.yaml"))
 
 	// No manifest yet: the pods wait in their initializers, which say so.
-	for _, name := range []string{"shop-web", "shop-api"} {
+	shop := []string{"shop-web", "shop-api", "shop-db"}
+	for _, name := range shop {
 		e.waitPod(t, "default", name, "to wait in its initializer", 2*time.Minute, func(p *corev1.Pod) bool {
 			return len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].State.Running != nil
 		})
@@ -108,7 +121,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	if !strings.Contains(out, "manifest workloads set: version 1") {
 		t.Errorf("set: %s", out)
 	}
-	for _, name := range []string{"shop-web", "shop-api"} {
+	for _, name := range shop {
 		e.waitPod(t, "default", name, "to run once the manifest is set", 2*time.Minute, func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning
 		})
@@ -118,10 +131,11 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	files := podFiles(t, initializer.DefaultOut, casclient.CertChainFile, casclient.MeshCAFile, "files"+generate.WorkloadSecretFile)
-	// Whichever of the two pods the files are from: its certificate
+	// Whichever of the pods the files are from: its certificate
 	// names it and its Service's DNS names, from the mesh CA.
 	leaf := verifyChain(t, files[casclient.CertChainFile], meshCA, "")
-	dns := map[string]string{"default-pod-shop-web.workloads": "shop-web.default.svc", "default-pod-shop-api.workloads": "shop-api.default"}[leaf.Subject.CommonName]
+	dns := map[string]string{"default-pod-shop-web.workloads": "shop-web.default.svc", "default-pod-shop-api.workloads": "shop-api.default",
+		"default-pod-shop-db.workloads": "shop-db.default"}[leaf.Subject.CommonName]
 	if dns == "" || !slices.Contains(leaf.DNSNames, dns) {
 		t.Errorf("certificate %s with DNS names %v", leaf.Subject, leaf.DNSNames)
 	}
@@ -131,7 +145,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	t.Logf("a shop pod started with %s (%v), issued by %s", leaf.Subject, leaf.DNSNames, leaf.Issuer)
 
 	out = e.mustCLI(t, "verify", "--cluster", "default/cas", "--insecure-simulated-cas", "--workspace", ws, resources)
-	if !strings.Contains(out, "manifest workloads version 1") || !strings.Contains(out, "2 pod policies") {
+	if !strings.Contains(out, "manifest workloads version 1") || !strings.Contains(out, "3 pod policies") {
 		t.Errorf("verify: %s", out)
 	}
 	manifest, _ := os.ReadFile(filepath.Join(ws, generate.ManifestFile))
@@ -155,7 +169,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		out, _ := kubectl(t, e.c, "logs", "-n", "default", "shop-web-changed", "-c", generate.InitializerName)
 		return strings.Contains(out, "does not run what its policy annotation says") && strings.Contains(out, "containers[0] (web): image"), out, nil
 	})
-	for _, name := range []string{"shop-web", "shop-api", "shop-web-changed"} {
+	for _, name := range append(shop, "shop-web-changed") {
 		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
 	}
 }
