@@ -103,7 +103,7 @@ func TestLASSimulationIsExplicit(t *testing.T) {
 			t.Fatal(err)
 		}
 		rbac := out["las/templates/serviceaccount.yaml"]
-		if strings.Contains(rbac, "kind: ClusterRole\n") != want || (want && !strings.Contains(rbac, `verbs: ["list"]`)) {
+		if strings.Contains(rbac, "kind: ClusterRole\n") != want || (want && !strings.Contains(rbac, `verbs: ["list", "watch"]`)) {
 			t.Errorf("simulation %v: RBAC\n%s", sim, rbac)
 		}
 	}

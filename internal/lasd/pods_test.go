@@ -20,7 +20,7 @@ import (
 
 const webImage = "registry.example/web@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// Against a real API server: LAS names the calling pod's policy (the pod
+// Against a real API server, watching it: LAS names the calling pod's policy (the pod
 // found by the caller's address on LAS's node), refuses a pod that runs
 // something else than its policy says, and names nothing for a caller
 // that is no pod of its node.
@@ -46,7 +46,13 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 
 	key, _ := keyfile.LoadOrCreate("")
 	serve := func(node string) string {
-		s := &Server{Probe: &Probe{DevRoot: t.TempDir()}, Quoter: &SimQuoter{Key: key}, Pods: &Pods{Client: cs, Node: node}}
+		pods := &Pods{Client: cs, Node: node}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if err := pods.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{Probe: &Probe{DevRoot: t.TempDir()}, Quoter: &SimQuoter{Key: key}, Pods: pods}
 		ts := httptest.NewServer(s.Handler())
 		t.Cleanup(ts.Close)
 		return ts.URL
@@ -81,7 +87,14 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, _, body := hostData(onNode)
+	// The watch brings the change within moments.
+	var code int
+	var body []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if code, _, body = hostData(onNode); code != 200 {
+			break
+		}
+	}
 	if code != 403 || !strings.Contains(string(body), "pod default/web: the pod does not run what its policy annotation says: containers[0] (web): image") {
 		t.Errorf("a departed pod: %d %s", code, body)
 	}

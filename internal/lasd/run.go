@@ -50,7 +50,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--pod-identity: %w", err)
 		}
-		s.Pods = &Pods{Client: cs, Node: cfg.Node}
+		pods := &Pods{Client: cs, Node: cfg.Node}
+		if err := pods.Start(ctx); err != nil {
+			return fmt.Errorf("--pod-identity: %w", err)
+		}
+		s.Pods = pods
 	}
 	if cfg.Simulation {
 		k, err := keyfile.LoadOrCreate(cfg.KeyFile)
