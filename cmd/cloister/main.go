@@ -9,5 +9,5 @@ import (
 )
 
 func main() {
-	startup.Main("cloister", cli.NewRoot(cli.Streams{Out: os.Stdout, Err: os.Stderr}).ExecuteContext)
+	startup.Main("cloister", cli.NewRoot(cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}).ExecuteContext)
 }

@@ -12,8 +12,14 @@ import (
 
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return runWithInput(t, "", args...)
+}
+
+// runWithInput runs the command with input as its standard input.
+func runWithInput(t *testing.T, input string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	root := NewRoot(Streams{Out: &out, Err: &errOut})
+	root := NewRoot(Streams{In: strings.NewReader(input), Out: &out, Err: &errOut})
 	root.SetArgs(args)
 	err = root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err

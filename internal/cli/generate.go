@@ -131,7 +131,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	manifestPath := filepath.Join(f.dir, generate.ManifestFile)
 	for _, p := range paths {
 		if p == "-" {
-			if err := rewriteStream(ctx, os.Stdin, s.Out, opts, all); err != nil {
+			if err := rewriteStream(ctx, s.In, s.Out, opts, all); err != nil {
 				return fmt.Errorf("standard input: %w", err)
 			}
 			continue

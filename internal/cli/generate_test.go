@@ -142,3 +142,21 @@ func TestGenerateDisableUpdates(t *testing.T) {
 		t.Error("a workload owner key was made for an immutable manifest")
 	}
 }
+
+// "-" reads standard input and writes the result to standard output.
+func TestGenerateStdin(t *testing.T) {
+	host := registryWith(t, "web", "initializer")
+	work := t.TempDir()
+	in := strings.ReplaceAll(shopYAML, "REGISTRY", host)
+	out, stderr, err := runWithInput(t, in, "generate", "--reference-values", "sim", "--workspace", work,
+		"--initializer-image", host+"/initializer:v1", "-")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, host+"/web@sha256:") || !strings.Contains(out, "io.katacontainers.config.hypervisor.cc_init_data") {
+		t.Errorf("standard output:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(work, "manifest.yaml")); err != nil {
+		t.Error(err)
+	}
+}

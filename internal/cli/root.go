@@ -11,8 +11,9 @@ import (
 )
 
 // Streams are where a command writes: results to Out, progress and
-// diagnostics to Err.
+// diagnostics to Err; In is what "-" reads.
 type Streams struct {
+	In  io.Reader
 	Out io.Writer
 	Err io.Writer
 }
