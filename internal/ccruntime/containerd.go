@@ -40,7 +40,7 @@ type Handler struct {
 // Platform handlers: sim runs runc (insecure, for development); the Kata
 // handlers run each pod in a confidential VM and are written for real
 // hardware with Kata installed under /opt/kata (untested here).
-func PlatformHandler(platform, version string) (Handler, error) {
+func PlatformHandler(platform Platform, version string) (Handler, error) {
 	name := ClassName(platform, version)
 	kata := func(config string) Handler {
 		return Handler{Name: name, RuntimeType: "io.containerd.kata.v2",
@@ -49,14 +49,14 @@ func PlatformHandler(platform, version string) (Handler, error) {
 			PrivilegedWithoutHostDevices: true}
 	}
 	switch platform {
-	case "sim":
+	case Sim:
 		return Handler{Name: name, RuntimeType: "io.containerd.runc.v2"}, nil
-	case "snp":
+	case SNP:
 		return kata("configuration-qemu-snp.toml"), nil
-	case "tdx":
+	case TDX:
 		return kata("configuration-qemu-tdx.toml"), nil
 	}
-	return Handler{}, fmt.Errorf("platform %q: use sim, snp or tdx", platform)
+	return Handler{}, fmt.Errorf("unknown platform %q: use sim, snp or tdx", platform)
 }
 
 // ConfigVersion reads a containerd configuration's version (2 or 3).

@@ -71,7 +71,7 @@ func newGenerate(s Streams) *cobra.Command {
 }
 
 func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) error {
-	platform, err := generate.ParsePlatform(f.platform)
+	platform, err := ccruntime.ParsePlatform(f.platform)
 	if err != nil {
 		return fmt.Errorf("--reference-values: %w", err)
 	}
@@ -116,7 +116,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		Resolver:         pinner,
 	}
 	if opts.RuntimeClass == "" {
-		opts.RuntimeClass = ccruntime.ClassName(string(platform), version.Version)
+		opts.RuntimeClass = ccruntime.ClassName(platform, version.Version)
 	}
 	if manifest.OwnerKeys, err = f.owners(s); err != nil {
 		return err
@@ -168,7 +168,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			fmt.Fprintf(s.Err, "  warning: %s\n", warn)
 		}
 	}
-	if platform == generate.Sim {
+	if platform == ccruntime.Sim {
 		fmt.Fprintln(s.Err, "reference values sim: the manifest accepts simulated evidence (insecure: no TEE vouches for the pods)")
 	}
 	fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
@@ -176,7 +176,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 }
 
 // casExpect is the initializers' expectation of CAS's evidence, JSON.
-func (f *generateFlags) casExpect(platform generate.Platform) (string, error) {
+func (f *generateFlags) casExpect(platform ccruntime.Platform) (string, error) {
 	var p attest.Policy
 	if f.casIdentity != "" {
 		data, err := os.ReadFile(f.casIdentity)
@@ -188,12 +188,12 @@ func (f *generateFlags) casExpect(platform generate.Platform) (string, error) {
 			return "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
 		}
 		p = *parsed
-	} else if platform != generate.Sim {
+	} else if platform != ccruntime.Sim {
 		return "", fmt.Errorf("--cas-identity: required for %s: the evidence CAS must show the initializers (its measurement)", platform)
 	}
 	// Simulated pods talk to a simulated CAS: both are the development
 	// setup the platform names.
-	p.AllowSimulation = platform == generate.Sim
+	p.AllowSimulation = platform == ccruntime.Sim
 	b, err := json.Marshal(p)
 	return string(b), err
 }

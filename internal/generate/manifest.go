@@ -11,31 +11,8 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/ccruntime"
 )
-
-// Platform is where confidential pods run; it decides which evidence
-// names the pod policy digest.
-type Platform string
-
-const (
-	// Sim: runc underneath, LAS vouches for the pod's policy; insecure.
-	Sim Platform = "sim"
-	// SNP: Kata on SEV-SNP, the digest is HOSTDATA.
-	SNP Platform = "snp"
-	// TDX: Kata on TDX, the digest is MRCONFIGID.
-	TDX Platform = "tdx"
-)
-
-// Platforms lists them for help and errors.
-var Platforms = []Platform{Sim, SNP, TDX}
-
-// ParsePlatform reads a platform name.
-func ParsePlatform(s string) (Platform, error) {
-	if p := Platform(s); slices.Contains(Platforms, p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("unknown platform %q: use sim, snp or tdx", s)
-}
 
 // ReferenceValues are what the hardware measures besides the pod policy:
 // the guest's launch measurement and the lowest TCB accepted.
@@ -63,7 +40,7 @@ func ParseReferenceValues(data []byte) (*ReferenceValues, error) {
 type Manifest struct {
 	// Name of the policy in CAS.
 	Name     string
-	Platform Platform
+	Platform ccruntime.Platform
 	// Reference values; sim needs none.
 	Reference *ReferenceValues
 	// OwnerKeys (PEM public keys) may update the manifest; none makes it
@@ -80,7 +57,7 @@ func (m Manifest) Document(workloads []Workload, services []Service) (*policy.Do
 		Version:         policy.Version,
 		Name:            m.Name,
 		Owners:          policy.Owners{Keys: m.OwnerKeys},
-		AllowSimulation: m.Platform == Sim,
+		AllowSimulation: m.Platform == ccruntime.Sim,
 	}
 	for _, w := range workloads {
 		id, err := m.identity(w.Digest)
@@ -122,14 +99,14 @@ func (m Manifest) identity(digest string) (attest.Identity, error) {
 		return attest.Identity{}, fmt.Errorf("policy digest %q is not a SHA-256", digest)
 	}
 	switch m.Platform {
-	case Sim:
+	case ccruntime.Sim:
 		return attest.Identity{Type: attest.Sim, HostData: d}, nil
-	case SNP:
+	case ccruntime.SNP:
 		if m.Reference == nil || m.Reference.SNP == nil {
 			return attest.Identity{}, fmt.Errorf("reference values for snp: give the guest's launch measurement (snp.measurement) in a reference-values file")
 		}
 		return attest.Identity{Type: attest.SNP, Measurement: m.Reference.SNP.Measurement, MinTCB: m.Reference.SNP.MinTCB, HostData: d}, nil
-	case TDX:
+	case ccruntime.TDX:
 		if m.Reference == nil || m.Reference.TDX == nil {
 			return attest.Identity{}, fmt.Errorf("reference values for tdx: give the TD's MRTD (tdx.mrtd) in a reference-values file")
 		}

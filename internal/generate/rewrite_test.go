@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/ccruntime"
 	"github.com/cloister-cc/cloister/internal/initializer"
 	"github.com/cloister-cc/cloister/internal/podpolicy"
 )
@@ -322,7 +323,7 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	owner := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-	doc, err := Manifest{Name: "shop", Platform: Sim, OwnerKeys: []string{owner}}.Document(res.Workloads, res.Services)
+	doc, err := Manifest{Name: "shop", Platform: ccruntime.Sim, OwnerKeys: []string{owner}}.Document(res.Workloads, res.Services)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,14 +348,14 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 		t.Errorf("files %v", web.Files)
 	}
 
-	if _, err := (Manifest{Name: "shop", Platform: SNP}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "snp.measurement") {
+	if _, err := (Manifest{Name: "shop", Platform: ccruntime.SNP}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "snp.measurement") {
 		t.Errorf("snp without reference values: %v", err)
 	}
 	ref, err := ParseReferenceValues([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tdx, err := Manifest{Name: "shop", Platform: TDX, Reference: ref}.Document(res.Workloads, res.Services)
+	tdx, err := Manifest{Name: "shop", Platform: ccruntime.TDX, Reference: ref}.Document(res.Workloads, res.Services)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 
 func TestInspectAndCheckManifest(t *testing.T) {
 	out, res := rewrite(t, threeTier, options())
-	doc, err := Manifest{Name: "shop", Platform: Sim}.Document(res.Workloads, res.Services)
+	doc, err := Manifest{Name: "shop", Platform: ccruntime.Sim}.Document(res.Workloads, res.Services)
 	if err != nil {
 		t.Fatal(err)
 	}
