@@ -108,9 +108,9 @@ func ownShare(sharesFile, keyFile string) (seed.Share, error) {
 	if err := json.Unmarshal(raw, &shares); err != nil {
 		return seed.Share{}, fmt.Errorf("the shares %s: %w", sharesFile, err)
 	}
-	key, err := readOwnerKey(keyFile)
+	key, err := policy.ReadKeyFile(keyFile)
 	if err != nil {
-		return seed.Share{}, fmt.Errorf("the owner key %s: %w", keyFile, err)
+		return seed.Share{}, fmt.Errorf("the owner key: %w", err)
 	}
 	fp := policy.Fingerprint(&key.PublicKey)
 	for i := range shares.Shares {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +52,7 @@ func newSet(s Streams) *cobra.Command {
 				if ownerKey == "" {
 					ownerKey = filepath.Join(dir, generate.WorkloadOwnerKeyFile)
 				}
-				key, err := readOwnerKey(ownerKey)
+				key, err := policy.ReadKeyFile(ownerKey)
 				if err != nil {
 					return fmt.Errorf("--workload-owner-key: %w", err)
 				}
@@ -280,14 +279,6 @@ func writeCAs(ctx context.Context, c *casclient.Client, dir string) error {
 		}
 	}
 	return nil
-}
-
-func readOwnerKey(path string) (*ecdsa.PrivateKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return policy.ParseKey(data)
 }
 
 // errNoShare is returned when a shares file holds none for a key.

@@ -38,24 +38,9 @@ func newPolicyKeygen(s Streams) *cobra.Command {
 			if out == "" {
 				return errors.New("--out is required: the file for the private key")
 			}
-			k, err := policy.NewKey()
-			if err != nil {
-				return err
-			}
-			pemKey, err := policy.MarshalKey(k)
-			if err != nil {
-				return err
-			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			k, err := policy.CreateKeyFile(out)
 			if err != nil {
 				return fmt.Errorf("--out: %w (an existing key is never overwritten)", err)
-			}
-			if _, err := f.Write(pemKey); err != nil {
-				f.Close()
-				return fmt.Errorf("--out: %w", err)
-			}
-			if err := f.Close(); err != nil {
-				return fmt.Errorf("--out: %w", err)
 			}
 			_, err = s.Out.Write(policy.MarshalPublicKey(&k.PublicKey))
 			return err

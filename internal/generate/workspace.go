@@ -26,34 +26,15 @@ const (
 // EnsureKey returns the private key in path, making it (0600) on first
 // use; made reports whether it did.
 func EnsureKey(path string) (pub string, made bool, err error) {
-	data, err := os.ReadFile(path)
+	k, err := policy.ReadKeyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		k, err := policy.NewKey()
-		if err != nil {
-			return "", false, err
-		}
-		pemKey, err := policy.MarshalKey(k)
-		if err != nil {
-			return "", false, err
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return "", false, err
-		}
-		if _, err := f.Write(pemKey); err != nil {
-			f.Close()
-			return "", false, err
-		}
-		return string(policy.MarshalPublicKey(&k.PublicKey)), true, f.Close()
+		k, err = policy.CreateKeyFile(path)
+		made = true
 	}
 	if err != nil {
 		return "", false, err
 	}
-	k, err := policy.ParseKey(data)
-	if err != nil {
-		return "", false, fmt.Errorf("%s: %w", path, err)
-	}
-	return string(policy.MarshalPublicKey(&k.PublicKey)), false, nil
+	return string(policy.MarshalPublicKey(&k.PublicKey)), made, nil
 }
 
 // WriteManifest writes the manifest as YAML, only when it changed.

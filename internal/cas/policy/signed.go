@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"os"
 
 	"github.com/cloister-cc/cloister/internal/keyfile"
 )
@@ -109,6 +110,41 @@ func MarshalKey(k *ecdsa.PrivateKey) ([]byte, error) {
 }
 
 func ParseKey(data []byte) (*ecdsa.PrivateKey, error) { return keyfile.ParsePrivate(data) }
+
+// CreateKeyFile makes an owner key and writes it to path (0600); an
+// existing file is never overwritten.
+func CreateKeyFile(path string) (*ecdsa.PrivateKey, error) {
+	k, err := NewKey()
+	if err != nil {
+		return nil, err
+	}
+	pemKey, err := MarshalKey(k)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(pemKey); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return k, f.Close()
+}
+
+// ReadKeyFile reads an owner key CreateKeyFile wrote.
+func ReadKeyFile(path string) (*ecdsa.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ParseKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
 
 // MarshalPublicKey is the PEM form owners put into policies.
 func MarshalPublicKey(k *ecdsa.PublicKey) []byte {
