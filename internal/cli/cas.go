@@ -14,6 +14,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -59,13 +60,9 @@ func newCASInit(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			shares, err := c.Init(pems, threshold)
+			shares, err := initCAS(c, pems, threshold, out)
 			if err != nil {
 				return err
-			}
-			b, _ := json.MarshalIndent(shares, "", "  ")
-			if err := os.WriteFile(out, b, 0o600); err != nil {
-				return fmt.Errorf("--out: %w (the shares are lost: CAS keeps none; it stays sealed while it runs)", err)
 			}
 			fmt.Fprintf(s.Out, "CAS initialised: %d shares, any %d recover it, written to %s\n", len(shares.Shares), shares.Threshold, out)
 			return nil
@@ -96,6 +93,20 @@ func newCASRecover(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
 	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
 	return cmd
+}
+
+// initCAS makes CAS generate its seed, split among the recovery owners,
+// and writes the sealed shares to path, the only place they are kept.
+func initCAS(c *casclient.Client, owners []string, threshold int, path string) (*core.Shares, error) {
+	shares, err := c.Init(owners, threshold)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.MarshalIndent(shares, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the shares: %w (they are lost: CAS keeps none; it works until it restarts)", err)
+	}
+	return shares, nil
 }
 
 // ownShare opens the share sealed to the owner key in keyFile.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -255,14 +254,9 @@ func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, dir strin
 	if err != nil {
 		return fmt.Errorf("the seed share owner key: %w", err)
 	}
-	shares, err := c.Init([]string{pub}, 1)
-	if err != nil {
-		return fmt.Errorf("initialising CAS: %w", err)
-	}
-	b, _ := json.MarshalIndent(shares, "", "  ")
 	path := filepath.Join(dir, seedSharesFile)
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("writing the seed share: %w (it is lost: CAS keeps none; it stays unsealed while it runs)", err)
+	if _, err := initCAS(c, []string{pub}, 1, path); err != nil {
+		return fmt.Errorf("initialising CAS: %w", err)
 	}
 	fmt.Fprintf(s.Err, "CAS initialised: its seed share, sealed to %s, is in %s; keep both to recover CAS\n", generate.SeedShareOwnerFile, path)
 	return nil
