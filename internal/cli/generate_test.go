@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/generate"
 	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
@@ -75,7 +74,7 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("%s: %v %v", key, info, err)
 		}
 	}
-	doc, err := generate.ReadManifest(filepath.Join(work, "manifest.yaml"))
+	doc, _, err := readWorkspaceManifest(work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func TestGenerateDisableUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	doc, err := generate.ReadManifest(filepath.Join(work, "manifest.yaml"))
+	doc, _, err := readWorkspaceManifest(work)
 	if err != nil || len(doc.Owners.Keys) != 0 {
 		t.Fatalf("manifest owners %v, %v", doc, err)
 	}

@@ -2,7 +2,6 @@ package generate
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,19 +44,6 @@ func WriteManifest(path string, doc *policy.Document) error {
 	}
 	_, err = atomicfile.WriteIfChanged(path, data, 0o644)
 	return err
-}
-
-// ReadManifest reads a manifest generate wrote.
-func ReadManifest(path string) (*policy.Document, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := policy.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return doc, nil
 }
 
 // YAMLFiles expands paths: files as given, folders to their .yaml and
