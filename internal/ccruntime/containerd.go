@@ -35,13 +35,17 @@ type Handler struct {
 	// PrivilegedWithoutHostDevices keeps the host's devices out of
 	// privileged pods, which run in a VM.
 	PrivilegedWithoutHostDevices bool
+	// LikeDefault makes the handler a copy of the node's default runtime
+	// (its shim and options) under the handler's name: runc's cgroup
+	// driver and root must match what the kubelet and the node use.
+	LikeDefault bool
 }
 
 // Platform handlers: sim runs runc (insecure, for development); the Kata
 // handlers run each pod in a confidential VM and are written for real
-// hardware with Kata installed under /opt/kata (untested here).
-func PlatformHandler(platform Platform, version string) (Handler, error) {
-	name := ClassName(platform, version)
+// hardware with Kata installed under /opt/kata (untested here). name is
+// the handler's (ClassName).
+func PlatformHandler(platform Platform, name string) (Handler, error) {
 	kata := func(config string) Handler {
 		return Handler{Name: name, RuntimeType: "io.containerd.kata.v2",
 			Options:                      map[string]any{"ConfigPath": "/opt/kata/share/defaults/kata-containers/" + config},
@@ -50,7 +54,7 @@ func PlatformHandler(platform Platform, version string) (Handler, error) {
 	}
 	switch platform {
 	case Sim:
-		return Handler{Name: name, RuntimeType: "io.containerd.runc.v2"}, nil
+		return Handler{Name: name, RuntimeType: "io.containerd.runc.v2", LikeDefault: true}, nil
 	case SNP:
 		return kata("configuration-qemu-snp.toml"), nil
 	case TDX:
@@ -71,6 +75,70 @@ func ConfigVersion(config []byte) (int, error) {
 		return 0, fmt.Errorf("containerd configuration version %d: only versions 2 (containerd 1.x) and 3 (containerd 2.x) are supported", head.Version)
 	}
 	return head.Version, nil
+}
+
+// DefaultSocket is containerd's gRPC address unless its configuration
+// says otherwise.
+const DefaultSocket = "/run/containerd/containerd.sock"
+
+// configDoc is the part of a containerd configuration the installer reads.
+type configDoc struct {
+	Version int `toml:"version"`
+	GRPC    struct {
+		Address string `toml:"address"`
+	} `toml:"grpc"`
+	Plugins map[string]struct {
+		Containerd struct {
+			DefaultRuntimeName string                    `toml:"default_runtime_name"`
+			Runtimes           map[string]map[string]any `toml:"runtimes"`
+		} `toml:"containerd"`
+	} `toml:"plugins"`
+}
+
+func decodeConfig(config []byte) (configDoc, error) {
+	var doc configDoc
+	if _, err := toml.Decode(string(config), &doc); err != nil {
+		return doc, fmt.Errorf("containerd configuration: %w", err)
+	}
+	return doc, nil
+}
+
+// Socket is the gRPC address a containerd configuration sets.
+func Socket(config []byte) (string, error) {
+	doc, err := decodeConfig(config)
+	if err != nil {
+		return "", err
+	}
+	if doc.GRPC.Address == "" {
+		return DefaultSocket, nil
+	}
+	return doc.GRPC.Address, nil
+}
+
+// likeDefault fills h's shim and options from the configuration's default
+// runtime (runc when it names none, as containerd does). A default the
+// configuration does not describe leaves h as it is.
+func likeDefault(config []byte, version int, h Handler) (Handler, error) {
+	doc, err := decodeConfig(config)
+	if err != nil {
+		return h, err
+	}
+	cri := doc.Plugins[criRuntimePlugin[version]].Containerd
+	name := cri.DefaultRuntimeName
+	if name == "" {
+		name = "runc"
+	}
+	def, ok := cri.Runtimes[name]
+	if !ok {
+		return h, nil
+	}
+	if t, ok := def["runtime_type"].(string); ok && t != "" {
+		h.RuntimeType = t
+	}
+	if opts, ok := def["options"].(map[string]any); ok && len(opts) > 0 {
+		h.Options = opts
+	}
+	return h, nil
 }
 
 // DropIn is the handler's drop-in file for a configuration version.

@@ -30,7 +30,7 @@ func TestHandlerDropInPerVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, _ := PlatformHandler("snp", "v1.0.0")
+			h, _ := PlatformHandler("snp", ClassName("snp", "v1.0.0"))
 			dropIn, err := DropIn(version, h)
 			if err != nil {
 				t.Fatal(err)
@@ -80,10 +80,10 @@ func TestHandlerDropInPerVersion(t *testing.T) {
 	if _, err := ConfigVersion([]byte("root = \"/x\"\n")); err == nil || !strings.Contains(err.Error(), "version 0") {
 		t.Errorf("a version 1 configuration: %v", err)
 	}
-	if h, _ := PlatformHandler("sim", "v1"); h.RuntimeType != "io.containerd.runc.v2" || h.Name != ClassName("sim", "v1") {
+	if h, _ := PlatformHandler("sim", ClassName("sim", "v1")); h.RuntimeType != "io.containerd.runc.v2" || h.Name != ClassName("sim", "v1") {
 		t.Errorf("sim handler %+v", h)
 	}
-	if _, err := PlatformHandler("sev", "v1"); err == nil {
+	if _, err := PlatformHandler("sev", ClassName("sev", "v1")); err == nil {
 		t.Error("an unknown platform")
 	}
 }

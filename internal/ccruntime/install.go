@@ -56,6 +56,11 @@ func (in *Installer) Install(h Handler) (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", in.config(), err)
 	}
+	if h.LikeDefault {
+		if h, err = likeDefault(cfg, version, h); err != nil {
+			return false, fmt.Errorf("%s: %w", in.config(), err)
+		}
+	}
 	dropIn, err := DropIn(version, h)
 	if err != nil {
 		return false, err

@@ -46,3 +46,7 @@ func ClassName(platform Platform, version string) string {
 	h := sha256.Sum256([]byte(version))
 	return Prefix + "-" + string(platform) + "-" + hex.EncodeToString(h[:4])
 }
+
+// NodeLabel is the label (value "true") of the nodes whose containerd has
+// the handler className: its RuntimeClass schedules pods there only.
+func NodeLabel(className string) string { return "runtime.cloister.dev/" + className }
