@@ -28,6 +28,7 @@ func run(ctx context.Context) error {
 	fs.StringVar(&cfg.Handler, "handler", "", "the runtime handler's name (the RuntimeClass's)")
 	fs.StringVar(&cfg.Root, "host-root", "/host", "where the host's folders are mounted")
 	fs.StringVar(&cfg.ConfigPath, "containerd-config", ccruntime.DefaultConfigPath, "containerd's configuration on the host")
+	fs.StringVar(&cfg.Socket, "containerd-socket", ccruntime.DefaultSocket, "containerd's socket on the host")
 	fs.BoolVar(&cfg.Remove, "remove", false, "take the handler out of containerd instead of adding it")
 	fs.StringVar(&cfg.Probe, "probe-address", ":8080", "address of /readyz, ready once the handler is in place (or gone)")
 	fs.StringVar(&cfg.TerminationLog, "termination-log", "/dev/termination-log", "file for the reason of a failure")

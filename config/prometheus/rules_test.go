@@ -56,7 +56,7 @@ func alertFields(t *testing.T) []string {
 			}
 		}
 	}
-	for _, st := range []any{basev1beta1.SGXPluginStatus{}, basev1beta1.LASStatus{}, basev1beta1.CEXPluginStatus{}} {
+	for _, st := range []any{basev1beta1.SGXPluginStatus{}, basev1beta1.LASStatus{}, basev1beta1.CEXPluginStatus{}, basev1beta1.ConfidentialRuntimeStatus{}} {
 		walk(reflect.TypeOf(st))
 	}
 	if len(fields) < 5 {

@@ -135,7 +135,7 @@ func pinned(bin, name, registry, version, revision, source string) (string, erro
 
 // operatorDefaults are the images cloister-operator names by default, by
 // the variable of its main package that holds each.
-var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage"}
+var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage", "cloister-node-installer": "nodeInstallerImage"}
 
 // pinOperatorDefaults builds the images the operator deploys (in memory)
 // and returns the linker flags that make them its defaults by digest.

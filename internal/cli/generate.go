@@ -116,7 +116,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		Resolver:         pinner,
 	}
 	if opts.RuntimeClass == "" {
-		opts.RuntimeClass = ccruntime.ClassName(platform, version.Version)
+		opts.RuntimeClass = ccruntime.ClassName(platform, version.Get().Version)
 	}
 	if manifest.OwnerKeys, err = f.owners(s); err != nil {
 		return err

@@ -52,6 +52,10 @@ const (
 	ReasonCEXDeviceAlert    Reason = "CEXDeviceAlert"
 	ReasonCEXReplicaAlert   Reason = "CEXReplicaAlert"
 	ReasonLASReplicaAlert   Reason = "LASReplicaAlert"
+	// ConfidentialRuntime, judged from its node installers.
+	ReasonRuntimeNotDeployed   Reason = "RuntimeNotDeployed"
+	ReasonRuntimeInstalling    Reason = "RuntimeInstalling"
+	ReasonRuntimeInstallFailed Reason = "RuntimeInstallFailed"
 	// CAS, judged from its own API.
 	ReasonCASUnreachable   Reason = "CASUnreachable"
 	ReasonCASNotAttested   Reason = "CASNotAttested"
@@ -78,6 +82,7 @@ const (
 	EventUninstalled              Reason = "Uninstalled"
 	EventUninstalledFailedRelease Reason = "UninstalledFailedRelease"
 	EventUninstallTimedOut        Reason = "UninstallTimedOut"
+	EventDraining                 Reason = "Draining"
 	EventSetOwner                 Reason = "SetOwner"
 	EventRemovedForeignOwners     Reason = "RemovedForeignOwners"
 	// A policy's registration with CAS.

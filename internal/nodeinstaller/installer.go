@@ -35,6 +35,9 @@ type Config struct {
 	Root string
 	// ConfigPath is containerd's configuration on the host.
 	ConfigPath string
+	// Socket is containerd's gRPC socket on the host; it must be the one
+	// the configuration names.
+	Socket string
 	// Remove takes the handler out instead of adding it.
 	Remove bool
 	// Node labels the node; nil leaves labels alone.
@@ -91,6 +94,9 @@ func do(ctx context.Context, cfg Config, log *slog.Logger) error {
 	socket, err := ccruntime.Socket(config)
 	if err != nil {
 		return err
+	}
+	if cfg.Socket != "" && filepath.Clean(cfg.Socket) != filepath.Clean(socket) {
+		return fmt.Errorf("containerd's configuration %s puts its socket at %s, not at %s: set containerdSocket to %s", in.ConfigPath, socket, cfg.Socket, socket)
 	}
 	ctrd := &Containerd{ConfigPath: in.ConfigPath, Socket: filepath.Join(cfg.Root, socket), Timeout: cfg.Timeout}
 	if in.ConfigPath == "" {

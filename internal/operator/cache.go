@@ -50,6 +50,7 @@ func slimPod(obj any) (any, error) {
 				slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
 			}
 		}
+		slim.Status.ContainerStatuses = slimTerminations(p.Status.ContainerStatuses)
 	}
 	if device {
 		slim.Spec.Overhead = p.Spec.Overhead
@@ -70,6 +71,25 @@ func slimContainers(cs []corev1.Container) []corev1.Container {
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
 		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	}
+	return out
+}
+
+// slimTerminations keeps why containers ended: a node installer reports
+// its failure as its termination message.
+func slimTerminations(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	for _, c := range cs {
+		s := corev1.ContainerStatus{Name: c.Name}
+		if t := c.State.Terminated; t != nil {
+			s.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Message: t.Message}
+		}
+		if t := c.LastTerminationState.Terminated; t != nil {
+			s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Message: t.Message}
+		}
+		if s.State.Terminated != nil || s.LastTerminationState.Terminated != nil {
+			out = append(out, s)
+		}
 	}
 	return out
 }

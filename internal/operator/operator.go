@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,6 +41,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/casconn"
 	"github.com/cloister-cc/cloister/internal/controller/cas"
 	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
+	"github.com/cloister-cc/cloister/internal/controller/confidentialruntime"
 	"github.com/cloister-cc/cloister/internal/controller/las"
 	"github.com/cloister-cc/cloister/internal/controller/policy"
 	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
@@ -47,6 +49,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
 	"github.com/cloister-cc/cloister/internal/metrics"
 	"github.com/cloister-cc/cloister/internal/release"
+	"github.com/cloister-cc/cloister/internal/version"
 	"github.com/cloister-cc/cloister/internal/webhookcert"
 )
 
@@ -104,6 +107,8 @@ type Images struct {
 	DevicePlugin string
 	LAS          string
 	CAS          string
+	// NodeInstaller is the ConfidentialRuntime's node installer.
+	NodeInstaller string
 }
 
 // Scheme knows every kind the operator reads or writes.
@@ -163,6 +168,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 				&rbacv1.ClusterRoleBinding{}: owned,
 				&corev1.Pod{}:                {Transform: slimPod},
 				&corev1.Node{}:               {Transform: slimNode},
+				&nodev1.RuntimeClass{}:       owned,
 				// Only the operator's own (its webhook certificate).
 				&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 			},
@@ -212,6 +218,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
 		{"las", opts.Images.LAS, func(b service.Base) service.Kind { return &las.Kind{Base: b} }, las.Setup},
 		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b} }, cas.Setup},
+		{"confidentialruntime", opts.Images.NodeInstaller, func(b service.Base) service.Kind {
+			return &confidentialruntime.Kind{Base: b, Version: version.Get().Version}
+		}, confidentialruntime.Setup},
 	} {
 		data, err := charts.Load(c.chart)
 		if err != nil {

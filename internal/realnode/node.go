@@ -251,3 +251,10 @@ func otherKubelets(config string) []int {
 		return true
 	})
 }
+
+// ContainerdConfig is the node's containerd configuration, where a
+// ConfidentialRuntime's installer adds its handler.
+func (n *Node) ContainerdConfig() string { return n.runtime("").configPath() }
+
+// ContainerdSocket is the node's containerd socket.
+func (n *Node) ContainerdSocket() string { return n.runtime("").Socket() }

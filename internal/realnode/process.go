@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -24,7 +25,16 @@ type daemon struct {
 	Env    []string
 	Log    string
 	Marker string
+	// Restart runs the daemon under a supervisor that starts it again a
+	// second after it exits, as systemd's Restart=always does on a real
+	// node: the confidential runtime's node installer restarts containerd
+	// by stopping it.
+	Restart bool
 }
+
+// superviseScript is the supervisor: a shell loop, present on any host.
+// Its own arguments are the daemon's command line, so it is found by them.
+const superviseScript = `while :; do "$0" "$@"; sleep 1; done`
 
 // Start runs the daemon. The caller's process reaps it if it exits first.
 func (d daemon) Start() error {
@@ -37,6 +47,9 @@ func (d daemon) Start() error {
 	}
 	defer log.Close()
 	cmd := exec.Command(d.Bin, d.Args...)
+	if d.Restart {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", superviseScript, d.Bin}, d.Args...)...)
+	}
 	cmd.Env = d.Env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -62,9 +75,21 @@ func (d daemon) Running() []int {
 	})
 }
 
-// Stop sends SIGTERM to the daemon's processes, then SIGKILL to those
-// still there after grace, and waits until they are gone.
+// supervisors lists the live supervisors of this daemon.
+func (d daemon) supervisors() []int {
+	return proc.Find(func(argv [][]byte) bool {
+		return len(argv) > 3 && string(argv[1]) == "-c" && string(argv[2]) == superviseScript &&
+			string(argv[3]) == d.Bin && slices.ContainsFunc(argv[4:], func(a []byte) bool { return bytes.Contains(a, []byte(d.Marker)) })
+	})
+}
+
+// Stop sends SIGTERM to the daemon's processes (its supervisor first, so
+// it does not start it again), then SIGKILL to those still there after
+// grace, and waits until they are gone.
 func (d daemon) Stop(grace time.Duration) error {
+	if err := proc.Terminate(d.supervisors(), grace); err != nil {
+		return err
+	}
 	return proc.Terminate(d.Running(), grace)
 }
 

@@ -111,9 +111,10 @@ func (r *Runtime) daemon() daemon {
 		Bin:  filepath.Join(r.BinDir, "containerd"),
 		Args: []string{"--config", r.configPath()},
 		// The shim is found on PATH.
-		Env:    append(os.Environ(), "PATH="+r.BinDir+string(os.PathListSeparator)+os.Getenv("PATH")),
-		Log:    r.logPath(),
-		Marker: r.configPath(),
+		Env:     append(os.Environ(), "PATH="+r.BinDir+string(os.PathListSeparator)+os.Getenv("PATH")),
+		Log:     r.logPath(),
+		Marker:  r.configPath(),
+		Restart: true,
 	}
 }
 

@@ -144,6 +144,26 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if uid != "65532" {
 		t.Errorf("the container runs as uid %q, want the image's 65532", uid)
 	}
+
+	// Stopped as a node installer stops it, containerd comes back (its
+	// supervisor, like systemd's Restart=always) and the container kept
+	// running through it.
+	old := r.daemon().Running()
+	if len(old) != 1 {
+		t.Fatalf("containerd processes %v", old)
+	}
+	if err := proc.Terminate(old, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if tasks, err = r.Ctr(ctx, "tasks", "ls"); err == nil {
+			break
+		}
+	}
+	if now := r.daemon().Running(); len(now) != 1 || now[0] == old[0] || !strings.Contains(string(tasks), "RUNNING") {
+		t.Errorf("after stopping containerd %v: running %v, tasks %v\n%s", old, now, err, tasks)
+	}
 	stopped = true
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)

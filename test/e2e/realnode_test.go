@@ -175,6 +175,7 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 		// Pinned by digest, as manifests should be: the node has the images
 		// under that name too.
 		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
+		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"),
 		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
 	}
 	op.start(t)

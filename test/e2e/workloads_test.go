@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,8 +14,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/ccruntime"
+	"github.com/cloister-cc/cloister/internal/nodeinstaller"
 
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/casconn"
@@ -22,10 +30,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/generate"
 	"github.com/cloister-cc/cloister/internal/initializer"
 )
-
-// e2eRuntimeClass stands in for the runtime class ConfidentialRuntime
-// installs: runc, the real node's only handler.
-const e2eRuntimeClass = "cloister-cc-sim-e2e"
 
 const shopPods = `# Three tiers of a shop (web -> api -> db), plain YAML marked confidential.
 apiVersion: v1
@@ -72,17 +76,17 @@ spec:
     resources: {limits: {memory: 32Mi}}
 `
 
-// Plain YAML made confidential on the real node: generate (images pinned
-// from the digest cache, offline) → apply → the pods wait in their
-// initializers → set → they start with certificates of the mesh CA;
-// verify writes the manifest; a pod whose image differs from its policy
-// gets no evidence from LAS, and says why.
+// Plain YAML made confidential on the real node: a ConfidentialRuntime
+// puts its handler into the node's containerd (restarting it) and labels
+// the node → generate (images pinned from the digest cache, offline)
+// names its RuntimeClass → apply → the pods wait in their initializers →
+// set → they start with certificates of the mesh CA; verify writes the
+// manifest; a pod whose image differs from its policy gets no evidence
+// from LAS, and says why. Deleting the ConfidentialRuntime takes the
+// handler and the label off the node again.
 func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
-	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: e2eRuntimeClass}, Handler: "runc"}
-	if _, err := e.cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	runtimeClass := installSimRuntime(t, e)
 	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +106,11 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
 
 	e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
-		"--runtime-class", e2eRuntimeClass, "--initializer-image", imageRef("cloister-initializer"), resources)
+		"--initializer-image", imageRef("cloister-initializer"), resources)
+	// generate names the runtime class the operator of its version installs.
+	if generated, _ := os.ReadFile(filepath.Join(resources, "shop.yaml")); strings.Count(string(generated), "runtimeClassName: "+runtimeClass) != 3 {
+		t.Fatalf("generate did not name the installed runtime class %s:\n%s", runtimeClass, generated)
+	}
 	e.applyFile(t, filepath.Join(resources, "shop.yaml"))
 
 	// No manifest yet: the pods wait in their initializers, which say so.
@@ -171,5 +179,66 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	})
 	for _, name := range append(shop, "shop-web-changed") {
 		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	removeSimRuntime(t, e, runtimeClass)
+}
+
+// installSimRuntime installs the sim ConfidentialRuntime on the real node
+// and returns its RuntimeClass, checking that containerd's CRI serves the
+// handler and the node carries the label the RuntimeClass schedules onto.
+func installSimRuntime(t *testing.T, e *realNodeEnv) string {
+	ctx := context.Background()
+	ccr := &basev1beta1.ConfidentialRuntime{ObjectMeta: metav1.ObjectMeta{Name: "sim"}, Spec: basev1beta1.ConfidentialRuntimeSpec{
+		ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullNever, NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}},
+		Platform:    "sim", Overhead: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		ContainerdConfig: e.node.ContainerdConfig(), ContainerdSocket: e.node.ContainerdSocket(),
+	}}
+	start := time.Now()
+	if err := e.crs.Create(ctx, ccr); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e.crs, ccr, common.StateHealthy)
+	t.Logf("ConfidentialRuntime HEALTHY in %s (containerd restarted on the node)", time.Since(start).Round(time.Millisecond))
+	name := ccr.Status.RuntimeClassName
+	node := ccr.Status.Nodes[e.node.Name]
+	if ccr.Status.NumberInstalled != 1 || node.State != basev1beta1.RuntimeNodeInstalled || name != ccruntime.ClassName(ccruntime.Sim, imageVersion) {
+		t.Errorf("status %+v", ccr.Status)
+	}
+	ctrd := &nodeinstaller.Containerd{ConfigPath: e.node.ContainerdConfig(), Socket: e.node.ContainerdSocket(), Timeout: 10 * time.Second}
+	if has, err := ctrd.Has(ctx, name); err != nil || !has {
+		t.Errorf("containerd serves handler %s: %v %v", name, has, err)
+	}
+	n, err := e.cs.CoreV1().Nodes().Get(ctx, e.node.Name, metav1.GetOptions{})
+	if err != nil || n.Labels[ccruntime.NodeLabel(name)] != "true" {
+		t.Errorf("node labels %v %v", n.Labels, err)
+	}
+	rc, err := e.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || rc.Handler != name || !rc.Overhead.PodFixed.Memory().Equal(resource.MustParse("64Mi")) {
+		t.Fatalf("runtime class %+v %v", rc, err)
+	}
+	return name
+}
+
+// removeSimRuntime deletes the ConfidentialRuntime: the label and the
+// handler leave the node before the RuntimeClass goes.
+func removeSimRuntime(t *testing.T, e *realNodeEnv, name string) {
+	ctx := context.Background()
+	ccr := &basev1beta1.ConfidentialRuntime{ObjectMeta: metav1.ObjectMeta{Name: "sim"}}
+	if err := e.crs.Delete(ctx, ccr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ConfidentialRuntime to be gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := e.crs.Get(ctx, client.ObjectKeyFromObject(ccr), ccr)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v %+v", err, ccr.Status.Nodes), nil
+	})
+	ctrd := &nodeinstaller.Containerd{ConfigPath: e.node.ContainerdConfig(), Socket: e.node.ContainerdSocket(), Timeout: 10 * time.Second}
+	if has, err := ctrd.Has(ctx, name); err != nil || has {
+		t.Errorf("after removal containerd serves handler %s: %v %v", name, has, err)
+	}
+	if n, err := e.cs.CoreV1().Nodes().Get(ctx, e.node.Name, metav1.GetOptions{}); err != nil || n.Labels[ccruntime.NodeLabel(name)] != "" {
+		t.Errorf("node labels after removal %v %v", n.Labels, err)
+	}
+	if _, err := e.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("runtime class after removal: %v", err)
 	}
 }

@@ -11,3 +11,8 @@ func (s *LAS) GetServiceStatus() *common.ServiceStatus { return &s.Status.Servic
 
 // GetServiceStatus returns the status every service kind has.
 func (s *CEXPlugin) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }
+
+// GetServiceStatus returns the status every service kind has.
+func (s *ConfidentialRuntime) GetServiceStatus() *common.ServiceStatus {
+	return &s.Status.ServiceStatus
+}

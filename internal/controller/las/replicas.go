@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/health"
 )
 
@@ -28,7 +29,7 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		ready := podReady(p)
+		ready := service.PodReady(p)
 		v := p.Labels[LabelVersion]
 		st.Nodes[p.Spec.NodeName] = basev1beta1.LASNode{Pod: p.Name, Ready: ready, Version: v}
 		if ready && v != "" {
@@ -67,13 +68,4 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 		msg += " (" + strings.Join(notReady, ", ") + "); if its SGX probe fails, check the permissions of /dev/sgx_enclave on the node (they must be 0666)"
 	}
 	return st, health.Obs(health.False, health.ReasonLASReplicaAlert, msg)
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -42,6 +42,12 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 	case health.ActionWait:
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	case health.ActionUninstall:
+		var wait bool
+		if wait, err = r.drain(ctx, obj, req, oos); wait && err == nil {
+			return ctrl.Result{RequeueAfter: waitDelay}, nil
+		} else if err != nil {
+			break
+		}
 		if err = r.Releases.Uninstall(ctx, req.Namespace, req.Name); err != nil && r.deletionTimedOut(obj) {
 			// Never let deletion hang on a release that cannot be removed.
 			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventUninstallTimedOut), "Delete",
