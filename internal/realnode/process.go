@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -32,9 +31,11 @@ type daemon struct {
 	Restart bool
 }
 
-// superviseScript is the supervisor: a shell loop, present on any host.
-// Its own arguments are the daemon's command line, so it is found by them.
-const superviseScript = `while :; do "$0" "$@"; sleep 1; done`
+// superviseScript is the supervisor: a shell loop, present on any host,
+// whose arguments are the marker (a file: the loop ends once it is gone,
+// so a node removed under it leaves no loop behind) and the daemon's
+// command line. It is found by the marker.
+const superviseScript = `marker=$1; shift; while [ -e "$marker" ]; do "$@"; sleep 1; done`
 
 // Start runs the daemon. The caller's process reaps it if it exits first.
 func (d daemon) Start() error {
@@ -48,7 +49,7 @@ func (d daemon) Start() error {
 	defer log.Close()
 	cmd := exec.Command(d.Bin, d.Args...)
 	if d.Restart {
-		cmd = exec.Command("/bin/sh", append([]string{"-c", superviseScript, d.Bin}, d.Args...)...)
+		cmd = exec.Command("/bin/sh", append([]string{"-c", superviseScript, "cloister-supervise", d.Marker, d.Bin}, d.Args...)...)
 	}
 	cmd.Env = d.Env
 	cmd.Stdout, cmd.Stderr = log, log
@@ -78,8 +79,8 @@ func (d daemon) Running() []int {
 // supervisors lists the live supervisors of this daemon.
 func (d daemon) supervisors() []int {
 	return proc.Find(func(argv [][]byte) bool {
-		return len(argv) > 3 && string(argv[1]) == "-c" && string(argv[2]) == superviseScript &&
-			string(argv[3]) == d.Bin && slices.ContainsFunc(argv[4:], func(a []byte) bool { return bytes.Contains(a, []byte(d.Marker)) })
+		return len(argv) > 5 && string(argv[1]) == "-c" && string(argv[2]) == superviseScript &&
+			string(argv[4]) == d.Marker && filepath.Base(string(argv[5])) == filepath.Base(d.Bin)
 	})
 }
 

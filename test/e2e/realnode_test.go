@@ -171,6 +171,9 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 	env := upRealNodeCluster(t)
 	installCRDs(t, env.c, env.cs)
 	op := newOperator(t, env.c)
+	// The operator of the images' build: the runtime class it installs
+	// is named for that version, as generate of the same build names it.
+	op.bin = filepath.Join(env.bin, "cloister-operator")
 	op.args = []string{
 		// Pinned by digest, as manifests should be: the node has the images
 		// under that name too.
