@@ -28,6 +28,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/casconn"
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/health"
 	"github.com/cloister-cc/cloister/internal/initializer"
 )
 
@@ -45,7 +46,7 @@ metadata: {name: shop-web, namespace: default, labels: {app: shop-web}}
 spec:
   runtimeClassName: cloister-cc
   nodeSelector: {NODE_LABEL: "true"}
-  hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
+  hostAliases: [{ip: CAS_IP, hostnames: [cas-shop.default.svc]}]
   containers:
   - name: web
     image: PAUSE
@@ -57,7 +58,7 @@ metadata: {name: shop-api, namespace: default, labels: {app: shop-api}}
 spec:
   runtimeClassName: cloister-cc
   nodeSelector: {NODE_LABEL: "true"}
-  hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
+  hostAliases: [{ip: CAS_IP, hostnames: [cas-shop.default.svc]}]
   containers:
   - name: api
     image: PAUSE
@@ -69,7 +70,7 @@ metadata: {name: shop-db, namespace: default, labels: {app: shop-db}}
 spec:
   runtimeClassName: cloister-cc
   nodeSelector: {NODE_LABEL: "true"}
-  hostAliases: [{ip: CAS_IP, hostnames: [cas.default.svc]}]
+  hostAliases: [{ip: CAS_IP, hostnames: [cas-shop.default.svc]}]
   containers:
   - name: db
     image: PAUSE
@@ -84,13 +85,23 @@ spec:
 // manifest; a pod whose image differs from its policy gets no evidence
 // from LAS, and says why. Deleting the ConfidentialRuntime takes the
 // handler and the label off the node again.
+//
+// Then the owner's journey: an update signed by another key is refused,
+// the owner's is accepted and shows in verify's history; CAS restarts
+// (on its volume), new pods wait, `cloister recover` unseals CAS, they
+// start, and verify shows the same history.
 func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	runtimeClass := installSimRuntime(t, e)
-	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
-	if err != nil {
+	casCR := simCAS("cas-shop")
+	casCR.Spec.Persistence.Enabled = true
+	if err := e.crs.Create(ctx, casCR); err != nil {
 		t.Fatal(err)
 	}
+	casPod := e.waitPod(t, "default", casconn.PodName("cas-shop"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+	})
+	at := []string{"--cluster", "default/cas-shop", "--insecure-simulated-cas"}
 	// The images are on the node, not in a registry: the digest cache
 	// pins them, as a rerun of generate would find it.
 	cache := map[string]string{}
@@ -104,9 +115,11 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644)
 	yaml := strings.NewReplacer("NODE_LABEL", devcluster.LabelRealNode, "CAS_IP", casPod.Status.PodIP, "PAUSE", imageRef("cloister-pause")).Replace(shopPods)
 	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
-
-	e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
-		"--initializer-image", imageRef("cloister-initializer"), resources)
+	generateShop := func() {
+		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
+			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), resources)
+	}
+	generateShop()
 	// generate names the runtime class the operator of its version installs.
 	if generated, _ := os.ReadFile(filepath.Join(resources, "shop.yaml")); strings.Count(string(generated), "runtimeClassName: "+runtimeClass) != 3 {
 		t.Fatalf("generate did not name the installed runtime class %s:\n%s", runtimeClass, generated)
@@ -125,7 +138,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		return strings.Contains(out, "not attested yet"), out, nil
 	})
 
-	out := e.mustCLI(t, "set", "--cluster", "default/cas", "--insecure-simulated-cas", "--workspace", ws, resources)
+	out := e.mustCLI(t, append(append([]string{"set"}, at...), "--workspace", ws, resources)...)
 	if !strings.Contains(out, "manifest workloads set: version 1") {
 		t.Errorf("set: %s", out)
 	}
@@ -152,7 +165,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	}
 	t.Logf("a shop pod started with %s (%v), issued by %s", leaf.Subject, leaf.DNSNames, leaf.Issuer)
 
-	out = e.mustCLI(t, "verify", "--cluster", "default/cas", "--insecure-simulated-cas", "--workspace", ws, resources)
+	out = e.mustCLI(t, append(append([]string{"verify"}, at...), "--workspace", ws, resources)...)
 	if !strings.Contains(out, "manifest workloads version 1") || !strings.Contains(out, "3 pod policies") {
 		t.Errorf("verify: %s", out)
 	}
@@ -180,7 +193,92 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	for _, name := range append(shop, "shop-web-changed") {
 		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
 	}
+
+	// The api tier changes: another key cannot set it, the owner can.
+	yaml = strings.Replace(yaml, "  - name: api\n    image: "+imageRef("cloister-pause")+"\n",
+		"  - name: api\n    image: "+imageRef("cloister-pause")+"\n    env: [{name: TIER_VERSION, value: \"2\"}]\n", 1)
+	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
+	generateShop()
+	other := filepath.Join(e.dir, "other-owner.pem")
+	e.mustCLI(t, "policy", "keygen", "--out", other)
+	if _, err := e.cli(append(append([]string{"set"}, at...), "--workspace", ws, "--workload-owner-key", other, resources)...); err == nil ||
+		!strings.Contains(err.Error(), "signed by 0 of the owners of version 1") {
+		t.Errorf("an update signed by another key: %v", err)
+	}
+	if out := e.mustCLI(t, append(append([]string{"set"}, at...), "--workspace", ws, resources)...); !strings.Contains(out, "version 2") {
+		t.Errorf("the owner's update: %s", out)
+	}
+	verifyHistory := func(when string) {
+		out := e.mustCLI(t, append(append([]string{"verify"}, at...), "--workspace", ws, resources)...)
+		v1, _ := os.ReadFile(filepath.Join(ws, "verify", "manifest.0.yaml"))
+		v2, _ := os.ReadFile(filepath.Join(ws, "verify", "manifest.1.yaml"))
+		if !strings.Contains(out, "manifest workloads version 2") || !strings.Contains(out, "2 versions") || string(v1) != string(manifest) {
+			t.Errorf("verify %s: %s", when, out)
+		}
+		if now, _ := os.ReadFile(filepath.Join(ws, generate.ManifestFile)); string(v2) != string(now) {
+			t.Errorf("verify %s: manifest.1.yaml is not the manifest set", when)
+		}
+	}
+	verifyHistory("after the update")
+
+	// CAS restarts on its volume: it waits for recovery, and so do new pods.
+	waitFor(t, "the shop's pods to be gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		err := e.crs.List(ctx, &pods, client.InNamespace("default"))
+		left := []string{}
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, "shop-") {
+				left = append(left, p.Name)
+			}
+		}
+		return err == nil && len(left) == 0, fmt.Sprint(left, err), nil
+	})
+	old := casPod
+	if err := e.cs.CoreV1().Pods("default").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	casPod = e.waitPod(t, "default", old.Name, "to run again", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.UID != old.UID && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+	})
+	waitCondition(t, e.crs, casCR, health.IsHealthy, health.ReasonCASRecovery)
+	// The CAS address is not part of the pods' policies: only where they
+	// find it changes (this cluster has no DNS for Services).
+	e.applyFile(t, writeFile(t, filepath.Join(e.dir, "shop-after-restart.yaml"),
+		strings.ReplaceAll(mustRead(t, filepath.Join(resources, "shop.yaml")), "ip: "+old.Status.PodIP, "ip: "+casPod.Status.PodIP)))
+	waitFor(t, "a new pod's initializer to say CAS waits for recovery", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		out, _ := kubectl(t, e.c, "logs", "-n", "default", "shop-api", "-c", generate.InitializerName)
+		return strings.Contains(out, "recovery mode"), out, nil
+	})
+	if out := e.mustCLI(t, append(append([]string{"recover"}, at...), "--workspace", ws)...); !strings.Contains(out, "CAS is ready") {
+		t.Errorf("recover: %s", out)
+	}
+	for _, name := range shop {
+		e.waitPod(t, "default", name, "to run once CAS is recovered", 2*time.Minute, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning
+		})
+	}
+	verifyHistory("after the recovery")
+	for _, name := range shop {
+		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+	}
 	removeSimRuntime(t, e, runtimeClass)
+}
+
+func writeFile(t *testing.T, path, data string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // installSimRuntime installs the sim ConfidentialRuntime on the real node

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/ccruntime"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+)
+
+// newDevConfidentialRuntime prints the ConfidentialRuntime of the real
+// node: its containerd keeps its configuration and socket in the node's
+// folder, not where a real node's are.
+func newDevConfidentialRuntime(s Streams) *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "confidential-runtime",
+		Short: "Print the sim ConfidentialRuntime for the dev cluster's real node",
+		Long: "confidential-runtime prints a ConfidentialRuntime (platform sim: insecure, for development only)\n" +
+			"that installs the runtime handler into the real node's containerd, whose configuration and\n" +
+			"socket are in the node's folder.",
+		Example: "  cloister dev confidential-runtime | kubectl apply -f -",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := f.cluster(s)
+			if err != nil {
+				return err
+			}
+			n, err := c.RealNode(devcluster.RealNodeTools{})
+			if err != nil {
+				return err
+			}
+			if !n.Exists() {
+				return errors.New("the dev cluster has no real node: a confidential runtime needs a containerd (cloister dev up --real-node, as root)")
+			}
+			ccr := basev1beta1.ConfidentialRuntime{
+				TypeMeta:   metav1.TypeMeta{APIVersion: basev1beta1.GroupVersion.String(), Kind: "ConfidentialRuntime"},
+				ObjectMeta: metav1.ObjectMeta{Name: string(ccruntime.Sim)},
+				Spec: basev1beta1.ConfidentialRuntimeSpec{
+					ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
+						NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}},
+					Platform:         string(ccruntime.Sim),
+					ContainerdConfig: n.ContainerdConfig(),
+					ContainerdSocket: n.ContainerdSocket(),
+				},
+			}
+			// Only what a user writes: no status, no empty metadata.
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ccr)
+			if err != nil {
+				return err
+			}
+			delete(obj, "status")
+			unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+			data, err := yaml.Marshal(obj)
+			if err != nil {
+				return err
+			}
+			_, err = s.Out.Write(data)
+			return err
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
