@@ -158,6 +158,46 @@ demo_cas_in_cluster() {
 	kube wait --for=jsonpath='{.status.phase}'=Running --timeout=120s pod/web >/dev/null
 	kube logs web -c attest
 	kube get pod web -o wide
+	echo
+	demo_workloads "$cas_ip" "$pause_image"
+}
+
+# demo_workloads: the sim ConfidentialRuntime on the real node, then a
+# plain Pod made confidential: generate, apply, set; it starts with its
+# mesh certificate.
+demo_workloads() {
+	local cas_ip=$1 pause_image=$2 ws=$STATE/shop
+	echo "A ConfidentialRuntime on the real node (sim: runc underneath, insecure): the handler goes into its containerd"
+	"$CLOISTER" dev confidential-runtime | kube apply -f - >/dev/null
+	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s ccr/sim >/dev/null
+	kube get ccr sim
+	mkdir -p "$ws/resources"
+	# The images are on the node, not in a registry: the digest cache pins
+	# them (generate --offline refuses anything it cannot pin from it).
+	awk 'BEGIN{printf "{"} {split($2, r, "@"); printf "%s\"%s\": \"%s\"", (NR>1 ? ", " : ""), r[1], $2} END{print "}"}' \
+		"$IMAGES/pinned.txt" >"$ws/image-digests.json"
+	cat >"$ws/resources/shop.yaml" <<-EOF
+		# A plain Pod marked confidential (runtimeClassName: cloister-cc).
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: shop, namespace: default}
+		spec:
+		  runtimeClassName: cloister-cc
+		  hostAliases: [{ip: "$cas_ip", hostnames: [cas.default.svc]}]
+		  containers:
+		  - name: shop
+		    image: ${pause_image%@*}
+		    resources: {limits: {memory: 32Mi}}
+	EOF
+	echo "cloister generate --reference-values sim: initializer, pinned images, runtime class, policy annotation, manifest.yaml"
+	"$CLOISTER" generate --reference-values sim --offline --workspace "$ws" "$ws/resources"
+	kube delete pod shop --ignore-not-found >/dev/null
+	kube apply -f "$ws/resources/shop.yaml" >/dev/null
+	echo "cloister set --cluster default/cas: the manifest is a CAS policy; the pod's initializer attests and gets its certificate"
+	"$CLOISTER" set --cluster default/cas --insecure-simulated-cas --kubeconfig "$KUBECONFIG_PATH" --workspace "$ws" "$ws/resources"
+	kube wait --for=jsonpath='{.status.phase}'=Running --timeout=120s pod/shop >/dev/null
+	kube logs shop -c cloister-initializer | tail -n 1
+	kube get pod shop -o wide
 }
 
 # demo_cas: a local CAS (its seed in a file, simulation allowed), one

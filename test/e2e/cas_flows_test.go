@@ -602,9 +602,10 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 			t.Errorf("%s changed across the restart and recovery", f)
 		}
 	}
+	// Its claim (the shop's CAS has another) got the default class.
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := e.crs.List(ctx, &pvcs, client.InNamespace("default")); err != nil || len(pvcs.Items) != 1 || pvcs.Items[0].Spec.StorageClassName == nil ||
-		*pvcs.Items[0].Spec.StorageClassName != "standard" {
+	if err := e.crs.List(ctx, &pvcs, client.InNamespace("default"), client.MatchingLabels{"app.kubernetes.io/instance": "cas-cas-db"}); err != nil ||
+		len(pvcs.Items) != 1 || pvcs.Items[0].Spec.StorageClassName == nil || *pvcs.Items[0].Spec.StorageClassName != "standard" {
 		t.Errorf("claims: %v %+v", err, pvcs.Items)
 	}
 }
