@@ -115,10 +115,14 @@ func install(ctx context.Context, cfg Config, in *ccruntime.Installer, ctrd *Con
 		return fmt.Errorf("installing the runtime handler %s: %w", h.Name, err)
 	}
 	if !changed {
-		// Installed before (a restarted pod); restart only if containerd
-		// never loaded it.
+		// Installed before (a restarted pod): restart only if containerd
+		// answers without it. One that does not answer is not touched
+		// (and nothing is rolled back): the pod retries.
 		has, err := ctrd.Has(ctx, h.Name)
-		changed = err != nil || !has
+		if err != nil {
+			return fmt.Errorf("the runtime handler %s is in containerd's configuration, but containerd does not answer: %w", h.Name, err)
+		}
+		changed = !has
 	}
 	if changed {
 		log.Info("restarting containerd to load the runtime handler", "dropIn", in.DropInPath(h.Name))

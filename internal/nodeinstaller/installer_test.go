@@ -64,3 +64,26 @@ func TestFailureIsTheTerminationMessage(t *testing.T) {
 		t.Errorf("the drop-in stayed: %v", err)
 	}
 }
+
+// A handler installed before, with containerd not answering (restarting,
+// say): the installer fails and retries, and takes nothing out.
+func TestInstalledBeforeIsKeptWhileContainerdDoesNotAnswer(t *testing.T) {
+	root := t.TempDir()
+	conf := filepath.Join(root, "etc/containerd/config.toml")
+	os.MkdirAll(filepath.Dir(conf), 0o755)
+	os.WriteFile(conf, []byte("version = 3\n"), 0o644)
+	name := ccruntime.ClassName(ccruntime.Sim, "v1")
+	in := &ccruntime.Installer{Root: root}
+	h, _ := ccruntime.PlatformHandler(ccruntime.Sim, name)
+	if _, err := in.Install(h); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Platform: ccruntime.Sim, Handler: name, Root: root, ConfigPath: ccruntime.DefaultConfigPath, Probe: "127.0.0.1:0", Timeout: time.Second}
+	err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "containerd does not answer") {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, in.DropInPath(name))); err != nil {
+		t.Errorf("the drop-in went: %v", err)
+	}
+}

@@ -89,7 +89,8 @@ spec:
 // Then the owner's journey: an update signed by another key is refused,
 // the owner's is accepted and shows in verify's history; CAS restarts
 // (on its volume), new pods wait, `cloister recover` unseals CAS, they
-// start, and verify shows the same history.
+// start, and verify shows the same history. A manifest without owners
+// cannot be changed at all.
 func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	runtimeClass := installSimRuntime(t, e)
@@ -258,6 +259,26 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		})
 	}
 	verifyHistory("after the recovery")
+
+	// A manifest generated without owner keys is set once and never changed.
+	frozenWS, frozenRes := filepath.Join(e.dir, "frozen-workspace"), filepath.Join(e.dir, "frozen-resources")
+	os.MkdirAll(frozenWS, 0o755)
+	os.MkdirAll(frozenRes, 0o755)
+	os.WriteFile(filepath.Join(frozenWS, generate.DigestCacheFile), data, 0o644)
+	generateFrozen := func(tierVersion string) {
+		writeFile(t, filepath.Join(frozenRes, "shop.yaml"), strings.Replace(yaml, `value: "2"`, `value: "`+tierVersion+`"`, 1))
+		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", frozenWS, "--policy", "frozen", "--disable-updates",
+			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), frozenRes)
+	}
+	generateFrozen("2")
+	frozenSet := append(append([]string{"set"}, at...), "--workspace", frozenWS, frozenRes)
+	if out := e.mustCLI(t, frozenSet...); !strings.Contains(out, "manifest frozen set: version 1") {
+		t.Errorf("set an immutable manifest: %s", out)
+	}
+	generateFrozen("3")
+	if _, err := e.cli(frozenSet...); err == nil || !strings.Contains(err.Error(), "has no owners, so version 1 cannot be changed") {
+		t.Errorf("changing an immutable manifest: %v", err)
+	}
 	for _, name := range shop {
 		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
 	}

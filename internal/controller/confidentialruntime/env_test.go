@@ -98,8 +98,8 @@ func TestConfidentialRuntimeLifecycle(t *testing.T) {
 	name := ccruntime.ClassName(ccruntime.Sim, "v9")
 	// No DaemonSet controller here: the CR stays PENDING on the rollout.
 	if i := slices.IndexFunc(cr.Status.Conditions, func(c metav1.Condition) bool { return c.Type == "IsHealthy" }); cr.Status.RuntimeClassName != name ||
-		i < 0 || cr.Status.Conditions[i].Reason != "NoNodes" {
-		t.Errorf("status %+v, want runtime class %s and IsHealthy NoNodes", cr.Status, name)
+		i < 0 || cr.Status.Conditions[i].Reason != "NoNodes" || !strings.Contains(cr.Status.Conditions[i].Message, "insecure, for development only") {
+		t.Errorf("status %+v, want runtime class %s and IsHealthy NoNodes, saying sim is insecure", cr.Status, name)
 	}
 	var rc nodev1.RuntimeClass
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, &rc); err != nil {

@@ -104,8 +104,15 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	st.ServiceStatus = r.Status.ServiceStatus
 	st.RuntimeClassName = k.className(r)
 	r.Status = st
+	if ccruntime.Platform(r.Spec.Platform) == ccruntime.Sim {
+		healthy.Message += "; " + simWarning
+	}
 	return healthy
 }
+
+// simWarning is said wherever the sim runtime's health is: its pods run
+// in plain containers, which no TEE protects.
+const simWarning = "platform sim runs pods in plain runc containers: insecure, for development only"
 
 // Drain is done when every installer runs in removal mode and is ready:
 // the handler is out of every node's containerd and the labels are gone.

@@ -48,17 +48,21 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 		return st, health.Obs(health.Unknown, health.ReasonLASNotDeployed, "the LAS DaemonSet does not exist yet")
 	}
 	st.DesiredNumberScheduled = ds.Status.DesiredNumberScheduled
-	st.NumberAvailable = ds.Status.NumberAvailable
 	var notReady []string
+	ready := int32(0)
 	for node, n := range st.Nodes {
 		if !n.Ready {
 			notReady = append(notReady, node)
+		} else {
+			ready++
 		}
 	}
-	slices.Sort(notReady)
 	// A pod's readiness reaches the operator before the DaemonSet
-	// controller counts it: take whichever says more, so the alert and
-	// the per-node map never disagree.
+	// controller counts it: available is what both say, so the count
+	// never claims a node the per-node map shows not ready.
+	st.NumberAvailable = min(ds.Status.NumberAvailable, ready)
+	slices.Sort(notReady)
+	// Likewise the alert takes whichever says more.
 	st.LASReplicaAlert = max(st.DesiredNumberScheduled-st.NumberAvailable, int32(len(notReady)), 0)
 	if st.LASReplicaAlert == 0 {
 		return st, health.Obs(health.True, health.ReasonNoAlerts, fmt.Sprintf("LAS ready on %d nodes", st.NumberAvailable))

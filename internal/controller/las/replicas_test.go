@@ -62,3 +62,12 @@ func TestReplicas(t *testing.T) {
 		t.Errorf("version %q", st.Version)
 	}
 }
+
+// The pod turned unready before the DaemonSet controller counted it: the
+// status does not call the node available.
+func TestReplicasAheadOfTheDaemonSet(t *testing.T) {
+	st, h := Replicas(ds(1, 1), []corev1.Pod{lasPod("las-a", "sgx-0", "1.2", false)})
+	if st.NumberAvailable != 0 || st.LASReplicaAlert != 1 || h.Status != "False" {
+		t.Errorf("%+v %+v", st, h)
+	}
+}
