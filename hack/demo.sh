@@ -117,9 +117,13 @@ demo_cas_in_cluster() {
 	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s cas/cas >/dev/null
 	kube get cas cas
 	echo
-	policy_doc >"$CAS_DIR/policy.yaml"
-	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
-	kube apply -f "$CAS_DIR/signedpolicy.yaml"
+	# Signed once: a signature differs each time, and a SignedPolicy's spec
+	# cannot change, so a second demo applies the same resource again.
+	if [ ! -s "$CAS_DIR/signedpolicy-cluster.yaml" ]; then
+		policy_doc >"$CAS_DIR/policy.yaml"
+		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-cluster.yaml"
+	fi
+	kube apply -f "$CAS_DIR/signedpolicy-cluster.yaml"
 	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=60s spol/demo >/dev/null
 	kube get spol demo
 	echo
