@@ -15,6 +15,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/initializer"
+	"github.com/cloister-cc/cloister/internal/meshconfig"
 	"github.com/cloister-cc/cloister/internal/podpolicy"
 )
 
@@ -189,6 +190,9 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 		return err
 	}
 	w.Labels = labels
+	if _, _, err := meshconfig.FromAnnotations(annotations); err != nil {
+		return err
+	}
 
 	var pod corev1.PodSpec
 	if err := decodeNode(spec, &pod); err != nil {

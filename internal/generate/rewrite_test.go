@@ -17,6 +17,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/ccruntime"
 	"github.com/cloister-cc/cloister/internal/initializer"
+	"github.com/cloister-cc/cloister/internal/meshconfig"
 	"github.com/cloister-cc/cloister/internal/podpolicy"
 )
 
@@ -266,6 +267,9 @@ func TestRewriteRefuses(t *testing.T) {
 			"StatefulSet shop/db: containers[0] (db): resources.requests.memory 512Mi differs from the limit 1Gi"},
 		{"unknown image", "postgres:17", "postgres:18", nil, `containers[0] (db): image "postgres:18": not found`},
 		{"tag without resolver", "", "", func(o *Options) { o.Resolver = nil }, `initContainers[1] (migrate): image "registry.example/api:v2" has no digest`},
+		{"malformed mesh annotation", "      labels:\n        app: web\n",
+			"      labels:\n        app: web\n      annotations:\n        " + meshconfig.IngressAnnotation + ": \"main#80801#false\"\n", nil,
+			`Deployment shop/web: annotation ` + meshconfig.IngressAnnotation + `: ingress entry 1 "main#80801#false": port "80801" is not a port (1-65535)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := strings.Replace(threeTier, tc.from, tc.to, 1)
