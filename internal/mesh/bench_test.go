@@ -1,0 +1,89 @@
+package mesh
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// meshPath is an app reached directly, and through web's egress and the
+// backend's ingress (mTLS between them, TLS 1.3).
+func meshPath(b *testing.B) (direct, mesh string) {
+	ca := newCA(b)
+	backendDir, webDir := b.TempDir(), b.TempDir()
+	ca.write(b, backendDir, "backend.default")
+	ca.write(b, webDir, "web.default")
+	log := slog.New(slog.DiscardHandler)
+	app := echo(b)
+	ingress := start(b, func(ctx context.Context, ln net.Listener) error {
+		return Ingress(ctx, ln, app, (&Certs{Dir: backendDir}).ServerConfig(true), log)
+	})
+	egress := start(b, func(ctx context.Context, ln net.Listener) error {
+		return Egress(ctx, ln, ingress, &Certs{Dir: webDir}, log)
+	})
+	return app, egress
+}
+
+// eachPath runs bench on an open connection to the app, directly and
+// through the mesh.
+func eachPath(b *testing.B, bench func(b *testing.B, conn net.Conn)) {
+	direct, mesh := meshPath(b)
+	for _, path := range []struct{ name, addr string }{{"direct", direct}, {"mesh", mesh}} {
+		b.Run(path.name, func(b *testing.B) {
+			conn, err := net.Dial("tcp", path.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			bench(b, conn)
+		})
+	}
+}
+
+// BenchmarkRequest is one 64-byte request and its answer on an open
+// connection, directly and through the mesh: p50 and p99 per request.
+func BenchmarkRequest(b *testing.B) {
+	eachPath(b, func(b *testing.B, conn net.Conn) {
+		msg, buf := make([]byte, 64), make([]byte, 64)
+		took := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			start := time.Now()
+			if _, err := conn.Write(msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(conn, buf); err != nil {
+				b.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+		}
+		b.StopTimer()
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+	})
+}
+
+// BenchmarkTransfer1MiB sends 1 MiB and reads it back, directly and
+// through the mesh.
+func BenchmarkTransfer1MiB(b *testing.B) {
+	eachPath(b, func(b *testing.B, conn net.Conn) {
+		data, back := make([]byte, 1<<20), make([]byte, 1<<20)
+		b.SetBytes(1 << 20)
+		b.ResetTimer()
+		for range b.N {
+			errc := make(chan error, 1)
+			go func() { _, err := conn.Write(data); errc <- err }()
+			if _, err := io.ReadFull(conn, back); err != nil {
+				b.Fatal(err)
+			}
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

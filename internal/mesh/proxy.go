@@ -1,0 +1,126 @@
+package mesh
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// handshakeTimeout bounds a TLS handshake: a client that never finishes
+// one does not hold a goroutine for long.
+const handshakeTimeout = 10 * time.Second
+
+// halfCloser is a connection whose writing side closes alone (TCP, TLS).
+type halfCloser interface {
+	CloseWrite() error
+}
+
+// pipe copies both ways until both directions end, passing each EOF on as
+// a half-close, then closes both connections.
+func pipe(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	oneWay := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if hc, ok := dst.(halfCloser); ok {
+			_ = hc.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	go oneWay(a, b)
+	go oneWay(b, a)
+	wg.Wait()
+	_ = a.Close()
+	_ = b.Close()
+}
+
+// serve accepts on ln until ctx ends and hands every connection to handle.
+func serve(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handle(conn)
+		}()
+	}
+}
+
+// Ingress forwards connections on ln to the app at target (on loopback),
+// terminating TLS with tlsConfig first (nil: plain).
+func Ingress(ctx context.Context, ln net.Listener, target string, tlsConfig *tls.Config, log *slog.Logger) error {
+	var d net.Dialer
+	return serve(ctx, ln, func(conn net.Conn) {
+		if tlsConfig != nil {
+			tc := tls.Server(conn, tlsConfig)
+			hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+			err := tc.HandshakeContext(hctx)
+			cancel()
+			if err != nil {
+				log.Info("ingress handshake refused", "from", conn.RemoteAddr().String(), "error", err.Error())
+				_ = conn.Close()
+				return
+			}
+			if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
+				log.Debug("ingress connection", "from", conn.RemoteAddr().String(), "peer", peers[0].Subject.CommonName)
+			}
+			conn = tc
+		}
+		app, err := d.DialContext(ctx, "tcp", target)
+		if err != nil {
+			log.Warn("ingress cannot reach the app", "target", target, "error", err.Error())
+			_ = conn.Close()
+			return
+		}
+		pipe(conn, app)
+	})
+}
+
+// Egress forwards connections on ln (a loopback address the app connects
+// to) to upstream over mTLS: the workload certificate as the client's, the
+// upstream verified against the mesh CA for its host name.
+func Egress(ctx context.Context, ln net.Listener, upstream string, certs *Certs, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(upstream)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, ln, func(conn net.Conn) {
+		cfg, err := certs.ClientConfig(host)
+		if err != nil {
+			log.Warn("egress without certificates", "upstream", upstream, "error", err.Error())
+			_ = conn.Close()
+			return
+		}
+		d := &tls.Dialer{Config: cfg, NetDialer: &net.Dialer{Timeout: handshakeTimeout}}
+		up, err := d.DialContext(ctx, "tcp", upstream)
+		if err != nil {
+			log.Warn("egress cannot reach the upstream", "upstream", upstream, "error", err.Error())
+			_ = conn.Close()
+			return
+		}
+		pipe(conn, up)
+	})
+}
