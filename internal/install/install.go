@@ -1,6 +1,7 @@
 package install
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -256,7 +257,7 @@ func (in *Installer) createDefaults(ctx context.Context) error {
 	}
 	objs = append(objs, DefaultLASCR())
 	for _, o := range objs {
-		err := in.Client.Create(ctx, o)
+		err := in.create(ctx, o)
 		if err == nil {
 			in.progress("created %s %s", reflect.TypeOf(o).Elem().Name(), o.GetName())
 		}
@@ -265,6 +266,27 @@ func (in *Installer) createDefaults(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// create creates o, trying again (until Timeout) while the API server
+// cannot reach the operator's webhooks: right after the operator's pod
+// turns ready, or while the API server is loaded, a call can time out.
+// Any other error is returned at once.
+func (in *Installer) create(ctx context.Context, o client.Object) error {
+	deadline := time.Now().Add(cmp.Or(in.Timeout, time.Minute))
+	for {
+		err := in.Client.Create(ctx, o)
+		transient := apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+		if !transient || time.Now().After(deadline) {
+			return err
+		}
+		in.progress("creating %s: the API server cannot reach the operator's webhook yet (%v); trying again", o.GetName(), err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(cmp.Or(in.Poll, time.Second)):
+		}
+	}
 }
 
 // DefaultSGXPluginCR is the SGXPlugin install creates, as the sample: on
