@@ -130,12 +130,11 @@ func install(ctx context.Context, cfg Config, in *ccruntime.Installer, ctrd *Con
 		if err := ctrd.Restart(ctx, h.Name, true); err != nil {
 			// Never leave the node with a configuration containerd
 			// cannot run: take the drop-in out again.
-			if _, uerr := in.Uninstall(h.Name); uerr == nil {
-				_ = ctrd.Restart(ctx, h.Name, false)
-				return fmt.Errorf("containerd did not come back with the runtime handler %s, so it was taken out again (see containerd's log): %w", h.Name, err)
-			} else {
+			if _, uerr := in.Uninstall(h.Name); uerr != nil {
 				return errors.Join(err, fmt.Errorf("taking the runtime handler out again: %w", uerr))
 			}
+			_ = ctrd.Restart(ctx, h.Name, false)
+			return fmt.Errorf("containerd did not come back with the runtime handler %s, so it was taken out again (see containerd's log): %w", h.Name, err)
 		}
 		log.Info("containerd serves the runtime handler", "restart", time.Since(start).Round(time.Millisecond))
 	}

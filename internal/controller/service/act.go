@@ -42,11 +42,14 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 	case health.ActionWait:
 		return ctrl.Result{RequeueAfter: waitDelay}, nil
 	case health.ActionUninstall:
-		var wait bool
-		if wait, err = r.drain(ctx, obj, req, oos); wait && err == nil {
-			return ctrl.Result{RequeueAfter: waitDelay}, nil
-		} else if err != nil {
+		// A Drainer's pods first undo their work on the nodes.
+		wait, derr := r.drain(ctx, obj, req, oos)
+		if derr != nil {
+			err = derr
 			break
+		}
+		if wait {
+			return ctrl.Result{RequeueAfter: waitDelay}, nil
 		}
 		if err = r.Releases.Uninstall(ctx, req.Namespace, req.Name); err != nil && r.deletionTimedOut(obj) {
 			// Never let deletion hang on a release that cannot be removed.
