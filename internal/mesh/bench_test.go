@@ -8,19 +8,21 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/mesh/meshtest"
 )
 
 // meshPath is an app reached directly, and through web's egress and the
 // backend's ingress (mTLS between them, TLS 1.3).
 func meshPath(b *testing.B) (direct, mesh string) {
-	ca := newCA(b)
+	ca := meshtest.NewCA(b)
 	backendDir, webDir := b.TempDir(), b.TempDir()
-	ca.write(b, backendDir, "backend.default")
-	ca.write(b, webDir, "web.default")
+	ca.Write(b, backendDir, "backend.default")
+	ca.Write(b, webDir, "web.default")
 	log := slog.New(slog.DiscardHandler)
 	app := echo(b)
 	ingress := start(b, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, app, (&Certs{Dir: backendDir}).ServerConfig(true), log)
+		return Ingress(ctx, ln, Fixed(app, (&Certs{Dir: backendDir}).ServerConfig(true)), log)
 	})
 	egress := start(b, func(ctx context.Context, ln net.Listener) error {
 		return Egress(ctx, ln, ingress, &Certs{Dir: webDir}, log)

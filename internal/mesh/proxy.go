@@ -69,29 +69,61 @@ func serve(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
 	}
 }
 
-// Ingress forwards connections on ln to the app at target (on loopback),
-// terminating TLS with tlsConfig first (nil: plain).
-func Ingress(ctx context.Context, ln net.Listener, target string, tlsConfig *tls.Config, log *slog.Logger) error {
-	var d net.Dialer
+// Route is where one ingress connection goes.
+type Route struct {
+	// Target is the app, host:port on loopback.
+	Target string
+	// TLS terminates TLS first; nil: plain.
+	TLS *tls.Config
+	// Dial opens the connection to the app; nil: a plain net.Dialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Router picks the route of an accepted connection, or refuses it.
+type Router func(conn net.Conn) (Route, error)
+
+// Fixed routes every connection to target, terminating TLS with
+// tlsConfig first (nil: plain).
+func Fixed(target string, tlsConfig *tls.Config) Router {
+	return func(net.Conn) (Route, error) { return Route{Target: target, TLS: tlsConfig}, nil }
+}
+
+// Ingress forwards connections on ln to the app where route says,
+// terminating TLS first where it says so.
+func Ingress(ctx context.Context, ln net.Listener, route Router, log *slog.Logger) error {
 	return serve(ctx, ln, func(conn net.Conn) {
-		if tlsConfig != nil {
-			tc := tls.Server(conn, tlsConfig)
+		from := conn.RemoteAddr().String()
+		r, err := route(conn)
+		if err != nil {
+			log.Info("ingress connection refused", "from", from, "error", err.Error())
+			_ = conn.Close()
+			return
+		}
+		peer := ""
+		if r.TLS != nil {
+			tc := tls.Server(conn, r.TLS)
 			hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 			err := tc.HandshakeContext(hctx)
 			cancel()
 			if err != nil {
-				log.Info("ingress handshake refused", "from", conn.RemoteAddr().String(), "error", err.Error())
+				log.Info("ingress handshake refused", "from", from, "target", r.Target, "error", err.Error())
 				_ = conn.Close()
 				return
 			}
 			if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
-				log.Debug("ingress connection", "from", conn.RemoteAddr().String(), "peer", peers[0].Subject.CommonName)
+				peer = peers[0].Subject.CommonName
 			}
 			conn = tc
 		}
-		app, err := d.DialContext(ctx, "tcp", target)
+		// The access log: who reached which port, as which workload.
+		log.Info("ingress connection", "from", from, "target", r.Target, "tls", r.TLS != nil, "peer", peer)
+		dial := r.Dial
+		if dial == nil {
+			dial = (&net.Dialer{}).DialContext
+		}
+		app, err := dial(ctx, "tcp", r.Target)
 		if err != nil {
-			log.Warn("ingress cannot reach the app", "target", target, "error", err.Error())
+			log.Warn("ingress cannot reach the app", "target", r.Target, "error", err.Error())
 			_ = conn.Close()
 			return
 		}

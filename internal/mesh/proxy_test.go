@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/mesh/meshtest"
 	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
@@ -68,17 +69,17 @@ func roundTrip(conn net.Conn, msg string) (string, error) {
 // sees the caller's workload identity; without a mesh certificate, or in
 // plain text, the mTLS port refuses.
 func TestEgressToIngress(t *testing.T) {
-	ca := newCA(t)
+	ca := meshtest.NewCA(t)
 	backendDir, webDir := t.TempDir(), t.TempDir()
-	ca.write(t, backendDir, "backend.default")
-	ca.write(t, webDir, "web.default")
+	ca.Write(t, backendDir, "backend.default")
+	ca.Write(t, webDir, "web.default")
 	backendCerts, webCerts := &Certs{Dir: backendDir}, &Certs{Dir: webDir}
 	logs := &testenv.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	app := echo(t)
 	ingress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, app, backendCerts.ServerConfig(true), log)
+		return Ingress(ctx, ln, Fixed(app, backendCerts.ServerConfig(true)), log)
 	})
 	egress := start(t, func(ctx context.Context, ln net.Listener) error {
 		return Egress(ctx, ln, ingress, webCerts, log)
@@ -97,7 +98,7 @@ func TestEgressToIngress(t *testing.T) {
 	}
 
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 	noCert, err := tls.Dial("tcp", ingress, &tls.Config{RootCAs: pool, ServerName: "backend.default", MinVersion: tls.VersionTLS13})
 	if err == nil {
 		_, err = roundTrip(noCert, "x")
@@ -118,15 +119,15 @@ func TestEgressToIngress(t *testing.T) {
 
 // A port with disableTLS false: TLS, no client certificate asked.
 func TestServerTLSWithoutClientCertificate(t *testing.T) {
-	ca := newCA(t)
+	ca := meshtest.NewCA(t)
 	dir := t.TempDir()
-	ca.write(t, dir, "main.default")
+	ca.Write(t, dir, "main.default")
 	app := echo(t)
 	ingress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, app, (&Certs{Dir: dir}).ServerConfig(false), slog.New(slog.DiscardHandler))
+		return Ingress(ctx, ln, Fixed(app, (&Certs{Dir: dir}).ServerConfig(false)), slog.New(slog.DiscardHandler))
 	})
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 	conn, err := tls.Dial("tcp", ingress, &tls.Config{RootCAs: pool, ServerName: "main.default", MinVersion: tls.VersionTLS13})
 	if err != nil {
 		t.Fatal(err)
@@ -140,15 +141,15 @@ func TestServerTLSWithoutClientCertificate(t *testing.T) {
 // The initializer replaces the files: the next connection gets the new
 // certificate, the open one keeps working.
 func TestRotation(t *testing.T) {
-	ca := newCA(t)
+	ca := meshtest.NewCA(t)
 	dir := t.TempDir()
-	first := ca.write(t, dir, "main.default")
+	first := ca.Write(t, dir, "main.default")
 	app := echo(t)
 	ingress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, app, (&Certs{Dir: dir}).ServerConfig(false), slog.New(slog.DiscardHandler))
+		return Ingress(ctx, ln, Fixed(app, (&Certs{Dir: dir}).ServerConfig(false)), slog.New(slog.DiscardHandler))
 	})
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 	dial := func() (*tls.Conn, int64) {
 		conn, err := tls.Dial("tcp", ingress, &tls.Config{RootCAs: pool, ServerName: "main.default", MinVersion: tls.VersionTLS13})
 		if err != nil {
@@ -162,7 +163,7 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("serial %d, want %d", serial, first)
 	}
 	time.Sleep(10 * time.Millisecond) // a new modification time on coarse clocks
-	second := ca.write(t, dir, "main.default")
+	second := ca.Write(t, dir, "main.default")
 	fresh, serial := dial()
 	defer fresh.Close()
 	if serial != second {
