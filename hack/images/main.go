@@ -35,7 +35,7 @@ func main() {
 	operatorLDFlags := flag.Bool("operator-ldflags", false,
 		"only print the -X flags that pin cloister-operator's default images to the digests of the images of -bin (make build links them in)")
 	cliLDFlags := flag.Bool("cli-ldflags", false,
-		"only print the -X flags that pin the images the CLI names (the operator cloister install deploys, the initializer cloister generate injects) to the digests of -bin's images (make build links them in)")
+		"only print the -X flags that pin the images the CLI names (the operator cloister install deploys, the initializer and mesh cloister generate injects) to the digests of -bin's images (make build links them in)")
 	flag.Parse()
 	pin := map[bool]func(bin, registry, version, revision, source string) (string, error){true: pinInstallImage, false: pinOperatorDefaults}[*cliLDFlags]
 	if *cliLDFlags || *operatorLDFlags {
@@ -104,12 +104,13 @@ func run(bin, out, registry, version, revision, source, push string, key *ecdsa.
 // pinInstallImage returns the linker flags of the images the CLI names:
 // the operator image cloister install deploys (built in memory from the
 // operator binary in bin, which must already carry its own pins) and the
-// initializer cloister generate injects.
+// initializer and the mesh cloister generate injects.
 func pinInstallImage(bin, registry, version, revision, source string) (string, error) {
 	var flags []string
 	for _, p := range []struct{ name, variable string }{
 		{"cloister-operator", "github.com/cloister-cc/cloister/internal/install.OperatorImage"},
 		{"cloister-initializer", "github.com/cloister-cc/cloister/internal/cli.InitializerImage"},
+		{"cloister-mesh", "github.com/cloister-cc/cloister/internal/cli.MeshImage"},
 	} {
 		ref, err := pinned(bin, p.name, registry, version, revision, source)
 		if err != nil {

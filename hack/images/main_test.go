@@ -132,12 +132,13 @@ func TestOperatorLDFlags(t *testing.T) {
 		t.Errorf("flags %q", flags)
 	}
 	// cloister install deploys the operator image make images builds;
-	// cloister generate injects its initializer image.
+	// cloister generate injects its initializer and mesh images.
 	pin, err := pinInstallImage(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"cloister-operator": "internal/install.OperatorImage", "cloister-initializer": "internal/cli.InitializerImage"}
+	want := map[string]string{"cloister-operator": "internal/install.OperatorImage", "cloister-initializer": "internal/cli.InitializerImage",
+		"cloister-mesh": "internal/cli.MeshImage"}
 	for _, b := range built {
 		if v, ok := want[b.Name]; ok && !strings.Contains(pin, "-X github.com/cloister-cc/cloister/"+v+"="+b.Pinned()) {
 			t.Errorf("CLI pins %q, the image of %s is %s", pin, b.Name, b.Pinned())

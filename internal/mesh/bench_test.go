@@ -22,10 +22,10 @@ func meshPath(b *testing.B) (direct, mesh string) {
 	log := slog.New(slog.DiscardHandler)
 	app := echo(b)
 	ingress := start(b, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, Fixed(app, (&Certs{Dir: backendDir}).ServerConfig(true)), log)
+		return (&Proxy{Log: log}).Ingress(ctx, ln, Fixed(app, (&Certs{Dir: backendDir}).ServerConfig(true)))
 	})
 	egress := start(b, func(ctx context.Context, ln net.Listener) error {
-		return Egress(ctx, ln, ingress, &Certs{Dir: webDir}, log)
+		return (&Proxy{Log: log}).Egress(ctx, ln, ingress, &Certs{Dir: webDir})
 	})
 	return app, egress
 }

@@ -76,6 +76,12 @@ func (c *Certs) current() (*loaded, error) {
 	return l, nil
 }
 
+// Ready says whether a certificate set loads.
+func (c *Certs) Ready() error {
+	_, err := c.current()
+	return err
+}
+
 // keep returns the last good set when a file is briefly missing.
 func (c *Certs) keep(err error) (*loaded, error) {
 	c.mu.Lock()

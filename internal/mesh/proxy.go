@@ -88,14 +88,42 @@ func Fixed(target string, tlsConfig *tls.Config) Router {
 	return func(net.Conn) (Route, error) { return Route{Target: target, TLS: tlsConfig}, nil }
 }
 
+// Proxy runs the mesh's listeners.
+type Proxy struct {
+	Log *slog.Logger
+	// Count, if set, counts each connection by direction (Ingress,
+	// Egress) and outcome.
+	Count func(direction, outcome string)
+}
+
+// Directions and outcomes of connections, as counted.
+const (
+	DirIngress = "ingress"
+	DirEgress  = "egress"
+	// Forwarded: passed on; Refused: turned away (a port or TLS the
+	// configuration does not allow); Unreachable: the app or upstream
+	// did not answer.
+	Forwarded   = "forwarded"
+	Refused     = "refused"
+	Unreachable = "unreachable"
+)
+
+func (p *Proxy) count(direction, outcome string) {
+	if p.Count != nil {
+		p.Count(direction, outcome)
+	}
+}
+
 // Ingress forwards connections on ln to the app where route says,
 // terminating TLS first where it says so.
-func Ingress(ctx context.Context, ln net.Listener, route Router, log *slog.Logger) error {
+func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) error {
+	log := p.Log
 	return serve(ctx, ln, func(conn net.Conn) {
 		from := conn.RemoteAddr().String()
 		r, err := route(conn)
 		if err != nil {
 			log.Info("ingress connection refused", "from", from, "error", err.Error())
+			p.count(DirIngress, Refused)
 			_ = conn.Close()
 			return
 		}
@@ -107,6 +135,7 @@ func Ingress(ctx context.Context, ln net.Listener, route Router, log *slog.Logge
 			cancel()
 			if err != nil {
 				log.Info("ingress handshake refused", "from", from, "target", r.Target, "error", err.Error())
+				p.count(DirIngress, Refused)
 				_ = conn.Close()
 				return
 			}
@@ -124,9 +153,11 @@ func Ingress(ctx context.Context, ln net.Listener, route Router, log *slog.Logge
 		app, err := dial(ctx, "tcp", r.Target)
 		if err != nil {
 			log.Warn("ingress cannot reach the app", "target", r.Target, "error", err.Error())
+			p.count(DirIngress, Unreachable)
 			_ = conn.Close()
 			return
 		}
+		p.count(DirIngress, Forwarded)
 		pipe(conn, app)
 	})
 }
@@ -134,7 +165,8 @@ func Ingress(ctx context.Context, ln net.Listener, route Router, log *slog.Logge
 // Egress forwards connections on ln (a loopback address the app connects
 // to) to upstream over mTLS: the workload certificate as the client's, the
 // upstream verified against the mesh CA for its host name.
-func Egress(ctx context.Context, ln net.Listener, upstream string, certs *Certs, log *slog.Logger) error {
+func (p *Proxy) Egress(ctx context.Context, ln net.Listener, upstream string, certs *Certs) error {
+	log := p.Log
 	host, _, err := net.SplitHostPort(upstream)
 	if err != nil {
 		return err
@@ -143,6 +175,7 @@ func Egress(ctx context.Context, ln net.Listener, upstream string, certs *Certs,
 		cfg, err := certs.ClientConfig(host)
 		if err != nil {
 			log.Warn("egress without certificates", "upstream", upstream, "error", err.Error())
+			p.count(DirEgress, Refused)
 			_ = conn.Close()
 			return
 		}
@@ -150,9 +183,11 @@ func Egress(ctx context.Context, ln net.Listener, upstream string, certs *Certs,
 		up, err := d.DialContext(ctx, "tcp", upstream)
 		if err != nil {
 			log.Warn("egress cannot reach the upstream", "upstream", upstream, "error", err.Error())
+			p.count(DirEgress, Unreachable)
 			_ = conn.Close()
 			return
 		}
+		p.count(DirEgress, Forwarded)
 		pipe(conn, up)
 	})
 }

@@ -79,10 +79,10 @@ func TestEgressToIngress(t *testing.T) {
 
 	app := echo(t)
 	ingress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, Fixed(app, backendCerts.ServerConfig(true)), log)
+		return (&Proxy{Log: log}).Ingress(ctx, ln, Fixed(app, backendCerts.ServerConfig(true)))
 	})
 	egress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Egress(ctx, ln, ingress, webCerts, log)
+		return (&Proxy{Log: log}).Egress(ctx, ln, ingress, webCerts)
 	})
 
 	conn, err := net.Dial("tcp", egress)
@@ -124,7 +124,7 @@ func TestServerTLSWithoutClientCertificate(t *testing.T) {
 	ca.Write(t, dir, "main.default")
 	app := echo(t)
 	ingress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, Fixed(app, (&Certs{Dir: dir}).ServerConfig(false)), slog.New(slog.DiscardHandler))
+		return (&Proxy{Log: slog.New(slog.DiscardHandler)}).Ingress(ctx, ln, Fixed(app, (&Certs{Dir: dir}).ServerConfig(false)))
 	})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM)
@@ -146,7 +146,7 @@ func TestRotation(t *testing.T) {
 	first := ca.Write(t, dir, "main.default")
 	app := echo(t)
 	ingress := start(t, func(ctx context.Context, ln net.Listener) error {
-		return Ingress(ctx, ln, Fixed(app, (&Certs{Dir: dir}).ServerConfig(false)), slog.New(slog.DiscardHandler))
+		return (&Proxy{Log: slog.New(slog.DiscardHandler)}).Ingress(ctx, ln, Fixed(app, (&Certs{Dir: dir}).ServerConfig(false)))
 	})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM)

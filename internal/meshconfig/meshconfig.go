@@ -31,6 +31,21 @@ const (
 	ContrastEgressAnnotation  = "contrast.edgeless.systems/servicemesh-egress"
 )
 
+// The mesh proxy's own ports in the pod: inbound connections are
+// redirected to ProxyPort, AdminPort serves its health and metrics in
+// plain text. The app cannot use them.
+const (
+	ProxyPort = 15006
+	AdminPort = 15000
+)
+
+func reserved(p uint16) error {
+	if p == ProxyPort || p == AdminPort {
+		return fmt.Errorf("port %d is the mesh proxy's own (%d and %d are reserved): move the app to another port", p, AdminPort, ProxyPort)
+	}
+	return nil
+}
+
 // Disabled as the ingress annotation turns the ingress proxy off.
 const Disabled = "DISABLED"
 
@@ -124,6 +139,9 @@ func ParseIngress(value string) (IngressConfig, error) {
 			return IngressConfig{}, entryError("ingress", i, e, "name %q must be 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit", f[0])
 		}
 		port, err := parsePort(f[1])
+		if err == nil {
+			err = reserved(port)
+		}
 		if err != nil {
 			return IngressConfig{}, entryError("ingress", i, e, "%v", err)
 		}
@@ -170,6 +188,9 @@ func ParseEgress(value string) ([]Egress, error) {
 		listen, err := netip.ParseAddrPort(f[1])
 		if err != nil || !listen.Addr().Is4() || !listen.Addr().IsLoopback() || listen.Port() == 0 {
 			return nil, entryError("egress", i, e, "listen address %q must be an IPv4 loopback address with a port, 127.x.y.z:port", f[1])
+		}
+		if err := reserved(listen.Port()); err != nil {
+			return nil, entryError("egress", i, e, "%v", err)
 		}
 		if err := checkUpstream(f[2]); err != nil {
 			return nil, entryError("egress", i, e, "%v", err)

@@ -47,6 +47,8 @@ func TestIngressGrammar(t *testing.T) {
 		{value: "a#1#true##a#2#true", err: `ingress entry 2 "a#2#true": name a is used twice`},
 		{value: "a#1#true##b#1#false", err: `port 1 is listed twice`},
 		{value: "disabled", err: `want name#port#disableTLS`},
+		{value: "admin#15000#true", err: `port 15000 is the mesh proxy's own (15000 and 15006 are reserved)`},
+		{value: "proxy#15006#false", err: `port 15006 is the mesh proxy's own`},
 	} {
 		got, err := ParseIngress(tc.value)
 		if tc.err != "" {
@@ -79,6 +81,7 @@ func TestEgressGrammar(t *testing.T) {
 		{value: "backend#127.0.0.2:4001#backend:99999", err: `port "99999" is not a port`},
 		{value: "a#127.0.0.2:1#x:1##b#127.0.0.2:1#y:1", err: "listen address 127.0.0.2:1 is used twice"},
 		{value: "a#127.0.0.2:1", err: "got 2 fields"},
+		{value: "a#127.0.0.2:15000#x:1", err: "port 15000 is the mesh proxy's own"},
 	} {
 		got, err := ParseEgress(tc.value)
 		if tc.err != "" {

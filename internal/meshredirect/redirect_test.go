@@ -200,7 +200,7 @@ func TestRedirectToIngress(t *testing.T) {
 	ln := listen(t, pod, "0.0.0.0:15006")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mesh.Ingress(ctx, ln, ports.Route, log) }()
+	go func() { done <- (&mesh.Proxy{Log: log}).Ingress(ctx, ln, ports.Route) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	dial := func(port string, cfg *tls.Config) (string, error) {

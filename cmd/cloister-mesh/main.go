@@ -1,0 +1,46 @@
+// Command cloister-mesh is the service mesh of confidential pods:
+// `cloister-mesh redirect` (an init container with NET_ADMIN) sets the
+// pod's redirect, `cloister-mesh proxy` (a native sidecar) runs the
+// proxies; see internal/meshd.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+
+	"github.com/cloister-cc/cloister/internal/initializer"
+	"github.com/cloister-cc/cloister/internal/meshd"
+	"github.com/cloister-cc/cloister/internal/startup"
+)
+
+func main() { startup.Main("cloister-mesh", run) }
+
+func run(ctx context.Context) error {
+	if len(os.Args) < 2 || (os.Args[1] != "redirect" && os.Args[1] != "proxy") {
+		return errors.New("usage: cloister-mesh redirect|proxy [flags]")
+	}
+	step := os.Args[1]
+	cfg := meshd.Config{}
+	fs := flag.NewFlagSet("cloister-mesh "+step, flag.ContinueOnError)
+	fs.StringVar(&cfg.Ingress, "ingress", "", "the ingress annotation's value (name#port#disableTLS entries joined by ##; empty: mTLS on every port; DISABLED: no ingress proxy)")
+	fs.StringVar(&cfg.Egress, "egress", "", "the egress annotation's value (name#127.x.y.z:port#host:port entries joined by ##)")
+	fs.StringVar(&cfg.Certs, "certs", initializer.DefaultOut, "the folder of the workload certificate, key and mesh CA the initializer wrote")
+	proxyPort := fs.Uint("proxy-port", meshd.DefaultProxyPort, "where the ingress proxy listens (the redirect's target)")
+	adminPort := fs.Uint("admin-port", meshd.DefaultAdminPort, "the plain admin port: /healthz, /metrics")
+	log, err := startup.ParseFlags(fs, os.Args[2:], os.Stderr)
+	if err != nil {
+		return err
+	}
+	for _, p := range []*uint{proxyPort, adminPort} {
+		if *p == 0 || *p > 65535 {
+			return errors.New("ports are 1-65535")
+		}
+	}
+	cfg.ProxyPort, cfg.AdminPort = uint16(*proxyPort), uint16(*adminPort)
+	if step == "redirect" {
+		return meshd.Redirect(cfg, log)
+	}
+	return meshd.Proxy(ctx, cfg, log)
+}
