@@ -21,6 +21,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/image"
 	"github.com/cloister-cc/cloister/internal/imagepin"
 	"github.com/cloister-cc/cloister/internal/keyfile"
+	"github.com/cloister-cc/cloister/internal/meshconfig"
 	"github.com/cloister-cc/cloister/internal/version"
 )
 
@@ -28,12 +29,17 @@ import (
 // at link time (make build); empty in a plain go build.
 var InitializerImage string
 
+// MeshImage is the service mesh (cloister-mesh) generate injects into
+// pods with a service mesh annotation, pinned like InitializerImage.
+var MeshImage string
+
 type generateFlags struct {
 	platform, referenceFile, policyName, casAddress, dir string
 	casIdentity                                          string
-	initializer, runtimeClass, overhead                  string
+	initializer, mesh, runtimeClass, overhead            string
 	addOwners                                            []string
-	disableUpdates, skipInit, fixResources, offline      bool
+	disableUpdates, skipInit, skipMesh, fixResources     bool
+	offline                                              bool
 }
 
 func newGenerate(s Streams) *cobra.Command {
@@ -45,7 +51,10 @@ func newGenerate(s Streams) *cobra.Command {
 			"files and folders given (- reads standard input and writes standard output): the\n" +
 			"initializer as first init container with an in-memory volume at /cloister, images pinned\n" +
 			"to digests, the versioned runtime class, memory requests equal to limits, and the pod's\n" +
-			"policy as its io.katacontainers.config.hypervisor.cc_init_data annotation. Writes\n" +
+			"policy as its io.katacontainers.config.hypervisor.cc_init_data annotation. Pods with a\n" +
+			"service mesh annotation (" + meshconfig.IngressAnnotation + ", " + meshconfig.EgressAnnotation + ",\n" +
+			"or Contrast's names) also get the mesh: an init container that redirects inbound TCP to\n" +
+			"the proxy, and the proxy as a native sidecar. Writes\n" +
 			"manifest.yaml: a CAS policy whose services are the workloads, identified by their policy\n" +
 			"digests. Makes workload-owner.pem (may update the manifest) and seedshare-owner.pem\n" +
 			"(recovers CAS) on first run. Running it again on its output changes nothing.",
@@ -62,9 +71,11 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.StringSliceVar(&f.addOwners, "add-workload-owner-key", nil, "another public key (PEM) that may update the manifest")
 	fl.BoolVar(&f.disableUpdates, "disable-updates", false, "no workload owners: the manifest can never be changed")
 	fl.BoolVar(&f.skipInit, "skip-initializer", false, "do not inject the initializer (or annotate a pod template "+generate.SkipInitializerAnnotation+": \"true\")")
+	fl.BoolVar(&f.skipMesh, "skip-service-mesh", false, "do not inject the service mesh into pods with a "+meshconfig.IngressAnnotation+" or "+meshconfig.EgressAnnotation+" annotation")
 	fl.BoolVar(&f.fixResources, "fix-resources", false, "set memory requests to the limits instead of refusing pods whose requests differ")
 	fl.BoolVar(&f.offline, "offline", false, "ask no registry: images must name digests (or be in the digest cache)")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
+	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
 	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
 	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report")
 	return cmd
@@ -107,6 +118,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	opts := generate.Options{
 		RuntimeClass:     f.runtimeClass,
 		InitializerImage: initializer,
+		SkipServiceMesh:  f.skipMesh,
 		CAS:              f.casAddress,
 		CASExpect:        expect,
 		Policy:           f.policyName,
@@ -114,6 +126,10 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		FixResources:     f.fixResources,
 		OverheadMiB:      overhead.Value() >> 20,
 		Resolver:         pinner,
+	}
+	// Pinned with the pod's images, only where a pod has a mesh.
+	if opts.MeshImage = f.mesh; opts.MeshImage == "" {
+		opts.MeshImage = image.Ref(image.DefaultRegistry, "cloister-mesh", version.Version)
 	}
 	if opts.RuntimeClass == "" {
 		opts.RuntimeClass = ccruntime.ClassName(platform, version.Get().Version)

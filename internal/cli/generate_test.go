@@ -159,3 +159,36 @@ func TestGenerateStdin(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A pod with the mesh annotations gets the mesh image pinned from the
+// registry; a pod without them needs no mesh image, even offline.
+func TestGenerateServiceMesh(t *testing.T) {
+	host := registryWith(t, "web", "initializer", "mesh")
+	meshed := strings.Replace(strings.ReplaceAll(shopYAML, "REGISTRY", host), "metadata: {labels: {app: web}}",
+		"metadata: {labels: {app: web}, annotations: {cloister.dev/servicemesh-ingress: \"main#8001#false\"}}", 1)
+	out, stderr, err := runWithInput(t, meshed, "generate", "--reference-values", "sim", "--workspace", t.TempDir(),
+		"--initializer-image", host+"/initializer:v1", "--mesh-image", host+"/mesh:v1", "-")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if strings.Count(out, "image: "+host+"/mesh@sha256:") != 2 || !strings.Contains(out, "VM memory 384Mi") && !strings.Contains(stderr, "VM memory 384Mi") {
+		t.Errorf("the mesh containers:\n%s\n%s", out, stderr)
+	}
+	out, stderr, err = runWithInput(t, meshed, "generate", "--reference-values", "sim", "--workspace", t.TempDir(),
+		"--initializer-image", host+"/initializer:v1", "--mesh-image", host+"/mesh:v1", "--skip-service-mesh", "-")
+	if err != nil || strings.Contains(out, "/mesh") {
+		t.Errorf("skip-service-mesh: %v\n%s\n%s", err, out, stderr)
+	}
+	// Offline, with the mesh image unknown: only a meshed pod needs it.
+	work := t.TempDir()
+	plain := strings.ReplaceAll(shopYAML, "REGISTRY", host)
+	if _, stderr, err := runWithInput(t, plain, "generate", "--reference-values", "sim", "--workspace", work,
+		"--initializer-image", host+"/initializer:v1", "--mesh-image", "mesh.example/mesh:v9", "-"); err != nil {
+		t.Fatalf("a pod without the mesh: %v\n%s", err, stderr)
+	}
+	if _, _, err := runWithInput(t, meshed, "generate", "--reference-values", "sim", "--workspace", work, "--offline",
+		"--initializer-image", host+"/initializer:v1", "--mesh-image", "mesh.example/mesh:v9", "-"); err == nil ||
+		!strings.Contains(err.Error(), "(cloister-mesh-redirect): image \"mesh.example/mesh:v9\" names a tag") {
+		t.Errorf("a meshed pod offline without the mesh image: %v", err)
+	}
+}

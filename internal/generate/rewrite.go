@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -32,7 +31,11 @@ type Options struct {
 	// InitializerImage, pinned; CAS and Policy tell the initializer where
 	// to attest and which manifest names its service.
 	InitializerImage string
-	CAS, Policy      string
+	// MeshImage is the service mesh's (cloister-mesh), injected into pods
+	// with a service mesh annotation unless SkipServiceMesh.
+	MeshImage       string
+	SkipServiceMesh bool
+	CAS, Policy     string
 	// CASExpect is the attestation policy (JSON) CAS's evidence must
 	// meet for the initializer to trust it.
 	CASExpect       string
@@ -190,31 +193,38 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 		return err
 	}
 	w.Labels = labels
-	if _, _, err := meshconfig.FromAnnotations(annotations); err != nil {
+	mesh, hasMesh, err := meshconfig.FromAnnotations(annotations)
+	if err != nil {
 		return err
 	}
+	hasMesh = hasMesh && !opts.SkipServiceMesh
 
 	var pod corev1.PodSpec
 	if err := decodeNode(spec, &pod); err != nil {
 		return fmt.Errorf("pod spec: %w", err)
 	}
 	pod.RuntimeClassName = &opts.RuntimeClass
-	if !opts.SkipInitializer && annotations[SkipInitializerAnnotation] != "true" {
+	if opts.SkipInitializer || annotations[SkipInitializerAnnotation] == "true" {
+		if hasMesh {
+			return errMeshWithoutInitializer
+		}
+	} else {
 		injectInitializer(&pod, w.Service, opts)
 	}
+	injectMesh(&pod, mesh, hasMesh, opts.MeshImage)
 	if err := pinImages(ctx, &pod, opts.Resolver); err != nil {
 		return err
 	}
-	if w.MemoryMiB, err = checkMemory(&pod, opts.FixResources); err != nil {
+	var warnings []string
+	if w.MemoryMiB, warnings, err = checkResources(&pod, annotations, opts); err != nil {
 		return err
 	}
-	w.MemoryMiB += opts.OverheadMiB
 
-	policy, err := podpolicy.Of(&pod)
+	policy, err := podpolicy.Of(&pod, annotations)
 	if err != nil {
 		return err
 	}
-	w.Warnings = policy.Warnings()
+	w.Warnings = append(warnings, policy.Warnings()...)
 	value, digest := policy.AnnotationValue()
 	w.Digest, w.Policy = digest, policy.Canonical()
 
@@ -294,35 +304,6 @@ func pinImages(ctx context.Context, pod *corev1.PodSpec, r Resolver) error {
 		return err
 	}
 	return pin("containers", pod.Containers)
-}
-
-// checkMemory holds every app container to a memory limit equal to its
-// request (a confidential VM takes its limits from the node whatever the
-// requests say) and returns the sum of the limits in MiB. Init containers
-// run inside the same memory and are not counted.
-func checkMemory(pod *corev1.PodSpec, fix bool) (int64, error) {
-	var sum resource.Quantity
-	var problems []string
-	for i := range pod.Containers {
-		c := &pod.Containers[i]
-		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("containers[%d] (%s): resources.limits.memory is not set: a confidential VM gets exactly the memory its containers' limits add up to; set it to the container's worst case", i, c.Name))
-			continue
-		}
-		if req, ok := c.Resources.Requests[corev1.ResourceMemory]; ok && req.Cmp(limit) != 0 {
-			if !fix {
-				problems = append(problems, fmt.Sprintf("containers[%d] (%s): resources.requests.memory %s differs from the limit %s: the VM always takes the limit from the node, so the scheduler must count it; make them equal (or run generate with fix-resources)", i, c.Name, req.String(), limit.String()))
-				continue
-			}
-			c.Resources.Requests[corev1.ResourceMemory] = limit.DeepCopy()
-		}
-		sum.Add(limit)
-	}
-	if len(problems) > 0 {
-		return 0, errors.New(strings.Join(problems, "; "))
-	}
-	return (sum.Value() + (1<<20 - 1)) >> 20, nil
 }
 
 // decodeField decodes the named field of a mapping node, if present.

@@ -202,7 +202,7 @@ func TestRewriteMakesPodsConfidential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := podpolicy.Of(&pod)
+	again, _ := podpolicy.Of(&pod, web.Spec.Template.Annotations)
 	if digest != res.Workloads[0].Digest || string(policy.Canonical()) != string(again.Canonical()) {
 		t.Errorf("annotation does not describe the pod:\n%s\n%s", policy.Canonical(), again.Canonical())
 	}

@@ -109,7 +109,7 @@ func (p *Pods) HostData(_ context.Context, ip string) ([]byte, string, error) {
 	if err != nil {
 		return nil, name, fmt.Errorf("pod %s: %w", name, err)
 	}
-	if err := policy.Check(&pod.Spec); err != nil {
+	if err := policy.Check(&pod.Spec, pod.Annotations); err != nil {
 		return nil, name, fmt.Errorf("pod %s: %w: %w (run cloister generate again and set the new manifest)", name, ErrPodDeparts, err)
 	}
 	d, _ := hex.DecodeString(digest)

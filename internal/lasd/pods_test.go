@@ -28,7 +28,7 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(testenv.Start(t, testenv.Options{}))
 	ctx := context.Background()
 	spec := corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "web", Image: webImage, Args: []string{"serve"}}}}
-	policy, err := podpolicy.Of(&spec)
+	policy, err := podpolicy.Of(&spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

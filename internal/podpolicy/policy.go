@@ -36,6 +36,31 @@ type Policy struct {
 	HostIPC               bool                       `json:"hostIPC,omitempty"`
 	ShareProcessNamespace bool                       `json:"shareProcessNamespace,omitempty"`
 	SecurityContext       *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+	// Annotations that shape the pod's VM: the devices passed into it
+	// (CDI) and its memory.
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// The annotations a policy covers.
+const (
+	// CDIAnnotationPrefix names devices (GPUs) passed into the VM.
+	CDIAnnotationPrefix = "cdi.k8s.io/"
+	// DefaultMemoryAnnotation is the VM's memory in MiB.
+	DefaultMemoryAnnotation = "io.katacontainers.config.hypervisor.default_memory"
+)
+
+// attested picks the annotations a policy covers.
+func attested(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range annotations {
+		if strings.HasPrefix(k, CDIAnnotationPrefix) || k == DefaultMemoryAnnotation {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Container is one container's part of the policy.
@@ -60,12 +85,13 @@ type Volume struct {
 	Source corev1.VolumeSource `json:"source"`
 }
 
-// Of is the policy of spec. Every image must already be pinned to a
-// digest: a tag names whatever the registry serves today, which no policy
-// can vouch for.
-func Of(spec *corev1.PodSpec) (*Policy, error) {
+// Of is the policy of a pod's spec and annotations. Every image must
+// already be pinned to a digest: a tag names whatever the registry serves
+// today, which no policy can vouch for.
+func Of(spec *corev1.PodSpec, annotations map[string]string) (*Policy, error) {
 	p := &Policy{
 		Version:               Version,
+		Annotations:           attested(annotations),
 		HostNetwork:           spec.HostNetwork,
 		HostPID:               spec.HostPID,
 		HostIPC:               spec.HostIPC,
@@ -155,10 +181,13 @@ func Digest(data []byte) string {
 // Check says how a running pod's spec departs from the policy, or nil.
 // It is what simulation can check from outside the pod (on hardware the
 // guest enforces the whole policy): every container's image, command,
-// arguments, working folder and literal environment, and the host
-// namespaces and privileged mode. The API server's defaults (the service
+// arguments, working folder and literal environment, the host
+// namespaces and privileged mode, and the VM's annotations. The API server's defaults (the service
 // account token mount, default modes) are not compared.
-func (p *Policy) Check(spec *corev1.PodSpec) error {
+func (p *Policy) Check(spec *corev1.PodSpec, annotations map[string]string) error {
+	if got := attested(annotations); !maps.Equal(got, p.Annotations) {
+		return fmt.Errorf("annotations %v, the policy has %v", got, p.Annotations)
+	}
 	if spec.HostNetwork != p.HostNetwork || spec.HostPID != p.HostPID || spec.HostIPC != p.HostIPC {
 		return fmt.Errorf("host namespaces (network %v, pid %v, ipc %v) differ from the policy's (%v, %v, %v)",
 			spec.HostNetwork, spec.HostPID, spec.HostIPC, p.HostNetwork, p.HostPID, p.HostIPC)

@@ -29,9 +29,11 @@ func pod(mod ...func(*corev1.PodSpec)) *corev1.PodSpec {
 	return s
 }
 
+func of(s *corev1.PodSpec) (*Policy, error) { return Of(s, nil) }
+
 func digestOf(t *testing.T, s *corev1.PodSpec) string {
 	t.Helper()
-	p, err := Of(s)
+	p, err := of(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestDigestCoversWhatThePodRuns(t *testing.T) {
 }
 
 func TestUnpinnedImageNamesTheContainer(t *testing.T) {
-	_, err := Of(pod(func(s *corev1.PodSpec) {
+	_, err := of(pod(func(s *corev1.PodSpec) {
 		s.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox:1.37"}}
 	}))
 	if err == nil || !strings.Contains(err.Error(), "initContainers[0] (setup)") || !strings.Contains(err.Error(), `"busybox:1.37"`) {
@@ -88,7 +90,7 @@ func TestUnpinnedImageNamesTheContainer(t *testing.T) {
 }
 
 func TestAnnotationRoundTrip(t *testing.T) {
-	p, err := Of(pod())
+	p, err := of(pod())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestFromAnnotationRefuses(t *testing.T) {
 }
 
 func TestWarningsNameHostSuppliedValues(t *testing.T) {
-	p, err := Of(pod(func(s *corev1.PodSpec) {
+	p, err := of(pod(func(s *corev1.PodSpec) {
 		s.Containers[0].Env = append(s.Containers[0].Env,
 			corev1.EnvVar{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "pw"}}},
 			corev1.EnvVar{Name: "LEVEL", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "l"}}})
@@ -147,14 +149,14 @@ func TestWarningsNameHostSuppliedValues(t *testing.T) {
 	if len(w) != 2 || !strings.Contains(w[0], "env PASSWORD comes from Secret db") || !strings.Contains(w[1], "ConfigMap cfg") {
 		t.Errorf("warnings %q", w)
 	}
-	plain, _ := Of(pod())
+	plain, _ := of(pod())
 	if w := plain.Warnings(); len(w) != 0 {
 		t.Errorf("warnings for literal values: %q", w)
 	}
 }
 
 func TestCheckARunningPod(t *testing.T) {
-	p, err := Of(pod())
+	p, err := of(pod())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestCheckARunningPod(t *testing.T) {
 		s.Containers[0].TerminationMessagePath = "/dev/termination-log"
 		s.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
 	})
-	if err := p.Check(running); err != nil {
+	if err := p.Check(running, nil); err != nil {
 		t.Fatalf("a pod as the API server stores it: %v", err)
 	}
 	for _, tc := range []struct {
@@ -187,9 +189,40 @@ func TestCheckARunningPod(t *testing.T) {
 		{"host network", func(s *corev1.PodSpec) { s.HostNetwork = true }, "host namespaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := p.Check(pod(tc.mod)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err := p.Check(pod(tc.mod), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The VM's devices and memory are policy; other annotations are not.
+func TestAnnotationsThatShapeTheVM(t *testing.T) {
+	gpu := map[string]string{"cdi.k8s.io/gpu": "nvidia.com/pgpu=0", DefaultMemoryAnnotation: "16384", "team": "ml"}
+	p, err := Of(pod(), gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Annotations) != 2 || p.Annotations["team"] != "" {
+		t.Errorf("attested annotations %v", p.Annotations)
+	}
+	plain, _ := of(pod())
+	_, withGPU := p.Initdata()
+	_, without := plain.Initdata()
+	if withGPU == without {
+		t.Error("the GPU annotation does not change the digest")
+	}
+	other, _ := Of(pod(), map[string]string{"cdi.k8s.io/gpu": "nvidia.com/pgpu=0", DefaultMemoryAnnotation: "16384", "team": "web"})
+	if _, d := other.Initdata(); d != withGPU {
+		t.Error("an unrelated annotation changed the digest")
+	}
+	if err := p.Check(pod(), map[string]string{"cdi.k8s.io/gpu": "nvidia.com/pgpu=0", DefaultMemoryAnnotation: "16384", "x": "y"}); err != nil {
+		t.Errorf("the same VM annotations: %v", err)
+	}
+	if err := p.Check(pod(), map[string]string{"cdi.k8s.io/gpu": "nvidia.com/pgpu=1", DefaultMemoryAnnotation: "16384"}); err == nil || !strings.Contains(err.Error(), "annotations") {
+		t.Errorf("another GPU: %v", err)
+	}
+	if err := plain.Check(pod(), map[string]string{DefaultMemoryAnnotation: "512"}); err == nil {
+		t.Error("a memory annotation the policy lacks passed")
 	}
 }
