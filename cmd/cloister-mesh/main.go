@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/cloister-cc/cloister/internal/initializer"
@@ -18,8 +19,13 @@ import (
 func main() { startup.Main("cloister-mesh", run) }
 
 func run(ctx context.Context) error {
+	const usage = "usage: cloister-mesh redirect|proxy [flags] (cloister-mesh proxy --help lists them)"
+	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "-help") {
+		fmt.Fprintln(os.Stderr, usage)
+		return flag.ErrHelp
+	}
 	if len(os.Args) < 2 || (os.Args[1] != "redirect" && os.Args[1] != "proxy") {
-		return errors.New("usage: cloister-mesh redirect|proxy [flags]")
+		return errors.New(usage)
 	}
 	step := os.Args[1]
 	cfg := meshd.Config{}

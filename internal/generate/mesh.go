@@ -45,6 +45,7 @@ func injectMesh(pod *corev1.PodSpec, cfg meshconfig.Config, present bool, image 
 	if !cfg.Ingress.Disabled {
 		mesh = append(mesh, corev1.Container{
 			Name: MeshRedirectName, Image: image, Args: append([]string{"redirect"}, flags[0]),
+			// Root for the capability to take effect; NET_ADMIN alone.
 			SecurityContext: &corev1.SecurityContext{
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
 				RunAsUser:    &root, RunAsNonRoot: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
@@ -63,11 +64,11 @@ func injectMesh(pod *corev1.PodSpec, cfg meshconfig.Config, present bool, image 
 		Ports: []corev1.ContainerPort{{Name: "mesh-admin", ContainerPort: meshconfig.AdminPort, Protocol: corev1.ProtocolTCP}},
 		Resources: corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: meshMemory}, Requests: corev1.ResourceList{corev1.ResourceMemory: meshMemory}},
-		// The key file is the initializer's (root's, mode 0600): root
-		// without any capability reads it and nothing else.
+		// The user stays the initializer's (the same image user or the
+		// pod's), whose files (mode 0600) the proxy reads.
 		SecurityContext: &corev1.SecurityContext{
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			RunAsUser:    &root, RunAsNonRoot: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 		},
 		VolumeMounts: mount,
 	})

@@ -54,7 +54,7 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	t.Helper()
 	bin, out := t.TempDir(), t.TempDir()
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-		"-X github.com/cloister-cc/cloister/internal/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...")
+		"-X github.com/cloister-cc/cloister/internal/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp)
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -64,7 +64,21 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin, built
+	// The mesh test's app, beside Cloister's images.
+	img, err := image.Build(image.Spec{Name: meshApp, Binary: filepath.Join(bin, meshApp), Version: imageVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := image.Built{Name: meshApp, Ref: imageRef(meshApp), File: filepath.Join(out, meshApp+".tar"), Image: img}
+	if d, err := img.Digest(); err != nil {
+		t.Fatal(err)
+	} else {
+		app.Digest = d.String()
+	}
+	if err := image.WriteOCI(img, app.Ref, app.File); err != nil {
+		t.Fatal(err)
+	}
+	return bin, append(built, app)
 }
 
 // tarballs are the files of built images.

@@ -282,6 +282,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	for _, name := range shop {
 		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
 	}
+	t.Run("ServiceMesh", func(t *testing.T) { testServiceMesh(t, e, casPod.Status.PodIP, data) })
 	removeSimRuntime(t, e, runtimeClass)
 }
 

@@ -1,0 +1,308 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/meshredirect"
+)
+
+// meshApp is the mesh test's app (test/e2e/meshapp), built and imported
+// on the real node with Cloister's images.
+const meshApp = "meshapp"
+
+// The seed's service mesh example: app serves main (8001, TLS) and
+// metrics (8080, plain) and reaches backend through 127.0.0.2:4001; the
+// backend's every port needs mTLS; client is another meshed pod.
+const meshPods = `apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: default}
+spec: {selector: {app: backend}, ports: [{port: 4001}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: default}
+spec: {selector: {app: app}, ports: [{port: 8001}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: client, namespace: default}
+spec: {selector: {app: client}, ports: [{port: 9000}]}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: backend
+  namespace: default
+  labels: {app: backend}
+  annotations: {cloister.dev/servicemesh-ingress: ""}
+spec:
+  runtimeClassName: cloister-cc
+  nodeSelector: {NODE_LABEL: "true"}
+  hostAliases: [{ip: CAS_IP, hostnames: [cas-shop.default.svc]}]
+  containers:
+  - name: backend
+    image: MESHAPP
+    args: [serve, --name, backend, --port, "4001"]
+    resources: {limits: {memory: 32Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: app
+  namespace: default
+  labels: {app: app}
+  annotations:
+    contrast.edgeless.systems/servicemesh-ingress: "main#8001#false##metrics#8080#true"
+    contrast.edgeless.systems/servicemesh-egress: "backend#127.0.0.2:4001#backend.default:4001"
+spec:
+  runtimeClassName: cloister-cc
+  nodeSelector: {NODE_LABEL: "true"}
+  hostAliases:
+  - {ip: CAS_IP, hostnames: [cas-shop.default.svc]}
+  - {ip: BACKEND_IP, hostnames: [backend.default]}
+  containers:
+  - name: app
+    image: MESHAPP
+    args: [serve, --name, app, --port, "8001", --port, "8080"]
+    resources: {limits: {memory: 32Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+  namespace: default
+  labels: {app: client}
+  annotations: {cloister.dev/servicemesh-ingress: DISABLED}
+spec:
+  runtimeClassName: cloister-cc
+  nodeSelector: {NODE_LABEL: "true"}
+  hostAliases: [{ip: CAS_IP, hostnames: [cas-shop.default.svc]}]
+  containers:
+  - name: client
+    image: MESHAPP
+    args: [serve, --name, client, --port, "9000"]
+    resources: {limits: {memory: 32Mi}}
+`
+
+// outsider runs the app without the mesh, on the same node.
+const outsiderPod = `apiVersion: v1
+kind: Pod
+metadata: {name: outsider, namespace: default}
+spec:
+  nodeSelector: {NODE_LABEL: "true"}
+  containers:
+  - name: outsider
+    image: MESHAPP
+    args: [serve, --name, outsider, --port, "9000"]
+`
+
+// testServiceMesh runs the seed's mesh example on the real node against
+// the CAS (and its manifest history) of the confidential workloads step.
+func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte) {
+	ctx := context.Background()
+	ws, resources := filepath.Join(e.dir, "mesh-workspace"), filepath.Join(e.dir, "mesh-resources")
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(resources, 0o755)
+	writeFile(t, filepath.Join(ws, generate.DigestCacheFile), string(digests))
+	r := strings.NewReplacer("NODE_LABEL", devcluster.LabelRealNode, "CAS_IP", casIP, "MESHAPP", imageRef(meshApp))
+	file := writeFile(t, filepath.Join(resources, "mesh.yaml"), r.Replace(meshPods))
+	e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "mesh",
+		"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"),
+		"--mesh-image", imageRef("cloister-mesh"), resources)
+	generated := mustRead(t, file)
+	if strings.Count(generated, "name: "+generate.MeshName+"\n") != 3 || strings.Count(generated, "name: "+generate.MeshRedirectName+"\n") != 2 {
+		t.Fatalf("generate did not inject the mesh as annotated:\n%s", generated)
+	}
+	at := []string{"--cluster", "default/cas-shop", "--insecure-simulated-cas"}
+	if out := e.mustCLI(t, append(append([]string{"set"}, at...), "--workspace", ws, resources)...); !strings.Contains(out, "manifest mesh set: version 1") {
+		t.Fatalf("set: %s", out)
+	}
+	// The backend first: the app's host alias needs its address, which
+	// is not part of any policy.
+	docs := strings.Split(generated, "\n---\n")
+	var backendDoc, rest []string
+	for _, d := range docs {
+		if strings.Contains(d, "kind: Service") || strings.Contains(d, "kind: Pod") && strings.Contains(d, "\n  name: backend\n") {
+			backendDoc = append(backendDoc, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	e.applyFile(t, writeFile(t, filepath.Join(e.dir, "mesh-backend.yaml"), strings.Join(backendDoc, "\n---\n")))
+	backend := e.waitPod(t, "default", "backend", "to run with its mesh", 3*time.Minute, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+	})
+	e.applyFile(t, writeFile(t, filepath.Join(e.dir, "mesh-rest.yaml"), strings.ReplaceAll(strings.Join(rest, "\n---\n"), "BACKEND_IP", backend.Status.PodIP)))
+	e.applyFile(t, writeFile(t, filepath.Join(e.dir, "outsider.yaml"), r.Replace(outsiderPod)))
+	pods := map[string]*corev1.Pod{"backend": backend}
+	for _, name := range []string{"app", "client", "outsider"} {
+		pods[name] = e.waitPod(t, "default", name, "to run", 3*time.Minute, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+		})
+	}
+	app := pods["app"].Status.PodIP
+	get := func(pod string, args ...string) (string, error) {
+		return kubectl(t, e.c, append([]string{"exec", "-n", "default", pod, "-c", pod, "--", path.Join(image.BinDir, meshApp), "get"}, args...)...)
+	}
+	ca := []string{"--ca", "/cloister/tls-config/mesh-ca.pem"}
+
+	// main over TLS, verified with the mesh CA, from another meshed pod.
+	out, err := get("client", append(ca, "--servername", "app.default", "https://"+app+":8001/")...)
+	if err != nil || !strings.Contains(out, "app 8001") || !strings.Contains(out, "server certificate: default-pod-app.mesh") {
+		t.Errorf("main over TLS: %v\n%s", err, out)
+	}
+	// metrics in plain text.
+	if out, err := get("client", "http://"+app+":8080/"); err != nil || !strings.Contains(out, "app 8080") {
+		t.Errorf("metrics in plain text: %v\n%s", err, out)
+	}
+	// Plain HTTP to main fails.
+	if out, err := get("client", "http://"+app+":8001/"); err == nil || strings.Contains(out, "app 8001") {
+		t.Errorf("plain HTTP to main answered: %s", out)
+	}
+	// The app reaches the backend at 127.0.0.2:4001: its egress opens
+	// mTLS, the backend's ingress sees the app's workload certificate.
+	out, err = get("client", append(ca, "--servername", "app.default", "https://"+app+":8001/call?addr=127.0.0.2:4001")...)
+	if err != nil || !strings.Contains(out, "backend 4001") {
+		t.Errorf("app -> backend through the mesh: %v\n%s", err, out)
+	}
+	waitFor(t, "the backend's ingress to log the app's identity", time.Minute, func(ctx context.Context) (bool, string, error) {
+		logs, _ := kubectl(t, e.c, "logs", "-n", "default", "backend", "-c", generate.MeshName)
+		return strings.Contains(logs, `"peer":"default-pod-app.mesh"`), logs, nil
+	})
+	// A pod without a mesh certificate is refused by the backend.
+	backendURL := "https://" + backend.Status.PodIP + ":4001/"
+	if out, err := get("outsider", "--insecure", backendURL); err == nil || !strings.Contains(out, "certificate required") {
+		t.Errorf("a pod without a mesh certificate: %v\n%s", err, out)
+	}
+	if out, err := get("outsider", "http://"+backend.Status.PodIP+":4001/"); err == nil {
+		t.Errorf("plain HTTP to the backend answered: %s", out)
+	}
+
+	// Rotation: the app's files replaced (here by the client's
+	// certificate, as the initializer would write a new one) are served
+	// to the next connection, without a restart.
+	appRoot, clientRoot := containerRoot(t, "serve --name app"), containerRoot(t, "serve --name client")
+	for _, f := range []string{"certChain.pem", "key.pem"} {
+		replaceFile(t, filepath.Join(clientRoot, "cloister/tls-config", f), filepath.Join(appRoot, "cloister/tls-config", f))
+	}
+	out, err = get("client", append(ca, "--servername", "client.default", "https://"+app+":8001/")...)
+	if err != nil || !strings.Contains(out, "server certificate: default-pod-client.mesh") {
+		t.Errorf("after the rotation: %v\n%s", err, out)
+	}
+	if p, _ := e.cs.CoreV1().Pods("default").Get(ctx, "app", metav1.GetOptions{}); p != nil {
+		for _, s := range p.Status.InitContainerStatuses {
+			if s.Name == generate.MeshName && s.RestartCount != 0 {
+				t.Errorf("the proxy restarted: %+v", s)
+			}
+		}
+	}
+
+	// The redirect lives in the pods' namespaces: none on the host, gone
+	// with the pods.
+	if n := namespacesWithRedirect(t); n != 2 {
+		t.Errorf("%d network namespaces with the redirect, want 2 (app and backend)", n)
+	}
+	for _, name := range []string{"app", "backend", "client", "outsider"} {
+		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	waitFor(t, "the mesh pods to be gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		left := []string{}
+		for _, name := range []string{"app", "backend", "client", "outsider"} {
+			if _, err := e.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				left = append(left, name)
+			}
+		}
+		return len(left) == 0, fmt.Sprint(left), nil
+	})
+	waitFor(t, "no network namespace on the node to hold the redirect", time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := namespacesWithRedirect(t)
+		return n == 0, fmt.Sprint(n), nil
+	})
+}
+
+// containerRoot is the root folder of the container whose process
+// mentions cmd, as the host sees it.
+func containerRoot(t *testing.T, cmd string) string {
+	t.Helper()
+	for _, line := range liveProcessesMentioning(cmd) {
+		pid, _, _ := strings.Cut(line, ":")
+		return filepath.Join("/proc", pid, "root")
+	}
+	t.Fatalf("no process runs %q", cmd)
+	return ""
+}
+
+// replaceFile writes src over dst as the initializer does: a new file,
+// owned like the old, renamed into place.
+func replaceFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := fileOwner(info)
+	if err := os.Chown(tmp, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// namespacesWithRedirect counts the host's network namespaces (those of
+// its processes) that hold the mesh's nftables table.
+func namespacesWithRedirect(t *testing.T) int {
+	t.Helper()
+	seen, n := map[string]bool{}, 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net"))
+		if err != nil || seen[link] {
+			continue
+		}
+		seen[link] = true
+		f, err := os.Open(filepath.Join("/proc", e.Name(), "ns", "net"))
+		if err != nil {
+			continue
+		}
+		conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+		if err == nil {
+			if present, err := meshredirect.Present(conn); err == nil && present {
+				n++
+			}
+		}
+		f.Close()
+	}
+	return n
+}
+
+func fileOwner(info os.FileInfo) (int, int) {
+	st := info.Sys().(*syscall.Stat_t)
+	return int(st.Uid), int(st.Gid)
+}
