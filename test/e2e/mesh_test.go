@@ -199,7 +199,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	// Rotation: the app's files replaced (here by the client's
 	// certificate, as the initializer would write a new one) are served
 	// to the next connection, without a restart.
-	appRoot, clientRoot := containerRoot(t, "serve --name app"), containerRoot(t, "serve --name client")
+	appRoot, clientRoot := containerRoot(t, "app"), containerRoot(t, "client")
 	for _, f := range []string{"certChain.pem", "key.pem"} {
 		replaceFile(t, filepath.Join(clientRoot, "cloister/tls-config", f), filepath.Join(appRoot, "cloister/tls-config", f))
 	}
@@ -238,15 +238,16 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	})
 }
 
-// containerRoot is the root folder of the container whose process
-// mentions cmd, as the host sees it.
-func containerRoot(t *testing.T, cmd string) string {
+// containerRoot is the root folder of the mesh test's app container
+// named name, as the host sees it.
+func containerRoot(t *testing.T, name string) string {
 	t.Helper()
+	cmd := "serve\x00--name\x00" + name + "\x00" // a command line's arguments end in NULs
 	for _, line := range liveProcessesMentioning(cmd) {
 		pid, _, _ := strings.Cut(line, ":")
 		return filepath.Join("/proc", pid, "root")
 	}
-	t.Fatalf("no process runs %q", cmd)
+	t.Fatalf("no process runs meshapp serve --name %s", name)
 	return ""
 }
 
