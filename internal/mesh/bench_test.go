@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -13,8 +14,10 @@ import (
 )
 
 // meshPath is an app reached directly, and through web's egress and the
-// backend's ingress (mTLS between them, TLS 1.3).
-func meshPath(b *testing.B) (direct, mesh string) {
+// backend's ingress (mTLS between them, TLS 1.3); directTLS is the same
+// app terminating mTLS itself, as an app using the certificates without
+// the mesh would.
+func meshPath(b *testing.B) (direct, mesh string, directTLS func() (net.Conn, error)) {
 	ca := meshtest.NewCA(b)
 	backendDir, webDir := b.TempDir(), b.TempDir()
 	ca.Write(b, backendDir, "backend.default")
@@ -27,16 +30,40 @@ func meshPath(b *testing.B) (direct, mesh string) {
 	egress := start(b, func(ctx context.Context, ln net.Listener) error {
 		return (&Proxy{Log: log}).Egress(ctx, ln, ingress, &Certs{Dir: webDir})
 	})
-	return app, egress
+	tlsApp := start(b, func(ctx context.Context, ln net.Listener) error {
+		tln := tls.NewListener(ln, (&Certs{Dir: backendDir}).ServerConfig(true))
+		go func() { <-ctx.Done(); tln.Close() }()
+		for {
+			c, err := tln.Accept()
+			if err != nil {
+				return nil
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	})
+	directTLS = func() (net.Conn, error) {
+		cfg, err := (&Certs{Dir: webDir}).ClientConfig("backend.default")
+		if err != nil {
+			return nil, err
+		}
+		return tls.Dial("tcp", tlsApp, cfg)
+	}
+	return app, egress, directTLS
 }
 
-// eachPath runs bench on an open connection to the app, directly and
-// through the mesh.
+// eachPath runs bench on an open connection to the app: directly in
+// plain text, directly over mTLS, and through the mesh.
 func eachPath(b *testing.B, bench func(b *testing.B, conn net.Conn)) {
-	direct, mesh := meshPath(b)
-	for _, path := range []struct{ name, addr string }{{"direct", direct}, {"mesh", mesh}} {
+	direct, mesh, directTLS := meshPath(b)
+	plain := func(addr string) func() (net.Conn, error) {
+		return func() (net.Conn, error) { return net.Dial("tcp", addr) }
+	}
+	for _, path := range []struct {
+		name string
+		dial func() (net.Conn, error)
+	}{{"direct", plain(direct)}, {"direct-tls", directTLS}, {"mesh", plain(mesh)}} {
 		b.Run(path.name, func(b *testing.B) {
-			conn, err := net.Dial("tcp", path.addr)
+			conn, err := path.dial()
 			if err != nil {
 				b.Fatal(err)
 			}
