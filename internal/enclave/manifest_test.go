@@ -55,7 +55,9 @@ func TestBootDigest(t *testing.T) {
 		}, true},
 		{"another env value", func(s *enclavev1beta1.NitroEnclaveDeploymentSpec) { s.UserPlugins[0].Env[0].Value = "debug" }, false},
 		{"other args", func(s *enclavev1beta1.NitroEnclaveDeploymentSpec) { s.UserPlugins[0].Args = []string{"--port", "9443"} }, false},
-		{"another restart policy", func(s *enclavev1beta1.NitroEnclaveDeploymentSpec) { s.UserPlugins[0].RestartPolicy = corev1.RestartPolicyNever }, false},
+		{"another restart policy", func(s *enclavev1beta1.NitroEnclaveDeploymentSpec) {
+			s.UserPlugins[0].RestartPolicy = corev1.RestartPolicyNever
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := FromSpec(spec(tc.mod))
