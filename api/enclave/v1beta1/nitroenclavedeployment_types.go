@@ -66,6 +66,11 @@ type NitroEnclaveDeploymentSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Enclave EnclaveResources `json:"enclave,omitempty"`
+	// Simulation runs each enclave as a process of its pod instead of a
+	// Nitro Enclave, for development without Nitro hardware. Its
+	// attestation is simulated and insecure: no hardware vouches for it.
+	// +optional
+	Simulation bool `json:"simulation,omitempty"`
 	// UserPlugins are the containers of the enclave.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
@@ -97,13 +102,17 @@ type NitroEnclaveDeploymentStatus struct {
 	Replicas int32 `json:"replicas"`
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
+	// Selector selects the enclave pods (label selector syntax), for
+	// the scale subresource a HorizontalPodAutoscaler reads.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 }
 
 // NitroEnclaveDeployment runs enclave pods on AWS Nitro nodes.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=ned,categories=cloister
 // +kubebuilder:subresource:status
-// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,priority=1
