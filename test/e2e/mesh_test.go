@@ -164,11 +164,12 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	}
 	ca := []string{"--ca", "/cloister/tls-config/mesh-ca.pem"}
 
-	// main over TLS, verified with the mesh CA, from another meshed pod.
-	out, err := get("client", append(ca, "--servername", "app.default", "https://"+app+":8001/")...)
-	if err != nil || !strings.Contains(out, "app 8001") || !strings.Contains(out, "server certificate: default-pod-app.mesh") {
-		t.Errorf("main over TLS: %v\n%s", err, out)
-	}
+	// main over TLS, verified with the mesh CA, from another meshed pod
+	// (once the app listens: Running says its process started).
+	waitFor(t, "main to answer over TLS from another meshed pod", 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		out, err := get("client", append(ca, "--servername", "app.default", "https://"+app+":8001/")...)
+		return err == nil && strings.Contains(out, "app 8001") && strings.Contains(out, "server certificate: default-pod-app.mesh"), out, nil
+	})
 	// metrics in plain text.
 	if out, err := get("client", "http://"+app+":8080/"); err != nil || !strings.Contains(out, "app 8080") {
 		t.Errorf("metrics in plain text: %v\n%s", err, out)
@@ -179,7 +180,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	}
 	// The app reaches the backend at 127.0.0.2:4001: its egress opens
 	// mTLS, the backend's ingress sees the app's workload certificate.
-	out, err = get("client", append(ca, "--servername", "app.default", "https://"+app+":8001/call?addr=127.0.0.2:4001")...)
+	out, err := get("client", append(ca, "--servername", "app.default", "https://"+app+":8001/call?addr=127.0.0.2:4001")...)
 	if err != nil || !strings.Contains(out, "backend 4001") {
 		t.Errorf("app -> backend through the mesh: %v\n%s", err, out)
 	}
