@@ -63,20 +63,20 @@ func checkResources(pod *corev1.PodSpec, annotations map[string]string, opts Opt
 func gpuContainers(pod *corev1.PodSpec) []int {
 	var out []int
 	for i, c := range pod.Containers {
-		if slices.ContainsFunc(append(resourceNames(c.Resources.Limits), resourceNames(c.Resources.Requests)...),
-			func(r string) bool { return strings.HasPrefix(r, gpuResourcePrefix) }) {
+		if requestsGPU(c.Resources.Limits) || requestsGPU(c.Resources.Requests) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
 
-func resourceNames(l corev1.ResourceList) []string {
-	var out []string
+func requestsGPU(l corev1.ResourceList) bool {
 	for k := range l {
-		out = append(out, string(k))
+		if strings.HasPrefix(string(k), gpuResourcePrefix) {
+			return true
+		}
 	}
-	return out
+	return false
 }
 
 func hasCDI(annotations map[string]string) bool {

@@ -42,21 +42,31 @@ func BuildAll(binDir, outDir, registry, version, revision, source string) ([]Bui
 	}
 	out := make([]Built, 0, len(Binaries))
 	for _, b := range Binaries {
-		img, err := Build(Spec{Name: b, Binary: filepath.Join(binDir, b), Version: version, Revision: revision, Source: source})
+		built, err := BuildTo(Spec{Name: b, Binary: filepath.Join(binDir, b), Version: version, Revision: revision, Source: source}, outDir, registry)
 		if err != nil {
 			return nil, err
-		}
-		digest, err := img.Digest()
-		if err != nil {
-			return nil, err
-		}
-		built := Built{Name: b, Ref: Ref(registry, b, version), Digest: digest.String(), File: filepath.Join(outDir, b+".tar"), Image: img}
-		if err := WriteOCI(img, built.Ref, built.File); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", built.File, err)
 		}
 		out = append(out, built)
 	}
 	return out, nil
+}
+
+// BuildTo builds the image of s into outDir/<name>.tar, named
+// Ref(registry, s.Name, s.Version).
+func BuildTo(s Spec, outDir, registry string) (Built, error) {
+	img, err := Build(s)
+	if err != nil {
+		return Built{}, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return Built{}, err
+	}
+	built := Built{Name: s.Name, Ref: Ref(registry, s.Name, s.Version), Digest: digest.String(), File: filepath.Join(outDir, s.Name+".tar"), Image: img}
+	if err := WriteOCI(img, built.Ref, built.File); err != nil {
+		return Built{}, fmt.Errorf("writing %s: %w", built.File, err)
+	}
+	return built, nil
 }
 
 // ReadRef is the image name an OCI-layout tarball's index gives its

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 
@@ -21,24 +20,24 @@ type Ports struct {
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 
 	config   meshconfig.IngressConfig
-	appHost  string
 	reserved []uint16
-	dst      func(net.Conn) (netip.AddrPort, error)
 	mutual   *tls.Config
 	server   *tls.Config
 }
+
+// appHost is where the app listens for the proxy.
+const appHost = "127.0.0.1"
 
 // NewPorts routes by cfg with the workload certificates of certs. The
 // proxy's own ports (reserved) are never forwarded: a connection sent to
 // one would reach the proxy again.
 func NewPorts(cfg meshconfig.IngressConfig, certs *Certs, reserved ...uint16) *Ports {
-	return &Ports{config: cfg, appHost: "127.0.0.1", reserved: reserved, dst: OriginalDst,
-		mutual: certs.ServerConfig(true), server: certs.ServerConfig(false)}
+	return &Ports{config: cfg, reserved: reserved, mutual: certs.ServerConfig(true), server: certs.ServerConfig(false)}
 }
 
 // Route is the Router of p.
 func (p *Ports) Route(conn net.Conn) (Route, error) {
-	dst, err := p.dst(conn)
+	dst, err := OriginalDst(conn)
 	if err != nil {
 		return Route{}, err
 	}
@@ -49,7 +48,7 @@ func (p *Ports) route(port uint16) (Route, error) {
 	if slices.Contains(p.reserved, port) {
 		return Route{}, fmt.Errorf("port %d is the proxy's own", port)
 	}
-	r := Route{Target: net.JoinHostPort(p.appHost, strconv.Itoa(int(port))), TLS: p.mutual, Dial: p.Dial}
+	r := Route{Target: net.JoinHostPort(appHost, strconv.Itoa(int(port))), TLS: p.mutual, Dial: p.Dial}
 	for _, in := range p.config.Ports {
 		if in.Port != port {
 			continue

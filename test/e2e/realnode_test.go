@@ -65,17 +65,8 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 		t.Fatal(err)
 	}
 	// The mesh test's app, beside Cloister's images.
-	img, err := image.Build(image.Spec{Name: meshApp, Binary: filepath.Join(bin, meshApp), Version: imageVersion})
+	app, err := image.BuildTo(image.Spec{Name: meshApp, Binary: filepath.Join(bin, meshApp), Version: imageVersion}, out, image.DefaultRegistry)
 	if err != nil {
-		t.Fatal(err)
-	}
-	app := image.Built{Name: meshApp, Ref: imageRef(meshApp), File: filepath.Join(out, meshApp+".tar"), Image: img}
-	if d, err := img.Digest(); err != nil {
-		t.Fatal(err)
-	} else {
-		app.Digest = d.String()
-	}
-	if err := image.WriteOCI(img, app.Ref, app.File); err != nil {
 		t.Fatal(err)
 	}
 	return bin, append(built, app)
