@@ -141,6 +141,10 @@ func (m *Manifest) BootDigest() string {
 		b.Images = append(b.Images, [2]string{p.Name, p.Image})
 	}
 	data, _ := json.Marshal(b)
+	return hexSHA256(data)
+}
+
+func hexSHA256(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }

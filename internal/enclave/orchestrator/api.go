@@ -1,0 +1,86 @@
+package orchestrator
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/cloister-cc/cloister/internal/enclave"
+)
+
+// The orchestrator's API, which the pod's supervisor calls.
+const (
+	// PathManifest: PUT a manifest to apply it (409 when it needs a new
+	// enclave).
+	PathManifest = "/v1/manifest"
+	// PathStatus: GET the enclave.Status.
+	PathStatus = "/v1/status"
+	// PathEvidence: GET evidence binding ?nonce=<hex>; the
+	// HeaderEvidenceType header names its type.
+	PathEvidence       = "/v1/evidence"
+	HeaderEvidenceType = "Cloister-Evidence-Type"
+)
+
+// maxManifest bounds a manifest's size: 32 plugins with their
+// configuration fit many times over.
+const maxManifest = 1 << 20
+
+// Handler serves the API.
+func (o *Orchestrator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT "+PathManifest, func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxManifest))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		m, err := enclave.Parse(data)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		switch err := o.Apply(r.Context(), m); {
+		case errors.Is(err, ErrNewEnclave):
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, o.Status())
+	})
+	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, o.Status()) })
+	mux.HandleFunc("GET "+PathEvidence, func(w http.ResponseWriter, r *http.Request) {
+		nonce, err := ParseNonce(r.URL.Query().Get("nonce"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ev, err := o.Attest(nonce)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set(HeaderEvidenceType, string(ev.Type))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(ev.Raw)
+	})
+	return mux
+}
+
+// ParseNonce reads a hex nonce of 1 to MaxNonce bytes.
+func ParseNonce(s string) ([]byte, error) {
+	nonce, err := hex.DecodeString(s)
+	if err != nil || len(nonce) == 0 || len(nonce) > MaxNonce {
+		return nil, fmt.Errorf("nonce %q: give 1 to %d bytes in hex", s, MaxNonce)
+	}
+	return nonce, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

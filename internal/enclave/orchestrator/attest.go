@@ -1,0 +1,88 @@
+package orchestrator
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/hf/nsm"
+	"github.com/hf/nsm/request"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/enclave"
+)
+
+// MaxNonce bounds the nonce bound into evidence: Nitro's user data holds
+// up to 512 bytes; 64 is what verifiers send.
+const MaxNonce = 64
+
+// Evidence is attestation evidence and its type (sim or nitro).
+type Evidence struct {
+	Type attest.Type
+	Raw  []byte
+}
+
+// Attester produces the enclave's evidence binding a nonce.
+type Attester interface {
+	Attest(nonce []byte) (Evidence, error)
+}
+
+// simValidity is how long simulated evidence is valid.
+const simValidity = 10 * time.Minute
+
+// simAttester signs Nitro-shaped claims with a key of its own: nothing
+// vouches for it, so the evidence is always insecure.
+type simAttester struct {
+	key    *ecdsa.PrivateKey
+	claims attest.Claims
+}
+
+// NewSimAttester is the attester of a simulated enclave booted with m: its
+// PCRs derive from m (enclave.Manifest.SimPCRs), its key is new.
+func NewSimAttester(m *enclave.Manifest) (Attester, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	pcrs := map[int]attest.Bytes{}
+	for i, v := range m.SimPCRs() {
+		pcrs[i] = v
+	}
+	return &simAttester{key: key, claims: attest.Claims{
+		Debug: m.Enclave.Debug,
+		Nitro: &attest.NitroIdentity{ModuleID: "sim-" + m.BootDigest()[:16], PCRs: pcrs},
+	}}, nil
+}
+
+func (a *simAttester) Attest(nonce []byte) (Evidence, error) {
+	c := a.claims
+	c.ReportData, c.Nonce = attest.Bytes(nonce), attest.Bytes(nonce)
+	raw, err := sim.Generate(a.key, c, time.Now(), simValidity)
+	return Evidence{Type: attest.Sim, Raw: raw}, err
+}
+
+// nsmAttester asks the Nitro Secure Module for an attestation document
+// with the nonce. Untested on hardware: this machine has no /dev/nsm.
+type nsmAttester struct{}
+
+// NewNSMAttester is the attester of a Nitro Enclave.
+func NewNSMAttester(*enclave.Manifest) (Attester, error) { return nsmAttester{}, nil }
+
+func (nsmAttester) Attest(nonce []byte) (Evidence, error) {
+	s, err := nsm.OpenDefaultSession()
+	if err != nil {
+		return Evidence{}, fmt.Errorf("opening the Nitro Secure Module: %w", err)
+	}
+	defer s.Close()
+	res, err := s.Send(&request.Attestation{Nonce: nonce, UserData: nonce})
+	if err != nil {
+		return Evidence{}, fmt.Errorf("asking the Nitro Secure Module for a document: %w", err)
+	}
+	if res.Error != "" || res.Attestation == nil {
+		return Evidence{}, fmt.Errorf("the Nitro Secure Module refused: %s", res.Error)
+	}
+	return Evidence{Type: attest.Nitro, Raw: res.Attestation.Document}, nil
+}

@@ -1,0 +1,168 @@
+// Package orchestrator is what runs inside an enclave: it runs the
+// manifest's user plugins as processes, restarts them by their restart
+// policies, reports their states, applies a changed manifest in place
+// (only the plugins whose configuration changed restart), and serves
+// attestation evidence. All of it over one HTTP API (api.go) on the
+// enclave's only channel to its pod: vsock on Nitro, a unix socket in
+// simulation.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/enclave"
+)
+
+// ErrNewEnclave: a manifest that changes what the enclave booted with
+// (its size, its plugins and their images) needs a new enclave.
+var ErrNewEnclave = errors.New("the manifest changes what the enclave booted with: it needs a new enclave")
+
+// Backoff paces restarts: Initial after the first exit, doubling up to Max;
+// a plugin that ran for Reset starts over at Initial.
+type Backoff struct {
+	Initial, Max, Reset time.Duration
+}
+
+// DefaultBackoff is the kubelet's pace, shortened: enclaves restart
+// processes, not pulled containers.
+var DefaultBackoff = Backoff{Initial: time.Second, Max: 30 * time.Second, Reset: 10 * time.Second}
+
+// Orchestrator runs one enclave's plugins.
+type Orchestrator struct {
+	Log     *slog.Logger
+	Backoff Backoff
+	// StopGrace is how long a stopped plugin has between SIGTERM and
+	// SIGKILL.
+	StopGrace time.Duration
+	// NewAttester makes the enclave's attester from the manifest it
+	// booted with (the first applied).
+	NewAttester func(boot *enclave.Manifest) (Attester, error)
+
+	mu       sync.Mutex
+	boot     string // boot digest of the first manifest
+	applied  *enclave.Manifest
+	plugins  map[string]*plugin
+	order    []string
+	attester Attester
+	wg       sync.WaitGroup
+}
+
+// Apply runs m: the first manifest boots the plugins; a later one with the
+// same boot digest restarts the plugins whose configuration changed and
+// leaves the others running.
+func (o *Orchestrator) Apply(ctx context.Context, m *enclave.Manifest) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.boot == "" {
+		if o.NewAttester != nil {
+			a, err := o.NewAttester(m)
+			if err != nil {
+				return fmt.Errorf("preparing attestation: %w", err)
+			}
+			o.attester = a
+		}
+		o.boot = m.BootDigest()
+		o.plugins = map[string]*plugin{}
+	} else if m.BootDigest() != o.boot {
+		return ErrNewEnclave
+	}
+	var changed []string
+	order := make([]string, 0, len(m.Plugins))
+	for _, spec := range m.Plugins {
+		order = append(order, spec.Name)
+		if p, ok := o.plugins[spec.Name]; ok {
+			if reflect.DeepEqual(p.spec, spec) {
+				continue
+			}
+			p.stop()
+			changed = append(changed, spec.Name)
+		}
+		o.start(spec)
+	}
+	o.order = order
+	o.applied = m
+	if len(changed) > 0 {
+		o.log().Info("manifest applied in place", "restarted", changed, "manifest", m.ManifestDigest())
+	} else {
+		o.log().Info("manifest applied", "plugins", order, "manifest", m.ManifestDigest())
+	}
+	return nil
+}
+
+func (o *Orchestrator) start(spec enclave.Plugin) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &plugin{spec: spec, o: o, cancel: cancel, done: make(chan struct{}),
+		status: enclave.PluginStatus{Name: spec.Name, State: enclave.PluginWaiting, Message: "starting", Since: time.Now()}}
+	if old, ok := o.plugins[spec.Name]; ok {
+		p.status.Restarts = old.snapshot().Restarts
+	}
+	o.plugins[spec.Name] = p
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		p.run(ctx)
+	}()
+}
+
+// Status reports every plugin, in the manifest's order.
+func (o *Orchestrator) Status() enclave.Status {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := enclave.Status{Plugins: []enclave.PluginStatus{}}
+	if o.applied != nil {
+		st.Manifest = o.applied.ManifestDigest()
+	}
+	for _, name := range o.order {
+		st.Plugins = append(st.Plugins, o.plugins[name].snapshot())
+	}
+	return st
+}
+
+// Attest returns evidence binding nonce, from the attester of the booted
+// enclave.
+func (o *Orchestrator) Attest(nonce []byte) (Evidence, error) {
+	o.mu.Lock()
+	a := o.attester
+	o.mu.Unlock()
+	if a == nil {
+		return Evidence{}, errors.New("no manifest applied yet: the enclave has nothing to attest")
+	}
+	return a.Attest(nonce)
+}
+
+// Stop stops every plugin and waits for them.
+func (o *Orchestrator) Stop() {
+	o.mu.Lock()
+	for _, p := range o.plugins {
+		p.cancel()
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+func (o *Orchestrator) log() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
+}
+
+func (o *Orchestrator) backoff() Backoff {
+	if o.Backoff.Initial <= 0 {
+		return DefaultBackoff
+	}
+	return o.Backoff
+}
+
+func (o *Orchestrator) stopGrace() time.Duration {
+	if o.StopGrace <= 0 {
+		return 10 * time.Second
+	}
+	return o.StopGrace
+}
