@@ -1,0 +1,237 @@
+package supervisor_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/app"
+	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
+	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/testenv"
+)
+
+// asOrchestrator makes this test binary the simulated enclave's program.
+const asOrchestrator = "CLOISTER_ENCLAVE_TEST_ORCHESTRATOR"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asOrchestrator) == "1" {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		os.Exit(startup.Code("orchestrator", app.Run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func writeManifest(t *testing.T, path string, m *enclave.Manifest) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, m.JSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Swapped in at once, as the kubelet updates a mounted ConfigMap.
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func plugin(name, script, policy string, env ...enclave.Env) enclave.Plugin {
+	return enclave.Plugin{Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/sh", "-c", script}, Env: env, RestartPolicy: policy}
+}
+
+// The whole pod-side path with the sim backend: the orchestrator a real
+// child process on a unix socket, the probes over the supervisor's socket;
+// started and ready once the plugins run; a changed configuration
+// re-synced in place; a boot change left to new pods; a plugin failing
+// for good makes the pod unready, naming it; evidence from the enclave;
+// the enclave dying ends the supervisor with an error.
+func TestSupervisorWithSimulatedEnclave(t *testing.T) {
+	t.Setenv(asOrchestrator, "1")
+	dir := t.TempDir()
+	manifestPath := filepath.Join(dir, "manifest.json")
+	m := &enclave.Manifest{Version: enclave.Version, Enclave: enclave.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: []enclave.Plugin{
+		plugin("api", "echo $MODE > "+filepath.Join(dir, "mode")+"; exec sleep 60", "Always", enclave.Env{Name: "MODE", Value: "one"}),
+		plugin("job", "exit 0", "Never"),
+	}}
+	writeManifest(t, manifestPath, m)
+	logs := &testenv.Buffer{}
+	s := &supervisor.Supervisor{
+		Backend:  &supervisor.Sim{Program: []string{os.Args[0], "orchestrator", "--simulation"}, Dir: dir, Stdout: logs, Stderr: logs},
+		Manifest: manifestPath, Log: slog.New(slog.NewJSONHandler(logs, nil)), Interval: 50 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	socket := filepath.Join(dir, "supervisor.sock")
+	go func() { _ = s.Serve(ctx, socket) }()
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		code, body, _, err := supervisor.Get(ctx, socket, path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		return code, string(body)
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never happened; log:\n%s", what, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	eventually("started and ready", func() bool {
+		c1, _ := get(supervisor.PathStarted)
+		c2, _ := get(supervisor.PathReady)
+		return c1 == http.StatusOK && c2 == http.StatusOK
+	})
+	mode := func() string { b, _ := os.ReadFile(filepath.Join(dir, "mode")); return strings.TrimSpace(string(b)) }
+	eventually("api ran with MODE=one", func() bool { return mode() == "one" })
+
+	// Only configuration changed: synced in place, no new enclave.
+	m.Plugins[0].Env[0].Value = "two"
+	writeManifest(t, manifestPath, m)
+	eventually("api restarted with MODE=two", func() bool { return mode() == "two" })
+	if !strings.Contains(logs.String(), `"msg":"manifest applied in place","component":"enclave-orchestrator"`) {
+		t.Errorf("the orchestrator did not log the in-place apply:\n%s", logs.String())
+	}
+
+	// What the enclave boots with changed: this enclave keeps its manifest.
+	bigger := *m
+	bigger.Enclave.MemoryMiB = 4096
+	writeManifest(t, manifestPath, &bigger)
+	eventually("the boot change logged", func() bool {
+		return strings.Contains(logs.String(), "the manifest changed what the enclave boots with")
+	})
+
+	// Evidence through the pod's socket.
+	code, body, h, err := supervisor.Get(ctx, socket, supervisor.PathEvidence+"?nonce=abcd")
+	if err != nil || code != http.StatusOK || h.Get("Cloister-Evidence-Type") != string(attest.Sim) {
+		t.Fatalf("evidence: %d %v %v", code, err, h)
+	}
+	claims, err := sim.Verify(body, time.Now())
+	if err != nil || !claims.Insecure || claims.Nitro == nil || string(claims.Nitro.PCRs[enclave.PCRImage]) != string(m.SimPCRs()[enclave.PCRImage]) {
+		t.Errorf("evidence claims %+v, %v", claims, err)
+	}
+
+	// A plugin failing for good: not ready, and the probe says which.
+	m.Plugins[1] = plugin("job", "exit 7", "Never")
+	writeManifest(t, manifestPath, m)
+	eventually("unready naming job", func() bool {
+		c, b := get(supervisor.PathReady)
+		return c == http.StatusServiceUnavailable && strings.Contains(b, "plugin job failed: exited with code 7")
+	})
+	if c, _ := get(supervisor.PathStarted); c != http.StatusOK {
+		t.Error("a started enclave reads as not started after a failure")
+	}
+	if !strings.Contains(logs.String(), `"msg":"health check: enclave unhealthy"`) {
+		t.Errorf("the supervisor did not log the failed health check:\n%s", logs.String())
+	}
+
+	// The enclave dies: the supervisor ends with an error.
+	pids, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	killed := false
+	for _, p := range pids {
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), "orchestrator\x00--simulation\x00--listen\x00"+filepath.Join(dir, supervisor.SocketName)) {
+			pid := filepath.Base(filepath.Dir(p))
+			n, _ := strconv.Atoi(pid)
+			proc, _ := os.FindProcess(n)
+			killed = proc.Kill() == nil
+		}
+	}
+	if !killed {
+		t.Fatal("found no orchestrator process to kill")
+	}
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "the enclave stopped") {
+			t.Errorf("Run after the enclave died: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the supervisor kept running without its enclave")
+	}
+}
+
+// The nitro backend against a fake nitro-cli: the enclave is run with the
+// manifest's size, its ID and CID read past nitro-cli's progress lines;
+// an enclave that stops running ends Done; Stop terminates it.
+func TestNitroBackendWithFakeCLI(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	state := filepath.Join(dir, "state")
+	cli := filepath.Join(dir, "nitro-cli")
+	script := `#!/bin/sh
+echo "$*" >> ` + calls + `
+case "$1" in
+run-enclave)
+  echo "Start allocating memory..."
+  echo "Started enclave with enclave-cid: 16, memory: 4096 MiB, cpu-ids: [1, 3]"
+  echo '{"EnclaveName":"e","EnclaveID":"i-0abc-enc0def","ProcessID":42,"EnclaveCID":16,"NumberOfCPUs":4,"CPUIDs":[1,3],"MemoryMiB":4096}'
+  echo RUNNING > ` + state + ` ;;
+describe-enclaves)
+  echo "[{\"EnclaveID\":\"i-0abc-enc0def\",\"State\":\"$(cat ` + state + `)\"}]" ;;
+terminate-enclave)
+  echo TERMINATING > ` + state + ` ;;
+esac
+`
+	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &supervisor.Nitro{CLI: cli, EIFPath: "/enclave/enclave.eif", Port: 5005, Poll: 20 * time.Millisecond}
+	m := &enclave.Manifest{Version: enclave.Version, Enclave: enclave.Size{CPUs: 4, MemoryMiB: 4096, Debug: true}}
+	enc, err := n.Boot(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.ID() != "i-0abc-enc0def" {
+		t.Errorf("enclave ID %q", enc.ID())
+	}
+	b, _ := os.ReadFile(calls)
+	if !strings.HasPrefix(string(b), "run-enclave --eif-path /enclave/enclave.eif --cpu-count 4 --memory 4096 --debug-mode\n") {
+		t.Errorf("nitro-cli calls:\n%s", b)
+	}
+	select {
+	case <-enc.Done():
+		t.Fatalf("a running enclave reads as stopped: %v", enc.Err())
+	case <-time.After(100 * time.Millisecond):
+	}
+	// It stops by itself (say, it crashed).
+	if err := os.WriteFile(state, []byte("TERMINATING\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-enc.Done():
+		if !strings.Contains(enc.Err().Error(), "i-0abc-enc0def is TERMINATING") {
+			t.Errorf("Err %v", enc.Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stopped enclave still reads as running")
+	}
+	if err := enc.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(calls)
+	if !strings.Contains(string(b), "terminate-enclave --enclave-id i-0abc-enc0def\n") {
+		t.Errorf("nitro-cli calls:\n%s", b)
+	}
+
+	// nitro-cli failing says why.
+	n.CLI = "/bin/false"
+	if _, err := n.Boot(context.Background(), m); err == nil || !strings.Contains(err.Error(), "nitro-cli run-enclave") {
+		t.Errorf("failing nitro-cli: %v", err)
+	}
+}
