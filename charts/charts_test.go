@@ -108,3 +108,45 @@ func TestLASSimulationIsExplicit(t *testing.T) {
 		}
 	}
 }
+
+// The enclave pods: a simulated enclave needs no Nitro host volumes; a
+// Nitro one gets its hugepages and nitro-cli's folders; both run without
+// capabilities, their probes asking the supervisor.
+func TestNitroEnclavePods(t *testing.T) {
+	render := func(sim bool) *appsv1.Deployment {
+		t.Helper()
+		out, err := Render("nitroenclavedeployment", "ned-x", "ns", map[string]any{"simulation": sim, "bootDigest": "abc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal([]byte(out["nitroenclavedeployment/templates/deployment.yaml"]), &d); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out["nitroenclavedeployment/templates/configmap.yaml"], `"version":"cloister.dev/enclave-manifest/v1"`) {
+			t.Errorf("manifest ConfigMap:\n%s", out["nitroenclavedeployment/templates/configmap.yaml"])
+		}
+		return &d
+	}
+	volumes := func(d *appsv1.Deployment) string {
+		var names []string
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			names = append(names, v.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	for sim, want := range map[bool]string{true: "manifest,run,tmp", false: "manifest,run,tmp,hugepages,nitro-logs,nitro-run"} {
+		d := render(sim)
+		c := d.Spec.Template.Spec.Containers[0]
+		if got := volumes(d); got != want {
+			t.Errorf("simulation=%v: volumes %s, want %s", sim, got, want)
+		}
+		if sc := c.SecurityContext; sc == nil || len(sc.Capabilities.Drop) != 1 || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("simulation=%v: security context %+v", sim, sc)
+		}
+		if strings.Join(c.ReadinessProbe.Exec.Command, " ") != "/usr/local/bin/cloister-enclave probe ready" ||
+			d.Spec.Template.Annotations["enclave.cloister.dev/boot-digest"] != "abc" || d.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() != 0 {
+			t.Errorf("simulation=%v: probe %v, annotations %v, strategy %+v", sim, c.ReadinessProbe, d.Spec.Template.Annotations, d.Spec.Strategy)
+		}
+	}
+}

@@ -22,7 +22,7 @@ import (
 
 // The default images pinned by digest, set at link time by make build
 // (hack/images -operator-ldflags); a plain go build names them by tag.
-var devicePluginImage, lasImage, casImage, nodeInstallerImage string
+var devicePluginImage, lasImage, casImage, nodeInstallerImage, enclaveImage string
 
 func main() { startup.Main("cloister-operator", run) }
 
@@ -44,6 +44,8 @@ func run(ctx context.Context) error {
 	fs.StringVar(&opts.Images.CAS, "cas-image", cmp.Or(casImage, "ghcr.io/cloister-cc/cloister-cas:"+v.Version), "default image of CAS")
 	fs.StringVar(&opts.Images.NodeInstaller, "node-installer-image", cmp.Or(nodeInstallerImage, "ghcr.io/cloister-cc/cloister-node-installer:"+v.Version),
 		"default image of the confidential runtime's node installer")
+	fs.StringVar(&opts.Images.Enclave, "enclave-image", cmp.Or(enclaveImage, "ghcr.io/cloister-cc/cloister-enclave:"+v.Version),
+		"default image of a NitroEnclaveDeployment's enclave pods")
 	fs.StringVar(&opts.Host.DevDir, "host-dev-dir", service.DefaultHostPaths.DevDir,
 		"host folder of the TEE device nodes, mounted into the device plugins and LAS (the dev cluster's real node has fake ones elsewhere)")
 	fs.StringVar(&opts.Host.KubeletDir, "host-kubelet-dir", service.DefaultHostPaths.KubeletDir,

@@ -136,7 +136,7 @@ func pinned(bin, name, registry, version, revision, source string) (string, erro
 
 // operatorDefaults are the images cloister-operator names by default, by
 // the variable of its main package that holds each.
-var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage", "cloister-node-installer": "nodeInstallerImage"}
+var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage", "cloister-node-installer": "nodeInstallerImage", "cloister-enclave": "enclaveImage"}
 
 // pinOperatorDefaults builds the images the operator deploys (in memory)
 // and returns the linker flags that make them its defaults by digest.

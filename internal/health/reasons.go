@@ -68,6 +68,12 @@ const (
 	ReasonPolicyRefused    Reason = "PolicyRefused"
 	ReasonPolicySuperseded Reason = "PolicySuperseded"
 	ReasonCASNotReady      Reason = "CASNotReady"
+	// NitroEnclaveDeployment, judged from its Deployment and enclave pods.
+	ReasonDeploymentFailed  Reason = "DeploymentFailed"
+	ReasonDeploymentMissing Reason = "DeploymentMissing"
+	ReasonEnclavesStarting  Reason = "EnclavesStarting"
+	ReasonEnclavesNotReady  Reason = "EnclavesNotReady"
+	ReasonEnclavesReady     Reason = "EnclavesReady"
 )
 
 // Reasons of the events the reconciler emits: one per state change, one
@@ -88,6 +94,10 @@ const (
 	// A policy's registration with CAS.
 	EventRegistered Reason = "Registered"
 	EventRefused    Reason = "Refused"
+	// A NitroEnclaveDeployment's STATUS and its enclaves.
+	EventScheduled        Reason = "Scheduled"
+	EventDeploymentFailed Reason = "DeploymentFailed"
+	EventEnclaveUnhealthy Reason = "EnclaveUnhealthy"
 	// EventFailedSuffix follows an action's reason when it failed, e.g.
 	// "InstalledFailed".
 	EventFailedSuffix = "Failed"

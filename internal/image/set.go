@@ -17,7 +17,7 @@ import (
 // as the charts and the operator's defaults name them.
 var Binaries = []string{
 	"cloister", "cloister-operator", "cloister-cas", "cloister-las", "cloister-device-plugin", "cloister-pause",
-	"cloister-initializer", "cloister-node-installer", "cloister-mesh",
+	"cloister-initializer", "cloister-node-installer", "cloister-mesh", "cloister-enclave",
 }
 
 // DefaultRegistry is the repository prefix of Cloister's image names.

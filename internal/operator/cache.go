@@ -14,9 +14,9 @@ import (
 
 // slimPod keeps of a pod only what the controllers read, so a large
 // cluster's pods fit the operator's memory budget:
-//   - the operator's own pods (LAS replicas, CAS): their cloister.dev
-//     labels and version, node, phase, readiness, IP (CAS is reached at
-//     its pod);
+//   - the operator's own pods (LAS replicas, CAS, enclave pods): their
+//     cloister.dev labels and version, node, phase, readiness, why they
+//     are unschedulable, IP (CAS is reached at its pod);
 //   - pods asking for a TEE device (the device counts): node, phase and
 //     their containers' resources;
 //   - every other pod: its identity alone, which no controller reads
@@ -46,8 +46,12 @@ func slimPod(obj any) (any, error) {
 			}
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			switch {
+			case c.Type == corev1.PodReady:
+				slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+			case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
+				// Why a pod waits (e.g. Insufficient aws.ec2.nitro/nitro_enclaves).
+				slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 			}
 		}
 		slim.Status.ContainerStatuses = slimTerminations(p.Status.ContainerStatuses)

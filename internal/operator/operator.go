@@ -43,6 +43,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/controller/confidentialruntime"
 	"github.com/cloister-cc/cloister/internal/controller/las"
+	"github.com/cloister-cc/cloister/internal/controller/nitroenclave"
 	"github.com/cloister-cc/cloister/internal/controller/policy"
 	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/controller/service"
@@ -109,6 +110,8 @@ type Images struct {
 	CAS          string
 	// NodeInstaller is the ConfidentialRuntime's node installer.
 	NodeInstaller string
+	// Enclave is the NitroEnclaveDeployment's enclave pods'.
+	Enclave string
 }
 
 // Scheme knows every kind the operator reads or writes.
@@ -162,6 +165,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 			ByObject: map[client.Object]cache.ByObject{
 				// Only what the operator owns, not every DaemonSet of the cluster.
 				&appsv1.DaemonSet{}:          owned,
+				&appsv1.Deployment{}:         owned,
 				&corev1.ServiceAccount{}:     owned,
 				&corev1.ConfigMap{}:          owned,
 				&rbacv1.ClusterRole{}:        owned,
@@ -221,6 +225,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		{"confidentialruntime", opts.Images.NodeInstaller, func(b service.Base) service.Kind {
 			return &confidentialruntime.Kind{Base: b, Version: version.Get().Version}
 		}, confidentialruntime.Setup},
+		{"nitroenclavedeployment", opts.Images.Enclave, func(b service.Base) service.Kind {
+			return &nitroenclave.Kind{Base: b, Events: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("cloister-operator")}
+		}, nitroenclave.Setup},
 	} {
 		data, err := charts.Load(c.chart)
 		if err != nil {

@@ -28,6 +28,7 @@ type EnclaveResources struct {
 }
 
 // UserPlugin is a container the orchestrator inside the enclave runs.
+// +kubebuilder:validation:XValidation:rule="!has(self.env) || self.env.all(e, !has(e.valueFrom))",message="env: give every variable a literal value; valueFrom reads the cluster, which the enclave cannot reach"
 type UserPlugin struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
@@ -36,11 +37,15 @@ type UserPlugin struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image"`
+	// Command runs the plugin. In simulation the image is not pulled:
+	// the command runs from the enclave pod's image.
 	// +optional
 	Command []string `json:"command,omitempty"`
 	// +optional
 	Args []string `json:"args,omitempty"`
+	// Env are literal variables (the enclave cannot read the cluster).
 	// +optional
+	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
 	// +optional
 	Ports []corev1.ContainerPort `json:"ports,omitempty"`

@@ -61,6 +61,9 @@ func (r *Reconciler) observe(ctx context.Context, obj Object, req release.Reques
 	}
 	obs.CR[health.AtLeastOneOwnedObjectPresent], obs.CR[health.AllOwnedObjectsPresent] = presence(oos)
 	obs.CR[health.IsHealthy] = r.Kind.FillStatus(ctx, obj, oos)
+	if f, ok := r.Kind.(ReleaseStatusFiller); ok {
+		f.FillReleaseStatus(obj, oos, rel.Failed)
+	}
 	return obs, oos, nil
 }
 
@@ -115,16 +118,35 @@ func (r *Reconciler) readOwned(ctx context.Context, oo *Owned) {
 	}
 }
 
+// ReleaseStatusFiller is a Kind whose own status fields also tell how its
+// release fared (a NitroEnclaveDeployment whose Deployment could not be
+// created shows ERROR): after FillStatus, it sees the ReleaseFailed
+// observation.
+type ReleaseStatusFiller interface {
+	FillReleaseStatus(obj Object, oos []Owned, failed health.Observation)
+}
+
 // LiveDaemonSet returns the first live DaemonSet among the owned objects,
 // or nil.
 func LiveDaemonSet(oos []Owned) *appsv1.DaemonSet {
+	return live(oos, "DaemonSet", &appsv1.DaemonSet{})
+}
+
+// LiveDeployment returns the first live Deployment among the owned
+// objects, or nil.
+func LiveDeployment(oos []Owned) *appsv1.Deployment {
+	return live(oos, "Deployment", &appsv1.Deployment{})
+}
+
+// live converts the first live owned object of kind into into, or returns
+// nil.
+func live[T any](oos []Owned, kind string, into *T) *T {
 	for _, oo := range oos {
-		if oo.Live == nil || oo.Live.GetKind() != "DaemonSet" {
+		if oo.Live == nil || oo.Live.GetKind() != kind {
 			continue
 		}
-		ds := &appsv1.DaemonSet{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(oo.Live.Object, ds) == nil {
-			return ds
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(oo.Live.Object, into) == nil {
+			return into
 		}
 	}
 	return nil

@@ -47,7 +47,7 @@ type Supervisor struct {
 
 // Health is what the last check found.
 type Health struct {
-	// Started: the manifest was applied and every plugin ran once.
+	// Started: the enclave booted and runs the synced manifest.
 	Started bool
 	Ready   bool
 	Message string
@@ -229,7 +229,9 @@ func (s *Supervisor) check(ctx context.Context, lastMsg *string, lastLogged *tim
 		h.Ready, h.Message = st.Ready()
 	}
 	s.mu.Lock()
-	h.Started = s.health.Started || h.Ready
+	// Started once the orchestrator runs the synced manifest: booting is
+	// over, and from then on readiness says how the plugins fare.
+	h.Started = s.health.Started || (st != nil && st.Manifest != "")
 	s.health = h
 	s.mu.Unlock()
 	remind := s.RemindEvery
