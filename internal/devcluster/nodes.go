@@ -22,12 +22,14 @@ const (
 	annotationKwokNode = "kwok.x-k8s.io/node"
 )
 
-// Extended resources the device plugins of Cloister register on real nodes.
+// Extended resources the device plugins of Cloister register on real nodes,
+// and the hugepages Nitro hosts reserve.
 const (
 	ResourceSGXEnclave    corev1.ResourceName = tee.SGXEnclave
 	ResourceSGXProvision  corev1.ResourceName = tee.SGXProvision
 	ResourceNitroEnclaves corev1.ResourceName = tee.NitroEnclaves
 	ResourceCEXEP11       corev1.ResourceName = tee.CEXPrefix + "ep11"
+	ResourceHugePages2Mi  corev1.ResourceName = corev1.ResourceHugePagesPrefix + "2Mi"
 )
 
 // maxPods is kubelet's default; the SGX plugin's capacitySGXPods defaults to it.
@@ -47,8 +49,9 @@ var Profiles = []Profile{
 		ResourceSGXEnclave: maxPods, ResourceSGXProvision: maxPods}},
 	{TEE: "snp", Arch: "amd64"},
 	{TEE: "tdx", Arch: "amd64"},
+	// Nitro hosts reserve hugepages for their enclaves' memory.
 	{TEE: "nitro", Arch: "amd64", Resources: map[corev1.ResourceName]int64{
-		ResourceNitroEnclaves: 4}},
+		ResourceNitroEnclaves: 4, ResourceHugePages2Mi: 16 << 30}},
 	// CryptoExpress adapters exist on IBM Z only.
 	{TEE: "cex", Arch: "s390x", Resources: map[corev1.ResourceName]int64{
 		ResourceCEXEP11: 8}},

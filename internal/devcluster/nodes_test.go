@@ -20,7 +20,7 @@ func TestDesiredNodeProfiles(t *testing.T) {
 		{0, "sgx-0", "sgx", "amd64", map[corev1.ResourceName]int64{ResourceSGXEnclave: 110, ResourceSGXProvision: 110, corev1.ResourcePods: 110}, []corev1.ResourceName{ResourceNitroEnclaves, ResourceCEXEP11}},
 		{1, "snp-1", "snp", "amd64", nil, []corev1.ResourceName{ResourceSGXEnclave, ResourceNitroEnclaves}},
 		{2, "tdx-2", "tdx", "amd64", nil, []corev1.ResourceName{ResourceSGXEnclave}},
-		{3, "nitro-3", "nitro", "amd64", map[corev1.ResourceName]int64{ResourceNitroEnclaves: 4}, []corev1.ResourceName{ResourceSGXEnclave}},
+		{3, "nitro-3", "nitro", "amd64", map[corev1.ResourceName]int64{ResourceNitroEnclaves: 4, ResourceHugePages2Mi: 16 << 30}, []corev1.ResourceName{ResourceSGXEnclave}},
 		{4, "cex-4", "cex", "s390x", map[corev1.ResourceName]int64{ResourceCEXEP11: 8}, []corev1.ResourceName{ResourceSGXEnclave}},
 		{5, "sgx-5", "sgx", "amd64", map[corev1.ResourceName]int64{ResourceSGXEnclave: 110}, nil},
 	}

@@ -29,7 +29,10 @@ type Spec struct {
 	// Name of the binary and the image (cloister-cas).
 	Name string
 	// Binary is the static executable's path.
-	Binary  string
+	Binary string
+	// Extra are more static executables beside it, by path (an enclave
+	// pod's image with the programs its simulated enclave runs).
+	Extra   []string
 	Version string
 	// Revision is the source commit; Source the repository URL.
 	Revision, Source string
@@ -58,7 +61,15 @@ func Build(s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", s.Name, err)
 	}
-	layerTar, err := rootfs(s.Name, bin)
+	bins := []namedFile{{s.Name, bin}}
+	for _, p := range s.Extra {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.Name, err)
+		}
+		bins = append(bins, namedFile{path.Base(p), data})
+	}
+	layerTar, err := rootfs(bins)
 	if err != nil {
 		return nil, err
 	}
@@ -104,9 +115,14 @@ func or(s, def string) string {
 	return s
 }
 
+type namedFile struct {
+	name string
+	data []byte
+}
+
 // rootfs is the layer: directories, passwd/group with the non-root user,
-// the CA bundle and the binary, in a fixed order with fixed times.
-func rootfs(name string, bin []byte) ([]byte, error) {
+// the CA bundle and the binaries, in a fixed order with fixed times.
+func rootfs(bins []namedFile) ([]byte, error) {
 	var certs bytes.Buffer
 	for r := range bundle.Roots() {
 		if r.Constraint != nil {
@@ -136,15 +152,18 @@ func rootfs(name string, bin []byte) ([]byte, error) {
 	if err := dir("tmp", 0o1777); err != nil {
 		return nil, err
 	}
-	files := []struct {
+	type entry struct {
 		path string
 		mode int64
 		data []byte
-	}{
+	}
+	files := []entry{
 		{"etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", UID, GID)},
 		{"etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", GID)},
 		{"etc/ssl/certs/ca-certificates.crt", 0o644, certs.Bytes()},
-		{"usr/local/bin/" + name, 0o755, bin},
+	}
+	for _, b := range bins {
+		files = append(files, entry{"usr/local/bin/" + b.name, 0o755, b.data})
 	}
 	for _, f := range files {
 		if err := file(f.path, f.mode, f.data); err != nil {

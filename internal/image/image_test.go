@@ -175,3 +175,29 @@ func TestBuildAllAndReadRef(t *testing.T) {
 		t.Error("an empty tarball has a ref")
 	}
 }
+
+// Extra binaries go beside the main one, under their own names; the
+// entrypoint stays the main one's.
+func TestBuildWithExtraBinaries(t *testing.T) {
+	helper := filepath.Join(t.TempDir(), "helper")
+	if err := os.WriteFile(helper, []byte("#!helper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := Build(Spec{Name: "cloister-enclave", Binary: binary(t), Extra: []string{helper}, Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	layers, _ := img.Layers()
+	rc, _ := layers[0].Uncompressed()
+	defer rc.Close()
+	found := map[string]string{}
+	tr := tar.NewReader(rc)
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		data, _ := io.ReadAll(tr)
+		found[h.Name] = string(data[:min(len(data), 8)])
+	}
+	if found["usr/local/bin/helper"] != "#!helper" || found["usr/local/bin/cloister-enclave"] == "" || cfg.Config.Entrypoint[0] != "/usr/local/bin/cloister-enclave" {
+		t.Errorf("files %v, entrypoint %v", found, cfg.Config.Entrypoint)
+	}
+}
