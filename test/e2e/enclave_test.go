@@ -70,7 +70,9 @@ func TestNitroEnclaveDeployment(t *testing.T) {
 	if out, err := kubectl(t, c, "apply", "-f", "config/samples/enclave_v1beta1_nitroenclavedeployment.yaml"); err != nil {
 		t.Fatalf("applying the sample: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _, _ = kubectl(t, c, "delete", "--ignore-not-found", "--wait=false", "-f", "config/samples/enclave_v1beta1_nitroenclavedeployment.yaml") })
+	t.Cleanup(func() {
+		_, _ = kubectl(t, c, "delete", "--ignore-not-found", "--wait=false", "-f", "config/samples/enclave_v1beta1_nitroenclavedeployment.yaml")
+	})
 	nedIs(t, crs, ned, enclavev1beta1.DeploymentScheduled, "", time.Minute)
 	t.Logf("apply -> SCHEDULED in %s", time.Since(applied).Round(time.Millisecond))
 	nedIs(t, crs, ned, enclavev1beta1.DeploymentScheduled, "1/1", 2*time.Minute)
@@ -173,7 +175,9 @@ spec:
 	if out, err := kubectl(t, c, "apply", "-f", file); err != nil {
 		t.Fatalf("applying: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _, _ = kubectl(t, c, "delete", "--ignore-not-found", "--wait=false", "ned", "ned-bad", "-n", "default") })
+	t.Cleanup(func() {
+		_, _ = kubectl(t, c, "delete", "--ignore-not-found", "--wait=false", "ned", "ned-bad", "-n", "default")
+	})
 	badNED := &enclavev1beta1.NitroEnclaveDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ned-bad"}}
 	nedIs(t, crs, badNED, enclavev1beta1.DeploymentError, "", time.Minute)
 	const cause = "must be less than or equal to cpu limit"
