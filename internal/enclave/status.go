@@ -65,6 +65,24 @@ func (s *Status) Ready() (bool, string) {
 	return true, fmt.Sprintf("%d plugins running or done", len(s.Plugins))
 }
 
+// Booted says whether the manifest is applied and every plugin started
+// once (or could not start): booting is over, and from then on Ready
+// says how the plugins fare.
+func (s *Status) Booted() bool {
+	if s.Manifest == "" {
+		return false
+	}
+	for _, p := range s.Plugins {
+		if p.State == PluginWaiting && p.Restarts == 0 && p.ExitCode == nil && p.Message == MessageStarting {
+			return false
+		}
+	}
+	return true
+}
+
+// MessageStarting is a plugin's message until it first starts.
+const MessageStarting = "starting"
+
 // ManifestDigest identifies a manifest's whole content (BootDigest only
 // what the enclave boots with).
 func (m *Manifest) ManifestDigest() string {

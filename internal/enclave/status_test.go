@@ -38,3 +38,21 @@ func TestSimPCRs(t *testing.T) {
 		t.Error("another image kept the application PCR, or the PCRs are not SHA-384")
 	}
 }
+
+func TestBooted(t *testing.T) {
+	code := 1
+	for _, tc := range []struct {
+		name string
+		st   Status
+		want bool
+	}{
+		{"no manifest", Status{}, false},
+		{"a plugin not started yet", Status{Manifest: "m", Plugins: []PluginStatus{{Name: "a", State: PluginRunning}, {Name: "b", State: PluginWaiting, Message: MessageStarting}}}, false},
+		{"all started once", Status{Manifest: "m", Plugins: []PluginStatus{{Name: "a", State: PluginRunning}, {Name: "b", State: PluginWaiting, ExitCode: &code, Message: "exited; restarting in 1s"}}}, true},
+		{"one could not start", Status{Manifest: "m", Plugins: []PluginStatus{{Name: "a", State: PluginFailed, Message: "no command"}}}, true},
+	} {
+		if got := tc.st.Booted(); got != tc.want {
+			t.Errorf("%s: Booted() = %v", tc.name, got)
+		}
+	}
+}

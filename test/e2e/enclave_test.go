@@ -32,8 +32,12 @@ func nedIs(t testing.TB, crs client.Client, ned *enclavev1beta1.NitroEnclaveDepl
 			return false, err.Error(), nil
 		}
 		st := ned.Status
+		why := ""
+		if h := findCondition(st.Conditions, "IsHealthy"); h != nil {
+			why = h.Message
+		}
 		return st.Status == status && (ready == "" || st.Ready == ready) && st.ObservedGeneration == ned.Generation,
-			fmt.Sprintf("status %q ready %q state %s, conditions %v", st.Status, st.Ready, st.State, notDesired(st.Conditions)), nil
+			fmt.Sprintf("status %q ready %q state %s (%s), conditions %v", st.Status, st.Ready, st.State, why, notDesired(st.Conditions)), nil
 	})
 }
 

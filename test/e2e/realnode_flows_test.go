@@ -52,6 +52,7 @@ func TestRealNode(t *testing.T) {
 		{"PoliciesRegister", testPolicies},
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
 		{"ConfidentialWorkloads", testConfidentialWorkloads},
+		{"NitroEnclaves", testNitroEnclaves},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"CASRecoversOnItsVolume", testCASRecovery},

@@ -54,7 +54,7 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	t.Helper()
 	bin, out := t.TempDir(), t.TempDir()
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-		"-X github.com/cloister-cc/cloister/internal/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp)
+		"-X github.com/cloister-cc/cloister/internal/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp, "./test/e2e/"+enclaveApp)
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -69,7 +69,13 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin, append(built, app)
+	// The enclave test's image: its user plugin beside cloister-enclave.
+	enc, err := image.BuildTo(image.Spec{Name: enclaveApp, Binary: filepath.Join(bin, enclaveApp), Extra: []string{filepath.Join(bin, "cloister-enclave")},
+		Version: imageVersion}, out, image.DefaultRegistry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, append(built, app, enc)
 }
 
 // tarballs are the files of built images.
@@ -183,7 +189,7 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 		// Pinned by digest, as manifests should be: the node has the images
 		// under that name too.
 		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
-		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"),
+		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"), "--enclave-image=" + pinned(t, env.built, "cloister-enclave"),
 		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
 	}
 	op.start(t)

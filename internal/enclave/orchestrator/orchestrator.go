@@ -98,7 +98,7 @@ func (o *Orchestrator) Apply(ctx context.Context, m *enclave.Manifest) error {
 func (o *Orchestrator) start(spec enclave.Plugin) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &plugin{spec: spec, o: o, cancel: cancel, done: make(chan struct{}),
-		status: enclave.PluginStatus{Name: spec.Name, State: enclave.PluginWaiting, Message: "starting", Since: time.Now()}}
+		status: enclave.PluginStatus{Name: spec.Name, State: enclave.PluginWaiting, Message: enclave.MessageStarting, Since: time.Now()}}
 	if old, ok := o.plugins[spec.Name]; ok {
 		p.status.Restarts = old.snapshot().Restarts
 	}

@@ -204,6 +204,9 @@ func TestAPI(t *testing.T) {
 	if err := (&attest.Policy{}).Check(claims); attest.CheckOf(err) != attest.CheckSimulation {
 		t.Errorf("default policy: %v, want a simulation rejection", err)
 	}
+	if err := (&attest.Policy{AllowSimulation: true}).Check(claims); err != nil {
+		t.Errorf("a policy allowing simulation: %v", err)
+	}
 }
 
 func syscallKill0(pid string) error {

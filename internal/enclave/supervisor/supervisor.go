@@ -47,7 +47,8 @@ type Supervisor struct {
 
 // Health is what the last check found.
 type Health struct {
-	// Started: the enclave booted and runs the synced manifest.
+	// Started: the enclave booted, runs the synced manifest and started
+	// every plugin once.
 	Started bool
 	Ready   bool
 	Message string
@@ -229,9 +230,7 @@ func (s *Supervisor) check(ctx context.Context, lastMsg *string, lastLogged *tim
 		h.Ready, h.Message = st.Ready()
 	}
 	s.mu.Lock()
-	// Started once the orchestrator runs the synced manifest: booting is
-	// over, and from then on readiness says how the plugins fare.
-	h.Started = s.health.Started || (st != nil && st.Manifest != "")
+	h.Started = s.health.Started || (st != nil && st.Booted())
 	s.health = h
 	s.mu.Unlock()
 	remind := s.RemindEvery

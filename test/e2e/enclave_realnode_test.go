@@ -1,0 +1,223 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloister-cc/cloister/api/common"
+	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/tee"
+)
+
+// enclaveApp is the enclave test's user plugin (test/e2e/enclaveapp),
+// whose image also holds cloister-enclave: a simulated enclave runs its
+// plugins from the pod's image.
+const enclaveApp = "enclaveapp"
+
+// A simulated NitroEnclaveDeployment on the real node (the real node made
+// a Nitro host: its label and four enclave devices): the enclave pod
+// really runs the supervisor, which boots the orchestrator as a child
+// process and syncs the manifest; READY 1/1 once the plugin runs, with the
+// orchestrator's and the supervisor's logs on the pod's; Nitro-shaped
+// simulated evidence with the manifest's PCRs, accepted only with
+// --allow-simulation; a configuration change reaches the running enclave
+// without a new pod; Always restarts an exiting plugin inside the enclave;
+// Never leaves it failed, the pod unready, READY 0/1 and an event naming
+// the plugin.
+func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	node := devcluster.RealNodeName
+	patch := func(subresource string, body string) {
+		t.Helper()
+		var sub []string
+		if subresource != "" {
+			sub = []string{subresource}
+		}
+		if _, err := e.cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{}, sub...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the Nitro device plugin would do; extended resources advertised
+	// in the node's status, as Kubernetes documents.
+	patch("", fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, tee.LabelNitro))
+	patch("status", fmt.Sprintf(`{"status":{"capacity":{%q:"4"},"allocatable":{%[1]q:"4"}}}`, tee.NitroEnclaves))
+	t.Cleanup(func() {
+		patch("", fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, tee.LabelNitro))
+		patch("status", fmt.Sprintf(`{"status":{"capacity":{%q:null},"allocatable":{%[1]q:null}}}`, tee.NitroEnclaves))
+	})
+
+	ned := &enclavev1beta1.NitroEnclaveDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "enc"},
+		Spec: enclavev1beta1.NitroEnclaveDeploymentSpec{
+			ServiceSpec: common.ServiceSpec{Image: imageRef(enclaveApp), ImagePullPolicy: corev1.PullNever,
+				NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}},
+			Simulation: true,
+			Enclave:    enclavev1beta1.EnclaveResources{MemoryMiB: 256},
+			UserPlugins: []enclavev1beta1.UserPlugin{{
+				Name: "api", Image: "registry.example/api:1", Command: []string{image.BinDir + "/" + enclaveApp, "serve"},
+				Env: []corev1.EnvVar{{Name: "MODE", Value: "one"}}, RestartPolicy: corev1.RestartPolicyAlways,
+			}},
+		},
+	}
+	applied := time.Now()
+	if err := e.crs.Create(ctx, ned); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.crs.Delete(context.Background(), ned) })
+	nedIs(t, e.crs, ned, enclavev1beta1.DeploymentScheduled, "", time.Minute)
+	scheduled := time.Since(applied)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := kubectl(t, e.c, "logs", "-n", "default", "-l", "app.kubernetes.io/instance=ned-enc", "--tail=40")
+			desc, _ := kubectl(t, e.c, "describe", "pods", "-n", "default", "-l", "app.kubernetes.io/instance=ned-enc")
+			t.Logf("enclave pod's log:\n%s\n%s", out, lastLines(desc, 30))
+		}
+	})
+	nedIs(t, e.crs, ned, enclavev1beta1.DeploymentScheduled, "1/1", 3*time.Minute)
+	t.Logf("real node, sim backend: apply -> SCHEDULED in %s, -> READY 1/1 in %s", scheduled.Round(time.Millisecond), time.Since(applied).Round(time.Millisecond))
+	pods := nedPods(t, e.crs, ned)
+	if len(pods) != 1 || pods[0].Spec.NodeName != node {
+		t.Fatalf("enclave pods %v, want one on %s", pods, node)
+	}
+	pod := pods[0]
+	logs := func() string {
+		out, _ := kubectl(t, e.c, "logs", "-n", "default", pod.Name, "-c", "enclave")
+		return out
+	}
+	waitLogs := func(what string, ok func(string) bool) {
+		t.Helper()
+		waitFor(t, what, 3*time.Minute, func(context.Context) (bool, string, error) {
+			l := logs()
+			return ok(l), lastLines(l, 8), nil
+		})
+	}
+	waitLogs("the pod's log to show the orchestrator, the plugin and the health checks", func(l string) bool {
+		return strings.Contains(l, "enclaveapp serving in mode one") && strings.Contains(l, `"component":"enclave-orchestrator"`) &&
+			strings.Contains(l, `"msg":"health check: enclave healthy"`)
+	})
+
+	// Evidence from the enclave: Nitro-shaped, the manifest's PCRs,
+	// simulated and so refused unless allowed.
+	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", e.c.KubeconfigPath(), "exec", "-n", "default", pod.Name, "-c", "enclave", "--",
+		image.BinDir+"/cloister-enclave", "evidence", "--nonce", "c0ffee")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cloister-enclave evidence: %v\n%s", err, stderr.String())
+	}
+	evidence := filepath.Join(e.dir, "enclave-evidence")
+	if err := os.WriteFile(evidence, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.cli("evidence", "verify", "--type", "sim", "--evidence", evidence); err == nil || !strings.Contains(out, "rejected") {
+		t.Errorf("simulated enclave evidence without --allow-simulation: %v\n%s", err, out)
+	}
+	var verdict struct{ Claims attest.Claims }
+	if err := json.Unmarshal([]byte(e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", evidence, "--allow-simulation", "-o", "json")), &verdict); err != nil {
+		t.Fatal(err)
+	}
+	m, err := enclave.FromSpec(&ned.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := verdict.Claims; !c.Insecure || c.Nitro == nil || c.ReportData.String() != "c0ffee" ||
+		!bytes.Equal(c.Nitro.PCRs[enclave.PCRImage], m.SimPCRs()[enclave.PCRImage]) || !bytes.Equal(c.Nitro.PCRs[enclave.PCRApplication], m.SimPCRs()[enclave.PCRApplication]) {
+		t.Errorf("claims %+v, want the manifest's PCRs", c)
+	}
+
+	edit := func(f func(*enclavev1beta1.UserPlugin)) {
+		t.Helper()
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
+			t.Fatal(err)
+		}
+		f(&ned.Spec.UserPlugins[0])
+		if err := e.crs.Update(ctx, ned); err != nil {
+			t.Fatal(err)
+		}
+	}
+	samePod := func() {
+		t.Helper()
+		now := nedPods(t, e.crs, ned)
+		if len(now) != 1 || now[0].UID != pod.UID {
+			t.Fatalf("the enclave pod was replaced: %v", now)
+		}
+		p, err := e.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Fatalf("the enclave pod's container restarted: %v %v", err, p.Status.ContainerStatuses)
+		}
+	}
+
+	// Configuration only: into the running enclave, no new pod.
+	changed := time.Now()
+	edit(func(p *enclavev1beta1.UserPlugin) { p.Env[0].Value = "two" })
+	waitLogs("the plugin to run with MODE=two", func(l string) bool {
+		return strings.Contains(l, "enclaveapp serving in mode two") && strings.Contains(l, `"msg":"manifest applied in place"`)
+	})
+	t.Logf("a configuration change reached the running enclave in %s", time.Since(changed).Round(time.Millisecond))
+	samePod()
+
+	// Always: the orchestrator restarts the plugin each time it exits.
+	edit(func(p *enclavev1beta1.UserPlugin) {
+		p.Command = []string{image.BinDir + "/" + enclaveApp, "exit", "--after", "1s", "--code", "3"}
+	})
+	waitLogs("the orchestrator to restart the exiting plugin twice", func(l string) bool {
+		n := 0
+		for _, line := range strings.Split(l, "\n") {
+			if strings.Contains(line, `"msg":"plugin ended; restarting"`) && strings.Contains(line, `"plugin":"api"`) && strings.Contains(line, "exited with code 3") {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	samePod()
+
+	// Never: failed for good; the pod leaves the ready ones; the NED says
+	// which plugin.
+	edit(func(p *enclavev1beta1.UserPlugin) { p.RestartPolicy = corev1.RestartPolicyNever })
+	nedIs(t, e.crs, ned, enclavev1beta1.DeploymentScheduled, "0/1", 3*time.Minute)
+	const says = "plugin api failed: exited with code 3"
+	waitFor(t, "an event naming the failed plugin", 2*time.Minute, func(context.Context) (bool, string, error) {
+		out, err := kubectl(t, e.c, "describe", "ned", "enc", "-n", "default")
+		return err == nil && strings.Contains(out, "EnclaveUnhealthy") && strings.Contains(out, says), lastLines(out, 12), nil
+	})
+	if ned.Status.State != common.StateUnhealthy {
+		waitState(t, e.crs, ned, common.StateUnhealthy)
+	}
+	samePod()
+
+	if err := e.crs.Delete(ctx, ned); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the enclave pod to go", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		_, err := e.cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		return err != nil, fmt.Sprint(err), nil
+	})
+	if left := liveProcessesMentioning("cloister-enclave\x00orchestrator"); len(left) > 0 {
+		t.Errorf("plugin processes outlive their pod: %v", left)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
