@@ -5,7 +5,7 @@
 # webhooks, the default SGXPlugin and LAS), else the CRDs and
 # cloister-operator running beside the cluster with its kubeconfig (the
 # simulated nodes run no pods, so no webhooks); the CEXPlugin sample; all
-# until HEALTHY; then CAS: with a real node, the journey as resources (a
+# until HEALTHY; the NitroEnclaveDeployment sample until SCHEDULED 1/1; then CAS: with a real node, the journey as resources (a
 # CAS CR initialised through the API server, a SignedPolicy registered, a
 # pod that attests through its node's LAS and runs with its certificate);
 # without one, a local cloister-cas (simulation allowed) initialised, a
@@ -278,6 +278,15 @@ up() {
 	echo
 	kube get sgx,cex,las
 	echo
+	echo "Applying the NitroEnclaveDeployment sample (its enclave pod goes to the simulated Nitro node)"
+	kube apply -f config/samples/enclave_v1beta1_nitroenclavedeployment.yaml
+	if ! kube wait --for=jsonpath='{.status.ready}'=1/1 --timeout=120s ned/nitroenclavedeployment-sample >/dev/null ||
+		[ "$(kube get ned nitroenclavedeployment-sample -o jsonpath='{.status.status}')" != SCHEDULED ]; then
+		kube describe ned nitroenclavedeployment-sample >&2 || true
+		exit 1
+	fi
+	kube get ned
+	echo
 	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
 		echo "Cloister's pods on the real node (containerd and runc, not simulated):"
 		kube get pods -A -o wide --field-selector spec.nodeName=real
@@ -294,6 +303,7 @@ up() {
 	echo "The cluster, the operator and CAS keep running. Use them with:"
 	echo "  export KUBECONFIG=$KUBECONFIG_PATH"
 	echo "  kubectl describe $sgx"
+	echo "  kubectl describe ned nitroenclavedeployment-sample"
 	echo "  $CLOISTER install    # checks the operator and says what is wrong"
 	echo "  $cas_hint"
 	echo "Remove them with: make demo-down"
