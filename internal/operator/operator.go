@@ -226,7 +226,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 			return &confidentialruntime.Kind{Base: b, Version: version.Get().Version}
 		}, confidentialruntime.Setup},
 		{"nitroenclavedeployment", opts.Images.Enclave, func(b service.Base) service.Kind {
-			return &nitroenclave.Kind{Base: b, Events: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("cloister-operator")}
+			return &nitroenclave.Kind{Base: b, Events: mgr.GetAPIReader()}
 		}, nitroenclave.Setup},
 	} {
 		data, err := charts.Load(c.chart)

@@ -89,7 +89,7 @@ func newEnv(t *testing.T, ns string) *env {
 	ev := &recorded{}
 	r := &service.Reconciler{Client: c, Reader: c, Scheme: s, Releases: rm, Recorder: ev,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: "cloister-system",
-		Kind: &Kind{Base: service.Base{Reader: c, ChartData: data, DefaultImage: "example.com/cloister-enclave:v9"}, Events: c, Recorder: ev}}
+		Kind: &Kind{Base: service.Base{Reader: c, ChartData: data, DefaultImage: "example.com/cloister-enclave:v9"}, Events: c}}
 	return &env{t: t, c: c, r: r, ev: ev, ns: ns}
 }
 
@@ -141,8 +141,8 @@ func TestLifecycle(t *testing.T) {
 	if n.Status.Status != enclavev1beta1.DeploymentScheduled || n.Status.Ready != "0/1" || n.Status.Selector == "" {
 		t.Fatalf("status %+v", n.Status)
 	}
-	if !e.ev.has("Scheduled", "Deployment ned-life/ned-web schedules the enclave pods") {
-		t.Errorf("events %v", e.ev.got)
+	if !e.ev.has("Scheduled", "Deployment ned-life/ned-web schedules the enclave pods") || strings.Count(strings.Join(e.ev.got, "\n"), "Scheduled: ") != 1 {
+		t.Errorf("events %v, want one Scheduled", e.ev.got)
 	}
 	d := e.deployment("web")
 	pod := d.Spec.Template.Spec

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,14 +34,13 @@ type Kind struct {
 	// Events reads the kubelet's events past the cache (their probe
 	// output says why an enclave is unhealthy); nil reads none.
 	Events client.Reader
-	// Recorder announces STATUS changes and unhealthy enclaves.
-	Recorder events.EventRecorder
 }
 
 var (
 	_ service.Kind                = (*Kind)(nil)
 	_ service.ReleaseStatusFiller = (*Kind)(nil)
 	_ service.Poller              = (*Kind)(nil)
+	_ service.Announcer           = (*Kind)(nil)
 )
 
 func (k *Kind) Name() string          { return "NitroEnclaveDeployment" }
@@ -168,31 +168,41 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 		}
 		pods = Pods{Items: list.Items, ProbeFailures: k.probeFailures(ctx, list.Items)}
 	}
-	prevHealth := conditionMessage(n, health.IsHealthy)
 	st, obs := Replicas(&n.Spec, dep, pods)
 	st.ServiceStatus, st.Status = n.Status.ServiceStatus, n.Status.Status
 	n.Status = st
-	if obs.Reason == health.ReasonEnclavesNotReady && obs.Message != prevHealth && k.Recorder != nil {
-		k.Recorder.Eventf(n, nil, corev1.EventTypeWarning, string(health.EventEnclaveUnhealthy), "Check", "%s", obs.Message)
-	}
 	return obs
 }
 
-// FillReleaseStatus sets STATUS and announces its changes.
+// FillReleaseStatus sets STATUS.
 func (k *Kind) FillReleaseStatus(obj service.Object, oos []service.Owned, failed health.Observation) {
 	n := as(obj)
-	was := n.Status.Status
-	n.Status.Status = DeploymentStatus(was, service.LiveDeployment(oos) != nil, failed)
-	if n.Status.Status == was || k.Recorder == nil {
-		return
+	n.Status.Status = DeploymentStatus(n.Status.Status, service.LiveDeployment(oos) != nil, failed)
+}
+
+// Announce emits an event when STATUS changed, and when the enclave pods
+// report a new problem (what their readiness probe printed).
+func (k *Kind) Announce(rec events.EventRecorder, before, now service.Object) {
+	was, is := as(before), as(now)
+	switch {
+	case is.Status.Status == was.Status.Status:
+	case is.Status.Status == enclavev1beta1.DeploymentError:
+		why := "see the ReleaseFailed condition"
+		if c := conditionOf(is, health.ReleaseFailed); c != nil && c.Status == metav1.ConditionTrue {
+			why = c.Message
+		}
+		rec.Eventf(is, nil, corev1.EventTypeWarning, string(health.EventDeploymentFailed), "Schedule",
+			"the enclave pods' Deployment could not be created: %s", why)
+	case is.Status.Status == enclavev1beta1.DeploymentScheduled:
+		rec.Eventf(is, nil, corev1.EventTypeNormal, string(health.EventScheduled), "Schedule",
+			"Deployment %s/%s-%s schedules the enclave pods", is.Namespace, k.ReleasePrefix(), is.Name)
 	}
-	if n.Status.Status == enclavev1beta1.DeploymentError {
-		k.Recorder.Eventf(n, nil, corev1.EventTypeWarning, string(health.EventDeploymentFailed), "Schedule",
-			"the enclave pods' Deployment could not be created: %s", failed.Message)
-		return
+	h := conditionOf(is, health.IsHealthy)
+	if h != nil && h.Reason == string(health.ReasonEnclavesNotReady) {
+		if prev := conditionOf(was, health.IsHealthy); prev == nil || prev.Message != h.Message {
+			rec.Eventf(is, nil, corev1.EventTypeWarning, string(health.EventEnclaveUnhealthy), "Check", "%s", h.Message)
+		}
 	}
-	k.Recorder.Eventf(n, nil, corev1.EventTypeNormal, string(health.EventScheduled), "Schedule",
-		"Deployment %s/%s-%s schedules the enclave pods", n.Namespace, k.ReleasePrefix(), n.Name)
 }
 
 // PollAfter looks again while enclave pods are unready: the kubelet's
@@ -208,13 +218,13 @@ func (k *Kind) PollAfter(obj service.Object) time.Duration {
 // unreadyPoll paces the looks at unready enclave pods.
 const unreadyPoll = 5 * time.Second
 
-func conditionMessage(n *enclavev1beta1.NitroEnclaveDeployment, t health.ConditionType) string {
-	for _, c := range n.Status.Conditions {
-		if c.Type == string(t) {
-			return c.Message
+func conditionOf(n *enclavev1beta1.NitroEnclaveDeployment, t health.ConditionType) *metav1.Condition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == string(t) {
+			return &n.Status.Conditions[i]
 		}
 	}
-	return ""
+	return nil
 }
 
 // readinessFailed starts the kubelet's event message for a failed

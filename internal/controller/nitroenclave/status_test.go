@@ -129,3 +129,34 @@ func TestResources(t *testing.T) {
 		t.Error("Resources changed the spec's resources")
 	}
 }
+
+// Events follow what was written: one per STATUS change, one per new
+// problem the enclave pods report, none for an unchanged status.
+func TestAnnounce(t *testing.T) {
+	ned := func(status enclavev1beta1.DeploymentStatus, conds ...metav1.Condition) *enclavev1beta1.NitroEnclaveDeployment {
+		n := &enclavev1beta1.NitroEnclaveDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"}}
+		n.Status.Status, n.Status.Conditions = status, conds
+		return n
+	}
+	unhealthy := func(msg string) metav1.Condition {
+		return metav1.Condition{Type: string(health.IsHealthy), Status: metav1.ConditionFalse, Reason: string(health.ReasonEnclavesNotReady), Message: msg}
+	}
+	failed := metav1.Condition{Type: string(health.ReleaseFailed), Status: metav1.ConditionTrue, Message: "spec.template...: must be less than or equal to cpu limit"}
+	for _, tc := range []struct {
+		name        string
+		before, now *enclavev1beta1.NitroEnclaveDeployment
+		want        []string
+	}{
+		{"scheduled", ned(""), ned(enclavev1beta1.DeploymentScheduled), []string{"Scheduled: Deployment ns/ned-x schedules the enclave pods"}},
+		{"unchanged", ned(enclavev1beta1.DeploymentScheduled), ned(enclavev1beta1.DeploymentScheduled), nil},
+		{"error", ned(""), ned(enclavev1beta1.DeploymentError, failed), []string{"DeploymentFailed: the enclave pods' Deployment could not be created: spec.template...: must be less than or equal to cpu limit"}},
+		{"a plugin failed", ned(enclavev1beta1.DeploymentScheduled), ned(enclavev1beta1.DeploymentScheduled, unhealthy("pod a: plugin job failed")), []string{"EnclaveUnhealthy: pod a: plugin job failed"}},
+		{"the same problem", ned(enclavev1beta1.DeploymentScheduled, unhealthy("pod a: plugin job failed")), ned(enclavev1beta1.DeploymentScheduled, unhealthy("pod a: plugin job failed")), nil},
+	} {
+		rec := &recorded{}
+		(&Kind{}).Announce(rec, tc.before, tc.now)
+		if strings.Join(rec.got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("%s: events %q, want %q", tc.name, rec.got, tc.want)
+		}
+	}
+}

@@ -72,6 +72,14 @@ type Poller interface {
 	PollAfter(obj Object) time.Duration
 }
 
+// Announcer is a Kind with events of its own about its status fields
+// (a NitroEnclaveDeployment's STATUS): the reconciler calls it once the
+// status changed from before to now was written, so a pass on a stale
+// copy, whose write conflicts, announces nothing twice.
+type Announcer interface {
+	Announce(rec events.EventRecorder, before, now Object)
+}
+
 // Reconciler reconciles the CRs of one Kind.
 type Reconciler struct {
 	// Client reads the CR and other cached objects and writes.
@@ -139,6 +147,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.announceState(ctx, obj, before.GetServiceStatus().State)
+	if a, ok := r.Kind.(Announcer); ok {
+		a.Announce(r.Recorder, before, obj)
+	}
 	if obj.GetDeletionTimestamp() == nil {
 		r.Metrics.Record(r.Kind.Name(), obj.GetNamespace(), obj.GetName(), obj.GetServiceStatus().State, r.Kind.Metrics(obj))
 	}
