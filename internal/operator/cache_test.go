@@ -56,6 +56,19 @@ func TestSlimPod(t *testing.T) {
 		t.Errorf("operator pod kept labels no controller reads: %v", p.Labels)
 	}
 
+	// Why an operator's pod waits: the NED names it.
+	waiting := fullPod("ned-x-1", map[string]string{service.LabelOwnerKind: "NitroEnclaveDeployment", service.LabelOwnerName: "x"}, nil)
+	waiting.Spec.NodeName, waiting.Status.Phase = "", corev1.PodPending
+	waiting.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/6 nodes are available: 1 Insufficient aws.ec2.nitro/nitro_enclaves"},
+	}
+	got, _ = slimPod(waiting)
+	p = got.(*corev1.Pod)
+	if len(p.Status.Conditions) != 2 || p.Status.Conditions[1].Reason != corev1.PodReasonUnschedulable || p.Status.Conditions[1].Message == "" {
+		t.Errorf("unschedulable operator pod lost why: %+v", p.Status.Conditions)
+	}
+
 	got, _ = slimPod(fullPod("web", map[string]string{"app": "web"}, cpu))
 	p = got.(*corev1.Pod)
 	if p.Name != "web" || p.Namespace != "apps" || p.UID != "u-name" || p.ResourceVersion != "7" ||

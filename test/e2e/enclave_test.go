@@ -75,7 +75,7 @@ func TestNitroEnclaveDeployment(t *testing.T) {
 		t.Fatalf("applying the sample: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		_, _ = kubectl(t, c, "delete", "--ignore-not-found", "--wait=false", "-f", "config/samples/enclave_v1beta1_nitroenclavedeployment.yaml")
+		_, _ = kubectl(t, c, "delete", "--ignore-not-found", "--timeout=60s", "-f", "config/samples/enclave_v1beta1_nitroenclavedeployment.yaml")
 	})
 	nedIs(t, crs, ned, enclavev1beta1.DeploymentScheduled, "", time.Minute)
 	t.Logf("apply -> SCHEDULED in %s", time.Since(applied).Round(time.Millisecond))

@@ -69,7 +69,10 @@ func (s *Sim) Boot(_ context.Context, _ *enclave.Manifest) (Enclave, error) {
 	argv := append(append([]string{}, s.Program...), "--listen", socket)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own group, so Stop can end the plugins with it. (No parent-death
+	// signal: Go ties it to the forking thread, not the process; the
+	// container's end kills the child anyway.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the simulated enclave: %w", err)
 	}
@@ -106,6 +109,11 @@ func (e *simEnclave) Err() error {
 // Stop sends SIGTERM to the orchestrator (which stops its plugins) and
 // SIGKILL to the whole group if it has not ended when ctx does.
 func (e *simEnclave) Stop(ctx context.Context) error {
+	select {
+	case <-e.done:
+		return nil // reaped: its pid may be another process's by now
+	default:
+	}
 	_ = syscall.Kill(e.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-e.done:
