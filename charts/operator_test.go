@@ -123,6 +123,14 @@ func TestOperatorDeployment(t *testing.T) {
 	if one := renderOperator(t, map[string]any{"replicas": 1}); one["PodDisruptionBudget/cloister-operator"] != nil {
 		t.Error("a PodDisruptionBudget for one replica blocks node drains")
 	}
+	// Every default image the operator has can be set from the chart.
+	images := map[string]any{"devicePlugin": "r/dp:1", "las": "r/las:1", "cas": "r/cas:1", "nodeInstaller": "r/ni:1", "enclave": "r/enc:1"}
+	set := as[appsv1.Deployment](t, renderOperator(t, map[string]any{"images": images})["Deployment/cloister-operator"])
+	for _, want := range []string{"--device-plugin-image=r/dp:1", "--las-image=r/las:1", "--cas-image=r/cas:1", "--node-installer-image=r/ni:1", "--enclave-image=r/enc:1"} {
+		if !slices.Contains(set.Spec.Template.Spec.Containers[0].Args, want) {
+			t.Errorf("images %v: args %v lack %s", images, set.Spec.Template.Spec.Containers[0].Args, want)
+		}
+	}
 }
 
 // Every path the operator serves has a webhook and every webhook a path;
