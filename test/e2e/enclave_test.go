@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -63,7 +64,7 @@ func nedPods(t testing.TB, crs client.Client, ned *enclavev1beta1.NitroEnclaveDe
 // SCHEDULED, then READY 1/1; kubectl shows READY and STATUS; scaled, its
 // pods go to Nitro nodes only, and a fifth pod on a node with four enclave
 // devices waits, Insufficient aws.ec2.nitro/nitro_enclaves, which the NED
-// says; a Deployment the API server refuses is ERROR with the cause in
+// says; a HorizontalPodAutoscaler scales it; a Deployment the API server refuses is ERROR with the cause in
 // `kubectl describe`, and SCHEDULED once fixed; an idle NED costs no
 // writes; deleting it removes the Deployment and its pods.
 func TestNitroEnclaveDeployment(t *testing.T) {
@@ -166,6 +167,21 @@ func TestNitroEnclaveDeployment(t *testing.T) {
 		t.Fatalf("kubectl scale: %v\n%s", err, out)
 	}
 	nedIs(t, crs, ned, enclavev1beta1.DeploymentScheduled, "1/1", 2*time.Minute)
+
+	// A HorizontalPodAutoscaler scales the NED through its scale
+	// subresource (to its minimum: the dev cluster has no metrics).
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: nedSample},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: enclavev1beta1.GroupVersion.String(), Kind: "NitroEnclaveDeployment", Name: nedSample},
+			MinReplicas:    ptr[int32](2), MaxReplicas: 2,
+		}}
+	if _, err := cs.AutoscalingV2().HorizontalPodAutoscalers("default").Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nedIs(t, crs, ned, enclavev1beta1.DeploymentScheduled, "2/2", 2*time.Minute)
+	if err := cs.AutoscalingV2().HorizontalPodAutoscalers("default").Delete(ctx, nedSample, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A Deployment the API server refuses (requests above limits).
 	bad := `apiVersion: enclave.cloister.dev/v1beta1
