@@ -73,9 +73,9 @@ type Poller interface {
 }
 
 // Announcer is a Kind with events of its own about its status fields
-// (a NitroEnclaveDeployment's STATUS): the reconciler calls it once the
-// status changed from before to now was written, so a pass on a stale
-// copy, whose write conflicts, announces nothing twice.
+// (a NitroEnclaveDeployment's STATUS). The reconciler calls it after the
+// status went from before to now in a successful write, so a pass on a
+// stale copy, whose write conflicts, announces nothing twice.
 type Announcer interface {
 	Announce(rec events.EventRecorder, before, now Object)
 }
