@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -35,14 +34,6 @@ var envConfig *rest.Config
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../charts/cloister-operator/files/crds"}}, &envConfig))
 }
-
-type reasons struct{ got []string }
-
-func (r *reasons) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...any) {
-	r.got = append(r.got, reason)
-}
-
-var _ events.EventRecorder = (*reasons)(nil)
 
 // Against a real API server (no kubelet, so no node runs an installer):
 // the CR installs the versioned RuntimeClass with its overhead and node
@@ -73,7 +64,7 @@ func TestConfidentialRuntimeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &reasons{}
+	ev := &testenv.Events{}
 	r := &service.Reconciler{Client: c, Reader: c, Scheme: s, Releases: rm, Recorder: ev,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: ns,
 		Kind: &Kind{Base: service.Base{Reader: c, ChartData: data, DefaultImage: "example.com/installer:v9"}, Version: "v9"}}
@@ -151,7 +142,7 @@ func TestConfidentialRuntimeLifecycle(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cr), cr); !apierrors.IsNotFound(err) {
 		t.Errorf("CR after the removal: %v", err)
 	}
-	if !slices.Contains(ev.got, "Draining") || !slices.Contains(ev.got, "Uninstalled") {
-		t.Errorf("events %v", ev.got)
+	if got := ev.Reasons(); !slices.Contains(got, "Draining") || !slices.Contains(got, "Uninstalled") {
+		t.Errorf("events %v", got)
 	}
 }

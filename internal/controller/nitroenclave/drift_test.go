@@ -2,7 +2,6 @@ package nitroenclave
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/health"
@@ -25,8 +24,8 @@ func TestNoDrift(t *testing.T) {
 				t.Errorf("simulation=%v: %s=%s %s: %s", sim, c.Type, c.Status, c.Reason, c.Message)
 			}
 		}
-		if !strings.Contains(strings.Join(e.ev.got, "\n"), "Scheduled: Deployment ned-drift/ned-"+n.Name) {
-			t.Errorf("simulation=%v: events %v", sim, e.ev.got)
+		if e.ev.Count("Scheduled", "Deployment ned-drift/ned-"+n.Name) == 0 {
+			t.Errorf("simulation=%v: events %v", sim, e.ev.All())
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -36,29 +35,11 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../charts/cloister-operator/files/crds"}}, &envConfig))
 }
 
-// recorded keeps every event's reason and message.
-type recorded struct{ got []string }
-
-func (r *recorded) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, note string, args ...any) {
-	r.got = append(r.got, reason+": "+fmt.Sprintf(note, args...))
-}
-
-func (r *recorded) has(reason, says string) bool {
-	for _, e := range r.got {
-		if strings.HasPrefix(e, reason+": ") && strings.Contains(e, says) {
-			return true
-		}
-	}
-	return false
-}
-
-var _ events.EventRecorder = (*recorded)(nil)
-
 type env struct {
 	t  *testing.T
 	c  client.Client
 	r  *service.Reconciler
-	ev *recorded
+	ev *testenv.Events
 	ns string
 }
 
@@ -86,7 +67,7 @@ func newEnv(t *testing.T, ns string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &recorded{}
+	ev := &testenv.Events{}
 	r := &service.Reconciler{Client: c, Reader: c, Scheme: s, Releases: rm, Recorder: ev,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: "cloister-system",
 		Kind: &Kind{Base: service.Base{Reader: c, ChartData: data, DefaultImage: "example.com/cloister-enclave:v9"}, Events: c}}
@@ -141,8 +122,8 @@ func TestLifecycle(t *testing.T) {
 	if n.Status.Status != enclavev1beta1.DeploymentScheduled || n.Status.Ready != "0/1" || n.Status.Selector == "" {
 		t.Fatalf("status %+v", n.Status)
 	}
-	if !e.ev.has("Scheduled", "Deployment ned-life/ned-web schedules the enclave pods") || strings.Count(strings.Join(e.ev.got, "\n"), "Scheduled: ") != 1 {
-		t.Errorf("events %v, want one Scheduled", e.ev.got)
+	if e.ev.Count("Scheduled", "Deployment ned-life/ned-web schedules the enclave pods") != 1 || e.ev.Count("Scheduled", "") != 1 {
+		t.Errorf("events %v, want one Scheduled", e.ev.All())
 	}
 	d := e.deployment("web")
 	pod := d.Spec.Template.Spec
@@ -266,8 +247,8 @@ func TestError(t *testing.T) {
 		t.Fatalf("status %+v, want ERROR", n.Status)
 	}
 	const cause = "must be less than or equal to cpu limit"
-	if !e.ev.has("DeploymentFailed", cause) {
-		t.Errorf("no DeploymentFailed event naming the cause; events %v", e.ev.got)
+	if e.ev.Count("DeploymentFailed", cause) == 0 {
+		t.Errorf("no DeploymentFailed event naming the cause; events %v", e.ev.All())
 	}
 	// Uninstalling the failed release for another attempt keeps ERROR.
 	e.reconcile(n, 3)
@@ -279,8 +260,8 @@ func TestError(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.reconcile(n, 5)
-	if n.Status.Status != enclavev1beta1.DeploymentScheduled || !e.ev.has("Scheduled", "ned-bad") {
-		t.Errorf("fixed spec: status %+v, events %v", n.Status, e.ev.got)
+	if n.Status.Status != enclavev1beta1.DeploymentScheduled || e.ev.Count("Scheduled", "ned-bad") == 0 {
+		t.Errorf("fixed spec: status %+v, events %v", n.Status, e.ev.All())
 	}
 }
 

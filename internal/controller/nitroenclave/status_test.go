@@ -13,6 +13,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/enclave"
 	"github.com/cloister-cc/cloister/internal/health"
 	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
 func pod(name string, mod ...func(*corev1.Pod)) corev1.Pod {
@@ -153,10 +154,14 @@ func TestAnnounce(t *testing.T) {
 		{"a plugin failed", ned(enclavev1beta1.DeploymentScheduled), ned(enclavev1beta1.DeploymentScheduled, unhealthy("pod a: plugin job failed")), []string{"EnclaveUnhealthy: pod a: plugin job failed"}},
 		{"the same problem", ned(enclavev1beta1.DeploymentScheduled, unhealthy("pod a: plugin job failed")), ned(enclavev1beta1.DeploymentScheduled, unhealthy("pod a: plugin job failed")), nil},
 	} {
-		rec := &recorded{}
+		rec := &testenv.Events{}
 		(&Kind{}).Announce(rec, tc.before, tc.now)
-		if strings.Join(rec.got, "|") != strings.Join(tc.want, "|") {
-			t.Errorf("%s: events %q, want %q", tc.name, rec.got, tc.want)
+		var got []string
+		for _, e := range rec.All() {
+			got = append(got, e.Reason+": "+e.Message)
+		}
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("%s: events %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

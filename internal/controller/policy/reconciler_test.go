@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,18 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../charts/cloister-operator/files/crds"}}, &envConfig))
 }
 
-// eventLog records the events' types and reasons.
-type eventLog struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (e *eventLog) Eventf(_ runtime.Object, _ runtime.Object, typ, reason, _, note string, args ...any) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.got = append(e.got, typ+" "+reason)
-}
-
 // fixture: a real API server with a CAS resource whose "pod" is a real
 // cloister-cas on loopback, and the reconcilers of both policy kinds.
 type fixture struct {
@@ -55,7 +42,7 @@ type fixture struct {
 	admin   *casclient.Client // CAS directly, trusting its certificate
 	signed  *Reconciler
 	sealed  *Reconciler
-	events  *eventLog
+	events  *testenv.Events
 	owner   *ecdsa.PrivateKey
 	address string
 }
@@ -102,7 +89,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 		t.Fatal(err)
 	}
 	conn := &casconn.Connector{Reader: c, Dial: func(string) casclient.DialFunc { return casconn.DialTo(strings.TrimPrefix(url, "https://")) }}
-	ev := &eventLog{}
+	ev := &testenv.Events{}
 	owner, _ := policy.NewKey()
 	return &fixture{t: t, c: c, admin: admin, events: ev, owner: owner, address: "cas." + ns + ".svc:8081",
 		signed: &Reconciler{Client: c, Connector: conn, Recorder: ev, New: func() Object { return &casv1beta1.SignedPolicy{} }},
@@ -196,7 +183,7 @@ func TestSignedPolicyVersions(t *testing.T) {
 		len(h) != 1 || v1.Status.Hash != h[0] || v1.Status.Predecessor != "" {
 		t.Fatalf("v1: %+v (history %v)", v1.Status, h)
 	}
-	if got := f.events.got; len(got) != 1 || got[0] != "Normal Registered" {
+	if got := f.events.All(); len(got) != 1 || got[0].Type != "Normal" || got[0].Reason != "Registered" {
 		t.Errorf("events %v", got)
 	}
 	// Registered once: another pass asks CAS nothing and writes nothing.
@@ -220,7 +207,7 @@ func TestSignedPolicyVersions(t *testing.T) {
 	if now := f.history(); len(now) != 2 {
 		t.Errorf("a refused version changed CAS's history: %v", now)
 	}
-	if got := f.events.got; got[len(got)-1] != "Warning Refused" {
+	if got := f.events.All(); got[len(got)-1].Type != "Warning" || got[len(got)-1].Reason != "Refused" {
 		t.Errorf("events %v", got)
 	}
 }

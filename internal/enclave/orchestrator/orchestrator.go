@@ -46,7 +46,7 @@ type Orchestrator struct {
 
 	mu       sync.Mutex
 	boot     string // boot digest of the first manifest
-	applied  *enclave.Manifest
+	applied  string // the applied manifest's digest
 	plugins  map[string]*plugin
 	order    []string
 	attester Attester
@@ -86,11 +86,11 @@ func (o *Orchestrator) Apply(ctx context.Context, m *enclave.Manifest) error {
 		o.start(spec)
 	}
 	o.order = order
-	o.applied = m
+	o.applied = m.ManifestDigest()
 	if len(changed) > 0 {
-		o.log().Info("manifest applied in place", "restarted", changed, "manifest", m.ManifestDigest())
+		o.log().Info("manifest applied in place", "restarted", changed, "manifest", o.applied)
 	} else {
-		o.log().Info("manifest applied", "plugins", order, "manifest", m.ManifestDigest())
+		o.log().Info("manifest applied", "plugins", order, "manifest", o.applied)
 	}
 	return nil
 }
@@ -114,10 +114,7 @@ func (o *Orchestrator) start(spec enclave.Plugin) {
 func (o *Orchestrator) Status() enclave.Status {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	st := enclave.Status{Plugins: []enclave.PluginStatus{}}
-	if o.applied != nil {
-		st.Manifest = o.applied.ManifestDigest()
-	}
+	st := enclave.Status{Manifest: o.applied, Plugins: []enclave.PluginStatus{}}
 	for _, name := range o.order {
 		st.Plugins = append(st.Plugins, o.plugins[name].snapshot())
 	}
