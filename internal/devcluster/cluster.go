@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
 
@@ -235,7 +236,7 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 // ServiceCIDR is the dev cluster's Service range. The `kubernetes`
 // Service gets its first address, which the API server's certificate
 // names so pods on the real node reach it there (realnode.Network).
-const ServiceCIDR = "10.251.0.0/16"
+var ServiceCIDR = netplan.Services.String()
 
 // kwokctlConfig makes kwokctl run the pinned binaries, never download, and
 // bind every component to loopback. The API server calls kubelets (a real
@@ -304,9 +305,7 @@ func (c *Cluster) writeConfig() error {
 }
 
 // kubernetesServiceIP is the first address of ServiceCIDR.
-func kubernetesServiceIP() netip.Addr {
-	return netip.MustParsePrefix(ServiceCIDR).Addr().Next()
-}
+func kubernetesServiceIP() netip.Addr { return netplan.KubernetesService() }
 
 // kwokctl runs one kwokctl command on the cluster's work folder. Its output
 // goes to Log; on failure the tail of it is part of the error.

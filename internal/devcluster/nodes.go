@@ -2,12 +2,11 @@ package devcluster
 
 import (
 	"fmt"
-	"net/netip"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
 	"github.com/cloister-cc/cloister/internal/tee"
 )
 
@@ -57,9 +56,9 @@ var Profiles = []Profile{
 		ResourceCEXEP11: 8}},
 }
 
-// MaxNodes bounds --nodes: address ranges below hold this many nodes, and
+// MaxNodes bounds --nodes: the address plan holds this many nodes, and
 // kwok has been measured here with a thousand.
-const MaxNodes = 5000
+const MaxNodes = netplan.MaxNodes
 
 // NodeName is the name of the i-th node: its TEE and index, e.g. "sgx-0".
 func NodeName(i int) string {
@@ -79,7 +78,7 @@ func DesiredNode(i int) *corev1.Node {
 	for r, n := range p.Resources {
 		resources[r] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
-	podCIDR := fmt.Sprintf("10.%d.%d.0/24", 128+i/256, i%256)
+	podCIDR := netplan.SimPodCIDR(i).String()
 	return &corev1.Node{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -103,21 +102,12 @@ func DesiredNode(i int) *corev1.Node {
 			Capacity:    resources,
 			Allocatable: resources.DeepCopy(),
 			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: nodeIP(i).String()},
+				{Type: corev1.NodeInternalIP, Address: netplan.SimNodeIP(i).String()},
 				{Type: corev1.NodeHostName, Address: name},
 			},
 			NodeInfo: corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: p.Arch},
 		},
 	}
-}
-
-// nodeIP is 10.64.0.1 for node 0, counting up: unique per node so hostPort
-// pods on different nodes get different host IPs.
-func nodeIP(i int) netip.Addr {
-	b := netip.MustParseAddr("10.64.0.0").As4()
-	n := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	n += uint32(i) + 1
-	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
 // Summary counts nodes per TEE, in Profiles order, e.g. "sgx=2 snp=1 tdx=1".

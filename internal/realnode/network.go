@@ -8,6 +8,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
 )
 
 // Network is the real node's pod network: a Linux bridge that carries the
@@ -26,13 +28,12 @@ type Network struct {
 	Service netip.Addr
 }
 
-// DefaultNetwork stays clear of the simulated nodes' addresses
-// (10.64.0.0/16, pod CIDRs from 10.128.0.0) and of the dev cluster's
-// Service range (devcluster.ServiceCIDR: 10.251.0.0/16).
+// DefaultNetwork is the dev cluster's address plan's: clear of the
+// simulated nodes' addresses and pods and of the Service range.
 var DefaultNetwork = Network{
-	Bridge:  "cloister0",
-	Node:    netip.MustParsePrefix("10.250.0.1/24"),
-	Service: netip.MustParseAddr("10.251.0.1"),
+	Bridge:  netplan.Bridge,
+	Node:    netplan.RealNode,
+	Service: netplan.KubernetesService(),
 }
 
 // NodeIP is the node's InternalIP.
