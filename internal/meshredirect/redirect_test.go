@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -25,47 +23,13 @@ import (
 )
 
 // in runs f with the calling thread in ns.
-func in(t *testing.T, ns netns.NsHandle, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(err) // a thread left in the wrong namespace
-		}
-	}()
-	f()
-}
+func in(t *testing.T, ns netns.NsHandle, f func()) { testenv.InNetNS(t, ns, f) }
 
 // pair is a pod's network namespace and a neighbour's, joined by a veth
 // pair: pod 10.213.0.1, neighbour 10.213.0.2.
 func pair(t *testing.T) (pod, neighbour netns.NsHandle) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces and nftables need root")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer netns.Set(orig)
-	for _, ns := range []*netns.NsHandle{&pod, &neighbour} {
-		if *ns, err = netns.New(); err != nil {
-			t.Skipf("no new network namespace: %v", err)
-		}
-		t.Cleanup(func() { ns.Close() })
-	}
-	netns.Set(orig)
+	pod, neighbour = testenv.NetNS(t), testenv.NetNS(t)
 	h, err := netlink.NewHandleAt(pod)
 	if err != nil {
 		t.Fatal(err)
