@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/devcluster/egress"
 	"github.com/cloister-cc/cloister/internal/realnode"
 	"github.com/cloister-cc/cloister/internal/realnode/provisioner"
 	"github.com/cloister-cc/cloister/internal/toolchain"
@@ -31,7 +35,7 @@ func newDev(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevConfidentialRuntime(s), newDevAPIServerProxy(s), newDevStorageProvisioner(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevConfidentialRuntime(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s))
 	return dev
 }
 
@@ -59,10 +63,15 @@ func (f *devFlags) cluster(s Streams) (*devcluster.Cluster, *toolchain.Toolchain
 	if f.verbose {
 		log = s.Err
 	}
+	self, err := Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("finding the cloister binary: %w", err)
+	}
 	return &devcluster.Cluster{
 		Name:    f.name,
 		Workdir: filepath.Join(tc.CacheRoot, "kwok"),
 		Tools:   tc,
+		Self:    self,
 		Log:     log,
 	}, tc, nil
 }
@@ -266,6 +275,40 @@ func newDevAPIServerProxy(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&upstream, "upstream", "", "address to forward them to")
 	_ = cmd.MarkFlagRequired("listen")
 	_ = cmd.MarkFlagRequired("upstream")
+	return cmd
+}
+
+// Executable is the cloister binary the dev cluster's egress proxy runs
+// from (copied into the cluster); tests that run this command tree in
+// their own process point it at a built cloister.
+var Executable = os.Executable
+
+// newDevEgressProxy is what the dev cluster's API server sends its traffic
+// for nodes, pods and webhooks through (see egress).
+func newDevEgressProxy(s Streams) *cobra.Command {
+	var socket string
+	cmd := &cobra.Command{
+		Use:    "egress-proxy",
+		Short:  "Connect the dev cluster's API server to destinations on this machine only",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A socket left by a crashed proxy; the cluster's folder is ours.
+			if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("--socket: %w", err)
+			}
+			old := syscall.Umask(0o177)
+			l, err := net.Listen("unix", socket)
+			syscall.Umask(old)
+			if err != nil {
+				return fmt.Errorf("--socket: %w", err)
+			}
+			fmt.Fprintf(s.Err, "egress proxy on %s: connecting to this machine's addresses only\n", socket)
+			return (&egress.Proxy{Log: slog.New(slog.NewTextHandler(s.Err, nil))}).Serve(cmd.Context(), l)
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to accept CONNECT requests on")
+	_ = cmd.MarkFlagRequired("socket")
 	return cmd
 }
 

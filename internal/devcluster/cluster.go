@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
 	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
@@ -45,8 +46,20 @@ type Cluster struct {
 	Name    string
 	Workdir string
 	Tools   Tools
+	// Self is the cloister binary: the cluster's egress proxy runs from a
+	// copy of it.
+	Self string
+	// Host is the host's routing; nil is this process's network namespace.
+	Host *hostnet.Host
 	// Log receives kwokctl's output and progress; nil discards it.
 	Log io.Writer
+}
+
+func (c *Cluster) host() *hostnet.Host {
+	if c.Host == nil {
+		return &hostnet.Host{}
+	}
+	return c.Host
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -121,6 +134,17 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 		return nil, err
 	}
 	start := time.Now()
+	if c.Exists() {
+		if err := c.checkEgress(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.acquireHostNetwork(c.host()); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+	}
+	if err := c.installSelf(); err != nil {
+		return nil, err
+	}
 	if err := c.startControlPlane(ctx); err != nil {
 		return nil, fmt.Errorf("starting control plane of cluster %q: %w\n%s", c.Name, err, c.logTails("etcd", "kube-apiserver"))
 	}
@@ -205,6 +229,9 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 	}
 	_, dirErr := os.Stat(c.Dir())
 	if errors.Is(dirErr, os.ErrNotExist) && len(procs) == 0 {
+		if err := c.releaseNetwork(); err != nil {
+			return false, err
+		}
 		if hadRealNode {
 			_ = os.Remove(c.Workdir)
 			return true, nil
@@ -223,6 +250,9 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 	}
 	if err := os.Remove(c.configPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return true, fmt.Errorf("removing %s: %w", c.configPath(), err)
+	}
+	if err := c.releaseNetwork(); err != nil {
+		return true, err
 	}
 	// Leave no empty folders behind either.
 	_ = os.Remove(filepath.Join(c.Workdir, "clusters"))
@@ -272,6 +302,7 @@ componentsPatches:
   - {key: kubelet-certificate-authority, value: %[12]q}
   - {key: kubelet-preferred-address-types, value: InternalIP}
   - {key: enable-aggregator-routing, value: "true"}
+  - {key: egress-selector-config-file, value: %[14]q}
 - name: kube-controller-manager
   extraArgs:
   - {key: service-cluster-ip-range, value: %[9]q}
@@ -279,6 +310,11 @@ componentsPatches:
   extraArgs:
   - {key: manage-all-nodes, value: "false", override: true}
   - {key: manage-nodes-with-annotation-selector, value: %[13]q}
+components:
+- name: egress-proxy
+  binary: %[15]q
+  workDir: %[17]q
+  args: [dev, egress-proxy, --socket, %[16]q]
 `
 
 // PKI files kwokctl makes for a cluster: one CA, and one admin
@@ -297,7 +333,11 @@ func (c *Cluster) writeConfig() error {
 		c.Tools.Path("kube-scheduler"), c.Tools.Path("kwok"), c.Tools.Path("kubectl"),
 		kubernetesServiceIP().String(), ServiceCIDR,
 		c.pkiPath("admin.crt"), c.pkiPath("admin.key"), c.pkiPath("ca.crt"),
-		annotationKwokNode+"=fake")
+		annotationKwokNode+"=fake",
+		c.egressConfigPath(), c.selfPath(), c.egressSocket(), c.Dir())
+	if err := c.writeEgressConfig(); err != nil {
+		return err
+	}
 	if err := os.WriteFile(c.configPath(), []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("writing kwokctl configuration: %w", err)
 	}

@@ -72,3 +72,65 @@ func TestCheckRealNodeSupport(t *testing.T) {
 		}
 	}
 }
+
+// The API server sends its traffic for nodes, pods and webhooks through the
+// cluster's egress proxy, which kwokctl runs from the cluster's copy of
+// cloister; a cluster configured before that is told to go down and up.
+func TestEgressProxyConfigured(t *testing.T) {
+	c := &Cluster{Name: "x", Workdir: t.TempDir(), Tools: fakeTools{}}
+	if err := c.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(c.configPath())
+	for _, want := range []string{
+		`{key: egress-selector-config-file, value: "` + c.egressConfigPath() + `"}`,
+		`binary: "` + c.selfPath() + `"`,
+		`args: [dev, egress-proxy, --socket, "` + c.egressSocket() + `"]`,
+	} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("the kwokctl configuration lacks %s:\n%s", want, cfg)
+		}
+	}
+	egress, _ := os.ReadFile(c.egressConfigPath())
+	for _, want := range []string{"name: cluster", "name: controlplane", "proxyProtocol: HTTPConnect", `udsName: "` + c.egressSocket() + `"`} {
+		if !strings.Contains(string(egress), want) {
+			t.Errorf("the egress configuration lacks %s:\n%s", want, egress)
+		}
+	}
+	if err := c.checkEgress(); err != nil {
+		t.Error(err)
+	}
+	if err := os.WriteFile(c.configPath(), []byte("kind: KwokctlConfiguration\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.checkEgress(); err == nil || !strings.Contains(err.Error(), "older cloister") || !strings.Contains(err.Error(), "dev down --name x") {
+		t.Errorf("an older cluster: %v, want it told to go down and up", err)
+	}
+}
+
+// Only the cloister binary may become the egress proxy: a test binary
+// would run its tests instead.
+func TestInstallSelfRefusesAnotherBinary(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Name: "x", Workdir: t.TempDir(), Self: self}
+	if err := c.installSelf(); err == nil || !strings.Contains(err.Error(), "is not one") {
+		t.Errorf("installing %s: %v, want a refusal", self, err)
+	}
+	if _, err := os.Stat(c.selfPath()); err == nil {
+		t.Error("a refused binary was copied")
+	}
+	c.Self = ""
+	if err := c.installSelf(); err == nil {
+		t.Error("no binary: no error")
+	}
+}
+
+func TestEgressSocketPathFits(t *testing.T) {
+	c := &Cluster{Name: "x", Workdir: "/" + strings.Repeat("d", 120), Tools: fakeTools{}}
+	if err := c.writeEgressConfig(); err == nil || !strings.Contains(err.Error(), "too deep") {
+		t.Errorf("a socket path over 107 bytes: %v", err)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cloister-cc/cloister/internal/cli"
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/toolchain"
 )
@@ -36,6 +36,9 @@ var shared struct {
 func TestMain(m *testing.M) {
 	// The tests' own controller-runtime clients log nothing worth reading.
 	ctrllog.SetLogger(logr.Discard())
+	// `cloister dev` run in this process: its clusters' egress proxy runs
+	// from the cloister binary, not from this test binary.
+	cli.Executable = func() (string, error) { return build("cloister") }
 	code := m.Run()
 	if sharedOp.op != nil {
 		if err := sharedOp.op.signal(syscall.SIGTERM); err != nil {
@@ -43,8 +46,8 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	if operatorBuild.path != "" {
-		os.RemoveAll(filepath.Dir(operatorBuild.path))
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
 	}
 	if shared.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -83,7 +86,7 @@ func newCluster(tb testing.TB, name string) *devcluster.Cluster {
 	if testing.Verbose() {
 		log = os.Stderr
 	}
-	return &devcluster.Cluster{Name: name, Workdir: workdir, Tools: tools(tb), Log: log}
+	return &devcluster.Cluster{Name: name, Workdir: workdir, Tools: tools(tb), Self: binary(tb, "cloister"), Log: log}
 }
 
 // sharedCluster is one dev cluster of DefaultNodes nodes that the tests of

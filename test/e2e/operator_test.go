@@ -45,34 +45,53 @@ func repoRoot(tb testing.TB) string {
 	return root
 }
 
-var operatorBuild struct {
-	once sync.Once
-	path string
-	err  error
+var builds struct {
+	mu    sync.Mutex
+	dir   string
+	paths map[string]string
 }
 
-// operatorBinary builds cmd/cloister-operator once per test run: the tests
-// run the real binary, as `make demo` and a cluster do.
-func operatorBinary(tb testing.TB) string {
-	tb.Helper()
-	operatorBuild.once.Do(func() {
+// build builds cmd/NAME once per test run: the tests run the real binaries,
+// as `make demo` and a cluster do.
+func build(name string) (string, error) {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if p, ok := builds.paths[name]; ok {
+		return p, nil
+	}
+	if builds.dir == "" {
 		dir, err := os.MkdirTemp("", "cloister-e2e-bin-")
 		if err != nil {
-			operatorBuild.err = err
-			return
+			return "", err
 		}
-		operatorBuild.path = filepath.Join(dir, "cloister-operator")
-		cmd := exec.Command("go", "build", "-o", operatorBuild.path, "./cmd/cloister-operator")
-		cmd.Dir = repoRoot(tb)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			operatorBuild.err = fmt.Errorf("building cloister-operator: %v\n%s", err, out)
-		}
-	})
-	if operatorBuild.err != nil {
-		tb.Fatal(operatorBuild.err)
+		builds.dir, builds.paths = dir, map[string]string{}
 	}
-	return operatorBuild.path
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(builds.dir, name)
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
+	}
+	builds.paths[name] = path
+	return path, nil
 }
+
+// binary is build for a test, which fails if the build does.
+func binary(tb testing.TB, name string) string {
+	tb.Helper()
+	path, err := build(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// operatorBinary is the cloister-operator binary.
+func operatorBinary(tb testing.TB) string { return binary(tb, "cloister-operator") }
 
 // operatorProcess is one cloister-operator process against a dev cluster.
 type operatorProcess struct {
