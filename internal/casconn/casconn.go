@@ -22,6 +22,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // Names a CAS resource's chart gives its objects.
@@ -121,6 +122,26 @@ func DialTo(addr string) casclient.DialFunc {
 	}
 }
 
+// ErrSimulatedNode: the CAS pod is on a node that runs nothing (a dev
+// cluster's simulated node), so its address is backed by nothing.
+var ErrSimulatedNode = errors.New("simulated node: nothing runs there")
+
+// onRealNode refuses a pod on a simulated node: its address is no one's,
+// and a connection to it could only leave the machine.
+func (c *Connector) onRealNode(ctx context.Context, pod *corev1.Pod) error {
+	node := &corev1.Node{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: pod %s/%s is on node %s, which does not exist", ErrNotRunning, pod.Namespace, pod.Name, pod.Spec.NodeName)
+		}
+		return fmt.Errorf("reading node %s of pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
+	}
+	if node.Labels[tee.LabelSimulatedNode] == "true" {
+		return fmt.Errorf("pod %s/%s is on %s, a %w; schedule CAS on a real node (spec.nodeSelector)", pod.Namespace, pod.Name, node.Name, ErrSimulatedNode)
+	}
+	return nil
+}
+
 // Connector reaches CAS resources from inside the cluster: it finds the
 // CAS pod in Reader (the operator's cache) and dials its IP, past the
 // cluster's DNS and Service proxies, keeping the Service's name for the
@@ -143,6 +164,9 @@ func (c *Connector) Connect(ctx context.Context, cas *servicesv1beta1.CAS) (*cas
 	}
 	addr, err := PodAddress(pod)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.onRealNode(ctx, pod); err != nil {
 		return nil, nil, err
 	}
 	dial := DialTo(addr)

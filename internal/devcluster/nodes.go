@@ -91,6 +91,7 @@ func DesiredNode(i int) *corev1.Node {
 				LabelTEE:                 p.TEE,
 				tee.LabelPrefix + p.TEE:  "true",
 				LabelManagedBy:           managedByValue,
+				tee.LabelSimulatedNode:   "true",
 			},
 			Annotations: map[string]string{
 				annotationKwokNode:             "fake",

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/realnode"
+	"github.com/cloister-cc/cloister/internal/tee"
 )
 
 // RealNodeName is the real worker node's name.
@@ -26,7 +27,7 @@ const RealNodeName = "real"
 
 // LabelRealNode marks the real node (not managed-by cloister-dev: the
 // simulated nodes' convergence leaves it alone).
-const LabelRealNode = "cloister.dev/real-node"
+const LabelRealNode = tee.LabelRealNode
 
 // RealNodeTools are what a real node runs: the kubelet, containerd's
 // folder (containerd, shim, ctr, CNI plugins) and Cloister's image

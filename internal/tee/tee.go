@@ -15,6 +15,15 @@ const (
 	LabelPrefix = "cloister.dev/"
 )
 
+// The dev cluster's nodes: LabelSimulatedNode marks a node that only looks
+// like a TEE host (a kwok node), whose pods run nothing, so that nothing
+// dials their addresses; LabelRealNode marks its one real node, where
+// Cloister's own pods run.
+const (
+	LabelSimulatedNode = LabelPrefix + "simulated-node"
+	LabelRealNode      = LabelPrefix + "real-node"
+)
+
 // SGX: the plugin offers enclave and provisioning devices and labels the
 // nodes where it found SGX.
 const (

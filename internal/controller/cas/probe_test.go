@@ -18,6 +18,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/casd"
 	"github.com/cloister-cc/cloister/internal/controller/service"
 	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/tee"
 	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
@@ -40,20 +41,25 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	}
 	url, caFile, _ := casd.StartForTest(t, t.TempDir(), "none")
 	casAddr := strings.TrimPrefix(url, "https://")
-	k := &Kind{Base: service.Base{Reader: c}, Dial: func(podAddress string) casclient.DialFunc {
+	dial := func(podAddress string) casclient.DialFunc {
 		if podAddress != "10.9.8.7:8081" {
 			t.Errorf("dialled %s, want the pod's IP and CAS's port", podAddress)
 		}
 		return casconn.DialTo(casAddr)
-	}}
+	}
+	k := &Kind{Base: service.Base{Reader: c}, Dial: dial}
 	cr := casCR(func(c *servicesv1beta1.CAS) { c.Namespace = "default"; c.Spec.Simulation = true })
 
 	obs := k.FillStatus(ctx, cr, nil)
 	if obs.Status != health.Unknown || obs.Reason != health.ReasonCASUnreachable {
 		t.Errorf("before the pod exists: %+v", obs)
 	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cas-probe", Labels: map[string]string{tee.LabelSimulatedNode: "true"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: casconn.PodName(cr.Name)},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "cas", Image: "cas"}}}}
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "cas", Image: "cas"}}}}
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +67,21 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	if err := c.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	// A dev cluster's simulated node runs nothing: its pod's address is
+	// not dialled (the Dial above would fail the test for any other).
+	k.Dial = func(podAddress string) casclient.DialFunc {
+		t.Errorf("dialled %s on a simulated node", podAddress)
+		return casconn.DialTo("127.0.0.1:1")
+	}
+	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Reason != health.ReasonCASUnreachable || !strings.Contains(obs.Message, "cas-probe, a simulated node: nothing runs there") {
+		t.Errorf("a CAS pod on a simulated node: %+v", obs)
+	}
+	delete(node.Labels, tee.LabelSimulatedNode)
+	if err := c.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	k.Dial = dial
 
 	obs = k.FillStatus(ctx, cr, nil)
 	if obs.Reason != health.ReasonCASUninitialized || !strings.Contains(obs.Message, "cloister cas init --cluster default/cas") ||

@@ -79,8 +79,13 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	if err := c.Create(ctx, cas); err != nil {
 		t.Fatal(err)
 	}
+	// On a node, as a running pod is: the connector refuses simulated ones.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: casconn.PodName("cas")},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "cas", Image: "cas"}}}}
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "cas", Image: "cas"}}}}
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
