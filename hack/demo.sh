@@ -241,8 +241,7 @@ up() {
 	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
 		stop_operator # one a demo without a real node left
 		echo "Installing the operator on the real node: cloister install --reconcile"
-		# shellcheck disable=SC2046
-		"$CLOISTER" install --reconcile --verbose --kubeconfig "$KUBECONFIG_PATH" $("$CLOISTER" dev operator-flags --install)
+		"$CLOISTER" install --reconcile --verbose --kubeconfig "$KUBECONFIG_PATH"
 		sgx=sgx/sgxplugin las=las/las
 	else
 		echo "No real node, so no node runs pods: the operator runs beside the cluster (no webhooks);"

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -346,15 +345,13 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 
 func newDevOperatorFlags(s Streams) *cobra.Command {
 	var f devFlags
-	var forInstall bool
 	cmd := &cobra.Command{
-		Use:   "operator-flags [--install]",
-		Short: "Print the cloister-operator flags the dev cluster's real node needs",
-		Long: "operator-flags prints, one per line, the --host-* flags that point cloister-operator\n" +
-			"at the real node's fake TEE devices and kubelet folder; nothing without a real node.\n" +
-			"With --install, the same as cloister install --set flags, plus the node selector that\n" +
-			"keeps the operator's pods on the real node (the simulated nodes run nothing).",
-		Example: "  cloister-operator $(cloister dev operator-flags)\n  cloister install --reconcile $(cloister dev operator-flags --install)",
+		Use:   "operator-flags",
+		Short: "Print the flags of a cloister-operator run beside the dev cluster",
+		Long: "operator-flags prints, one per line, the --host-* flags that point a cloister-operator\n" +
+			"run beside the cluster at the real node's fake TEE devices and kubelet folder; nothing\n" +
+			"without a real node. cloister install needs none: it reads them from the cluster.",
+		Example: "  cloister-operator $(cloister dev operator-flags)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, err := f.cluster(s)
@@ -365,16 +362,10 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 			if err != nil || !n.Exists() {
 				return err
 			}
-			if forInstall {
-				_, err = fmt.Fprintf(s.Out, "--set=host.devDir=%s\n--set=host.kubeletDir=%s\n--set=nodeSelector.%s=true\n",
-					n.DevicesDir(), n.KubeletRootDir(), strings.ReplaceAll(devcluster.LabelRealNode, ".", `\.`))
-				return err
-			}
 			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n", n.DevicesDir(), n.KubeletRootDir())
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&forInstall, "install", false, "print cloister install --set flags instead")
 	f.register(cmd)
 	return cmd
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/devcluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/image"
 	"github.com/cloister-cc/cloister/internal/imagesig"
 	"github.com/cloister-cc/cloister/internal/install"
@@ -184,6 +185,9 @@ func connect(in *install.Installer, kubeconfig, kubeContext string) error {
 	return err
 }
 
+// noRealNodeFix says how to get a dev cluster a node that runs pods.
+const noRealNodeFix = "as root, run `make images` and `cloister dev up --real-node`, or run cloister-operator beside the cluster (see the README's \"The operator\")"
+
 func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile, update bool) error {
 	var problems []install.Problem
 	var err error
@@ -192,8 +196,17 @@ func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile
 	} else {
 		problems, err = in.Check(ctx)
 	}
+	if errors.Is(err, devinfo.ErrNoRealNode) {
+		return fmt.Errorf("%w; %s", err, noRealNodeFix)
+	}
+	noNode := false
 	for _, p := range problems {
 		fmt.Fprintln(s.Out, p)
+		noNode = noNode || p.Message == devinfo.ErrNoRealNode.Error()
+	}
+	if noNode {
+		fmt.Fprintln(s.Out, noRealNodeFix)
+		return &ExitError{Code: 1}
 	}
 	if in.GaveUp != nil {
 		fmt.Fprintf(s.Out, "gave up: %v\n", in.GaveUp)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cloister-cc/cloister/internal/devcluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
 	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
 	"github.com/cloister-cc/cloister/internal/toolchain"
@@ -171,6 +172,13 @@ func (c *Cluster) Up(ctx context.Context, n int) (*Status, error) {
 	c.progress(start, "%d nodes Ready", n)
 	if err := waitDefaultServiceAccount(ctx, cs); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+	}
+	// A real node made before is started again by the caller (UpRealNode),
+	// which writes its own description.
+	if rn, err := c.RealNode(RealNodeTools{}); err != nil || !rn.Exists() {
+		if err := writeDevInfo(ctx, cs, devinfo.Info{}); err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+		}
 	}
 	return &Status{Nodes: nodes, Kubeconfig: c.KubeconfigPath(), Elapsed: time.Since(start)}, nil
 }

@@ -1,14 +1,21 @@
 package devcluster
 
 import (
+	"context"
 	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cloister-cc/cloister/internal/devcluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
 )
 
@@ -164,6 +171,25 @@ func (c *Cluster) releaseNetwork() error {
 	}
 	if err := c.host().Release(dir); err != nil {
 		return fmt.Errorf("cluster %q: the host's routing rules: %w", c.Name, err)
+	}
+	return nil
+}
+
+// writeDevInfo tells installers what this cluster is (devinfo): whether
+// it has a real node, and the node's folders.
+func writeDevInfo(ctx context.Context, cs kubernetes.Interface, info devinfo.Info) error {
+	want := info.ConfigMap()
+	cms := cs.CoreV1().ConfigMaps(devinfo.Namespace)
+	have, err := cms.Get(ctx, devinfo.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cms.Create(ctx, want, metav1.CreateOptions{})
+	case err == nil && !maps.Equal(have.Data, want.Data):
+		have.Data = want.Data
+		_, err = cms.Update(ctx, have, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("writing ConfigMap %s/%s: %w", devinfo.Namespace, devinfo.Name, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cloister-cc/cloister/internal/devcluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/realnode"
 	"github.com/cloister-cc/cloister/internal/tee"
 )
@@ -116,6 +117,9 @@ func (c *Cluster) UpRealNode(ctx context.Context, tools RealNodeTools) (*corev1.
 	})
 	if err != nil {
 		return nil, fmt.Errorf("waiting for node %q to be Ready (%s): %w; see the logs in %s", RealNodeName, last, err, filepath.Join(n.Dir, "kubelet", "logs"))
+	}
+	if err := writeDevInfo(ctx, cs, devinfo.Info{RealNode: RealNodeName, DevDir: n.DevicesDir(), KubeletDir: n.KubeletRootDir()}); err != nil {
+		return nil, err
 	}
 	c.progress(start, "real node %q Ready", RealNodeName)
 	return node, nil

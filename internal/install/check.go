@@ -96,6 +96,9 @@ type Want struct {
 	Image        string
 	OnlyOperator bool
 	NoSGXPlugin  bool
+	// NodeSelector the operator's pods must have (the dev cluster's real
+	// node); nil: any.
+	NodeSelector map[string]string
 }
 
 // CRDFiles reads the CRD names and digests from the operator chart's files.
@@ -196,6 +199,11 @@ func judgeOperator(s *State, w Want) []Problem {
 	}
 	if image != w.Image {
 		ps = append(ps, Problem{PartOperator, fmt.Sprintf("Deployment %s runs %s, want %s", Deployment, image, w.Image)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(w.NodeSelector)) {
+		if v, ok := d.Spec.Template.Spec.NodeSelector[k]; !ok || v != w.NodeSelector[k] {
+			ps = append(ps, Problem{PartOperator, fmt.Sprintf("Deployment %s's pods may run on nodes without %s=%s, which run nothing", Deployment, k, w.NodeSelector[k])})
+		}
 	}
 	want := int32(1)
 	if d.Spec.Replicas != nil {

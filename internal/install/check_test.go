@@ -123,6 +123,12 @@ func TestJudge(t *testing.T) {
 		{"no SGXPlugin", func(s *State, _ *Want) { s.SGXPlugin = nil }, []string{"sgxplugin: SGXPlugin sgxplugin is missing"}},
 		{"no SGXPlugin, and none wanted", func(s *State, w *Want) { s.SGXPlugin = nil; w.NoSGXPlugin = true }, nil},
 		{"only the operator wanted", func(s *State, w *Want) { s.SGXPlugin, s.LAS = nil, nil; w.OnlyOperator = true }, nil},
+		{"the dev cluster's real node wanted, any node selected", func(s *State, w *Want) { w.NodeSelector = map[string]string{"cloister.dev/real-node": "true"} },
+			[]string{"operator: Deployment cloister-operator's pods may run on nodes without cloister.dev/real-node=true, which run nothing"}},
+		{"the dev cluster's real node wanted and selected", func(s *State, w *Want) {
+			w.NodeSelector = map[string]string{"cloister.dev/real-node": "true"}
+			s.Deployment.Spec.Template.Spec.NodeSelector = map[string]string{"cloister.dev/real-node": "true", "kubernetes.io/os": "linux"}
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := w

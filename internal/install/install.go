@@ -23,6 +23,7 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
+	"github.com/cloister-cc/cloister/internal/devcluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/release"
 	"github.com/cloister-cc/cloister/internal/tee"
 )
@@ -75,16 +76,60 @@ func (in *Installer) progress(format string, args ...any) {
 
 // Check reads the cluster and lists its problems.
 func (in *Installer) Check(ctx context.Context) ([]Problem, error) {
-	s, err := Read(ctx, in.Client, in.Want, func() (string, error) { return in.Releases.Latest(in.Want.Namespace, ReleaseName) })
+	dev, err := ReadDevCluster(ctx, in.Client)
+	if err != nil {
+		return nil, err
+	}
+	want := in.want(dev)
+	s, err := Read(ctx, in.Client, want, func() (string, error) { return in.Releases.Latest(want.Namespace, ReleaseName) })
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
-	return Judge(s, in.Want), nil
+	ps := Judge(s, want)
+	if dev != nil && dev.RealNode == "" {
+		ps = append([]Problem{{PartOperator, devinfo.ErrNoRealNode.Error()}}, ps...)
+	}
+	return ps, nil
+}
+
+// want is what the cluster should have: on the dev cluster, the operator's
+// pods on its real node too.
+func (in *Installer) want(dev *devinfo.Info) Want {
+	w := in.Want
+	if dev != nil && dev.RealNode != "" {
+		w.NodeSelector = devinfo.NodeSelector()
+	}
+	return w
+}
+
+// ReadDevCluster reads what a dev cluster says of itself; nil: this is not
+// one (or its description cannot be read by this user).
+func ReadDevCluster(ctx context.Context, c client.Reader) (*devinfo.Info, error) {
+	var cm corev1.ConfigMap
+	err := c.Get(ctx, client.ObjectKey{Namespace: devinfo.Namespace, Name: devinfo.Name}, &cm)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the cluster: %w", err)
+	}
+	info, err := devinfo.FromConfigMap(&cm)
+	if err != nil {
+		return nil, err
+	}
+	return &info, nil
 }
 
 // Reconcile repairs what Check finds (with update, redeploys even when all
 // is well) and returns the problems left after waiting for the repair.
 func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, error) {
+	dev, err := ReadDevCluster(ctx, in.Client)
+	if err != nil {
+		return nil, err
+	}
+	if dev != nil && dev.RealNode == "" {
+		return nil, devinfo.ErrNoRealNode
+	}
 	problems, err := in.Check(ctx)
 	if err != nil {
 		return nil, err
@@ -110,7 +155,7 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 		}
 	}
 	if update || slices.ContainsFunc(problems, func(p Problem) bool { return p.Part != PartSGXPlugin && p.Part != PartLAS }) {
-		if err := in.apply(ctx); err != nil {
+		if err := in.apply(ctx, dev); err != nil {
 			return nil, err
 		}
 	}
@@ -149,11 +194,13 @@ func (in *Installer) remaining(ctx context.Context, waitErr error) ([]Problem, e
 // apply installs the operator's release, or upgrades it: an upgrade
 // restores deleted or changed objects, rolls a new image and applies this
 // version's CRDs. CRDs applied with kubectl are adopted.
-func (in *Installer) apply(ctx context.Context) error {
-	values := maps.Clone(in.Values)
-	if values == nil {
-		values = map[string]any{}
+func (in *Installer) apply(ctx context.Context, dev *devinfo.Info) error {
+	values := map[string]any{}
+	if dev != nil {
+		// The dev cluster's own values, under the user's.
+		values = dev.Values()
 	}
+	values = mergeValues(values, in.Values)
 	values["image"] = in.Want.Image
 	// Pods keep a pull secret they use even while it is missing: dropping
 	// it would hide the problem until the next image pull fails.
@@ -171,6 +218,25 @@ func (in *Installer) apply(ctx context.Context) error {
 	}
 	in.progress("upgrading the operator chart (release %s/%s, image %s)", in.Want.Namespace, ReleaseName, in.Want.Image)
 	return in.Releases.Upgrade(ctx, req)
+}
+
+// mergeValues is base with over's values on top, maps merged key by key
+// (as Helm merges values files). Neither is changed.
+func mergeValues(base, over map[string]any) map[string]any {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range over {
+		bm, bok := out[k].(map[string]any)
+		om, ook := v.(map[string]any)
+		if bok && ook {
+			out[k] = mergeValues(bm, om)
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // usesPullSecret: the operator's Deployment names the pull secret.

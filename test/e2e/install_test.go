@@ -41,7 +41,9 @@ import (
 )
 
 // installer runs the cloister binary's install against the env's cluster
-// with the operator image and the node's settings.
+// with the operator image and the service images of the tests' build (a
+// release pins them into its binaries). Nothing says where the real node
+// is: install reads that from the dev cluster.
 type installer struct {
 	e     *realNodeEnv
 	image string
@@ -53,8 +55,6 @@ func (in *installer) run(t *testing.T, args ...string) (string, int) {
 	full := append([]string{"install", "--kubeconfig", in.e.c.KubeconfigPath(), "--image", in.image, "--timeout", "3m",
 		"--set=images.devicePlugin=" + pinned(t, in.e.built, "cloister-device-plugin"),
 		"--set=images.las=" + pinned(t, in.e.built, "cloister-las"),
-		"--set=host.devDir=" + in.e.node.DevicesDir(), "--set=host.kubeletDir=" + in.e.node.KubeletRootDir(),
-		"--set=nodeSelector." + strings.ReplaceAll(devcluster.LabelRealNode, ".", `\.`) + "=true",
 	}, in.extra...)
 	cmd := exec.Command(filepath.Join(in.e.bin, "cloister"), append(full, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -121,6 +121,9 @@ func TestInstall(t *testing.T) {
 			if p.Spec.NodeName != devcluster.RealNodeName || !podReady(&p) {
 				t.Errorf("operator pod %s: %s", p.Name, podSummary(&p))
 			}
+		}
+		if sel := d.Spec.Template.Spec.NodeSelector; sel[devcluster.LabelRealNode] != "true" {
+			t.Errorf("the operator's pods select %v, not the real node", sel)
 		}
 		in.wantWell(t) // the check alone
 	}) {
