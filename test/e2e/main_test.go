@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 	// `cloister dev` run in this process: its clusters' egress proxy runs
 	// from the cloister binary, not from this test binary.
 	cli.Executable = func() (string, error) { return build("cloister") }
+	routing, routingErr := hostRouting()
+	var auditErr error
+	netAudit, auditErr = startAudit()
 	code := m.Run()
 	if sharedOp.op != nil {
 		if err := sharedOp.op.signal(syscall.SIGTERM); err != nil {
@@ -57,6 +60,19 @@ func TestMain(m *testing.M) {
 		}
 		cancel()
 		os.RemoveAll(shared.cluster.Workdir)
+	}
+	if netAudit != nil {
+		if err := netAudit.finish(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			code = 1
+		}
+	} else {
+		fmt.Printf("note: %v; it did not run\n", auditErr)
+	}
+	// Every dev cluster of the suite is down: the host's routing is as it was.
+	if after, err := hostRouting(); routingErr == nil && err == nil && after != routing {
+		fmt.Fprintf(os.Stderr, "FAIL: the host's routes and rules after the suite:\n%s\nbefore it:\n%s\n", after, routing)
+		code = 1
 	}
 	os.Exit(code)
 }
