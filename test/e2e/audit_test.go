@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
 	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
+	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
 // The network audit: while the suite runs, nftables counters (count only,
@@ -137,18 +137,9 @@ func notAddr(offset uint32, a netip.Addr) []expr.Any {
 // startProbe makes the probe's namespace, linked to the host by a veth
 // pair, its default route the host.
 func (a *audit) startProbe() error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if a.probe, err = netns.New(); err != nil {
+	var err error
+	if a.probe, err = testenv.NewNetNS(); err != nil {
 		return fmt.Errorf("the audit's probe namespace: %w", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		panic(err) // a thread left in the wrong namespace
 	}
 	_ = netlink.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}}) // a killed run's
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}, PeerName: "probe0"}); err != nil {
@@ -206,27 +197,14 @@ func (a *audit) sendProbe() error {
 		return fmt.Errorf("the audit's probe was not sent: %w", err)
 	}
 	a.probes++
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(a.probe); err != nil {
-		return err
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(err)
+	return testenv.Enter(a.probe, func() error {
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 443).String(), time.Second)
+		if err == nil {
+			c.Close()
+			return fmt.Errorf("the audit's probe reached %s", dst)
 		}
-	}()
-	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 443).String(), time.Second)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("the audit's probe reached %s", dst)
-	}
-	return nil
+		return nil
+	})
 }
 
 // counts reads every counter, by its rule's name and hook.
@@ -290,22 +268,4 @@ func (a *audit) stop() {
 
 // hostRouting is the host's IPv4 rules and the routes of every table,
 // which the suite must leave as it found them.
-func hostRouting() (string, error) {
-	rules, err := netlink.RuleList(netlink.FAMILY_V4)
-	if err != nil {
-		return "", err
-	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return "", err
-	}
-	var lines []string
-	for _, r := range rules {
-		lines = append(lines, fmt.Sprintf("rule %d to %v table %d iif %q type %d", r.Priority, r.Dst, r.Table, r.IifName, r.Type))
-	}
-	for _, r := range routes {
-		lines = append(lines, "route "+r.String())
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n"), nil
-}
+func hostRouting() (string, error) { return (&hostnet.Host{}).Snapshot() }

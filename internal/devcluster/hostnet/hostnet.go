@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -307,4 +308,28 @@ func (h *Host) Unreachable(addr netip.Addr) error {
 		return nil
 	}
 	return fmt.Errorf("%s is routable (via %s, device index %d): the dev cluster's rules do not hold", addr, rs[0].Gw, rs[0].LinkIndex)
+}
+
+// Snapshot is the namespace's IPv4 rules and the routes of every table, one
+// line each in a stable order: what the rules' users compare before and
+// after.
+func (h *Host) Snapshot() (string, error) {
+	nl := h.handle()
+	rules, err := nl.RuleList(unix.AF_INET)
+	if err != nil {
+		return "", fmt.Errorf("listing routing rules: %w", err)
+	}
+	routes, err := nl.RouteListFiltered(unix.AF_INET, &netlink.Route{}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return "", fmt.Errorf("listing the host's routes: %w", err)
+	}
+	var lines []string
+	for _, r := range rules {
+		lines = append(lines, fmt.Sprintf("rule %d to %v table %d iif %q type %d", r.Priority, r.Dst, r.Table, r.IifName, r.Type))
+	}
+	for _, r := range routes {
+		lines = append(lines, "route "+r.String())
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n"), nil
 }

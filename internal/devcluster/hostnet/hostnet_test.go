@@ -2,7 +2,6 @@ package hostnet
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -60,26 +59,14 @@ func addRoute(t *testing.T, nl *netlink.Handle, dst string) {
 	}
 }
 
-// snapshot is the namespace's IPv4 rules and routes of every table.
+// snapshot is the namespace's rules and routes.
 func snapshot(t *testing.T, nl *netlink.Handle) string {
 	t.Helper()
-	rules, err := nl.RuleList(netlink.FAMILY_V4)
+	s, err := (&Host{Handle: nl}).Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, r := range rules {
-		lines = append(lines, fmt.Sprintf("rule %d to %v table %d iif %q type %d", r.Priority, r.Dst, r.Table, r.IifName, r.Type))
-	}
-	for _, r := range routes {
-		lines = append(lines, "route "+r.String())
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n")
+	return s
 }
 
 // probes are one address of each of the plan's ranges that nothing backs.
