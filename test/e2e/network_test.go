@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -16,8 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cloister-cc/cloister/internal/cli"
 	"github.com/cloister-cc/cloister/internal/devcluster"
 	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
+	"github.com/cloister-cc/cloister/internal/install"
 )
 
 // A simulated pod's address, a simulated node's and a Service's that
@@ -106,4 +110,26 @@ func internalIPOf(n *corev1.Node) string {
 		}
 	}
 	return ""
+}
+
+// On a dev cluster without a real node no node runs pods: install refuses
+// before writing anything, naming why and how to get a node; its check
+// says the same.
+func TestInstallWithoutARealNode(t *testing.T) {
+	c, cs := sharedCluster(t)
+	img := "ghcr.io/cloister-cc/cloister-operator@sha256:" + strings.Repeat("1", 64)
+	for _, args := range [][]string{{"--reconcile"}, {}} {
+		var out, errOut bytes.Buffer
+		root := cli.NewRoot(cli.Streams{Out: &out, Err: &errOut})
+		root.SetArgs(append([]string{"install", "--kubeconfig", c.KubeconfigPath(), "--image", img}, args...))
+		err := root.ExecuteContext(context.Background())
+		said := out.String() + fmt.Sprint(err)
+		if err == nil || !strings.Contains(said, "this dev cluster has no real node, and its simulated nodes run nothing: no node can run the operator") ||
+			!strings.Contains(said, "cloister dev up --real-node") || strings.Contains(said, "--reconcile repairs these") {
+			t.Errorf("install %v: %v\n%s", args, err, out.String())
+		}
+	}
+	if _, err := cs.AppsV1().Deployments(operatorNamespace).Get(context.Background(), install.Deployment, metav1.GetOptions{}); err == nil {
+		t.Error("the refused install deployed the operator")
+	}
 }
