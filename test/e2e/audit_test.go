@@ -197,14 +197,54 @@ func (a *audit) sendProbe() error {
 		return fmt.Errorf("the audit's probe was not sent: %w", err)
 	}
 	a.probes++
-	return testenv.Enter(a.probe, func() error {
+	before, err := a.probed()
+	if err != nil {
+		return err
+	}
+	var dialErr error
+	err = testenv.Enter(a.probe, func() error {
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 443).String(), time.Second)
 		if err == nil {
 			c.Close()
 			return fmt.Errorf("the audit's probe reached %s", dst)
 		}
+		dialErr = err
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	after, err := a.probed()
+	if err != nil {
+		return err
+	}
+	if after == before {
+		links := "?"
+		testenv.Enter(a.probe, func() error {
+			if ls, err := netlink.LinkList(); err == nil {
+				var names []string
+				for _, l := range ls {
+					names = append(names, fmt.Sprintf("%s(%s)", l.Attrs().Name, l.Attrs().OperState))
+				}
+				links = strings.Join(names, " ")
+			}
+			return nil
+		})
+		return fmt.Errorf("the audit's probe to %s was not counted (the dial said %v; the probe's links: %s)", dst, dialErr, links)
+	}
+	return nil
+}
+
+// probed is how many of the probe's packets the host counted.
+func (a *audit) probed() (uint64, error) {
+	counts, err := a.counts()
+	var n uint64
+	for name, c := range counts {
+		if strings.HasPrefix(name, "prerouting probe ") {
+			n += c
+		}
+	}
+	return n, err
 }
 
 // counts reads every counter, by its rule's name and hook.
