@@ -176,3 +176,57 @@ func TestProxyForTheAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkConnect is one tunnel through the proxy to a loopback listener,
+// as the API server opens one per webhook call or kubelet request.
+func BenchmarkConnect(b *testing.B) {
+	sock := filepath.Join(b.TempDir(), "egress.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = (&Proxy{}).Serve(ctx, l) }()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	sel, err := egressselector.NewEgressSelector(&apiserver.EgressSelectorConfiguration{EgressSelections: []apiserver.EgressSelection{{
+		Name: "cluster",
+		Connection: apiserver.Connection{ProxyProtocol: apiserver.ProtocolHTTPConnect,
+			Transport: &apiserver.Transport{UDS: &apiserver.UDSTransport{UDSName: sock}}},
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dial, err := sel.Lookup(egressselector.Cluster.AsNetworkContext())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	b.ResetTimer()
+	for b.Loop() {
+		c, err := dial(ctx, "tcp", echo.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
