@@ -9,7 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/nftables"
@@ -30,17 +32,38 @@ import (
 // itself, may have been counted: a packet of anyone else's that reached
 // those hooks was on its way off the machine, or came from a pod trying.
 
-const (
-	auditTable = "cloister-e2e-audit"
-	// The probe's namespace and its link to the host: addresses of the
-	// benchmarking range, on a veth pair that exists only during the suite.
-	auditLink = "cl-audit0"
-)
+// Each suite's audit is its own (two suites may run on one host at once):
+// its table, link and /30 of the benchmarking range (198.18.0.0/15) are
+// named by its process; a killed suite's are removed by the next one.
+const auditPrefix = "cloister-e2e-audit-"
 
 var (
-	auditHost  = netip.MustParsePrefix("198.18.0.1/30")
-	auditProbe = netip.MustParsePrefix("198.18.0.2/30")
+	auditTable = auditPrefix + strconv.Itoa(os.Getpid())
+	auditLink  = auditLinkOf(os.Getpid())
+	auditNet   = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18 + byte(os.Getpid()>>14&1), byte(os.Getpid() >> 6), byte(os.Getpid() << 2)}), 30)
+	auditHost  = netip.PrefixFrom(auditNet.Addr().Next(), 30)
+	auditProbe = netip.PrefixFrom(auditHost.Addr().Next(), 30)
 )
+
+// auditLinkOf is the host end of a suite's veth pair (at most 15 bytes).
+func auditLinkOf(pid int) string { return "cla" + strconv.FormatInt(int64(pid), 36) }
+
+// removeStaleAudits removes the tables and links of suites no longer running.
+func removeStaleAudits(conn *nftables.Conn) {
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return
+	}
+	for _, t := range tables {
+		pid, err := strconv.Atoi(strings.TrimPrefix(t.Name, auditPrefix))
+		if !strings.HasPrefix(t.Name, auditPrefix) || err != nil || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		conn.DelTable(t)
+		_ = netlink.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLinkOf(pid)}})
+	}
+	_ = conn.Flush()
+}
 
 // audited are the ranges counted: the simulated ones, and the Services
 // but the one address the real node serves.
@@ -68,9 +91,8 @@ func startAudit() (*audit, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeStaleAudits(conn)
 	a := &audit{conn: conn, table: &nftables.Table{Name: auditTable, Family: nftables.TableFamilyINet}}
-	conn.DelTable(a.table)
-	_ = conn.Flush() // a table a killed run left
 	conn.AddTable(a.table)
 	for _, h := range []struct {
 		name string
@@ -141,15 +163,14 @@ func (a *audit) startProbe() error {
 	if a.probe, err = testenv.NewNetNS(); err != nil {
 		return fmt.Errorf("the audit's probe namespace: %w", err)
 	}
-	_ = netlink.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}}) // a killed run's
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}, PeerName: "probe0"}); err != nil {
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}, PeerName: auditLink+"p"}); err != nil {
 		return fmt.Errorf("the audit's veth pair: %w", err)
 	}
 	host, err := netlink.LinkByName(auditLink)
 	if err != nil {
 		return err
 	}
-	peer, err := netlink.LinkByName("probe0")
+	peer, err := netlink.LinkByName(auditLink+"p")
 	if err != nil {
 		return err
 	}
@@ -167,7 +188,7 @@ func (a *audit) startProbe() error {
 		return err
 	}
 	defer nl.Close()
-	for _, name := range []string{"lo", "probe0"} {
+	for _, name := range []string{"lo", auditLink+"p"} {
 		l, err := nl.LinkByName(name)
 		if err == nil {
 			err = nl.LinkSetUp(l)
@@ -176,7 +197,7 @@ func (a *audit) startProbe() error {
 			return err
 		}
 	}
-	p, _ := nl.LinkByName("probe0")
+	p, _ := nl.LinkByName(auditLink+"p")
 	if err := nl.AddrAdd(p, &netlink.Addr{IPNet: ipNet(auditProbe)}); err != nil {
 		return err
 	}
