@@ -247,7 +247,9 @@ func (h *Host) remove() error {
 	return nil
 }
 
-// deleteRules removes every IPv4 rule at the plan's priorities.
+// deleteRules removes the plan's IPv4 rules, of this definition or an
+// older one: those at its priorities that look up its table or main for
+// the real node's subnet, or match its bridge. Anyone else's are left.
 func (h *Host) deleteRules() error {
 	nl := h.handle()
 	have, err := nl.RuleList(unix.AF_INET)
@@ -256,7 +258,9 @@ func (h *Host) deleteRules() error {
 	}
 	for i := range have {
 		r := &have[i]
-		if r.Priority < prefRealNode || r.Priority > prefPods {
+		ours := r.Priority >= prefRealNode && r.Priority <= prefPods &&
+			(r.Table == Table || r.IifName == netplan.Bridge || r.Dst != nil && r.Dst.String() == netplan.RealNode.Masked().String())
+		if !ours {
 			continue
 		}
 		if err := nl.RuleDel(r); err != nil && !errors.Is(err, unix.ENOENT) {

@@ -180,6 +180,29 @@ func TestRulesKeepThePlanOnTheMachine(t *testing.T) {
 	}
 }
 
+// Someone else's rule at the plan's priorities is neither replaced nor
+// removed.
+func TestOthersRulesStay(t *testing.T) {
+	_, nl := machine(t)
+	other := netlink.NewRule()
+	other.Priority, other.Family, other.Table = prefConfined, netlink.FAMILY_V4, 77
+	if err := nl.RuleAdd(other); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, nl)
+	h := &Host{Handle: nl, RecordDir: t.TempDir()}
+	user := t.TempDir()
+	if err := h.Acquire(user); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(user); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, nl); after != before {
+		t.Errorf("after the plan's rules came and went:\n%s\nbefore:\n%s", after, before)
+	}
+}
+
 func TestAcquireRefusesAnOverlappingRoute(t *testing.T) {
 	_, nl := machine(t)
 	addRoute(t, nl, "10.0.0.0/8")
