@@ -163,14 +163,14 @@ func (a *audit) startProbe() error {
 	if a.probe, err = testenv.NewNetNS(); err != nil {
 		return fmt.Errorf("the audit's probe namespace: %w", err)
 	}
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}, PeerName: auditLink+"p"}); err != nil {
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}, PeerName: auditLink + "p"}); err != nil {
 		return fmt.Errorf("the audit's veth pair: %w", err)
 	}
 	host, err := netlink.LinkByName(auditLink)
 	if err != nil {
 		return err
 	}
-	peer, err := netlink.LinkByName(auditLink+"p")
+	peer, err := netlink.LinkByName(auditLink + "p")
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (a *audit) startProbe() error {
 		return err
 	}
 	defer nl.Close()
-	for _, name := range []string{"lo", auditLink+"p"} {
+	for _, name := range []string{"lo", auditLink + "p"} {
 		l, err := nl.LinkByName(name)
 		if err == nil {
 			err = nl.LinkSetUp(l)
@@ -197,7 +197,7 @@ func (a *audit) startProbe() error {
 			return err
 		}
 	}
-	p, _ := nl.LinkByName(auditLink+"p")
+	p, _ := nl.LinkByName(auditLink + "p")
 	if err := nl.AddrAdd(p, &netlink.Addr{IPNet: ipNet(auditProbe)}); err != nil {
 		return err
 	}
