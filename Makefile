@@ -51,6 +51,9 @@ test: lint node-deps
 	if [ "$$(id -u)" = 0 ] && [ -e /sys/class/net/cloister0 ]; then \
 		echo "note: a real node (a running make demo?) held this host, so the real-node tests skipped;"; \
 		echo "      make demo-down, then make test, includes them"; \
+	fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "note: not root, so the real-node tests, the dev cluster's routing-rule tests and its network audit skipped"; \
 	fi; exit $$status
 
 ## unit: tests without the end-to-end suite (envtest still runs).
