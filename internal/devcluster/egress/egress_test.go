@@ -91,50 +91,54 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// TestProxyForTheAPIServer drives the proxy with the API server's own
-// egress dialer, configured as the dev cluster configures it.
-func TestProxyForTheAPIServer(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "egress.sock")
+// serveProxy serves p on a unix socket until the test ends, and returns
+// the socket.
+func serveProxy(tb testing.TB, p *Proxy) string {
+	tb.Helper()
+	sock := filepath.Join(tb.TempDir(), "egress.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	// Should the proxy let a refused destination through, the test must
-	// not send the packet: only loopback is ever dialled.
-	p := &Proxy{Dial: func(ctx context.Context, addr string) (net.Conn, error) {
-		if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
-			t.Errorf("the proxy dialled %s", addr)
-			return nil, errors.New("not dialled by the test")
-		}
-		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	}}
 	go func() { served <- p.Serve(ctx, l) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
-			t.Error(err)
+			tb.Error(err)
 		}
 	})
+	return sock
+}
+
+// apiServerDialer is the API server's own egress dialer for "cluster"
+// traffic, configured as the dev cluster configures it.
+func apiServerDialer(tb testing.TB, sock string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	tb.Helper()
 	sel, err := egressselector.NewEgressSelector(&apiserver.EgressSelectorConfiguration{EgressSelections: []apiserver.EgressSelection{{
 		Name: "cluster",
 		Connection: apiserver.Connection{ProxyProtocol: apiserver.ProtocolHTTPConnect,
 			Transport: &apiserver.Transport{UDS: &apiserver.UDSTransport{UDSName: sock}}},
 	}}})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	dial, err := sel.Lookup(egressselector.Cluster.AsNetworkContext())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return dial
+}
 
+// echoServer echoes on a loopback port until the test ends; its address.
+func echoServer(tb testing.TB) string {
+	tb.Helper()
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer echo.Close()
+	tb.Cleanup(func() { echo.Close() })
 	go func() {
 		for {
 			c, err := echo.Accept()
@@ -144,7 +148,24 @@ func TestProxyForTheAPIServer(t *testing.T) {
 			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
 		}
 	}()
-	c, err := dial(ctx, "tcp", echo.Addr().String())
+	return echo.Addr().String()
+}
+
+// TestProxyForTheAPIServer drives the proxy with the API server's own
+// egress dialer, configured as the dev cluster configures it.
+func TestProxyForTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	// Should the proxy let a refused destination through, the test must
+	// not send the packet: only loopback is ever dialled.
+	dial := apiServerDialer(t, serveProxy(t, &Proxy{Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+		if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
+			t.Errorf("the proxy dialled %s", addr)
+			return nil, errors.New("not dialled by the test")
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}}))
+	echo := echoServer(t)
+	c, err := dial(ctx, "tcp", echo)
 	if err != nil {
 		t.Fatalf("a loopback destination: %v", err)
 	}
@@ -180,44 +201,13 @@ func TestProxyForTheAPIServer(t *testing.T) {
 // BenchmarkConnect is one tunnel through the proxy to a loopback listener,
 // as the API server opens one per webhook call or kubelet request.
 func BenchmarkConnect(b *testing.B) {
-	sock := filepath.Join(b.TempDir(), "egress.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = (&Proxy{}).Serve(ctx, l) }()
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	sel, err := egressselector.NewEgressSelector(&apiserver.EgressSelectorConfiguration{EgressSelections: []apiserver.EgressSelection{{
-		Name: "cluster",
-		Connection: apiserver.Connection{ProxyProtocol: apiserver.ProtocolHTTPConnect,
-			Transport: &apiserver.Transport{UDS: &apiserver.UDSTransport{UDSName: sock}}},
-	}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dial, err := sel.Lookup(egressselector.Cluster.AsNetworkContext())
-	if err != nil {
-		b.Fatal(err)
-	}
+	dial := apiServerDialer(b, serveProxy(b, &Proxy{}))
+	echo := echoServer(b)
+	ctx := context.Background()
 	buf := make([]byte, 1)
 	b.ResetTimer()
 	for b.Loop() {
-		c, err := dial(ctx, "tcp", echo.Addr().String())
+		c, err := dial(ctx, "tcp", echo)
 		if err != nil {
 			b.Fatal(err)
 		}
