@@ -209,8 +209,9 @@ func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// install puts the routes, then the rules, in place; rules of an older
-// definition at the same priorities are replaced.
+// install puts the routes, then the rules, in place. Rules already as
+// defined stay (another cluster relies on them, so they must not blink);
+// rules of an older definition at the same priorities are replaced.
 func (h *Host) install() error {
 	nl := h.handle()
 	for _, r := range routes() {
@@ -218,20 +219,37 @@ func (h *Host) install() error {
 			return fmt.Errorf("adding unreachable route %s to table %d: %w", r.Dst, Table, err)
 		}
 	}
-	if err := h.deleteRules(); err != nil {
+	want := rules()
+	if err := h.deleteRules(func(r *netlink.Rule) bool {
+		return !slices.ContainsFunc(want, func(w *netlink.Rule) bool { return sameRule(r, w) })
+	}); err != nil {
 		return err
 	}
-	for _, r := range rules() {
-		if err := nl.RuleAdd(r); err != nil {
-			return fmt.Errorf("adding routing rule %d: %w", r.Priority, err)
+	have, err := nl.RuleList(unix.AF_INET)
+	if err != nil {
+		return fmt.Errorf("listing routing rules: %w", err)
+	}
+	for _, w := range want {
+		if slices.ContainsFunc(have, func(r netlink.Rule) bool { return sameRule(&r, w) }) {
+			continue
+		}
+		if err := nl.RuleAdd(w); err != nil {
+			return fmt.Errorf("adding routing rule %d: %w", w.Priority, err)
 		}
 	}
 	return nil
 }
 
+// sameRule: r, as the kernel lists it, is w. The rule's action is not read
+// back by netlink; an unreachable rule is the one without a table.
+func sameRule(r, w *netlink.Rule) bool {
+	return r.Priority == w.Priority && r.Table == w.Table && r.IifName == w.IifName &&
+		r.SuppressPrefixlen == w.SuppressPrefixlen && r.Dst.String() == w.Dst.String()
+}
+
 // remove deletes the rules, then the table's routes.
 func (h *Host) remove() error {
-	if err := h.deleteRules(); err != nil {
+	if err := h.deleteRules(func(*netlink.Rule) bool { return true }); err != nil {
 		return err
 	}
 	nl := h.handle()
@@ -247,10 +265,11 @@ func (h *Host) remove() error {
 	return nil
 }
 
-// deleteRules removes the plan's IPv4 rules, of this definition or an
+// deleteRules removes the plan's IPv4 rules (of this definition or an
 // older one: those at its priorities that look up its table or main for
-// the real node's subnet, or match its bridge. Anyone else's are left.
-func (h *Host) deleteRules() error {
+// the real node's subnet, or match its bridge) that which selects.
+// Anyone else's are left.
+func (h *Host) deleteRules(which func(*netlink.Rule) bool) error {
 	nl := h.handle()
 	have, err := nl.RuleList(unix.AF_INET)
 	if err != nil {
@@ -260,7 +279,7 @@ func (h *Host) deleteRules() error {
 		r := &have[i]
 		ours := r.Priority >= prefRealNode && r.Priority <= prefPods &&
 			(r.Table == Table || r.IifName == netplan.Bridge || r.Dst != nil && r.Dst.String() == netplan.RealNode.Masked().String())
-		if !ours {
+		if !ours || !which(r) {
 			continue
 		}
 		if err := nl.RuleDel(r); err != nil && !errors.Is(err, unix.ENOENT) {

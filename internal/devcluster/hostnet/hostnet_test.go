@@ -180,6 +180,28 @@ func TestRulesKeepThePlanOnTheMachine(t *testing.T) {
 	}
 }
 
+// A second cluster's Acquire finds every rule in place and leaves it: the
+// first cluster's traffic must not leave during a replacement.
+func TestAcquireKeepsRulesInPlace(t *testing.T) {
+	_, nl := machine(t)
+	h := &Host{Handle: nl, RecordDir: t.TempDir()}
+	if err := h.Acquire(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	have, err := nl.RuleList(netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rules() {
+		if !slices.ContainsFunc(have, func(r netlink.Rule) bool { return sameRule(&r, w) }) {
+			t.Errorf("rule %d is not recognised as in place: a second Acquire would replace it", w.Priority)
+		}
+	}
+	if err := h.Acquire(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Someone else's rule at the plan's priorities is neither replaced nor
 // removed.
 func TestOthersRulesStay(t *testing.T) {
