@@ -6,8 +6,8 @@ GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X github.com/cloister-cc/cloister/internal/version.Version=$(VERSION) \
-           -X github.com/cloister-cc/cloister/internal/version.Commit=$(COMMIT)
+LDFLAGS := -X github.com/cloister-cc/cloister/internal/base/version.Version=$(VERSION) \
+           -X github.com/cloister-cc/cloister/internal/base/version.Commit=$(COMMIT)
 CLOISTER := $(BIN)/cloister
 # Where make images writes (cloister dev up --real-node imports from there).
 IMAGES  := $(or $(CLOISTER_CACHE_DIR),.cache)/images

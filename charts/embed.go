@@ -1,5 +1,5 @@
 // Package charts embeds the Helm charts of the objects the operator owns, one
-// chart per service kind. Values come from the CR (see internal/controller);
+// chart per service kind. Values come from the CR (see internal/operator/controller);
 // the defaults in each values.yaml only make `helm template` work.
 package charts
 

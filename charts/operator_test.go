@@ -17,7 +17,7 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloister-cc/cloister/internal/admission"
+	"github.com/cloister-cc/cloister/internal/operator/admission"
 )
 
 const testOperatorImage = "ghcr.io/cloister-cc/cloister-operator@sha256:0000000000000000000000000000000000000000000000000000000000000000"

@@ -3,8 +3,12 @@
 package docs
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -41,9 +45,70 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 			t.Errorf("%s is not named in docs/architecture.md: add a row saying what it owns", rel)
 		}
 	}
-	for _, cmd := range []string{"cloister", "cloister-operator", "cloister-device-plugin", "cloister-las", "cloister-cas", "cloister-pause"} {
-		if !strings.Contains(text, "`"+cmd+"`") {
-			t.Errorf("binary %s is not in docs/architecture.md", cmd)
+	cmds, err := os.ReadDir("../cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range cmds {
+		if cmd.IsDir() && !strings.Contains(text, "`"+cmd.Name()+"`") {
+			t.Errorf("binary %s is not in docs/architecture.md", cmd.Name())
+		}
+	}
+}
+
+// maxSubsystems bounds the folders of internal/: each is a subsystem, so a
+// new package goes into one of them rather than beside them.
+const maxSubsystems = 14
+
+// Every folder of internal/ is a subsystem with a heading of its own in
+// architecture.md, and there are few of them.
+func TestInternalIsGroupedBySubsystem(t *testing.T) {
+	doc, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir("../internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			t.Errorf("internal/%s: only subsystem folders belong in internal/", e.Name())
+			continue
+		}
+		folders = append(folders, e.Name())
+		heading := fmt.Sprintf("### `internal/%s`: ", e.Name())
+		if !strings.Contains(string(doc), "\n"+heading) {
+			t.Errorf("internal/%s has no subsystem heading (%q...) in docs/architecture.md", e.Name(), heading)
+		}
+	}
+	if len(folders) > maxSubsystems {
+		t.Errorf("internal/ has %d folders %v, at most %d: put the new package in the subsystem it belongs to", len(folders), folders, maxSubsystems)
+	}
+}
+
+// The product documents Cloister's kinds were modelled on are not part of
+// the repository: code, tests and docs name the behaviour instead of
+// pointing at them. (CAS's own root seed keeps its name.)
+func TestNoReferencesToProductDocuments(t *testing.T) {
+	out, err := exec.Command("git", "-C", "..", "ls-files").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	ref := regexp.MustCompile(`(?i)\bseeds? ?0\d\d\b|\bTestSeed|\bthe seed's\b`)
+	for _, f := range strings.Fields(string(out)) {
+		if f == "docs/docs_test.go" || f == "config/crd/generate_test.go" {
+			continue // the guards themselves
+		}
+		data, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil || bytes.IndexByte(data, 0) >= 0 {
+			continue // binary, or gone from the work tree
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if ref.MatchString(line) {
+				t.Errorf("%s:%d refers to a product document; name the behaviour instead: %s", f, i+1, strings.TrimSpace(line))
+			}
 		}
 	}
 }

@@ -1,5 +1,5 @@
 // Command cloister-cas is the attestation and configuration service; see
-// internal/casd.
+// internal/cas.
 package main
 
 import (
@@ -8,17 +8,17 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/casd"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/cas"
 )
 
 func main() { startup.Main("cloister-cas", run) }
 
 func run(ctx context.Context) error {
-	cfg := casd.Config{}
+	cfg := cas.Config{}
 	var sans string
 	fs := flag.NewFlagSet("cloister-cas", flag.ContinueOnError)
-	fs.StringVar(&cfg.Listen, "listen", casd.DefaultListen, "address of the HTTPS API that workloads and the CLI call")
+	fs.StringVar(&cfg.Listen, "listen", cas.DefaultListen, "address of the HTTPS API that workloads and the CLI call")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cloister-cas", "where CAS keeps its state (the CAS volume)")
 	fs.StringVar(&cfg.Sealer, "sealer", "none", "none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)")
 	fs.StringVar(&sans, "tls-san", "", "extra DNS names / IPs of the TLS certificate, comma-separated")
@@ -31,5 +31,5 @@ func run(ctx context.Context) error {
 	if sans != "" {
 		cfg.TLSSANs = strings.Split(sans, ",")
 	}
-	return casd.Run(ctx, cfg, log)
+	return cas.Run(ctx, cfg, log)
 }

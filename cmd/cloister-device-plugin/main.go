@@ -3,10 +3,10 @@
 package main
 
 import (
-	"github.com/cloister-cc/cloister/internal/deviceplugin/app"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/deviceplugin"
 )
 
 func main() {
-	startup.Main("cloister-device-plugin", app.NewCommand().ExecuteContext)
+	startup.Main("cloister-device-plugin", deviceplugin.NewCommand().ExecuteContext)
 }

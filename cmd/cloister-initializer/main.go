@@ -1,5 +1,5 @@
 // Command cloister-initializer is the first init container of
-// confidential pods; see internal/initializer.
+// confidential pods; see internal/workload/initializer.
 package main
 
 import (
@@ -7,8 +7,8 @@ import (
 	"flag"
 	"os"
 
-	"github.com/cloister-cc/cloister/internal/initializer"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
 
 func main() { startup.Main("cloister-initializer", run) }

@@ -1,5 +1,5 @@
 // Command cloister-las is the local attestation service on every SGX
-// node; see internal/lasd.
+// node; see internal/las.
 package main
 
 import (
@@ -7,18 +7,18 @@ import (
 	"flag"
 	"os"
 
-	"github.com/cloister-cc/cloister/internal/lasd"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/las"
 )
 
 func main() { startup.Main("cloister-las", run) }
 
 func run(ctx context.Context) error {
-	cfg := lasd.Config{}
+	cfg := las.Config{}
 	fs := flag.NewFlagSet("cloister-las", flag.ContinueOnError)
-	fs.IntVar(&cfg.Port, "port", lasd.DefaultPort, "port of the local attestation API (a hostPort)")
+	fs.IntVar(&cfg.Port, "port", las.DefaultPort, "port of the local attestation API (a hostPort)")
 	fs.StringVar(&cfg.DevRoot, "dev-root", "/dev", "where the SGX device nodes are")
-	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", lasd.DefaultProbeInterval, "how often to check unprivileged access to sgx_enclave")
+	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", las.DefaultProbeInterval, "how often to check unprivileged access to sgx_enclave")
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "issue simulated (insecure) evidence signed by this node's key")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "where this node's simulation key is kept (made when missing); empty: a key per process")
 	fs.BoolVar(&cfg.PodIdentity, "pod-identity", false, "with --simulation: name the calling pod's policy in its evidence (reads pods of this node from the API server)")
@@ -27,5 +27,5 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return lasd.Run(ctx, cfg, log.With("node", os.Getenv("NODE_NAME")))
+	return las.Run(ctx, cfg, log.With("node", os.Getenv("NODE_NAME")))
 }

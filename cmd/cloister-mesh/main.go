@@ -1,7 +1,7 @@
 // Command cloister-mesh is the service mesh of confidential pods:
 // `cloister-mesh redirect` (an init container with NET_ADMIN) sets the
 // pod's redirect, `cloister-mesh proxy` (a native sidecar) runs the
-// proxies; see internal/meshd.
+// proxies; see internal/mesh.
 package main
 
 import (
@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cloister-cc/cloister/internal/initializer"
-	"github.com/cloister-cc/cloister/internal/meshd"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/mesh"
+	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
 
 func main() { startup.Main("cloister-mesh", run) }
@@ -28,13 +28,13 @@ func run(ctx context.Context) error {
 		return errors.New(usage)
 	}
 	step := os.Args[1]
-	cfg := meshd.Config{}
+	cfg := mesh.Config{}
 	fs := flag.NewFlagSet("cloister-mesh "+step, flag.ContinueOnError)
 	fs.StringVar(&cfg.Ingress, "ingress", "", "the ingress annotation's value (name#port#disableTLS entries joined by ##; empty: mTLS on every port; DISABLED: no ingress proxy)")
 	fs.StringVar(&cfg.Egress, "egress", "", "the egress annotation's value (name#127.x.y.z:port#host:port entries joined by ##)")
 	fs.StringVar(&cfg.Certs, "certs", initializer.DefaultOut, "the folder of the workload certificate, key and mesh CA the initializer wrote")
-	proxyPort := fs.Uint("proxy-port", meshd.DefaultProxyPort, "where the ingress proxy listens (the redirect's target)")
-	adminPort := fs.Uint("admin-port", meshd.DefaultAdminPort, "the plain admin port: /healthz, /metrics")
+	proxyPort := fs.Uint("proxy-port", mesh.DefaultProxyPort, "where the ingress proxy listens (the redirect's target)")
+	adminPort := fs.Uint("admin-port", mesh.DefaultAdminPort, "the plain admin port: /healthz, /metrics")
 	log, err := startup.ParseFlags(fs, os.Args[2:], os.Stderr)
 	if err != nil {
 		return err
@@ -46,7 +46,7 @@ func run(ctx context.Context) error {
 	}
 	cfg.ProxyPort, cfg.AdminPort = uint16(*proxyPort), uint16(*adminPort)
 	if step == "redirect" {
-		return meshd.Redirect(cfg, log)
+		return mesh.Redirect(cfg, log)
 	}
-	return meshd.Proxy(ctx, cfg, log)
+	return mesh.Proxy(ctx, cfg, log)
 }

@@ -1,5 +1,5 @@
 // Command cloister-node-installer adds a ConfidentialRuntime's handler to
-// its node's containerd; see internal/nodeinstaller.
+// its node's containerd; see internal/workload/nodeinstaller.
 package main
 
 import (
@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/cloister-cc/cloister/internal/ccruntime"
+	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
-	"github.com/cloister-cc/cloister/internal/nodeinstaller"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/workload/nodeinstaller"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
 func main() { startup.Main("cloister-node-installer", run) }
@@ -27,8 +27,8 @@ func run(ctx context.Context) error {
 	fs.StringVar(&platform, "platform", "", "the platform of the handler: sim, snp or tdx")
 	fs.StringVar(&cfg.Handler, "handler", "", "the runtime handler's name (the RuntimeClass's)")
 	fs.StringVar(&cfg.Root, "host-root", "/host", "where the host's folders are mounted")
-	fs.StringVar(&cfg.ConfigPath, "containerd-config", ccruntime.DefaultConfigPath, "containerd's configuration on the host")
-	fs.StringVar(&cfg.Socket, "containerd-socket", ccruntime.DefaultSocket, "containerd's socket on the host")
+	fs.StringVar(&cfg.ConfigPath, "containerd-config", runtimeclass.DefaultConfigPath, "containerd's configuration on the host")
+	fs.StringVar(&cfg.Socket, "containerd-socket", runtimeclass.DefaultSocket, "containerd's socket on the host")
 	fs.BoolVar(&cfg.Remove, "remove", false, "take the handler out of containerd instead of adding it")
 	fs.StringVar(&cfg.Probe, "probe-address", ":8080", "address of /readyz, ready once the handler is in place (or gone)")
 	fs.StringVar(&cfg.TerminationLog, "termination-log", "/dev/termination-log", "file for the reason of a failure")
@@ -37,7 +37,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Platform, err = ccruntime.ParsePlatform(platform); err != nil {
+	if cfg.Platform, err = runtimeclass.ParsePlatform(platform); err != nil {
 		return err
 	}
 	if cfg.Handler == "" {

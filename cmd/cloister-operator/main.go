@@ -12,12 +12,12 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/cloister-cc/cloister/internal/controller/service"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/operator"
-	"github.com/cloister-cc/cloister/internal/release"
-	"github.com/cloister-cc/cloister/internal/startup"
-	"github.com/cloister-cc/cloister/internal/version"
-	"github.com/cloister-cc/cloister/internal/webhookcert"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/release"
+	"github.com/cloister-cc/cloister/internal/operator/webhookcert"
 )
 
 // The default images pinned by digest, set at link time by make build

@@ -4,8 +4,8 @@ package main
 import (
 	"os"
 
+	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/cli"
-	"github.com/cloister-cc/cloister/internal/startup"
 )
 
 func main() {

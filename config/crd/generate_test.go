@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
 const repoRoot = "../.."
@@ -117,8 +117,8 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 }
 
 // What `kubectl explain` shows speaks for itself: no description points at
-// the product documents Cloister's kinds were modelled on ("seed 000"),
-// which users cannot look up.
+// the product documents Cloister's kinds were modelled on (by their number
+// or as "the seed's"), which users cannot look up.
 func TestDescriptionsStandAlone(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(repoRoot, CRDDir, "*.yaml"))
 	if err != nil || len(files) == 0 {

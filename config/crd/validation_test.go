@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cloister-cc/cloister/internal/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
 // cfg reaches the API server all tests of this package share; every test
@@ -58,7 +58,7 @@ func create(t *testing.T, dyn dynamic.Interface, manifest string) (*unstructured
 	return ri.Create(context.Background(), u, metav1CreateOptions)
 }
 
-func TestDefaultsFollowTheSeed(t *testing.T) {
+func TestCRDDefaults(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	tests := []struct {
 		manifest string

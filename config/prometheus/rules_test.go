@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
-	"github.com/cloister-cc/cloister/internal/metrics"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
 type rule struct {

@@ -1,7 +1,7 @@
 // Module helmtools pins the Helm CLI the tests drive the operator chart with
 // (helm lint, install, upgrade, uninstall), at the Helm SDK version Cloister
 // itself is built with. A module of its own, so Helm's dependencies do not
-// move the control plane's pins; internal/toolchain builds it on demand.
+// move the control plane's pins; internal/dev/toolchain builds it on demand.
 module github.com/cloister-cc/cloister/hack/helmtools
 
 go 1.26.0

@@ -1,5 +1,5 @@
 // Command images builds an OCI image for every Cloister binary in -bin
-// (see internal/image) into -out as OCI-layout tarballs, and with -push
+// (see internal/dev/image) into -out as OCI-layout tarballs, and with -push
 // also pushes them: `make images`, `make push REGISTRY=...`.
 package main
 
@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/imagesig"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // PinnedFile lists each image by digest, in -out.
@@ -108,7 +108,7 @@ func run(bin, out, registry, version, revision, source, push string, key *ecdsa.
 func pinInstallImage(bin, registry, version, revision, source string) (string, error) {
 	var flags []string
 	for _, p := range []struct{ name, variable string }{
-		{"cloister-operator", "github.com/cloister-cc/cloister/internal/install.OperatorImage"},
+		{"cloister-operator", "github.com/cloister-cc/cloister/internal/operator/install.OperatorImage"},
 		{"cloister-initializer", "github.com/cloister-cc/cloister/internal/cli.InitializerImage"},
 		{"cloister-mesh", "github.com/cloister-cc/cloister/internal/cli.MeshImage"},
 	} {

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/imagesig"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // fakeBinaries is a bin folder with this test binary under every name.
@@ -90,7 +90,7 @@ func TestImagesFromSourceAreReproducible(t *testing.T) {
 	for range 2 {
 		bin := t.TempDir()
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-			"-X github.com/cloister-cc/cloister/internal/version.Version=v9 -X github.com/cloister-cc/cloister/internal/version.Commit=abc",
+			"-X github.com/cloister-cc/cloister/internal/base/version.Version=v9 -X github.com/cloister-cc/cloister/internal/base/version.Commit=abc",
 			"-o", filepath.Join(bin, "cloister-pause"), "github.com/cloister-cc/cloister/cmd/cloister-pause")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -137,7 +137,7 @@ func TestOperatorLDFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"cloister-operator": "internal/install.OperatorImage", "cloister-initializer": "internal/cli.InitializerImage",
+	want := map[string]string{"cloister-operator": "internal/operator/install.OperatorImage", "cloister-initializer": "internal/cli.InitializerImage",
 		"cloister-mesh": "internal/cli.MeshImage"}
 	for _, b := range built {
 		if v, ok := want[b.Name]; ok && !strings.Contains(pin, "-X github.com/cloister-cc/cloister/"+v+"="+b.Pinned()) {

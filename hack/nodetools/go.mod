@@ -2,7 +2,7 @@
 // own kubelet (which hack/tools pins with the control plane): containerd, its
 // runc shim and the CNI plugins pods are wired with. A module of its own, so
 // containerd's dependencies do not move the control plane's pins;
-// internal/toolchain builds it on demand (cloister dev tools --real-node).
+// internal/dev/toolchain builds it on demand (cloister dev tools --real-node).
 module github.com/cloister-cc/cloister/hack/nodetools
 
 go 1.26.6

@@ -1,6 +1,6 @@
 // Module tools pins the Kubernetes components and code generators Cloister is
 // built and tested against. Nothing here is imported by Cloister itself;
-// internal/toolchain builds the listed tools into .cache/k8s/<version>/bin.
+// internal/dev/toolchain builds the listed tools into .cache/k8s/<version>/bin.
 module github.com/cloister-cc/cloister/hack/tools
 
 go 1.26.0

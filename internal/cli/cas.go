@@ -12,14 +12,14 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
-	"github.com/cloister-cc/cloister/internal/keyfile"
-	"github.com/cloister-cc/cloister/internal/lasd"
+	"github.com/cloister-cc/cloister/internal/las"
 )
 
 func newCAS(s Streams) *cobra.Command {
@@ -158,7 +158,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 
 func newCASAttest(s Streams) *cobra.Command {
 	var f casFlags
-	var policyName, service, las, out string
+	var policyName, service, lasURL, out string
 	var simulate bool
 	cmd := &cobra.Command{
 		Use:   "attest (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --policy P --service S (--sim|--las URL) --out DIR",
@@ -170,16 +170,16 @@ func newCASAttest(s Streams) *cobra.Command {
 			}
 			var q client.Quoter
 			switch {
-			case simulate && las != "":
+			case simulate && lasURL != "":
 				return errors.New("--sim and --las: choose one")
 			case simulate:
 				k, err := keyfile.LoadOrCreate("")
 				if err != nil {
 					return err
 				}
-				q = &lasd.SimQuoter{Key: k}
-			case las != "":
-				q = &client.LAS{URL: las}
+				q = &las.SimQuoter{Key: k}
+			case lasURL != "":
+				q = &client.LAS{URL: lasURL}
 			default:
 				return errors.New("evidence: --las URL (the node's LAS) or --sim (simulated, insecure)")
 			}
@@ -205,7 +205,7 @@ func newCASAttest(s Streams) *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&policyName, "policy", "", "policy name")
 	cmd.Flags().StringVar(&service, "service", "", "service in the policy")
-	cmd.Flags().StringVar(&las, "las", "", "the node's LAS, http://HOST:18766")
+	cmd.Flags().StringVar(&lasURL, "las", "", "the node's LAS, http://HOST:18766")
 	cmd.Flags().BoolVar(&simulate, "sim", false, "simulated evidence (insecure; the policy must allow simulation)")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the results")
 	return cmd

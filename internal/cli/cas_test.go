@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/casd"
+	"github.com/cloister-cc/cloister/internal/cas"
 )
 
 func readFile(t *testing.T, path string) string {
@@ -26,8 +26,8 @@ func readFile(t *testing.T, path string) string {
 func TestCASWorkflow(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	url, ca, stop := casd.StartForTest(t, state, "none")
-	cas := []string{"--cas", url, "--cas-ca", ca}
+	url, ca, stop := cas.StartForTest(t, state, "none")
+	casArgs := []string{"--cas", url, "--cas-ca", ca}
 	var owners, initArgs []string
 	for _, name := range []string{"r1", "r2", "r3"} {
 		key, pub := keygen(t, dir, name+".pem")
@@ -37,11 +37,11 @@ func TestCASWorkflow(t *testing.T) {
 		initArgs = append(initArgs, "--recovery-owner", pubFile)
 	}
 	shares := filepath.Join(dir, "shares.json")
-	out := mustRun(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, cas...), initArgs...)...)
+	out := mustRun(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, casArgs...), initArgs...)...)
 	if !strings.Contains(out, "3 shares, any 2 recover it") {
 		t.Errorf("init: %s", out)
 	}
-	if _, _, err := run(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares + "2"}, cas...), initArgs...)...); err == nil || !strings.Contains(err.Error(), "409") {
+	if _, _, err := run(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares + "2"}, casArgs...), initArgs...)...); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Errorf("second init: %v", err)
 	}
 
@@ -67,10 +67,10 @@ secrets:
 `), 0o644)
 	signed := filepath.Join(dir, "signed.yaml")
 	os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owner, policyFile)), 0o644)
-	if out := mustRun(t, append([]string{"cas", "register", signed}, cas...)...); !strings.Contains(out, "policy shop registered: version 1") {
+	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
 		t.Errorf("register: %s", out)
 	}
-	if out := mustRun(t, append([]string{"cas", "register", signed}, cas...)...); !strings.Contains(out, "unchanged") {
+	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "unchanged") {
 		t.Errorf("register again: %s", out)
 	}
 
@@ -79,16 +79,16 @@ secrets:
 	sealedSrc := filepath.Join(dir, "sealed-policy.yaml")
 	os.WriteFile(sealedSrc, []byte(strings.Replace(readFile(t, policyFile), "name: shop", "name: shop-sealed", 1)), 0o644)
 	sealed := filepath.Join(dir, "encrypted.yaml")
-	os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, cas...)...)), 0o644)
+	os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, casArgs...)...)), 0o644)
 	if strings.Contains(readFile(t, sealed), "web.shop.svc") {
 		t.Error("the EncryptedPolicy shows the policy")
 	}
-	if out := mustRun(t, append([]string{"cas", "register", sealed}, cas...)...); !strings.Contains(out, "policy shop-sealed registered: version 1") {
+	if out := mustRun(t, append([]string{"cas", "register", sealed}, casArgs...)...); !strings.Contains(out, "policy shop-sealed registered: version 1") {
 		t.Errorf("register encrypted: %s", out)
 	}
 
 	attest := func(into string) (string, error) {
-		out, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", into}, cas...)...)
+		out, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", into}, casArgs...)...)
 		return out, err
 	}
 	first := filepath.Join(dir, "first")
@@ -115,18 +115,18 @@ secrets:
 
 	// Restart without a sealer: recovery mode until 2 of 3 owners.
 	stop()
-	url, ca, _ = casd.StartForTest(t, state, "none")
-	cas = []string{"--cas", url, "--cas-ca", ca}
+	url, ca, _ = cas.StartForTest(t, state, "none")
+	casArgs = []string{"--cas", url, "--cas-ca", ca}
 	if _, err := attest(filepath.Join(dir, "locked")); err == nil || !strings.Contains(err.Error(), "recovery") {
 		t.Errorf("attest in recovery mode: %v", err)
 	}
-	if out := mustRun(t, append([]string{"cas", "recover", "--shares", shares, "--key", owners[2]}, cas...)...); !strings.Contains(out, "1 more needed") {
+	if out := mustRun(t, append([]string{"cas", "recover", "--shares", shares, "--key", owners[2]}, casArgs...)...); !strings.Contains(out, "1 more needed") {
 		t.Errorf("first share: %s", out)
 	}
 	if _, err := attest(filepath.Join(dir, "still-locked")); err == nil {
 		t.Error("k-1 shares unlocked CAS")
 	}
-	if out := mustRun(t, append([]string{"cas", "recover", "--shares", shares, "--key", owners[0]}, cas...)...); !strings.Contains(out, "CAS is ready") {
+	if out := mustRun(t, append([]string{"cas", "recover", "--shares", shares, "--key", owners[0]}, casArgs...)...); !strings.Contains(out, "CAS is ready") {
 		t.Errorf("second share: %s", out)
 	}
 	second := filepath.Join(dir, "second")
@@ -154,7 +154,7 @@ func mustRun(t *testing.T, args ...string) string {
 // where and how when they are missing.
 func TestCASTrustedByEvidence(t *testing.T) {
 	dir := t.TempDir()
-	url, _, _ := casd.StartForTest(t, filepath.Join(dir, "state"), "none")
+	url, _, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
 	_, pub := keygen(t, dir, "r.pem")
 	pubFile := filepath.Join(dir, "r.pub.pem")
 	os.WriteFile(pubFile, []byte(pub), 0o644)

@@ -14,7 +14,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/casconn"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 )
 
 // casFlags are how every cas command reaches CAS (an address, or a CAS
@@ -96,7 +96,7 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 // forward finds the CAS resource of --cluster and port-forwards to its
 // pod; the URL keeps the Service's name, which CAS's certificate names.
 func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), error) {
-	ref, err := casconn.ParseRef(f.cluster)
+	ref, err := conn.ParseRef(f.cluster)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("--cluster: %w", err)
 	}
@@ -117,7 +117,7 @@ func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, fun
 		return "", nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
 	}
 	ref.Port = int(cas.Spec.Service.ClientPort)
-	dial, stop, err := casconn.PortForward(ctx, cfg, ref.Namespace, casconn.PodName(ref.Name))
+	dial, stop, err := conn.PortForward(ctx, cfg, ref.Namespace, conn.PodName(ref.Name))
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/toolchain"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {

@@ -18,11 +18,11 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/devcluster/egress"
-	"github.com/cloister-cc/cloister/internal/realnode"
-	"github.com/cloister-cc/cloister/internal/realnode/provisioner"
-	"github.com/cloister-cc/cloister/internal/toolchain"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster/egress"
+	"github.com/cloister-cc/cloister/internal/dev/realnode"
+	"github.com/cloister-cc/cloister/internal/dev/realnode/provisioner"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
 func newDev(s Streams) *cobra.Command {
@@ -45,13 +45,13 @@ type devFlags struct {
 }
 
 func (f *devFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.name, "name", devcluster.DefaultName, "name of the dev cluster")
+	cmd.Flags().StringVar(&f.name, "name", cluster.DefaultName, "name of the dev cluster")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show kwokctl and build output")
 }
 
 // cluster resolves the toolchain and the cluster the flags name.
-func (f *devFlags) cluster(s Streams) (*devcluster.Cluster, *toolchain.Toolchain, error) {
-	if err := devcluster.ValidateName(f.name); err != nil {
+func (f *devFlags) cluster(s Streams) (*cluster.Cluster, *toolchain.Toolchain, error) {
+	if err := cluster.ValidateName(f.name); err != nil {
 		return nil, nil, err
 	}
 	tc, err := toolchain.Locate()
@@ -66,7 +66,7 @@ func (f *devFlags) cluster(s Streams) (*devcluster.Cluster, *toolchain.Toolchain
 	if err != nil {
 		return nil, nil, fmt.Errorf("finding the cloister binary: %w", err)
 	}
-	return &devcluster.Cluster{
+	return &cluster.Cluster{
 		Name:    f.name,
 		Workdir: filepath.Join(tc.CacheRoot, "kwok"),
 		Tools:   tc,
@@ -89,7 +89,7 @@ func newDevUp(s Streams) *cobra.Command {
 			"again by every later up; down removes it with the cluster.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := devcluster.ValidateNodes(nodes); err != nil {
+			if err := cluster.ValidateNodes(nodes); err != nil {
 				return err
 			}
 			c, tc, err := f.cluster(s)
@@ -106,7 +106,7 @@ func newDevUp(s Streams) *cobra.Command {
 			}
 			fmt.Fprintln(s.Out, st.Kubeconfig)
 			fmt.Fprintln(s.Err, st.SummaryLine(c.Name))
-			existing, err := c.RealNode(devcluster.RealNodeTools{})
+			existing, err := c.RealNode(cluster.RealNodeTools{})
 			if err != nil {
 				return err
 			}
@@ -117,8 +117,8 @@ func newDevUp(s Streams) *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().IntVar(&nodes, "nodes", devcluster.DefaultNodes,
-		fmt.Sprintf("number of simulated nodes, 1 to %d", devcluster.MaxNodes))
+	cmd.Flags().IntVar(&nodes, "nodes", cluster.DefaultNodes,
+		fmt.Sprintf("number of simulated nodes, 1 to %d", cluster.MaxNodes))
 	cmd.Flags().BoolVar(&realNode, "real-node", false, "also run a real worker node on this machine (needs root)")
 	return cmd
 }
@@ -126,7 +126,7 @@ func newDevUp(s Streams) *cobra.Command {
 // upRealNode builds the node's tools if needed and brings the real node
 // up. Without root or runc it says why and leaves the simulated nodes
 // working.
-func upRealNode(ctx context.Context, s Streams, c *devcluster.Cluster, tc *toolchain.Toolchain) error {
+func upRealNode(ctx context.Context, s Streams, c *cluster.Cluster, tc *toolchain.Toolchain) error {
 	if os.Geteuid() != 0 {
 		fmt.Fprintf(s.Err, "no real node: %v\n", realnode.ErrNotRoot)
 		return nil
@@ -145,9 +145,9 @@ func upRealNode(ctx context.Context, s Streams, c *devcluster.Cluster, tc *toolc
 	if err != nil || len(images) == 0 {
 		return fmt.Errorf("no images in %s for the real node; run `make images` first", filepath.Join(tc.CacheRoot, "images"))
 	}
-	fmt.Fprintf(s.Err, "starting real node %q...\n", devcluster.RealNodeName)
+	fmt.Fprintf(s.Err, "starting real node %q...\n", cluster.RealNodeName)
 	start := time.Now()
-	node, err := c.UpRealNode(ctx, devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
+	node, err := c.UpRealNode(ctx, cluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n, err := c.RealNode(devcluster.RealNodeTools{})
+			n, err := c.RealNode(cluster.RealNodeTools{})
 			if err != nil || !n.Exists() {
 				return err
 			}

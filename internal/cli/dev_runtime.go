@@ -12,8 +12,8 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/ccruntime"
-	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
 // newDevConfidentialRuntime prints the ConfidentialRuntime of the real
@@ -34,7 +34,7 @@ func newDevConfidentialRuntime(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			n, err := c.RealNode(devcluster.RealNodeTools{})
+			n, err := c.RealNode(cluster.RealNodeTools{})
 			if err != nil {
 				return err
 			}
@@ -43,11 +43,11 @@ func newDevConfidentialRuntime(s Streams) *cobra.Command {
 			}
 			ccr := basev1beta1.ConfidentialRuntime{
 				TypeMeta:   metav1.TypeMeta{APIVersion: basev1beta1.GroupVersion.String(), Kind: "ConfidentialRuntime"},
-				ObjectMeta: metav1.ObjectMeta{Name: string(ccruntime.Sim)},
+				ObjectMeta: metav1.ObjectMeta{Name: string(runtimeclass.Sim)},
 				Spec: basev1beta1.ConfidentialRuntimeSpec{
 					ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
-						NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}},
-					Platform:         string(ccruntime.Sim),
+						NodeSelector: common.NodeSelector{cluster.LabelRealNode: "true"}},
+					Platform:         string(runtimeclass.Sim),
 					ContainerdConfig: n.ContainerdConfig(),
 					ContainerdSocket: n.ContainerdSocket(),
 				},

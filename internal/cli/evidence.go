@@ -13,7 +13,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
-	"github.com/cloister-cc/cloister/internal/startup"
+	"github.com/cloister-cc/cloister/internal/base/startup"
 )
 
 // ExitError ends the command with Code, the command having said why.

@@ -10,19 +10,19 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/atomicfile"
+	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/ccruntime"
-	"github.com/cloister-cc/cloister/internal/generate"
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/imagepin"
-	"github.com/cloister-cc/cloister/internal/keyfile"
-	"github.com/cloister-cc/cloister/internal/meshconfig"
-	"github.com/cloister-cc/cloister/internal/version"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/mesh/annotation"
+	"github.com/cloister-cc/cloister/internal/workload/generate"
+	"github.com/cloister-cc/cloister/internal/workload/imagepin"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
 // InitializerImage is the initializer generate injects, pinned by digest
@@ -52,7 +52,7 @@ func newGenerate(s Streams) *cobra.Command {
 			"initializer as first init container with an in-memory volume at /cloister, images pinned\n" +
 			"to digests, the versioned runtime class, memory requests equal to limits, and the pod's\n" +
 			"policy as its io.katacontainers.config.hypervisor.cc_init_data annotation. Pods with a\n" +
-			"service mesh annotation (" + meshconfig.IngressAnnotation + ", " + meshconfig.EgressAnnotation + ",\n" +
+			"service mesh annotation (" + annotation.IngressAnnotation + ", " + annotation.EgressAnnotation + ",\n" +
 			"or Contrast's names) also get the mesh: an init container that redirects inbound TCP to\n" +
 			"the proxy, and the proxy as a native sidecar. Writes\n" +
 			"manifest.yaml: a CAS policy whose services are the workloads, identified by their policy\n" +
@@ -71,7 +71,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.StringSliceVar(&f.addOwners, "add-workload-owner-key", nil, "another public key (PEM) that may update the manifest")
 	fl.BoolVar(&f.disableUpdates, "disable-updates", false, "no workload owners: the manifest can never be changed")
 	fl.BoolVar(&f.skipInit, "skip-initializer", false, "do not inject the initializer (or annotate a pod template "+generate.SkipInitializerAnnotation+": \"true\")")
-	fl.BoolVar(&f.skipMesh, "skip-service-mesh", false, "do not inject the service mesh into pods with a "+meshconfig.IngressAnnotation+" or "+meshconfig.EgressAnnotation+" annotation")
+	fl.BoolVar(&f.skipMesh, "skip-service-mesh", false, "do not inject the service mesh into pods with a "+annotation.IngressAnnotation+" or "+annotation.EgressAnnotation+" annotation")
 	fl.BoolVar(&f.fixResources, "fix-resources", false, "set memory requests to the limits instead of refusing pods whose requests differ")
 	fl.BoolVar(&f.offline, "offline", false, "ask no registry: images must name digests (or be in the digest cache)")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
@@ -82,7 +82,7 @@ func newGenerate(s Streams) *cobra.Command {
 }
 
 func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) error {
-	platform, err := ccruntime.ParsePlatform(f.platform)
+	platform, err := runtimeclass.ParsePlatform(f.platform)
 	if err != nil {
 		return fmt.Errorf("--reference-values: %w", err)
 	}
@@ -132,7 +132,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		opts.MeshImage = image.Ref(image.DefaultRegistry, "cloister-mesh", version.Version)
 	}
 	if opts.RuntimeClass == "" {
-		opts.RuntimeClass = ccruntime.ClassName(platform, version.Get().Version)
+		opts.RuntimeClass = runtimeclass.ClassName(platform, version.Get().Version)
 	}
 	if manifest.OwnerKeys, err = f.owners(s); err != nil {
 		return err
@@ -184,7 +184,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			fmt.Fprintf(s.Err, "  warning: %s\n", warn)
 		}
 	}
-	if platform == ccruntime.Sim {
+	if platform == runtimeclass.Sim {
 		fmt.Fprintln(s.Err, "reference values sim: the manifest accepts simulated evidence (insecure: no TEE vouches for the pods)")
 	}
 	fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
@@ -192,7 +192,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 }
 
 // casExpect is the initializers' expectation of CAS's evidence, JSON.
-func (f *generateFlags) casExpect(platform ccruntime.Platform) (string, error) {
+func (f *generateFlags) casExpect(platform runtimeclass.Platform) (string, error) {
 	var p attest.Policy
 	if f.casIdentity != "" {
 		data, err := os.ReadFile(f.casIdentity)
@@ -204,12 +204,12 @@ func (f *generateFlags) casExpect(platform ccruntime.Platform) (string, error) {
 			return "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
 		}
 		p = *parsed
-	} else if platform != ccruntime.Sim {
+	} else if platform != runtimeclass.Sim {
 		return "", fmt.Errorf("--cas-identity: required for %s: the evidence CAS must show the initializers (its measurement)", platform)
 	}
 	// Simulated pods talk to a simulated CAS: both are the development
 	// setup the platform names.
-	p.AllowSimulation = platform == ccruntime.Sim
+	p.AllowSimulation = platform == runtimeclass.Sim
 	b, err := json.Marshal(p)
 	return string(b), err
 }

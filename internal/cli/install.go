@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/charts"
-	"github.com/cloister-cc/cloister/internal/devcluster/devinfo"
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/imagesig"
-	"github.com/cloister-cc/cloister/internal/install"
-	"github.com/cloister-cc/cloister/internal/release"
+	"github.com/cloister-cc/cloister/internal/dev/cluster/devinfo"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/operator/install"
+	"github.com/cloister-cc/cloister/internal/operator/release"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // releases adapts release.Manager to what install needs.

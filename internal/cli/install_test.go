@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/cloister-cc/cloister/internal/imagesig"
-	"github.com/cloister-cc/cloister/internal/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // --verify-image-signatures refuses an image its key did not sign before

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cloister-cc/cloister/internal/atomicfile"
+	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +15,7 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
-	"github.com/cloister-cc/cloister/internal/generate"
+	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
 // Files set, verify and recover keep in the workspace besides generate's.

@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/casd"
-	"github.com/cloister-cc/cloister/internal/generate"
-	"github.com/cloister-cc/cloister/internal/keyfile"
-	"github.com/cloister-cc/cloister/internal/lasd"
+	"github.com/cloister-cc/cloister/internal/las"
+	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
 // The data owner's journey against a real CAS on loopback (simulated):
@@ -32,9 +32,9 @@ func TestSetVerifyRecover(t *testing.T) {
 	mustRun(t, generateArgs...)
 
 	state := filepath.Join(t.TempDir(), "state")
-	url, _, stop := casd.StartForTest(t, state, "none")
-	cas := []string{"-c", url, "--insecure-simulated-cas", "--workspace", work}
-	out, stderr, err := run(t, append(append([]string{"set"}, cas...), resources)...)
+	url, _, stop := cas.StartForTest(t, state, "none")
+	casArgs := []string{"-c", url, "--insecure-simulated-cas", "--workspace", work}
+	out, stderr, err := run(t, append(append([]string{"set"}, casArgs...), resources)...)
 	if err != nil || !strings.Contains(out, "manifest shop set: version 1") || !strings.Contains(stderr, "CAS initialised") {
 		t.Fatalf("set: %v\n%s\n%s", err, out, stderr)
 	}
@@ -61,7 +61,7 @@ func TestSetVerifyRecover(t *testing.T) {
 		}
 		key, _ := keyfile.LoadOrCreate("")
 		hostData, _ := hex.DecodeString(digest)
-		_, err = c.Attest("shop", web().Service, hostDataQuoter{&lasd.SimQuoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
+		_, err = c.Attest("shop", web().Service, hostDataQuoter{&las.SimQuoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
 		return err
 	}
 	if err := attestAs(web().Digest); err != nil {
@@ -72,7 +72,7 @@ func TestSetVerifyRecover(t *testing.T) {
 	}
 
 	verify := func() string {
-		out, _, err := run(t, append([]string{"verify"}, append(cas, resources)...)...)
+		out, _, err := run(t, append([]string{"verify"}, append(casArgs, resources)...)...)
 		if err != nil {
 			t.Fatalf("verify: %v", err)
 		}
@@ -96,13 +96,13 @@ func TestSetVerifyRecover(t *testing.T) {
 	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644)
 	mustRun(t, generateArgs...)
 	other, _ := keygen(t, t.TempDir(), "other.pem")
-	if _, _, err := run(t, append(append([]string{"set"}, cas...), "--workload-owner-key", other, resources)...); err == nil || !strings.Contains(err.Error(), "signed by 0 of the owners of version 1") {
+	if _, _, err := run(t, append(append([]string{"set"}, casArgs...), "--workload-owner-key", other, resources)...); err == nil || !strings.Contains(err.Error(), "signed by 0 of the owners of version 1") {
 		t.Errorf("an update by another key: %v", err)
 	}
-	if _, _, err := run(t, append([]string{"verify"}, cas...)...); err == nil || !strings.Contains(err.Error(), "CAS runs another manifest shop (version 1") {
+	if _, _, err := run(t, append([]string{"verify"}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "CAS runs another manifest shop (version 1") {
 		t.Errorf("verify while CAS runs the old manifest: %v", err)
 	}
-	if out := mustRun(t, append(append([]string{"set"}, cas...), resources)...); !strings.Contains(out, "version 2") {
+	if out := mustRun(t, append(append([]string{"set"}, casArgs...), resources)...); !strings.Contains(out, "version 2") {
 		t.Errorf("the owner's update: %s", out)
 	}
 	if err := attestAs(web().Digest); err != nil {
@@ -114,12 +114,12 @@ func TestSetVerifyRecover(t *testing.T) {
 
 	// Restart: recovery mode until the seed share owner recovers it.
 	stop()
-	url, _, _ = casd.StartForTest(t, state, "none")
-	cas[1] = url
+	url, _, _ = cas.StartForTest(t, state, "none")
+	casArgs[1] = url
 	if err := attestAs(web().Digest); err == nil || !strings.Contains(err.Error(), "recovery") {
 		t.Errorf("attesting in recovery mode: %v", err)
 	}
-	if out := mustRun(t, append([]string{"recover"}, cas...)...); !strings.Contains(out, "CAS is ready") {
+	if out := mustRun(t, append([]string{"recover"}, casArgs...)...); !strings.Contains(out, "CAS is ready") {
 		t.Errorf("recover: %s", out)
 	}
 	if out := verify(); !strings.Contains(out, "manifest shop version 2") || !strings.Contains(out, "2 versions") {
@@ -133,7 +133,7 @@ func TestSetVerifyRecover(t *testing.T) {
 // hostDataQuoter is LAS's simulated quoter for a pod with the given
 // policy digest (LAS finds it from the pod; here the test names it).
 type hostDataQuoter struct {
-	q        *lasd.SimQuoter
+	q        *las.SimQuoter
 	hostData []byte
 }
 
@@ -162,7 +162,7 @@ func TestImmutableManifest(t *testing.T) {
 	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
-	url, _, _ := casd.StartForTest(t, filepath.Join(t.TempDir(), "state"), "none")
+	url, _, _ := cas.StartForTest(t, filepath.Join(t.TempDir(), "state"), "none")
 	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--workspace", work, resources}
 	if out := mustRun(t, set...); !strings.Contains(out, "version 1") {
 		t.Fatalf("set: %s", out)

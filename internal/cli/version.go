@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cloister-cc/cloister/internal/version"
+	"github.com/cloister-cc/cloister/internal/base/version"
 )
 
 func newVersion(s Streams) *cobra.Command {

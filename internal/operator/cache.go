@@ -6,10 +6,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloister-cc/cloister/internal/controller/devices"
-	"github.com/cloister-cc/cloister/internal/controller/las"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
+	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
 // slimPod keeps of a pod only what the controllers read, so a large

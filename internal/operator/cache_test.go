@@ -7,10 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloister-cc/cloister/internal/controller/devices"
-	"github.com/cloister-cc/cloister/internal/controller/las"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
+	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
 func fullPod(name string, labels map[string]string, resources corev1.ResourceList) *corev1.Pod {

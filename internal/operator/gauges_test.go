@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
-	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
-	"github.com/cloister-cc/cloister/internal/controller/las"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
+	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
+	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
 )
 
 // numericFields are the integer status fields (and maps of them, exported

@@ -1,6 +1,11 @@
 // Package operator assembles cloister-operator: the controller-runtime
 // manager (leader election, probes, metrics), its cache, the release manager
 // and the controllers of every kind.
+//
+// Its folder is the operator subsystem: controller (one package per kind
+// and the reconciler they share), health (the status engine), release
+// (Helm), metrics, admission and webhookcert (the webhooks), and install
+// (cloister install, which puts the operator into a cluster).
 package operator
 
 import (
@@ -37,21 +42,21 @@ import (
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
-	"github.com/cloister-cc/cloister/internal/admission"
-	"github.com/cloister-cc/cloister/internal/casconn"
-	"github.com/cloister-cc/cloister/internal/controller/cas"
-	"github.com/cloister-cc/cloister/internal/controller/cexplugin"
-	"github.com/cloister-cc/cloister/internal/controller/confidentialruntime"
-	"github.com/cloister-cc/cloister/internal/controller/las"
-	"github.com/cloister-cc/cloister/internal/controller/nitroenclave"
-	"github.com/cloister-cc/cloister/internal/controller/policy"
-	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
-	"github.com/cloister-cc/cloister/internal/metrics"
-	"github.com/cloister-cc/cloister/internal/release"
-	"github.com/cloister-cc/cloister/internal/version"
-	"github.com/cloister-cc/cloister/internal/webhookcert"
+	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/operator/admission"
+	"github.com/cloister-cc/cloister/internal/operator/controller/cas"
+	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
+	"github.com/cloister-cc/cloister/internal/operator/controller/confidentialruntime"
+	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	"github.com/cloister-cc/cloister/internal/operator/controller/nitroenclave"
+	"github.com/cloister-cc/cloister/internal/operator/controller/policy"
+	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
+	"github.com/cloister-cc/cloister/internal/operator/release"
+	"github.com/cloister-cc/cloister/internal/operator/webhookcert"
 )
 
 // Options configure the operator; cmd/cloister-operator maps flags onto them.
@@ -238,7 +243,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 			return nil, fmt.Errorf("setting up the %s controller: %w", kind.Name(), err)
 		}
 	}
-	if err := policy.Setup(mgr, &casconn.Connector{Reader: mgr.GetClient()}); err != nil {
+	if err := policy.Setup(mgr, &conn.Connector{Reader: mgr.GetClient()}); err != nil {
 		return nil, fmt.Errorf("setting up the policy controllers: %w", err)
 	}
 	return mgr, nil

@@ -33,9 +33,9 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
-	"github.com/cloister-cc/cloister/internal/admission"
-	"github.com/cloister-cc/cloister/internal/tee"
-	"github.com/cloister-cc/cloister/internal/testenv"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/operator/admission"
 )
 
 const opNamespace = "cloister-system"

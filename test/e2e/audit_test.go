@@ -20,9 +20,9 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
-	"github.com/cloister-cc/cloister/internal/devcluster/netplan"
-	"github.com/cloister-cc/cloister/internal/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/cluster/hostnet"
+	"github.com/cloister-cc/cloister/internal/dev/cluster/netplan"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
 // The network audit: while the suite runs, nftables counters (count only,

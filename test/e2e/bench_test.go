@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
 )
 
 // BenchmarkDevUp measures `cloister dev up` on a warm toolchain cache: from
@@ -102,7 +102,7 @@ func BenchmarkRealNodeUp(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		node, _ := c.RealNode(devcluster.RealNodeTools{})
+		node, _ := c.RealNode(cluster.RealNodeTools{})
 		rss = residentBytes(c.Workdir, node.Dir, "/usr/local/bin/cloister")
 		if _, err := c.Down(context.Background()); err != nil {
 			b.Fatal(err)

@@ -25,12 +25,12 @@ import (
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/proc"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/core"
-	"github.com/cloister-cc/cloister/internal/casconn"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/health"
-	"github.com/cloister-cc/cloister/internal/proc"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // BenchmarkCASInCluster is the in-cluster CAS on the real node (warm
@@ -42,7 +42,7 @@ import (
 func BenchmarkCASInCluster(b *testing.B) {
 	e := startRealNodeEnv(b)
 	ctx := context.Background()
-	real := common.NodeSelector{devcluster.LabelRealNode: "true"}
+	real := common.NodeSelector{cluster.LabelRealNode: "true"}
 	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"},
 		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
 	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"},
@@ -78,12 +78,12 @@ func BenchmarkCASInCluster(b *testing.B) {
 	waitState(b, e.crs, sp, common.StateHealthy)
 	registered := time.Since(start)
 
-	pod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
+	pod, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas"), metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cl, _, err := casclient.NewAttested(ctx, casconn.Ref{Namespace: "default", Name: "cas", Port: 8081}.URL(),
-		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, casconn.DialTo(pod.Status.PodIP+":8081"))
+	cl, _, err := casclient.NewAttested(ctx, conn.Ref{Namespace: "default", Name: "cas", Port: 8081}.URL(),
+		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, conn.DialTo(pod.Status.PodIP+":8081"))
 	if err != nil {
 		b.Fatal(err)
 	}

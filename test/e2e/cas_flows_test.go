@@ -32,11 +32,11 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
-	"github.com/cloister-cc/cloister/internal/casconn"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // casWork is what the CAS steps share: the owner's keys and files.
@@ -97,7 +97,7 @@ func waitCondition(t testing.TB, crs client.Client, obj serviceCR, typ health.Co
 func simCAS(name string) *servicesv1beta1.CAS {
 	return &servicesv1beta1.CAS{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: servicesv1beta1.CASSpec{Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
-			NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}}}}
+			NodeSelector: common.NodeSelector{cluster.LabelRealNode: "true"}}}}
 }
 
 // A CAS resource runs CAS on the real node; it says it waits for init and
@@ -109,7 +109,7 @@ func testCASNeedsInit(t *testing.T, e *realNodeEnv) {
 	if err := e.crs.Create(ctx, cas); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPod(t, "default", casconn.PodName("cas"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
+	e.waitPod(t, "default", conn.PodName("cas"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == e.node.Name
 	})
 	c := waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
@@ -243,12 +243,12 @@ func (e *realNodeEnv) casHistory(t *testing.T, cas string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial, stop, err := casconn.PortForward(ctx, cfg, "default", casconn.PodName(cas))
+	dial, stop, err := conn.PortForward(ctx, cfg, "default", conn.PodName(cas))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	cl, _, err := casclient.NewAttested(ctx, casconn.Ref{Namespace: "default", Name: cas, Port: 8081}.URL(),
+	cl, _, err := casclient.NewAttested(ctx, conn.Ref{Namespace: "default", Name: cas, Port: 8081}.URL(),
 		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, dial)
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 		p := pods.Items[0]
 		return podReady(&p) && strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), "--simulation"), podSummary(&p), nil
 	})
-	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas"), metav1.GetOptions{})
+	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +504,7 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial, stop, err := casconn.PortForward(ctx, cfg, "default", casconn.PodName("strict"))
+	dial, stop, err := conn.PortForward(ctx, cfg, "default", conn.PodName("strict"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +572,7 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 	}
 	before := attestAs(filepath.Join(work.dir, "db-before"))
 
-	old, err := e.cs.CoreV1().Pods("default").Get(ctx, casconn.PodName("cas-db"), metav1.GetOptions{})
+	old, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas-db"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

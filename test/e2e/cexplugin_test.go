@@ -12,7 +12,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // The CEXPlugin sample runs the plugin on the s390x node only, with its

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/toolchain"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
 const waitTimeout = 90 * time.Second
@@ -50,17 +50,17 @@ func TestNodesLookLikeTEEHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes.Items) != devcluster.DefaultNodes {
-		t.Fatalf("%d nodes, want %d", len(nodes.Items), devcluster.DefaultNodes)
+	if len(nodes.Items) != cluster.DefaultNodes {
+		t.Fatalf("%d nodes, want %d", len(nodes.Items), cluster.DefaultNodes)
 	}
 	tees := map[string]corev1.Node{}
 	for _, n := range nodes.Items {
-		tees[n.Labels[devcluster.LabelTEE]] = n
+		tees[n.Labels[cluster.LabelTEE]] = n
 	}
-	for _, p := range devcluster.Profiles {
+	for _, p := range cluster.Profiles {
 		n, ok := tees[p.TEE]
 		if !ok {
-			t.Errorf("no node labelled %s=%s", devcluster.LabelTEE, p.TEE)
+			t.Errorf("no node labelled %s=%s", cluster.LabelTEE, p.TEE)
 			continue
 		}
 		for r, want := range p.Resources {
@@ -127,8 +127,8 @@ func TestDaemonSetWithHostPortRunsOnEveryNode(t *testing.T) {
 	}
 	eventually(t, "a ready LAS pod on every node", func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().DaemonSets(ns).Get(ctx, "las", metav1.GetOptions{})
-		return err == nil && d.Status.DesiredNumberScheduled == devcluster.DefaultNodes &&
-			d.Status.NumberReady == devcluster.DefaultNodes, nil
+		return err == nil && d.Status.DesiredNumberScheduled == cluster.DefaultNodes &&
+			d.Status.NumberReady == cluster.DefaultNodes, nil
 	})
 	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -141,8 +141,8 @@ func TestDaemonSetWithHostPortRunsOnEveryNode(t *testing.T) {
 		}
 		nodes[p.Spec.NodeName] = true
 	}
-	if len(nodes) != devcluster.DefaultNodes {
-		t.Errorf("hostPort pods on %d distinct nodes, want %d", len(nodes), devcluster.DefaultNodes)
+	if len(nodes) != cluster.DefaultNodes {
+		t.Errorf("hostPort pods on %d distinct nodes, want %d", len(nodes), cluster.DefaultNodes)
 	}
 }
 
@@ -153,8 +153,8 @@ func sgxPod(name string, enclaves int64) *corev1.Pod {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "enclave", Image: "registry.invalid/enclave:1",
 			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{devcluster.ResourceSGXEnclave: q},
-				Limits:   corev1.ResourceList{devcluster.ResourceSGXEnclave: q},
+				Requests: corev1.ResourceList{cluster.ResourceSGXEnclave: q},
+				Limits:   corev1.ResourceList{cluster.ResourceSGXEnclave: q},
 			},
 		}}},
 	}
@@ -177,7 +177,7 @@ func TestSGXResourceIsScheduledByCapacity(t *testing.T) {
 	})
 	fits, _ := pods.Get(ctx, "fits", metav1.GetOptions{})
 	node, err := cs.CoreV1().Nodes().Get(ctx, fits.Spec.NodeName, metav1.GetOptions{})
-	if err != nil || node.Labels[devcluster.LabelTEE] != "sgx" {
+	if err != nil || node.Labels[cluster.LabelTEE] != "sgx" {
 		t.Errorf("SGX pod scheduled to %q (labels %v), want an sgx node", fits.Spec.NodeName, node.Labels)
 	}
 
@@ -196,8 +196,8 @@ func TestSGXResourceIsScheduledByCapacity(t *testing.T) {
 		message = events.Items[0].Message
 		return true, nil
 	})
-	if !strings.Contains(message, "Insufficient "+string(devcluster.ResourceSGXEnclave)) {
-		t.Errorf("FailedScheduling says %q, want Insufficient %s", message, devcluster.ResourceSGXEnclave)
+	if !strings.Contains(message, "Insufficient "+string(cluster.ResourceSGXEnclave)) {
+		t.Errorf("FailedScheduling says %q, want Insufficient %s", message, cluster.ResourceSGXEnclave)
 	}
 	p, err := pods.Get(ctx, "too-big", metav1.GetOptions{})
 	if err != nil || p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" {

@@ -22,10 +22,10 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/enclave"
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // enclaveApp is the enclave test's user plugin (test/e2e/enclaveapp),
@@ -45,7 +45,7 @@ const enclaveApp = "enclaveapp"
 // the plugin.
 func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
-	node := devcluster.RealNodeName
+	node := cluster.RealNodeName
 	patch := func(subresource string, body string) {
 		t.Helper()
 		var sub []string
@@ -69,7 +69,7 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "enc"},
 		Spec: enclavev1beta1.NitroEnclaveDeploymentSpec{
 			ServiceSpec: common.ServiceSpec{Image: imageRef(enclaveApp), ImagePullPolicy: corev1.PullNever,
-				NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}},
+				NodeSelector: common.NodeSelector{cluster.LabelRealNode: "true"}},
 			Simulation: true,
 			Enclave:    enclavev1beta1.EnclaveResources{MemoryMiB: 256},
 			UserPlugins: []enclavev1beta1.UserPlugin{{
@@ -136,12 +136,12 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 	if err := json.Unmarshal([]byte(e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", evidence, "--allow-simulation", "-o", "json")), &verdict); err != nil {
 		t.Fatal(err)
 	}
-	m, err := enclave.FromSpec(&ned.Spec)
+	m, err := manifest.FromSpec(&ned.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := verdict.Claims; !c.Insecure || c.Nitro == nil || c.ReportData.String() != "c0ffee" ||
-		!bytes.Equal(c.Nitro.PCRs[enclave.PCRImage], m.SimPCRs()[enclave.PCRImage]) || !bytes.Equal(c.Nitro.PCRs[enclave.PCRApplication], m.SimPCRs()[enclave.PCRApplication]) {
+		!bytes.Equal(c.Nitro.PCRs[manifest.PCRImage], m.SimPCRs()[manifest.PCRImage]) || !bytes.Equal(c.Nitro.PCRs[manifest.PCRApplication], m.SimPCRs()[manifest.PCRApplication]) {
 		t.Errorf("claims %+v, want the manifest's PCRs", c)
 	}
 

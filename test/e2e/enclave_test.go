@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
 const nedSample = "nitroenclavedeployment-sample"
@@ -153,7 +153,7 @@ func TestNitroEnclaveDeployment(t *testing.T) {
 		if err != nil || len(evs.Items) == 0 {
 			return false, fmt.Sprint(err), nil
 		}
-		return strings.Contains(evs.Items[0].Message, "Insufficient "+string(devcluster.ResourceNitroEnclaves)), evs.Items[0].Message, nil
+		return strings.Contains(evs.Items[0].Message, "Insufficient "+string(cluster.ResourceNitroEnclaves)), evs.Items[0].Message, nil
 	})
 	waitFor(t, "the NED to name the unschedulable pod", time.Minute, func(ctx context.Context) (bool, string, error) {
 		if err := crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
@@ -161,7 +161,7 @@ func TestNitroEnclaveDeployment(t *testing.T) {
 		}
 		h := findCondition(ned.Status.Conditions, "IsHealthy")
 		return h != nil && strings.Contains(h.Message, "pod "+pending[0]+" cannot be scheduled") &&
-			strings.Contains(h.Message, "Insufficient "+string(devcluster.ResourceNitroEnclaves)), fmt.Sprintf("%+v", h), nil
+			strings.Contains(h.Message, "Insufficient "+string(cluster.ResourceNitroEnclaves)), fmt.Sprintf("%+v", h), nil
 	})
 	if out, err := kubectl(t, c, "scale", "ned", nedSample, "--replicas", "1", "-n", "default"); err != nil {
 		t.Fatalf("kubectl scale: %v\n%s", err, out)

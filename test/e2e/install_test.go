@@ -30,14 +30,14 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
-	"github.com/cloister-cc/cloister/internal/admission"
-	"github.com/cloister-cc/cloister/internal/controller/pullsecrets"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/install"
-	"github.com/cloister-cc/cloister/internal/tee"
-	"github.com/cloister-cc/cloister/internal/toolchain"
-	"github.com/cloister-cc/cloister/internal/version"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
+	"github.com/cloister-cc/cloister/internal/operator/admission"
+	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
+	"github.com/cloister-cc/cloister/internal/operator/install"
 )
 
 // installer runs the cloister binary's install against the env's cluster
@@ -118,11 +118,11 @@ func TestInstall(t *testing.T) {
 			t.Fatalf("operator pods: %v %v", len(pods.Items), err)
 		}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName != devcluster.RealNodeName || !podReady(&p) {
+			if p.Spec.NodeName != cluster.RealNodeName || !podReady(&p) {
 				t.Errorf("operator pod %s: %s", p.Name, podSummary(&p))
 			}
 		}
-		if sel := d.Spec.Template.Spec.NodeSelector; sel[devcluster.LabelRealNode] != "true" {
+		if sel := d.Spec.Template.Spec.NodeSelector; sel[cluster.LabelRealNode] != "true" {
 			t.Errorf("the operator's pods select %v, not the real node", sel)
 		}
 		in.wantWell(t) // the check alone
@@ -237,7 +237,7 @@ func TestInstall(t *testing.T) {
 		values := []string{"--set", "image=" + in.image,
 			"--set", "images.devicePlugin=" + pinned(t, e.built, "cloister-device-plugin"), "--set", "images.las=" + pinned(t, e.built, "cloister-las"),
 			"--set", "host.devDir=" + e.node.DevicesDir(), "--set", "host.kubeletDir=" + e.node.KubeletRootDir(),
-			"--set-string", "nodeSelector." + strings.ReplaceAll(devcluster.LabelRealNode, ".", `\.`) + "=true"}
+			"--set-string", "nodeSelector." + strings.ReplaceAll(cluster.LabelRealNode, ".", `\.`) + "=true"}
 		h.run(t, append([]string{"lint", chart, "--strict"}, values...)...)
 		// The CRDs the last release kept are adopted.
 		h.run(t, append([]string{"install", "op", chart, "-n", operatorNamespace, "--take-ownership", "--wait", "--timeout", "3m"}, values...)...)

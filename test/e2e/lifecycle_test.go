@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/cli"
-	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
 )
 
 func cloister(t *testing.T, args ...string) (string, string) {
@@ -34,7 +34,7 @@ func cloister(t *testing.T, args ...string) (string, string) {
 	return out.String(), errOut.String()
 }
 
-func nodeUIDs(t *testing.T, c *devcluster.Cluster) map[string]types.UID {
+func nodeUIDs(t *testing.T, c *cluster.Cluster) map[string]types.UID {
 	t.Helper()
 	cfg, err := c.RESTConfig()
 	if err != nil {
@@ -57,7 +57,7 @@ func TestDevUpIsIdempotentAndDownLeavesNothing(t *testing.T) {
 	tools(t)
 	name := "e2e-life-" + strings.TrimLeft(time.Now().Format("150405.000"), "0")
 	name = strings.ReplaceAll(name, ".", "")
-	c := &devcluster.Cluster{Name: name}
+	c := &cluster.Cluster{Name: name}
 	t.Cleanup(func() { cloister(t, "dev", "down", "--name", name) })
 
 	kubeconfig, summary := cloister(t, "dev", "up", "--name", name, "--nodes", "2")

@@ -21,15 +21,15 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cloister-cc/cloister/internal/cli"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/toolchain"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
 var shared struct {
 	once    sync.Once
-	cluster *devcluster.Cluster
+	cluster *cluster.Cluster
 	client  kubernetes.Interface
-	status  *devcluster.Status
+	status  *cluster.Status
 	err     error
 }
 
@@ -92,7 +92,7 @@ func tools(tb testing.TB) *toolchain.Toolchain {
 
 // newCluster describes a cluster in a fresh work folder; the caller brings
 // it up and down.
-func newCluster(tb testing.TB, name string) *devcluster.Cluster {
+func newCluster(tb testing.TB, name string) *cluster.Cluster {
 	tb.Helper()
 	workdir, err := os.MkdirTemp("", "cloister-e2e-")
 	if err != nil {
@@ -102,19 +102,19 @@ func newCluster(tb testing.TB, name string) *devcluster.Cluster {
 	if testing.Verbose() {
 		log = os.Stderr
 	}
-	return &devcluster.Cluster{Name: name, Workdir: workdir, Tools: tools(tb), Self: binary(tb, "cloister"), Log: log}
+	return &cluster.Cluster{Name: name, Workdir: workdir, Tools: tools(tb), Self: binary(tb, "cloister"), Log: log}
 }
 
 // sharedCluster is one dev cluster of DefaultNodes nodes that the tests of
 // this package share; TestMain removes it.
-func sharedCluster(t *testing.T) (*devcluster.Cluster, kubernetes.Interface) {
+func sharedCluster(t *testing.T) (*cluster.Cluster, kubernetes.Interface) {
 	t.Helper()
 	shared.once.Do(func() {
 		c := newCluster(t, "e2e")
 		shared.cluster = c
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if shared.status, shared.err = c.Up(ctx, devcluster.DefaultNodes); shared.err != nil {
+		if shared.status, shared.err = c.Up(ctx, cluster.DefaultNodes); shared.err != nil {
 			return
 		}
 		cfg, err := c.RESTConfig()

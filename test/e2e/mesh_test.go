@@ -18,17 +18,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/generate"
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/meshredirect"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/mesh/redirect"
+	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
 // meshApp is the mesh test's app (test/e2e/meshapp), built and imported
 // on the real node with Cloister's images.
 const meshApp = "meshapp"
 
-// The seed's service mesh example: app serves main (8001, TLS) and
+// Contrast's documented service mesh example: app serves main (8001, TLS) and
 // metrics (8080, plain) and reaches backend through 127.0.0.2:4001; the
 // backend's every port needs mTLS; client is another meshed pod.
 const meshPods = `apiVersion: v1
@@ -114,7 +114,7 @@ spec:
     args: [serve, --name, outsider, --port, "9000"]
 `
 
-// testServiceMesh runs the seed's mesh example on the real node against
+// testServiceMesh runs Contrast's documented mesh example on the real node against
 // the CAS (and its manifest history) of the confidential workloads step.
 func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte) {
 	ctx := context.Background()
@@ -122,7 +122,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	os.MkdirAll(ws, 0o755)
 	os.MkdirAll(resources, 0o755)
 	writeFile(t, filepath.Join(ws, generate.DigestCacheFile), string(digests))
-	r := strings.NewReplacer("NODE_LABEL", devcluster.LabelRealNode, "CAS_IP", casIP, "MESHAPP", imageRef(meshApp))
+	r := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casIP, "MESHAPP", imageRef(meshApp))
 	file := writeFile(t, filepath.Join(resources, "mesh.yaml"), r.Replace(meshPods))
 	e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "mesh",
 		"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"),
@@ -295,7 +295,7 @@ func namespacesWithRedirect(t *testing.T) int {
 		}
 		conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
 		if err == nil {
-			if present, err := meshredirect.Present(conn); err == nil && present {
+			if present, err := redirect.Present(conn); err == nil && present {
 				n++
 			}
 		}

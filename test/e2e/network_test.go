@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloister-cc/cloister/internal/cli"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/devcluster/hostnet"
-	"github.com/cloister-cc/cloister/internal/install"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster/hostnet"
+	"github.com/cloister-cc/cloister/internal/operator/install"
 )
 
 // A simulated pod's address, a simulated node's and a Service's that
@@ -31,7 +31,7 @@ import (
 func TestSimulatedAddressesGoNowhere(t *testing.T) {
 	c, cs := sharedCluster(t)
 	ctx := context.Background()
-	node := devcluster.NodeName(0)
+	node := cluster.NodeName(0)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nowhere", Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {

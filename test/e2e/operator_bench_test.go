@@ -18,15 +18,15 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
-	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/operator"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
 )
 
 // benchOperator brings up a cluster of n nodes with the CRDs and a running
 // operator, all removed when b ends.
-func benchOperator(b *testing.B, n int) (*devcluster.Cluster, kubernetes.Interface, client.Client, *operatorProcess) {
+func benchOperator(b *testing.B, n int) (*cluster.Cluster, kubernetes.Interface, client.Client, *operatorProcess) {
 	b.Helper()
 	c := newCluster(b, fmt.Sprintf("bench-op-%d", n))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

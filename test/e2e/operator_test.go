@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/operator"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // operatorNamespace is where the operator keeps its lease and, by default,
@@ -114,7 +114,7 @@ func freeAddr(tb testing.TB) string {
 	return l.Addr().String()
 }
 
-func newOperator(tb testing.TB, c *devcluster.Cluster) *operatorProcess {
+func newOperator(tb testing.TB, c *cluster.Cluster) *operatorProcess {
 	tb.Helper()
 	return &operatorProcess{
 		bin: operatorBinary(tb), kubeconfig: c.KubeconfigPath(),
@@ -259,7 +259,7 @@ func tailFile(path string, lines int) string {
 }
 
 // kubectl runs the pinned kubectl against c.
-func kubectl(t testing.TB, c *devcluster.Cluster, args ...string) (string, error) {
+func kubectl(t testing.TB, c *cluster.Cluster, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(tools(t).Path("kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath()}, args...)...)
 	cmd.Dir = repoRoot(t)
@@ -269,7 +269,7 @@ func kubectl(t testing.TB, c *devcluster.Cluster, args ...string) (string, error
 
 // installCRDs applies charts/cloister-operator/files/crds as a user would and waits until the
 // API server serves them; it also creates the operator's namespace.
-func installCRDs(tb testing.TB, c *devcluster.Cluster, cs kubernetes.Interface) {
+func installCRDs(tb testing.TB, c *cluster.Cluster, cs kubernetes.Interface) {
 	tb.Helper()
 	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "charts/cloister-operator/files/crds"); err != nil {
 		tb.Fatalf("installing CRDs: %v\n%s", err, out)
@@ -292,7 +292,7 @@ var sharedOp struct {
 
 // sharedOperator is the operator of the shared cluster, with the CRDs
 // installed; TestMain stops it. A test that kills it starts it again.
-func sharedOperator(t *testing.T) (*devcluster.Cluster, kubernetes.Interface, client.WithWatch, *operatorProcess) {
+func sharedOperator(t *testing.T) (*cluster.Cluster, kubernetes.Interface, client.WithWatch, *operatorProcess) {
 	t.Helper()
 	c, cs := sharedCluster(t)
 	sharedOp.once.Do(func() {

@@ -21,10 +21,10 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/devcluster"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/dev/realnode"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
-	"github.com/cloister-cc/cloister/internal/image"
-	"github.com/cloister-cc/cloister/internal/realnode"
 )
 
 // The dev cluster's real node, end to end, as root (skipped otherwise):
@@ -107,14 +107,14 @@ func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
 	plugin := &basev1beta1.SGXPlugin{
 		ObjectMeta: metav1.ObjectMeta{Name: "real"},
 		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{
-			ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}}},
+			ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: common.NodeSelector{cluster.LabelRealNode: "true"}}},
 	}
 	if err := e.crs.Create(ctx, plugin); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, e.crs, plugin, common.StateHealthy)
 	waitFor(t, "the real node to offer SGX enclaves", time.Minute, func(ctx context.Context) (bool, string, error) {
-		n, err := e.cs.CoreV1().Nodes().Get(ctx, devcluster.RealNodeName, metav1.GetOptions{})
+		n, err := e.cs.CoreV1().Nodes().Get(ctx, cluster.RealNodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -122,7 +122,7 @@ func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
 		return q.Value() > 0 && n.Labels[sgx.Label] == "true",
 			"allocatable " + q.String() + ", label " + n.Labels[sgx.Label], nil
 	})
-	if plugin.Status.ReadyReplicas != 1 || plugin.Status.CapacitySGXDevicesPerNode[devcluster.RealNodeName] < 1 {
+	if plugin.Status.ReadyReplicas != 1 || plugin.Status.CapacitySGXDevicesPerNode[cluster.RealNodeName] < 1 {
 		t.Errorf("SGXPlugin status %+v", plugin.Status)
 	}
 	pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-sgx-plugin"})
@@ -172,7 +172,7 @@ func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
 	las := &basev1beta1.LAS{
 		ObjectMeta: metav1.ObjectMeta{Name: "real"},
 		Spec: basev1beta1.LASSpec{HostPort: 18766, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
-			NodeSelector: common.NodeSelector{sgx.Label: "true", devcluster.LabelRealNode: "true"}}},
+			NodeSelector: common.NodeSelector{sgx.Label: "true", cluster.LabelRealNode: "true"}}},
 	}
 	if err := e.crs.Create(context.Background(), las); err != nil {
 		t.Fatal(err)
@@ -302,7 +302,7 @@ func testOtherSuitesSkip(t *testing.T, e *realNodeEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The flags of make test, so the build cache has the test binary.
-	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-tags", "e2e", "-count=1", "-v", "-run", "^TestRuntimeRunsAContainer$", "./internal/realnode/")
+	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-tags", "e2e", "-count=1", "-v", "-run", "^TestRuntimeRunsAContainer$", "./internal/dev/realnode/")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()

@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/image"
+	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/dev/realnode"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/operator"
-	"github.com/cloister-cc/cloister/internal/realnode"
-	"github.com/cloister-cc/cloister/internal/toolchain"
-	"github.com/cloister-cc/cloister/internal/version"
 )
 
 // imageVersion tags the images the real-node tests build and import.
@@ -34,15 +34,15 @@ const imageVersion = "e2e"
 // realNodeEnv is a dev cluster with one simulated and one real node,
 // Cloister's images imported there and the operator pointed at them.
 type realNodeEnv struct {
-	c     *devcluster.Cluster
+	c     *cluster.Cluster
 	node  *realnode.Node
 	cs    kubernetes.Interface
 	crs   client.WithWatch
-	bin   string                   // the binaries the images hold
-	built []image.Built            // their images, imported on the node
-	tools devcluster.RealNodeTools // what the node runs
-	op    *operatorProcess         // the operator beside the cluster
-	dir   string                   // files the steps share
+	bin   string                // the binaries the images hold
+	built []image.Built         // their images, imported on the node
+	tools cluster.RealNodeTools // what the node runs
+	op    *operatorProcess      // the operator beside the cluster
+	dir   string                // files the steps share
 }
 
 // imageRef is the name of one of the imported images.
@@ -54,7 +54,7 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	t.Helper()
 	bin, out := t.TempDir(), t.TempDir()
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-		"-X github.com/cloister-cc/cloister/internal/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp, "./test/e2e/"+enclaveApp)
+		"-X github.com/cloister-cc/cloister/internal/base/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp, "./test/e2e/"+enclaveApp)
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -143,7 +143,7 @@ func liveProcessesMentioning(s string) []string {
 // prepareRealNode skips unless a real node can run here (root, runc),
 // builds what it runs (kubelet, containerd, Cloister's images) and takes
 // the host's real-node lock until tb ends.
-func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin string, built []image.Built) {
+func prepareRealNode(tb testing.TB) (nodeTools cluster.RealNodeTools, bin string, built []image.Built) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Skip("the real node needs root: containerd, runc, mounts and a network bridge")
@@ -171,7 +171,7 @@ func prepareRealNode(tb testing.TB) (nodeTools devcluster.RealNodeTools, bin str
 		}
 	}
 	bin, built = buildImages(tb)
-	return devcluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: tarballs(built)}, bin, built
+	return cluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: tarballs(built)}, bin, built
 }
 
 // startRealNodeEnv brings the environment up, with the CRDs and the
@@ -318,7 +318,7 @@ func podReady(p *corev1.Pod) bool {
 
 // onRealNode pins a pod to the real node.
 func onRealNode(spec corev1.PodSpec) corev1.PodSpec {
-	spec.NodeSelector = map[string]string{devcluster.LabelRealNode: "true"}
+	spec.NodeSelector = map[string]string{cluster.LabelRealNode: "true"}
 	return spec
 }
 

@@ -20,8 +20,8 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/controller/service"
-	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // newLAS is a LAS whose objects live in ns, on its own host port (two LAS

@@ -18,8 +18,8 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/controller/sgxplugin"
-	"github.com/cloister-cc/cloister/internal/health"
+	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // The samples, applied with kubectl as SCONE's users do, reach HEALTHY and

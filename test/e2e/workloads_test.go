@@ -21,15 +21,15 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/ccruntime"
-	"github.com/cloister-cc/cloister/internal/nodeinstaller"
+	"github.com/cloister-cc/cloister/internal/workload/nodeinstaller"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/casconn"
-	"github.com/cloister-cc/cloister/internal/devcluster"
-	"github.com/cloister-cc/cloister/internal/generate"
-	"github.com/cloister-cc/cloister/internal/health"
-	"github.com/cloister-cc/cloister/internal/initializer"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/workload/generate"
+	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
 
 const shopPods = `# Three tiers of a shop (web -> api -> db), plain YAML marked confidential.
@@ -99,7 +99,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	if err := e.crs.Create(ctx, casCR); err != nil {
 		t.Fatal(err)
 	}
-	casPod := e.waitPod(t, "default", casconn.PodName("cas-shop"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
+	casPod := e.waitPod(t, "default", conn.PodName("cas-shop"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
 	})
 	at := []string{"--cluster", "default/cas-shop", "--insecure-simulated-cas"}
@@ -114,7 +114,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	os.MkdirAll(resources, 0o755)
 	data, _ := json.Marshal(cache)
 	os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644)
-	yaml := strings.NewReplacer("NODE_LABEL", devcluster.LabelRealNode, "CAS_IP", casPod.Status.PodIP, "PAUSE", imageRef("cloister-pause")).Replace(shopPods)
+	yaml := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casPod.Status.PodIP, "PAUSE", imageRef("cloister-pause")).Replace(shopPods)
 	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
 	generateShop := func() {
 		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
@@ -309,7 +309,7 @@ func mustRead(t *testing.T, path string) string {
 func installSimRuntime(t *testing.T, e *realNodeEnv) string {
 	ctx := context.Background()
 	ccr := &basev1beta1.ConfidentialRuntime{ObjectMeta: metav1.ObjectMeta{Name: "sim"}, Spec: basev1beta1.ConfidentialRuntimeSpec{
-		ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullNever, NodeSelector: common.NodeSelector{devcluster.LabelRealNode: "true"}},
+		ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullNever, NodeSelector: common.NodeSelector{cluster.LabelRealNode: "true"}},
 		Platform:    "sim", Overhead: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 		ContainerdConfig: e.node.ContainerdConfig(), ContainerdSocket: e.node.ContainerdSocket(),
 	}}
@@ -321,7 +321,7 @@ func installSimRuntime(t *testing.T, e *realNodeEnv) string {
 	t.Logf("ConfidentialRuntime HEALTHY in %s (containerd restarted on the node)", time.Since(start).Round(time.Millisecond))
 	name := ccr.Status.RuntimeClassName
 	node := ccr.Status.Nodes[e.node.Name]
-	if ccr.Status.NumberInstalled != 1 || node.State != basev1beta1.RuntimeNodeInstalled || name != ccruntime.ClassName(ccruntime.Sim, imageVersion) {
+	if ccr.Status.NumberInstalled != 1 || node.State != basev1beta1.RuntimeNodeInstalled || name != runtimeclass.ClassName(runtimeclass.Sim, imageVersion) {
 		t.Errorf("status %+v", ccr.Status)
 	}
 	ctrd := &nodeinstaller.Containerd{ConfigPath: e.node.ContainerdConfig(), Socket: e.node.ContainerdSocket(), Timeout: 10 * time.Second}
@@ -329,7 +329,7 @@ func installSimRuntime(t *testing.T, e *realNodeEnv) string {
 		t.Errorf("containerd serves handler %s: %v %v", name, has, err)
 	}
 	n, err := e.cs.CoreV1().Nodes().Get(ctx, e.node.Name, metav1.GetOptions{})
-	if err != nil || n.Labels[ccruntime.NodeLabel(name)] != "true" {
+	if err != nil || n.Labels[runtimeclass.NodeLabel(name)] != "true" {
 		t.Errorf("node labels %v %v", n.Labels, err)
 	}
 	rc, err := e.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
@@ -355,7 +355,7 @@ func removeSimRuntime(t *testing.T, e *realNodeEnv, name string) {
 	if has, err := ctrd.Has(ctx, name); err != nil || has {
 		t.Errorf("after removal containerd serves handler %s: %v %v", name, has, err)
 	}
-	if n, err := e.cs.CoreV1().Nodes().Get(ctx, e.node.Name, metav1.GetOptions{}); err != nil || n.Labels[ccruntime.NodeLabel(name)] != "" {
+	if n, err := e.cs.CoreV1().Nodes().Get(ctx, e.node.Name, metav1.GetOptions{}); err != nil || n.Labels[runtimeclass.NodeLabel(name)] != "" {
 		t.Errorf("node labels after removal %v %v", n.Labels, err)
 	}
 	if _, err := e.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/cas/core"
-	"github.com/cloister-cc/cloister/internal/version"
 )
 
 // Request size limits: a policy is at most 1 MiB (its resource's limit),

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cloister-cc/cloister/internal/keyfile"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 )
 
 // signContext separates policy signatures from any other use of an owner

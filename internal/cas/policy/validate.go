@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/keyfile"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 )

@@ -24,7 +24,7 @@ type Seed struct{ s group.Scalar }
 // New makes a fresh seed.
 func New() Seed { return Seed{g.RandomScalar(rand.Reader)} }
 
-// Bytes is the seed's 32-byte encoding (for a sealer to keep).
+// Bytes is the 32-byte encoding of the seed (for a sealer to keep).
 func (s Seed) Bytes() []byte {
 	b, err := s.s.MarshalBinary()
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )
 
 // Overcommit bounds: how many containers may share one APQN (IBM's plugin
@@ -134,7 +134,7 @@ func (m *Mode) reload() {
 
 // Scan offers Overcommit devices per APQN of the type; an offline APQN's
 // devices are unhealthy, an unplugged one's are gone.
-func (m *Mode) Scan(context.Context) (deviceplugin.Inventory, error) {
+func (m *Mode) Scan(context.Context) (plugin.Inventory, error) {
 	queues, err := ScanAP(m.SysRoot)
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func (m *Mode) Scan(context.Context) (deviceplugin.Inventory, error) {
 	defer m.mu.Unlock()
 	m.reload()
 	m.queues = map[APQN]Queue{}
-	var all []deviceplugin.Device // without config sets: every APQN of the type
+	var all []plugin.Device // without config sets: every APQN of the type
 	for _, q := range queues {
 		if q.Type == m.Type {
 			m.queues[q.APQN] = q
@@ -152,13 +152,13 @@ func (m *Mode) Scan(context.Context) (deviceplugin.Inventory, error) {
 			}
 		}
 	}
-	inv := deviceplugin.Inventory{}
+	inv := plugin.Inventory{}
 	if m.config == nil {
 		inv[Resource(m.Type, "")] = all
 		return inv, nil
 	}
 	for _, s := range m.config.ConfigSets {
-		var devs []deviceplugin.Device
+		var devs []plugin.Device
 		if s.MachineID == "" || s.MachineID == m.machine {
 			for _, a := range s.APQNs {
 				if q, ok := m.queues[a]; ok {
@@ -171,10 +171,10 @@ func (m *Mode) Scan(context.Context) (deviceplugin.Inventory, error) {
 	return inv, nil
 }
 
-func (m *Mode) devices(q Queue) []deviceplugin.Device {
-	devs := make([]deviceplugin.Device, m.Overcommit)
+func (m *Mode) devices(q Queue) []plugin.Device {
+	devs := make([]plugin.Device, m.Overcommit)
 	for i := range devs {
-		devs[i] = deviceplugin.Device{ID: fmt.Sprintf("%s-%d", q.APQN, i), Healthy: q.Online}
+		devs[i] = plugin.Device{ID: fmt.Sprintf("%s-%d", q.APQN, i), Healthy: q.Online}
 	}
 	return devs
 }
@@ -184,7 +184,7 @@ func parseID(id string) (APQN, error) {
 	var a APQN
 	var slot int
 	if n, err := fmt.Sscanf(id, "%02x.%04x-%d", &a.Adapter, &a.Domain, &slot); err != nil || n != 3 {
-		return a, fmt.Errorf("%w: %q is not a CEX device ID", deviceplugin.ErrInvalid, id)
+		return a, fmt.Errorf("%w: %q is not a CEX device ID", plugin.ErrInvalid, id)
 	}
 	return a, nil
 }
@@ -210,12 +210,12 @@ func (m *Mode) Allocate(_ context.Context, resource string, ids []string) (*plug
 			return nil, err
 		}
 		if apqn != nil && *apqn != a {
-			return nil, fmt.Errorf("%w: a container can hold one APQN, got %s and %s: request %s: 1", deviceplugin.ErrInvalid, *apqn, a, resource)
+			return nil, fmt.Errorf("%w: a container can hold one APQN, got %s and %s: request %s: 1", plugin.ErrInvalid, *apqn, a, resource)
 		}
 		apqn = &a
 	}
 	if apqn == nil {
-		return nil, fmt.Errorf("%w: no device requested", deviceplugin.ErrInvalid)
+		return nil, fmt.Errorf("%w: no device requested", plugin.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

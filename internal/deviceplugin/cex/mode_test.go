@@ -23,9 +23,9 @@ type rig struct {
 	pods    *kubelettest.PodResources
 }
 
-// plugin runs mode (its roots set to the fake kernel) against a fake
+// startPlugin runs mode (its roots set to the fake kernel) against a fake
 // kubelet. With a rescan interval of an hour, changes must arrive by events.
-func plugin(tb testing.TB, k *fakeKernel, mode *Mode, rescan time.Duration) *rig {
+func startPlugin(tb testing.TB, k *fakeKernel, mode *Mode, rescan time.Duration) *rig {
 	tb.Helper()
 	mode.SysRoot, mode.DevRoot = k.sys, k.dev
 	if mode.Overcommit == 0 {
@@ -50,7 +50,7 @@ func TestOffersTheAPQNsOfItsType(t *testing.T) {
 	k := newFakeKernel(t)
 	k.card(0x05, "CEX8P", 0x12, 0x13)
 	k.card(0x0a, "CEX8C", 0x12)
-	r := plugin(t, k, &Mode{Type: EP11}, time.Hour)
+	r := startPlugin(t, k, &Mode{Type: EP11}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0013-0:Healthy")
 	if regs := r.kubelet.Registrations(); len(regs) != 1 || regs[0].ResourceName != "ibm.com/cex-ep11" ||
 		!regs[0].Options.GetGetPreferredAllocationAvailable() {
@@ -61,14 +61,14 @@ func TestOffersTheAPQNsOfItsType(t *testing.T) {
 func TestOvercommitExposesNDevicesPerAPQN(t *testing.T) {
 	k := newFakeKernel(t)
 	k.card(0x05, "CEX8C", 0x12, 0x13)
-	r := plugin(t, k, &Mode{Type: CCA, Overcommit: 3}, time.Hour)
+	r := startPlugin(t, k, &Mode{Type: CCA, Overcommit: 3}, time.Hour)
 	r.want(t, "ibm.com/cex-cca", "05.0012-0:Healthy 05.0012-1:Healthy 05.0012-2:Healthy 05.0013-0:Healthy 05.0013-1:Healthy 05.0013-2:Healthy")
 }
 
 func TestHotPlugOfflineAndUnplugReachKubeletWithin2s(t *testing.T) {
 	k := newFakeKernel(t)
 	k.card(0x05, "CEX8P", 0x12)
-	r := plugin(t, k, &Mode{Type: EP11}, time.Hour)
+	r := startPlugin(t, k, &Mode{Type: EP11}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy")
 
 	k.setOnline(0x05, 0x12, false)
@@ -95,7 +95,7 @@ func TestAllocateCreatesARestrictedZcryptNode(t *testing.T) {
 	k := newFakeKernel(t)
 	k.card(0x05, "CEX8P", 0x12)
 	k.card(0x06, "CEX8P", 0x12)
-	r := plugin(t, k, &Mode{Type: EP11, Overcommit: 2}, time.Hour)
+	r := startPlugin(t, k, &Mode{Type: EP11, Overcommit: 2}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0012-1:Healthy 06.0012-0:Healthy 06.0012-1:Healthy")
 	c := r.kubelet.Client("ibm.com/cex-ep11")
 
@@ -151,7 +151,7 @@ func TestUnusedZcryptNodesAreRemoved(t *testing.T) {
 	// A node of another type's plugin and one nobody knows about.
 	k.mkdir("devices/virtual/zcrypt/zcrypt_apqn_10_18")
 	k.mkdir("devices/virtual/zcrypt/zcrypt_apqn_5_19")
-	r := plugin(t, k, &Mode{Type: EP11, ReleaseGrace: 100 * time.Millisecond}, 20*time.Millisecond)
+	r := startPlugin(t, k, &Mode{Type: EP11, ReleaseGrace: 100 * time.Millisecond}, 20*time.Millisecond)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0013-0:Healthy")
 	c := r.kubelet.Client("ibm.com/cex-ep11")
 	if _, err := c.Allocate(context.Background(), allocate("05.0012-0")); err != nil {
@@ -187,7 +187,7 @@ configSets:
 `)
 	sysinfo := filepath.Join(cfgDir, "sysinfo")
 	writeFile(t, sysinfo, "Manufacturer: IBM\nType: 3931\nSequence Code: 0000000000012345\n")
-	r := plugin(t, k, &Mode{Type: EP11, ConfigPath: cfg, SysinfoPath: sysinfo}, time.Hour)
+	r := startPlugin(t, k, &Mode{Type: EP11, ConfigPath: cfg, SysinfoPath: sysinfo}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11-payments", "05.0012-0:Healthy")
 	r.want(t, "ibm.com/cex-ep11-ledger", "05.0013-0:Healthy")
 	r.want(t, "ibm.com/cex-ep11-elsewhere", "")
@@ -257,7 +257,7 @@ func BenchmarkAllocate(b *testing.B) {
 		domains[i] = i
 	}
 	k.card(0x05, "CEX8P", domains...)
-	r := plugin(b, k, &Mode{Type: EP11, ReleaseGrace: time.Hour}, time.Hour)
+	r := startPlugin(b, k, &Mode{Type: EP11, ReleaseGrace: time.Hour}, time.Hour)
 	if _, ok := r.kubelet.WaitFor(5*time.Second, func() bool { d, _ := r.kubelet.Devices("ibm.com/cex-ep11"); return len(d) == 200 }); !ok {
 		b.Fatal("devices not listed")
 	}
@@ -287,7 +287,7 @@ func BenchmarkAllocate(b *testing.B) {
 // BenchmarkHotPlug measures a plugged card reaching ListAndWatch.
 func BenchmarkHotPlug(b *testing.B) {
 	k := newFakeKernel(b)
-	r := plugin(b, k, &Mode{Type: EP11}, 30*time.Second)
+	r := startPlugin(b, k, &Mode{Type: EP11}, 30*time.Second)
 	for i := 0; b.Loop(); i++ {
 		a := i % 256
 		k.card(a, "CEX8P", 1)

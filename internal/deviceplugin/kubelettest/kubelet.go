@@ -21,7 +21,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )
 
 // Kubelet is a fake kubelet serving Registration in Dir.
@@ -238,7 +238,7 @@ func ReportPercentiles(b *testing.B, lat []time.Duration) {
 // Serve runs mode's plugins against a new fake kubelet in a temp plugin
 // directory (short enough for unix socket paths) until the test ends.
 // It also serves a fake pod-resources API, returned.
-func Serve(tb testing.TB, mode deviceplugin.Mode, rescan time.Duration) (*Kubelet, *PodResources) {
+func Serve(tb testing.TB, mode plugin.Mode, rescan time.Duration) (*Kubelet, *PodResources) {
 	tb.Helper()
 	dir, err := os.MkdirTemp("", "dp")
 	if err != nil {
@@ -250,7 +250,7 @@ func Serve(tb testing.TB, mode deviceplugin.Mode, rescan time.Duration) (*Kubele
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&deviceplugin.Manager{Mode: mode, PluginDir: dir, RescanInterval: rescan,
+		done <- (&plugin.Manager{Mode: mode, PluginDir: dir, RescanInterval: rescan,
 			PodResourcesSocket: filepath.Join(dir, "pod-resources.sock")}).Run(ctx)
 	}()
 	tb.Cleanup(func() {

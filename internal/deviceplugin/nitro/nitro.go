@@ -17,9 +17,9 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin"
+	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )
 
 // Resources, the node label and the enclave bounds.
@@ -59,15 +59,15 @@ func (m *Mode) offlineFile() string {
 
 // Scan offers the enclave slots while /dev/nitro_enclaves exists (healthy
 // when it opens) and the offline CPUs.
-func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
-	inv := deviceplugin.Inventory{ResourceEnclaves: nil}
+func (m *Mode) Scan(ctx context.Context) (plugin.Inventory, error) {
+	inv := plugin.Inventory{ResourceEnclaves: nil}
 	path := filepath.Join(m.DevRoot, device)
 	_, err := os.Stat(path)
 	present := err == nil
 	if present {
-		healthy := deviceplugin.Openable(path)
+		healthy := plugin.Openable(path)
 		for i := range m.Enclaves {
-			inv[ResourceEnclaves] = append(inv[ResourceEnclaves], deviceplugin.Device{ID: fmt.Sprintf("%s-%d", device, i), Healthy: healthy})
+			inv[ResourceEnclaves] = append(inv[ResourceEnclaves], plugin.Device{ID: fmt.Sprintf("%s-%d", device, i), Healthy: healthy})
 		}
 	}
 	m.Label.Sync(ctx, present)
@@ -83,7 +83,7 @@ func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
 				return nil, fmt.Errorf("%s: %w", m.offlineFile(), err)
 			}
 			for _, c := range cpus {
-				inv[ResourceCPUs] = append(inv[ResourceCPUs], deviceplugin.Device{ID: fmt.Sprintf("cpu-%d", c), Healthy: true})
+				inv[ResourceCPUs] = append(inv[ResourceCPUs], plugin.Device{ID: fmt.Sprintf("cpu-%d", c), Healthy: true})
 			}
 		}
 	}
@@ -133,7 +133,7 @@ func (m *Mode) Allocate(_ context.Context, resource string, ids []string) (*plug
 		for _, id := range ids {
 			c, err := strconv.Atoi(strings.TrimPrefix(id, "cpu-"))
 			if err != nil {
-				return nil, fmt.Errorf("%w: %q is not a CPU device", deviceplugin.ErrInvalid, id)
+				return nil, fmt.Errorf("%w: %q is not a CPU device", plugin.ErrInvalid, id)
 			}
 			cpus = append(cpus, c)
 		}
@@ -144,5 +144,5 @@ func (m *Mode) Allocate(_ context.Context, resource string, ids []string) (*plug
 		}
 		return &pluginapi.ContainerAllocateResponse{Envs: map[string]string{EnvCPUs: strings.Join(s, ",")}}, nil
 	}
-	return nil, fmt.Errorf("%w: nitro mode does not serve %s", deviceplugin.ErrInvalid, resource)
+	return nil, fmt.Errorf("%w: nitro mode does not serve %s", plugin.ErrInvalid, resource)
 }

@@ -12,9 +12,9 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin"
+	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
-	"github.com/cloister-cc/cloister/internal/tee"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )
 
 // Resources and the node label; the operator's SGXPlugin controller reads
@@ -63,8 +63,8 @@ func (m *Mode) Validate() error {
 
 // Scan offers Capacity devices per resource whose device node exists,
 // healthy when it can be opened; a missing node offers none.
-func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
-	inv := deviceplugin.Inventory{}
+func (m *Mode) Scan(ctx context.Context) (plugin.Inventory, error) {
+	inv := plugin.Inventory{}
 	present := false
 	for _, d := range devices {
 		path := filepath.Join(m.DevRoot, d.file)
@@ -75,10 +75,10 @@ func (m *Mode) Scan(ctx context.Context) (deviceplugin.Inventory, error) {
 		if d.resource == ResourceEnclave {
 			present = true
 		}
-		healthy := deviceplugin.Openable(path)
-		devs := make([]deviceplugin.Device, m.Capacity)
+		healthy := plugin.Openable(path)
+		devs := make([]plugin.Device, m.Capacity)
 		for i := range devs {
-			devs[i] = deviceplugin.Device{ID: fmt.Sprintf("%s-%d", d.file, i), Healthy: healthy}
+			devs[i] = plugin.Device{ID: fmt.Sprintf("%s-%d", d.file, i), Healthy: healthy}
 		}
 		inv[d.resource] = devs
 	}
@@ -102,5 +102,5 @@ func (m *Mode) Allocate(_ context.Context, resource string, _ []string) (*plugin
 		}
 		return r, nil
 	}
-	return nil, fmt.Errorf("%w: sgx mode does not serve %s", deviceplugin.ErrInvalid, resource)
+	return nil, fmt.Errorf("%w: sgx mode does not serve %s", plugin.ErrInvalid, resource)
 }

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
-	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
 type rig struct {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // The orchestrator's API, which the pod's supervisor calls.
@@ -37,7 +37,7 @@ func (o *Orchestrator) Handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 			return
 		}
-		m, err := enclave.Parse(data)
+		m, err := manifest.Parse(data)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

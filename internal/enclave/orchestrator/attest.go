@@ -12,7 +12,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // MaxNonce bounds the nonce bound into evidence: Nitro's user data holds
@@ -42,7 +42,7 @@ type simAttester struct {
 
 // NewSimAttester is the attester of a simulated enclave booted with m: its
 // PCRs derive from m (enclave.Manifest.SimPCRs), its key is new.
-func NewSimAttester(m *enclave.Manifest) (Attester, error) {
+func NewSimAttester(m *manifest.Manifest) (Attester, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (a *simAttester) Attest(nonce []byte) (Evidence, error) {
 type nsmAttester struct{}
 
 // NewNSMAttester is the attester of a Nitro Enclave.
-func NewNSMAttester(*enclave.Manifest) (Attester, error) { return nsmAttester{}, nil }
+func NewNSMAttester(*manifest.Manifest) (Attester, error) { return nsmAttester{}, nil }
 
 func (nsmAttester) Attest(nonce []byte) (Evidence, error) {
 	s, err := nsm.OpenDefaultSession()

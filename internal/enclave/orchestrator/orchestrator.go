@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // ErrNewEnclave: a manifest that changes what the enclave booted with
@@ -42,7 +42,7 @@ type Orchestrator struct {
 	StopGrace time.Duration
 	// NewAttester makes the enclave's attester from the manifest it
 	// booted with (the first applied).
-	NewAttester func(boot *enclave.Manifest) (Attester, error)
+	NewAttester func(boot *manifest.Manifest) (Attester, error)
 
 	mu       sync.Mutex
 	boot     string // boot digest of the first manifest
@@ -56,7 +56,7 @@ type Orchestrator struct {
 // Apply runs m: the first manifest boots the plugins; a later one with the
 // same boot digest restarts the plugins whose configuration changed and
 // leaves the others running.
-func (o *Orchestrator) Apply(ctx context.Context, m *enclave.Manifest) error {
+func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.boot == "" {
@@ -95,10 +95,10 @@ func (o *Orchestrator) Apply(ctx context.Context, m *enclave.Manifest) error {
 	return nil
 }
 
-func (o *Orchestrator) start(spec enclave.Plugin) {
+func (o *Orchestrator) start(spec manifest.Plugin) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &plugin{spec: spec, o: o, cancel: cancel, done: make(chan struct{}),
-		status: enclave.PluginStatus{Name: spec.Name, State: enclave.PluginWaiting, Message: enclave.MessageStarting, Since: time.Now()}}
+		status: manifest.PluginStatus{Name: spec.Name, State: manifest.PluginWaiting, Message: manifest.MessageStarting, Since: time.Now()}}
 	if old, ok := o.plugins[spec.Name]; ok {
 		p.status.Restarts = old.snapshot().Restarts
 	}
@@ -111,10 +111,10 @@ func (o *Orchestrator) start(spec enclave.Plugin) {
 }
 
 // Status reports every plugin, in the manifest's order.
-func (o *Orchestrator) Status() enclave.Status {
+func (o *Orchestrator) Status() manifest.Status {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	st := enclave.Status{Manifest: o.applied, Plugins: []enclave.PluginStatus{}}
+	st := manifest.Status{Manifest: o.applied, Plugins: []manifest.PluginStatus{}}
 	for _, name := range o.order {
 		st.Plugins = append(st.Plugins, o.plugins[name].snapshot())
 	}

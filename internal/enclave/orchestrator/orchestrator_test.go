@@ -16,8 +16,8 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
-	"github.com/cloister-cc/cloister/internal/enclave"
-	"github.com/cloister-cc/cloister/internal/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 func newOrchestrator(t *testing.T) (*Orchestrator, *testenv.Buffer) {
@@ -33,16 +33,16 @@ func newOrchestrator(t *testing.T) (*Orchestrator, *testenv.Buffer) {
 	return o, logs
 }
 
-func shPlugin(name, script, policy string, env ...enclave.Env) enclave.Plugin {
-	return enclave.Plugin{Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/sh", "-c", script},
+func shPlugin(name, script, policy string, env ...manifest.Env) manifest.Plugin {
+	return manifest.Plugin{Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/sh", "-c", script},
 		Env: env, RestartPolicy: policy}
 }
 
-func manifest(plugins ...enclave.Plugin) *enclave.Manifest {
-	return &enclave.Manifest{Version: enclave.Version, Enclave: enclave.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: plugins}
+func testManifest(plugins ...manifest.Plugin) *manifest.Manifest {
+	return &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: plugins}
 }
 
-func waitPlugin(t *testing.T, o *Orchestrator, name string, cond func(enclave.PluginStatus) bool) enclave.PluginStatus {
+func waitPlugin(t *testing.T, o *Orchestrator, name string, cond func(manifest.PluginStatus) bool) manifest.PluginStatus {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -63,24 +63,24 @@ func waitPlugin(t *testing.T, o *Orchestrator, name string, cond func(enclave.Pl
 // plugin kept stopped after a failure makes the enclave unready, naming it.
 func TestRestartPolicies(t *testing.T) {
 	o, logs := newOrchestrator(t)
-	m := manifest(
+	m := testManifest(
 		shPlugin("always", "echo hello from always; exit 3", "Always"),
 		shPlugin("onfailure-ok", "exit 0", "OnFailure"),
 		shPlugin("onfailure-bad", "exit 4", "OnFailure"),
 		shPlugin("never", "exit 5", "Never"),
-		enclave.Plugin{Name: "nocommand", Image: "registry.example/x:1", RestartPolicy: "Never"},
+		manifest.Plugin{Name: "nocommand", Image: "registry.example/x:1", RestartPolicy: "Never"},
 	)
 	if err := o.Apply(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	waitPlugin(t, o, "always", func(p enclave.PluginStatus) bool { return p.Restarts >= 3 })
-	waitPlugin(t, o, "onfailure-bad", func(p enclave.PluginStatus) bool { return p.Restarts >= 2 })
-	ok := waitPlugin(t, o, "onfailure-ok", func(p enclave.PluginStatus) bool { return p.State == enclave.PluginSucceeded })
-	never := waitPlugin(t, o, "never", func(p enclave.PluginStatus) bool { return p.State == enclave.PluginFailed })
+	waitPlugin(t, o, "always", func(p manifest.PluginStatus) bool { return p.Restarts >= 3 })
+	waitPlugin(t, o, "onfailure-bad", func(p manifest.PluginStatus) bool { return p.Restarts >= 2 })
+	ok := waitPlugin(t, o, "onfailure-ok", func(p manifest.PluginStatus) bool { return p.State == manifest.PluginSucceeded })
+	never := waitPlugin(t, o, "never", func(p manifest.PluginStatus) bool { return p.State == manifest.PluginFailed })
 	if ok.Restarts != 0 || never.Restarts != 0 || never.ExitCode == nil || *never.ExitCode != 5 {
 		t.Errorf("OnFailure success %+v, Never failure %+v", ok, never)
 	}
-	nocmd := waitPlugin(t, o, "nocommand", func(p enclave.PluginStatus) bool { return p.State == enclave.PluginFailed })
+	nocmd := waitPlugin(t, o, "nocommand", func(p manifest.PluginStatus) bool { return p.State == manifest.PluginFailed })
 	if !strings.Contains(nocmd.Message, "no command") {
 		t.Errorf("plugin without a command: %+v", nocmd)
 	}
@@ -104,8 +104,8 @@ func TestApplyInPlace(t *testing.T) {
 	script := func(name string) string {
 		return "echo $$ > " + filepath.Join(dir, name) + ".$MODE; exec sleep 60"
 	}
-	m := manifest(shPlugin("a", script("a"), "Always", enclave.Env{Name: "MODE", Value: "one"}),
-		shPlugin("b", script("b"), "Always", enclave.Env{Name: "MODE", Value: "one"}))
+	m := testManifest(shPlugin("a", script("a"), "Always", manifest.Env{Name: "MODE", Value: "one"}),
+		shPlugin("b", script("b"), "Always", manifest.Env{Name: "MODE", Value: "one"}))
 	if err := o.Apply(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestApplyInPlace(t *testing.T) {
 	aPid, bPid := pidOf("a.one"), pidOf("b.one")
 	first := o.Status().Manifest
 
-	changed := manifest(m.Plugins[0], shPlugin("b", script("b"), "Always", enclave.Env{Name: "MODE", Value: "two"}))
+	changed := testManifest(m.Plugins[0], shPlugin("b", script("b"), "Always", manifest.Env{Name: "MODE", Value: "two"}))
 	if err := o.Apply(context.Background(), changed); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestApplyInPlace(t *testing.T) {
 		t.Errorf("status reports manifest %s, want %s", st.Manifest, changed.ManifestDigest())
 	}
 
-	bigger := manifest(changed.Plugins...)
+	bigger := testManifest(changed.Plugins...)
 	bigger.Enclave.MemoryMiB = 4096
 	if err := o.Apply(context.Background(), bigger); err != ErrNewEnclave {
 		t.Errorf("boot change: %v, want ErrNewEnclave", err)
@@ -154,13 +154,13 @@ func TestAPI(t *testing.T) {
 	o, _ := newOrchestrator(t)
 	srv := httptest.NewServer(o.Handler())
 	defer srv.Close()
-	m := manifest(shPlugin("app", "exec sleep 60", "Always"))
+	m := testManifest(shPlugin("app", "exec sleep 60", "Always"))
 
 	res, err := http.Get(srv.URL + PathEvidence + "?nonce=0102")
 	if err != nil || res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("evidence before a manifest: %v %v", res, err)
 	}
-	put := func(m *enclave.Manifest) int {
+	put := func(m *manifest.Manifest) int {
 		req, _ := http.NewRequest(http.MethodPut, srv.URL+PathManifest, bytes.NewReader(m.JSON()))
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -172,8 +172,8 @@ func TestAPI(t *testing.T) {
 	if code := put(m); code != http.StatusOK {
 		t.Fatalf("PUT manifest: %d", code)
 	}
-	waitPlugin(t, o, "app", func(p enclave.PluginStatus) bool { return p.State == enclave.PluginRunning })
-	other := manifest(shPlugin("app", "exec sleep 60", "Always"))
+	waitPlugin(t, o, "app", func(p manifest.PluginStatus) bool { return p.State == manifest.PluginRunning })
+	other := testManifest(shPlugin("app", "exec sleep 60", "Always"))
 	other.Plugins[0].Image = "registry.example/app:2"
 	if code := put(other); code != http.StatusConflict {
 		t.Errorf("PUT of a manifest needing a new enclave: %d, want 409", code)

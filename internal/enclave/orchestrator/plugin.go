@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // pluginPath is the PATH plugins see: an enclave has no host environment
@@ -23,22 +23,22 @@ const pluginPath = "/usr/local/bin:/usr/bin:/bin"
 // plugin is one user plugin and the goroutine that keeps it as its
 // restart policy says.
 type plugin struct {
-	spec   enclave.Plugin
+	spec   manifest.Plugin
 	o      *Orchestrator
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu     sync.Mutex
-	status enclave.PluginStatus
+	status manifest.PluginStatus
 }
 
-func (p *plugin) snapshot() enclave.PluginStatus {
+func (p *plugin) snapshot() manifest.PluginStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.status
 }
 
-func (p *plugin) set(f func(*enclave.PluginStatus)) {
+func (p *plugin) set(f func(*manifest.PluginStatus)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f(&p.status)
@@ -72,12 +72,12 @@ func (p *plugin) run(ctx context.Context) {
 			why = err.Error()
 		}
 		if !restart {
-			final := enclave.PluginFailed
+			final := manifest.PluginFailed
 			if err == nil && code == 0 {
-				final = enclave.PluginSucceeded
+				final = manifest.PluginSucceeded
 			}
 			log.Warn("plugin ended; its restart policy keeps it stopped", "reason", why, "restartPolicy", p.spec.RestartPolicy, "state", final)
-			p.set(func(s *enclave.PluginStatus) {
+			p.set(func(s *manifest.PluginStatus) {
 				s.State, s.Message = final, why+"; restartPolicy "+p.spec.RestartPolicy+" keeps it stopped"
 				s.ExitCode = exitCode(code, err)
 			})
@@ -87,8 +87,8 @@ func (p *plugin) run(ctx context.Context) {
 			delay = bo.Initial
 		}
 		log.Warn("plugin ended; restarting", "reason", why, "restartPolicy", p.spec.RestartPolicy, "backoff", delay.String())
-		p.set(func(s *enclave.PluginStatus) {
-			s.State, s.Message = enclave.PluginWaiting, fmt.Sprintf("%s; restarting in %s", why, delay)
+		p.set(func(s *manifest.PluginStatus) {
+			s.State, s.Message = manifest.PluginWaiting, fmt.Sprintf("%s; restarting in %s", why, delay)
 			s.ExitCode = exitCode(code, err)
 		})
 		select {
@@ -97,7 +97,7 @@ func (p *plugin) run(ctx context.Context) {
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, bo.Max)
-		p.set(func(s *enclave.PluginStatus) { s.Restarts++ })
+		p.set(func(s *manifest.PluginStatus) { s.Restarts++ })
 	}
 }
 
@@ -136,7 +136,7 @@ func (p *plugin) once(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	log.Info("plugin started", "pid", cmd.Process.Pid, "restartPolicy", p.spec.RestartPolicy)
-	p.set(func(s *enclave.PluginStatus) { s.State, s.Message = enclave.PluginRunning, "" })
+	p.set(func(s *manifest.PluginStatus) { s.State, s.Message = manifest.PluginRunning, "" })
 	err := cmd.Wait()
 	var exit *exec.ExitError
 	switch {

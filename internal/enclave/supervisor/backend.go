@@ -13,14 +13,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // Backend boots enclaves.
 type Backend interface {
 	// Boot starts an enclave sized by m. The orchestrator inside may
 	// take a moment more to answer Dial.
-	Boot(ctx context.Context, m *enclave.Manifest) (Enclave, error)
+	Boot(ctx context.Context, m *manifest.Manifest) (Enclave, error)
 }
 
 // Enclave is a booted enclave.
@@ -58,7 +58,7 @@ type simEnclave struct {
 }
 
 // Boot starts the orchestrator process.
-func (s *Sim) Boot(_ context.Context, _ *enclave.Manifest) (Enclave, error) {
+func (s *Sim) Boot(_ context.Context, _ *manifest.Manifest) (Enclave, error) {
 	if len(s.Program) == 0 {
 		return nil, errors.New("no orchestrator program to run")
 	}

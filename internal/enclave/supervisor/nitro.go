@@ -13,7 +13,7 @@ import (
 
 	"github.com/mdlayher/vsock"
 
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // DefaultOrchestratorPort is the vsock port the orchestrator listens on
@@ -53,7 +53,7 @@ type nitroEnclave struct {
 }
 
 // Boot runs nitro-cli run-enclave with the manifest's size.
-func (n *Nitro) Boot(ctx context.Context, m *enclave.Manifest) (Enclave, error) {
+func (n *Nitro) Boot(ctx context.Context, m *manifest.Manifest) (Enclave, error) {
 	args := []string{"run-enclave", "--eif-path", n.EIFPath,
 		"--cpu-count", strconv.Itoa(int(m.Enclave.CPUs)), "--memory", strconv.Itoa(int(m.Enclave.MemoryMiB))}
 	if m.Enclave.Debug {

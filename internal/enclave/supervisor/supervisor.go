@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 	"github.com/cloister-cc/cloister/internal/enclave/orchestrator"
 )
 
@@ -53,7 +53,7 @@ type Health struct {
 	Ready   bool
 	Message string
 	Checked time.Time
-	Status  *enclave.Status
+	Status  *manifest.Status
 }
 
 func (s *Supervisor) interval() time.Duration {
@@ -100,12 +100,12 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	return s.loop(ctx, enc, m.BootDigest())
 }
 
-func (s *Supervisor) readManifest() ([]byte, *enclave.Manifest, error) {
+func (s *Supervisor) readManifest() ([]byte, *manifest.Manifest, error) {
 	data, err := os.ReadFile(s.Manifest)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the manifest: %w", err)
 	}
-	m, err := enclave.Parse(data)
+	m, err := manifest.Parse(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", s.Manifest, err)
 	}
@@ -138,7 +138,7 @@ func (s *Supervisor) waitOrchestrator(ctx context.Context, enc Enclave) error {
 }
 
 // sync puts the manifest into the enclave.
-func (s *Supervisor) sync(ctx context.Context, data []byte, m *enclave.Manifest) error {
+func (s *Supervisor) sync(ctx context.Context, data []byte, m *manifest.Manifest) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://enclave"+orchestrator.PathManifest, bytes.NewReader(data))
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func (s *Supervisor) sync(ctx context.Context, data []byte, m *enclave.Manifest)
 	return nil
 }
 
-func (s *Supervisor) status(ctx context.Context) (*enclave.Status, error) {
+func (s *Supervisor) status(ctx context.Context) (*manifest.Status, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://enclave"+orchestrator.PathStatus, nil)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func (s *Supervisor) status(ctx context.Context) (*enclave.Status, error) {
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("enclave status: %s", res.Status)
 	}
-	var st enclave.Status
+	var st manifest.Status
 	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
 		return nil, fmt.Errorf("enclave status: %w", err)
 	}

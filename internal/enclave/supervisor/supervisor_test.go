@@ -13,11 +13,11 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/enclave"
-	"github.com/cloister-cc/cloister/internal/enclave/app"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
-	"github.com/cloister-cc/cloister/internal/startup"
-	"github.com/cloister-cc/cloister/internal/testenv"
 )
 
 // asOrchestrator makes this test binary the simulated enclave's program.
@@ -27,12 +27,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asOrchestrator) == "1" {
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
-		os.Exit(startup.Code("orchestrator", app.Run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+		os.Exit(startup.Code("orchestrator", enclave.Run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
 	}
 	os.Exit(m.Run())
 }
 
-func writeManifest(t *testing.T, path string, m *enclave.Manifest) {
+func writeManifest(t *testing.T, path string, m *manifest.Manifest) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, m.JSON(), 0o644); err != nil {
@@ -44,8 +44,8 @@ func writeManifest(t *testing.T, path string, m *enclave.Manifest) {
 	}
 }
 
-func plugin(name, script, policy string, env ...enclave.Env) enclave.Plugin {
-	return enclave.Plugin{Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/sh", "-c", script}, Env: env, RestartPolicy: policy}
+func plugin(name, script, policy string, env ...manifest.Env) manifest.Plugin {
+	return manifest.Plugin{Name: name, Image: "registry.example/" + name + ":1", Command: []string{"/bin/sh", "-c", script}, Env: env, RestartPolicy: policy}
 }
 
 // The whole pod-side path with the sim backend: the orchestrator a real
@@ -58,8 +58,8 @@ func TestSupervisorWithSimulatedEnclave(t *testing.T) {
 	t.Setenv(asOrchestrator, "1")
 	dir := t.TempDir()
 	manifestPath := filepath.Join(dir, "manifest.json")
-	m := &enclave.Manifest{Version: enclave.Version, Enclave: enclave.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: []enclave.Plugin{
-		plugin("api", "echo $MODE > "+filepath.Join(dir, "mode")+"; exec sleep 60", "Always", enclave.Env{Name: "MODE", Value: "one"}),
+	m := &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: []manifest.Plugin{
+		plugin("api", "echo $MODE > "+filepath.Join(dir, "mode")+"; exec sleep 60", "Always", manifest.Env{Name: "MODE", Value: "one"}),
 		plugin("job", "exit 0", "Never"),
 	}}
 	writeManifest(t, manifestPath, m)
@@ -123,7 +123,7 @@ func TestSupervisorWithSimulatedEnclave(t *testing.T) {
 		t.Fatalf("evidence: %d %v %v", code, err, h)
 	}
 	claims, err := sim.Verify(body, time.Now())
-	if err != nil || !claims.Insecure || claims.Nitro == nil || string(claims.Nitro.PCRs[enclave.PCRImage]) != string(m.SimPCRs()[enclave.PCRImage]) {
+	if err != nil || !claims.Insecure || claims.Nitro == nil || string(claims.Nitro.PCRs[manifest.PCRImage]) != string(m.SimPCRs()[manifest.PCRImage]) {
 		t.Errorf("evidence claims %+v, %v", claims, err)
 	}
 
@@ -192,7 +192,7 @@ esac
 		t.Fatal(err)
 	}
 	n := &supervisor.Nitro{CLI: cli, EIFPath: "/enclave/enclave.eif", Port: 5005, Poll: 20 * time.Millisecond}
-	m := &enclave.Manifest{Version: enclave.Version, Enclave: enclave.Size{CPUs: 4, MemoryMiB: 4096, Debug: true}}
+	m := &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 4, MemoryMiB: 4096, Debug: true}}
 	enc, err := n.Boot(context.Background(), m)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,191 @@
+// Package cas runs cloister-cas: flags to a CAS on its state directory,
+// served over TLS 1.3 by package api.
+//
+// Its folder is the CAS subsystem, the root of trust of confidential
+// workloads: core (CAS without transport), policy, seed, store and pki
+// beneath it; api (the HTTPS server) and wire (its requests and
+// responses, the only part a caller shares with the server); client
+// (attested connections to CAS) and conn (how a CAS resource is reached).
+// Only this daemon links the store.
+package cas
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// DefaultListen is CAS's client port.
+const DefaultListen = ":8081"
+
+// Config is cloister-cas's command line.
+type Config struct {
+	Listen        string
+	StateDir      string
+	Sealer        string // none | file:PATH
+	TLSSANs       []string
+	CollateralDir string
+	// Simulation: CAS vouches for its own TLS key with simulated evidence
+	// (no TEE here to do it for real) and accepts simulated evidence from
+	// workloads whose policy allows it; without it CAS refuses simulation.
+	Simulation bool
+	// Ready, when set, gets the address CAS listens on.
+	Ready func(addr string)
+}
+
+// TLS files in the state directory: the key survives restarts so clients
+// keep trusting the certificate, which is written for them.
+const (
+	tlsKeyFile  = "tls.key"
+	tlsCertFile = "tls.crt"
+)
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if cfg.StateDir == "" {
+		return errors.New("--state-dir is required: where CAS keeps its state (the CAS volume)")
+	}
+	sealer, err := ParseSealer(cfg.Sealer)
+	if err != nil {
+		return err
+	}
+	if sealer.Insecure() {
+		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
+	}
+	db, err := store.OpenBolt(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
+	if err != nil {
+		return err
+	}
+	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs, cfg.Simulation)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           (&api.Server{CAS: cas, Identity: id}).Handler(),
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}},
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	state, why := cas.Status()
+	log.Info("serving CAS", "address", lis.Addr().String(), "state", string(state), "reason", why, "tlsCertificate", filepath.Join(cfg.StateDir, tlsCertFile))
+	if cfg.Ready != nil {
+		cfg.Ready(lis.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(lis, "", "") }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// ParseSealer reads --sealer.
+func ParseSealer(spec string) (core.Sealer, error) {
+	switch {
+	case spec == "" || spec == "none":
+		return core.NoSealer{}, nil
+	case strings.HasPrefix(spec, "file:") && len(spec) > len("file:"):
+		return core.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
+	}
+	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)", spec)
+}
+
+// tlsIdentity loads or makes the TLS key, makes a certificate for the SANs
+// and, in simulation, evidence binding the key.
+func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, api.Identity, error) {
+	key, err := keyfile.LoadOrCreate(filepath.Join(dir, tlsKeyFile))
+	if err != nil {
+		return tls.Certificate{}, api.Identity{}, fmt.Errorf("TLS key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "cloister-cas"},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if san != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, san)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, api.Identity{}, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, tlsCertFile), certPEM, 0o644); err != nil {
+		return tls.Certificate{}, api.Identity{}, fmt.Errorf("writing the TLS certificate: %w", err)
+	}
+	id := api.Identity{TLSCertificate: string(certPEM)}
+	if simulation {
+		ev, err := selfEvidence(key, tmpl.NotAfter)
+		if err != nil {
+			return tls.Certificate{}, api.Identity{}, err
+		}
+		id.Evidence = ev
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, id, nil
+}
+
+// selfEvidence is simulated evidence whose report data is the SHA-256 of
+// the TLS key: insecure, but the same shape real evidence will have.
+func selfEvidence(tlsKey *ecdsa.PrivateKey, until time.Time) (*attest.Evidence, error) {
+	binding, err := core.KeyBinding(&tlsKey.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	simKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := sim.Generate(simKey, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding}, time.Now(), time.Until(until))
+	if err != nil {
+		return nil, err
+	}
+	return &attest.Evidence{Type: attest.Sim, Raw: raw}, nil
+}

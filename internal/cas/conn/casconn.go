@@ -1,0 +1,178 @@
+// Package conn owns how a CAS resource is reached and trusted: the
+// names its chart gives it (Service, pod), parsing the casAddress of a
+// policy, dialling its pod past the cluster's DNS and Service proxies, and
+// the evidence a client expects of it (simulated only when the resource
+// asks for simulation). The operator dials the pod from its cache; the CLI
+// dials through a port-forward (portforward.go).
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+)
+
+// Names a CAS resource's chart gives its objects.
+const (
+	// ReleasePrefix names the release (and StatefulSet) of CAS NAME:
+	// cas-NAME; its one pod is cas-NAME-0.
+	ReleasePrefix = "cas"
+	// Port is CAS's HTTPS port in its container.
+	Port = 8081
+)
+
+// PodName is the pod of the CAS called name.
+func PodName(name string) string { return ReleasePrefix + "-" + name + "-0" }
+
+// Ref names a CAS resource and the Service port an address uses.
+type Ref struct {
+	Namespace, Name string
+	Port            int
+}
+
+// URL is the address clients use: the Service's DNS name, which CAS's
+// certificate names, whatever carries the connection.
+func (r Ref) URL() string {
+	return fmt.Sprintf("https://%s.%s.svc:%d", r.Name, r.Namespace, r.Port)
+}
+
+func (r Ref) String() string { return r.Namespace + "/" + r.Name }
+
+// ParseAddress reads a policy's casAddress: the CAS resource's Service,
+// NAME.NAMESPACE[.svc[.cluster.local]]:PORT, optionally with https://.
+func ParseAddress(addr string) (Ref, error) {
+	hostPort := strings.TrimSuffix(strings.TrimPrefix(addr, "https://"), "/")
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return Ref{}, fmt.Errorf("casAddress %q: %w: use NAME.NAMESPACE.svc:PORT, the Service of a CAS resource", addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return Ref{}, fmt.Errorf("casAddress %q: port %q is not a port number", addr, port)
+	}
+	host = strings.TrimSuffix(strings.TrimSuffix(host, ".cluster.local"), ".svc")
+	parts := strings.Split(host, ".")
+	if len(parts) != 2 {
+		return Ref{}, fmt.Errorf("casAddress %q: use NAME.NAMESPACE.svc:PORT, the Service of a CAS resource in this cluster", addr)
+	}
+	for _, p := range parts {
+		if errs := validation.IsDNS1123Label(p); len(errs) > 0 {
+			return Ref{}, fmt.Errorf("casAddress %q: %q: %s", addr, p, strings.Join(errs, "; "))
+		}
+	}
+	return Ref{Namespace: parts[1], Name: parts[0], Port: p}, nil
+}
+
+// ParseRef reads NAMESPACE/NAME.
+func ParseRef(s string) (Ref, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return Ref{}, fmt.Errorf("%q: name a CAS resource as NAMESPACE/NAME", s)
+	}
+	return Ref{Namespace: ns, Name: name, Port: int(servicesv1beta1.DefaultClientPort)}, nil
+}
+
+// Expect is what a client demands of the CAS of cas: simulated evidence
+// only when the resource asks for simulation (and then the claims say
+// Insecure).
+func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
+	return casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
+}
+
+// ErrNotRunning: the CAS pod is not (yet) there to be dialled.
+var ErrNotRunning = errors.New("the CAS pod is not running")
+
+// PodAddress is where CAS listens in pod: its IP and CAS's port.
+func PodAddress(pod *corev1.Pod) (string, error) {
+	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+		return "", fmt.Errorf("%w: pod %s/%s is %s", ErrNotRunning, pod.Namespace, pod.Name, orPhase(pod))
+	}
+	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(Port)), nil
+}
+
+func orPhase(pod *corev1.Pod) string {
+	if pod.DeletionTimestamp != nil {
+		return "terminating"
+	}
+	if pod.Status.Phase == "" {
+		return "not scheduled"
+	}
+	return strings.ToLower(string(pod.Status.Phase))
+}
+
+// DialTo dials addr whatever address the client asks for: the client keeps
+// the Service's name for the URL (and the certificate check), while the
+// connection goes to the pod.
+func DialTo(addr string) casclient.DialFunc {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+}
+
+// ErrSimulatedNode: the CAS pod is on a node that runs nothing (a dev
+// cluster's simulated node), so its address is backed by nothing.
+var ErrSimulatedNode = errors.New("simulated node: nothing runs there")
+
+// onRealNode refuses a pod on a simulated node: its address is no one's,
+// and a connection to it could only leave the machine.
+func (c *Connector) onRealNode(ctx context.Context, pod *corev1.Pod) error {
+	node := &corev1.Node{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: pod %s/%s is on node %s, which does not exist", ErrNotRunning, pod.Namespace, pod.Name, pod.Spec.NodeName)
+		}
+		return fmt.Errorf("reading node %s of pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
+	}
+	if node.Labels[tee.LabelSimulatedNode] == "true" {
+		return fmt.Errorf("pod %s/%s is on %s, a %w; schedule CAS on a real node (spec.nodeSelector)", pod.Namespace, pod.Name, node.Name, ErrSimulatedNode)
+	}
+	return nil
+}
+
+// Connector reaches CAS resources from inside the cluster: it finds the
+// CAS pod in Reader (the operator's cache) and dials its IP, past the
+// cluster's DNS and Service proxies, keeping the Service's name for the
+// URL.
+type Connector struct {
+	Reader client.Reader
+	// Dial, when set, replaces dialling the pod's address (tests run CAS
+	// on loopback).
+	Dial func(podAddress string) casclient.DialFunc
+}
+
+// Connect attests the CAS of cas and returns a client pinned to its key.
+func (c *Connector) Connect(ctx context.Context, cas *servicesv1beta1.CAS) (*casclient.Client, *casclient.Attested, error) {
+	pod := &corev1.Pod{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: cas.Namespace, Name: PodName(cas.Name)}, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("%w: pod %s/%s does not exist yet", ErrNotRunning, cas.Namespace, PodName(cas.Name))
+		}
+		return nil, nil, err
+	}
+	addr, err := PodAddress(pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.onRealNode(ctx, pod); err != nil {
+		return nil, nil, err
+	}
+	dial := DialTo(addr)
+	if c.Dial != nil {
+		dial = c.Dial(addr)
+	}
+	ref := Ref{Namespace: cas.Namespace, Name: cas.Name, Port: int(cas.Spec.Service.ClientPort)}
+	return casclient.NewAttested(ctx, ref.URL(), Expect(cas), dial)
+}

@@ -1,0 +1,204 @@
+package cas
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+)
+
+// readyCAS is cloister-cas on loopback, initialised, with its client.
+func readyCAS(t testing.TB) *client.Client {
+	t.Helper()
+	url, caFile, _ := StartForTest(t, t.TempDir(), "none")
+	ca, _ := os.ReadFile(caFile)
+	c, err := client.New(url, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := policy.NewKey()
+	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func pemKey(k *ecdsa.PrivateKey) string {
+	return strings.ReplaceAll(string(policy.MarshalPublicKey(&k.PublicKey)), "\n", `\n`)
+}
+
+func sign(t *testing.T, doc string, keys ...*ecdsa.PrivateKey) api.PolicyRequest {
+	t.Helper()
+	s := &policy.Signed{Policy: doc}
+	for _, k := range keys {
+		if err := policy.Sign(s, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return api.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+}
+
+// simRequest is an attestation request for service with sim evidence
+// whose claims edit may change.
+func simRequest(t *testing.T, policyName, service string, edit func(*attest.Claims)) *core.AttestRequest {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	csr, _ := x509.ParseCertificateRequest(der)
+	binding, _ := core.KeyBinding(csr.PublicKey)
+	c := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding,
+		SGX: &attest.SGXIdentity{MRENCLAVE: []byte(strings.Repeat("\x11", 32)), MRSIGNER: make([]byte, 32)}}
+	if edit != nil {
+		edit(&c)
+	}
+	las, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ev, err := sim.Generate(las, c, time.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &core.AttestRequest{Policy: policyName, Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
+}
+
+// Each rejection comes back over HTTPS as 403 with the failing check.
+func TestAttestRejectionsOverHTTPS(t *testing.T) {
+	c := readyCAS(t)
+	owner, _ := policy.NewKey()
+	doc := func(name, sim string) string {
+		return `version: cloister.dev/policy/v1
+name: ` + name + `
+owners: {keys: ["` + pemKey(owner) + `"]}
+` + sim + `
+services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + strings.Repeat("11", 32) + `"}]}, certificate: {sans: [api]}}]
+`
+	}
+	for _, d := range []string{doc("lax", "allowSimulation: true"), doc("strict", "")} {
+		if _, err := c.RegisterPolicy(sign(t, d, owner)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.AttestRaw(simRequest(t, "lax", "api", nil)); err != nil {
+		t.Fatalf("the accepted case: %v", err)
+	}
+	unbound := simRequest(t, "lax", "api", nil)
+	unbound.CSR = simRequest(t, "lax", "api", nil).CSR
+	for _, tc := range []struct {
+		name   string
+		req    *core.AttestRequest
+		reason string
+	}{
+		{"identity not in the policy", simRequest(t, "lax", "api", func(c *attest.Claims) { c.SGX.MRENCLAVE[5] = 0 }), "identity"},
+		{"debug", simRequest(t, "lax", "api", func(c *attest.Claims) { c.Debug = true }), "debug"},
+		{"TCB not accepted", simRequest(t, "lax", "api", func(c *attest.Claims) { c.TCBStatus = attest.TCBRevoked }), "tcb-status"},
+		{"report data not binding the CSR", unbound, "report-data"},
+		{"sim without allowSimulation", simRequest(t, "strict", "api", nil), "simulation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.AttestRaw(tc.req)
+			var apiErr *client.APIError
+			if !errors.As(err, &apiErr) || apiErr.Status != 403 || apiErr.Reason != tc.reason {
+				t.Errorf("got %v, want 403 %s", err, tc.reason)
+			}
+		})
+	}
+}
+
+// Updates over HTTPS: below the owners' threshold refused and nothing
+// changes; with it accepted, and the history of both versions verifies.
+func TestPolicyUpdateOverHTTPS(t *testing.T) {
+	c := readyCAS(t)
+	a, _ := policy.NewKey()
+	b, _ := policy.NewKey()
+	doc := func(validity string) string {
+		return `version: cloister.dev/policy/v1
+name: shop
+owners: {threshold: 2, keys: ["` + pemKey(a) + `", "` + pemKey(b) + `"]}
+allowSimulation: true
+services: [{name: api, attestation: {identities: []}, certificate: {sans: [api], validity: ` + validity + `}}]
+`
+	}
+	if _, err := c.RegisterPolicy(sign(t, doc("1h"), a, b)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.RegisterPolicy(sign(t, doc("2h"), a))
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 403 || !strings.Contains(apiErr.Message, "signed by 1 of the owners of version 1, 2 needed") {
+		t.Fatalf("update with one of two signatures: %v", err)
+	}
+	if h, err := c.History("shop"); err != nil || len(h.Records) != 1 {
+		t.Fatalf("a refused update changed the history: %v", err)
+	}
+	if r, err := c.RegisterPolicy(sign(t, doc("2h"), a, b)); err != nil || r.Version != 2 {
+		t.Fatalf("update with both: %+v %v", r, err)
+	}
+	h, err := c.History("shop")
+	if err != nil || len(h.Records) != 2 || !strings.Contains(h.Records[1].Policy, "validity: 2h") {
+		t.Fatalf("history: %v", err)
+	}
+	key, err := policy.ParsePublicKey([]byte(h.HistoryKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.VerifyHistory(h.Records, key); err != nil {
+		t.Errorf("history chain: %v", err)
+	}
+	// Sealed to another CAS's key: a clear error.
+	other, _ := policy.NewEncryptionKey([]byte("some other CAS's seed material.."))
+	s := &policy.Signed{Policy: doc("3h")}
+	policy.Sign(s, a)
+	e, _ := policy.Encrypt(s, other.PublicKey())
+	_, err = c.RegisterPolicy(api.PolicyRequest{Policy: e.Policy, EncryptionKey: e.EncryptionKey})
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "the policy is sealed to key") {
+		t.Errorf("sealed to another key: %v", err)
+	}
+}
+
+// Over HTTPS: a service gets its secrets, the same on every attestation;
+// another service of the policy gets none of them.
+func TestSecretsOverHTTPS(t *testing.T) {
+	c := readyCAS(t)
+	owner, _ := policy.NewKey()
+	doc := `version: cloister.dev/policy/v1
+name: shop
+owners: {keys: ["` + pemKey(owner) + `"]}
+allowSimulation: true
+services:
+- {name: api, attestation: {identities: []}, certificate: {sans: [api.shop.svc]}, env: {K: "{{ .Secrets.k.Base64 }}"}, secrets: [k]}
+- {name: worker, attestation: {identities: []}, certificate: {sans: [worker.shop.svc]}}
+secrets: [{name: k, kind: symmetric-key}]
+`
+	if _, err := c.RegisterPolicy(sign(t, doc, owner)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.AttestRaw(simRequest(t, "shop", "api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.AttestRaw(simRequest(t, "shop", "api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Env["K"] == "" || first.Env["K"] != second.Env["K"] || first.Secrets["k"]["Hex"] != second.Secrets["k"]["Hex"] {
+		t.Errorf("secret differs between attestations: %q %q", first.Env["K"], second.Env["K"])
+	}
+	worker, err := c.AttestRaw(simRequest(t, "shop", "worker", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(worker.Secrets) != 0 || len(worker.Env) != 0 || strings.Contains(worker.Certificate+worker.MeshCA, first.Secrets["k"]["Base64"]) {
+		t.Errorf("worker got %v %v", worker.Secrets, worker.Env)
+	}
+}

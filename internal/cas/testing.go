@@ -1,0 +1,53 @@
+package cas
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// StartForTest runs a CAS on 127.0.0.1 with its state in dir until the
+// test ends or stop is called; it returns the URL and the TLS certificate
+// file to trust.
+func StartForTest(t testing.TB, dir, sealer string) (url, caFile string, stop func()) {
+	t.Helper()
+	return StartConfigForTest(t, Config{StateDir: dir, Sealer: sealer, Simulation: true})
+}
+
+// StartConfigForTest is StartForTest with the whole configuration; Listen
+// and Ready are set here.
+func StartConfigForTest(t testing.TB, cfg Config) (url, caFile string, stop func()) {
+	t.Helper()
+	dir := cfg.StateDir
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	cfg.Listen, cfg.Ready = "127.0.0.1:0", func(a string) { addr <- a }
+	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler)) }()
+	select {
+	case a := <-addr:
+		url = "https://" + a
+	case err := <-done:
+		cancel()
+		t.Fatalf("CAS did not start: %v", err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("CAS stopped with %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	caFile = filepath.Join(dir, tlsCertFile)
+	if _, err := os.Stat(caFile); err != nil {
+		t.Fatal(err)
+	}
+	return url, caFile, stop
+}

@@ -1,0 +1,90 @@
+package cas
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+)
+
+// relay is a TLS server with its own key that forwards every request to
+// CAS: what a machine in the middle would be.
+func relay(t *testing.T, casURL string) string {
+	t.Helper()
+	target, _ := url.Parse(casURL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	srv := httptest.NewTLSServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// A client trusts CAS by the evidence binding its TLS key: simulated
+// evidence only when asked, never a relay's key, and the key it saw is
+// pinned for every later connection.
+func TestAttestedConnection(t *testing.T) {
+	casURL, _, _ := StartForTest(t, t.TempDir(), "none")
+	ctx := context.Background()
+	sim := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
+
+	c, got, err := client.NewAttested(ctx, casURL, sim, nil)
+	if err != nil {
+		t.Fatalf("attesting a simulated CAS with simulation allowed: %v", err)
+	}
+	if !got.Claims.Insecure || got.PublicKey.State != "uninitialized" {
+		t.Errorf("claims insecure=%v, state %q", got.Claims.Insecure, got.PublicKey.State)
+	}
+	rec, _ := policy.NewKey()
+	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+		t.Fatalf("init over the attested connection: %v", err)
+	}
+
+	if _, _, err := client.NewAttested(ctx, casURL, client.Expect{}, nil); err == nil || !strings.Contains(err.Error(), "simulation: ") {
+		t.Errorf("simulated CAS without AllowSimulation: %v", err)
+	}
+
+	relayed := relay(t, casURL)
+	if _, _, err := client.NewAttested(ctx, relayed, sim, nil); err == nil || !strings.Contains(err.Error(), "report-data") {
+		t.Errorf("through a relay with its own key: %v, want the report-data check to fail", err)
+	}
+
+	// Attested directly, then the network sends the next connection to
+	// the relay: the pin refuses it.
+	var to atomic.Value
+	to.Store(strings.TrimPrefix(casURL, "https://"))
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, to.Load().(string))
+	}
+	pinned, _, err := client.NewAttested(ctx, "https://cas.example:8081", sim, dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pinned.Version(ctx); err != nil {
+		t.Fatalf("pinned client to CAS: %v", err)
+	}
+	to.Store(strings.TrimPrefix(relayed, "https://"))
+	pinned.CloseIdleConnections()
+	if _, err := pinned.Version(ctx); err == nil || !strings.Contains(err.Error(), "another TLS key") {
+		t.Errorf("pinned client to the relay: %v", err)
+	}
+}
+
+// A CAS without simulation (and without a TEE, as here) offers no
+// evidence: a client that would trust it by attestation is told why.
+func TestAttestedConnectionNeedsEvidence(t *testing.T) {
+	casURL, _, _ := StartConfigForTest(t, Config{StateDir: t.TempDir(), Sealer: "none"})
+	_, _, err := client.NewAttested(context.Background(), casURL, client.Expect{Policy: attest.Policy{AllowSimulation: true}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "offers no evidence") {
+		t.Fatalf("CAS without evidence: %v", err)
+	}
+}

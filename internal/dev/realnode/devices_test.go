@@ -1,0 +1,61 @@
+package realnode
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/las"
+)
+
+// As root: the fake devices are real character device nodes that the SGX
+// device plugin offers as healthy and LAS's probe accepts; made
+// unreadable (chmod 000) LAS reports the "LAS Unhealthy" reason, and
+// restored it is ready again.
+func TestFakeDevices(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("device nodes need root")
+	}
+	dir := filepath.Join(t.TempDir(), "dev")
+	if err := MakeFakeDevices(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range FakeDevices {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 1 || unix.Minor(st.Rdev) != 3 || st.Mode&0o777 != 0o666 {
+			t.Errorf("%s: mode %o, device %d:%d; want a 0666 character device 1:3", name, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		}
+	}
+	inv, err := (&sgx.Mode{DevRoot: dir, Capacity: 3}).Scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enclaves := inv[sgx.ResourceEnclave]
+	if len(enclaves) != 3 || !enclaves[0].Healthy || len(inv[sgx.ResourceProvision]) != 3 {
+		t.Errorf("sgx plugin inventory %+v", inv)
+	}
+	probe := &las.Probe{DevRoot: dir}
+	if err := probe.Check(); err != nil {
+		t.Errorf("LAS probe on the fake device: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "sgx_enclave"), 0)
+	if err := probe.Check(); err == nil || !strings.Contains(err.Error(), "mode 0000") {
+		t.Errorf("LAS probe with chmod 000: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "sgx_enclave"), 0o666)
+	if err := probe.Check(); err != nil {
+		t.Errorf("LAS probe after restoring 0666: %v", err)
+	}
+	// Made again over existing ones: replaced, not an error.
+	if err := MakeFakeDevices(dir); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,216 @@
+// Package enclave is cloister-enclave's command line: `supervise` (the enclave
+// pod's container), `orchestrator` (inside the enclave, or its simulated
+// process), and the two commands run in the pod: `probe` (its startup and
+// readiness probes) and `evidence` (attestation evidence binding a nonce).
+//
+// Its folder is the Nitro Enclaves workload subsystem: manifest (what the
+// enclave runs), supervisor (outside the enclave) and orchestrator
+// (inside it).
+package enclave
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mdlayher/vsock"
+
+	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/enclave/orchestrator"
+	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
+)
+
+// Defaults the enclave pod's chart relies on.
+const (
+	DefaultRunDir   = "/run/cloister-enclave"
+	DefaultManifest = "/etc/cloister-enclave/manifest.json"
+	DefaultEIFPath  = "/enclave/enclave.eif"
+	socketName      = "supervisor.sock"
+)
+
+// Backends of `supervise --backend`.
+const (
+	BackendNitro = "nitro"
+	BackendSim   = "sim"
+)
+
+const usage = "usage: cloister-enclave supervise|orchestrator|probe|evidence [flags] (cloister-enclave COMMAND --help lists them)"
+
+// Run runs the command args names.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprintln(stderr, usage)
+		return flag.ErrHelp
+	case "supervise":
+		return supervise(ctx, args[1:], stderr)
+	case "orchestrator":
+		return orchestrate(ctx, args[1:], stderr)
+	case "probe":
+		return probe(ctx, args[1:], stdout, stderr)
+	case "evidence":
+		return evidence(ctx, args[1:], stdout, stderr)
+	}
+	return fmt.Errorf("unknown command %q; %s", args[0], usage)
+}
+
+func supervise(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cloister-enclave supervise", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	backend := fs.String("backend", BackendNitro, "nitro (a Nitro Enclave through nitro-cli) or sim (the enclave as a child process: insecure, for development)")
+	manifest := fs.String("manifest", DefaultManifest, "the mounted enclave manifest")
+	runDir := fs.String("run-dir", DefaultRunDir, "where the supervisor's socket (and a simulated enclave's) go")
+	eif := fs.String("eif-path", DefaultEIFPath, "nitro: the enclave image file")
+	cli := fs.String("nitro-cli", "nitro-cli", "nitro: nitro-cli's path")
+	port := fs.Uint("vsock-port", supervisor.DefaultOrchestratorPort, "nitro: the orchestrator's vsock port")
+	interval := fs.Duration("interval", 2*time.Second, "how often the enclave's health and the manifest are checked")
+	log, err := startup.ParseFlags(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	log = log.With("component", "supervisor")
+	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval}
+	switch *backend {
+	case BackendNitro:
+		s.Backend = &supervisor.Nitro{CLI: *cli, EIFPath: *eif, Port: uint32(*port), Console: stderr}
+	case BackendSim:
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		log.Warn("simulated enclave: the orchestrator runs as a process of this pod, unisolated; its evidence is marked insecure")
+		s.Backend = &supervisor.Sim{Program: []string{self, "orchestrator", "--simulation"}, Dir: *runDir, Stdout: stderr, Stderr: stderr}
+	default:
+		return fmt.Errorf("--backend %q: use nitro or sim", *backend)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, filepath.Join(*runDir, socketName)) }()
+	err = s.Run(ctx)
+	cancel()
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	return err
+}
+
+func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cloister-enclave orchestrator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "vsock:"+strconv.Itoa(supervisor.DefaultOrchestratorPort), "a unix socket path, or vsock:PORT inside a Nitro Enclave")
+	simulation := fs.Bool("simulation", false, "simulated attestation (insecure): no Nitro Secure Module here")
+	log, err := startup.ParseFlags(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	log = log.With("component", "enclave-orchestrator")
+	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester}
+	if *simulation {
+		o.NewAttester = orchestrator.NewSimAttester
+	}
+	ln, err := listener(*listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("orchestrator serving", "listen", *listen, "simulation", *simulation)
+	err = srv.Serve(ln)
+	o.Stop()
+	if errors.Is(err, http.ErrServerClosed) {
+		log.Info("orchestrator stopped; its plugins with it")
+		return nil
+	}
+	return err
+}
+
+func listener(addr string) (net.Listener, error) {
+	if p, ok := strings.CutPrefix(addr, "vsock:"); ok {
+		port, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("--listen %q: vsock:PORT takes a port number", addr)
+		}
+		return vsock.Listen(uint32(port), nil)
+	}
+	return net.Listen("unix", addr)
+}
+
+// probe asks the supervisor whether the enclave started or is ready,
+// printing its finding: the kubelet puts it in the probe's event.
+func probe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cloister-enclave probe started|ready", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runDir := fs.String("run-dir", DefaultRunDir, "where the supervisor's socket is")
+	if len(args) == 0 || (args[0] != "started" && args[0] != "ready") {
+		return errors.New("usage: cloister-enclave probe started|ready [--run-dir DIR]")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	path := supervisor.PathReady
+	if args[0] == "started" {
+		path = supervisor.PathStarted
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	code, body, _, err := supervisor.Get(ctx, filepath.Join(*runDir, socketName), path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, string(body))
+	if code != http.StatusOK {
+		return exitCode(1)
+	}
+	return nil
+}
+
+// evidence writes the enclave's evidence binding --nonce to stdout, its
+// type to stderr.
+func evidence(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cloister-enclave evidence", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runDir := fs.String("run-dir", DefaultRunDir, "where the supervisor's socket is")
+	nonce := fs.String("nonce", "", "the nonce to bind, 1 to 64 bytes in hex (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := orchestrator.ParseNonce(*nonce); err != nil {
+		return fmt.Errorf("--nonce: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	code, body, h, err := supervisor.Get(ctx, filepath.Join(*runDir, socketName), supervisor.PathEvidence+"?nonce="+*nonce)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("no evidence: %s", strings.TrimSpace(string(body)))
+	}
+	fmt.Fprintf(stderr, "evidence type: %s (verify with: cloister evidence verify --type %s)\n",
+		h.Get(orchestrator.HeaderEvidenceType), h.Get(orchestrator.HeaderEvidenceType))
+	_, err = stdout.Write(body)
+	return err
+}
+
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+func (e exitCode) ExitCode() int { return int(e) }
+
+var _ startup.ExitCoder = exitCode(0)

@@ -1,0 +1,155 @@
+package las
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+// DefaultPort is LAS's hostPort, where SGX workloads look for it; DefaultProbeInterval how often
+// the SGX device is checked.
+const (
+	DefaultPort          = 18766
+	DefaultProbeInterval = 10 * time.Second
+)
+
+// maxRequest bounds a request body: report data is 64 bytes.
+const maxRequest = 4 << 10
+
+// Server is LAS's HTTP API.
+type Server struct {
+	Probe *Probe
+	// Quoter makes the evidence; nil: LAS cannot produce any (simulation
+	// off, no quoting service).
+	Quoter Quoter
+	// Pods, in simulation, puts the calling pod's policy digest into the
+	// evidence; nil: no pod identity.
+	Pods PodFinder
+	Log  *slog.Logger
+}
+
+// PodFinder finds the policy digest of the pod at an address.
+type PodFinder interface {
+	HostData(ctx context.Context, ip string) (digest []byte, pod string, err error)
+}
+
+// EvidenceRequest is what an enclave asks for.
+type EvidenceRequest struct {
+	// ReportData (hex, up to 64 bytes) is bound into the evidence, e.g.
+	// the SHA-256 of the key of the CSR the enclave will send to CAS.
+	ReportData attest.Bytes `json:"reportData"`
+}
+
+// EvidenceResponse carries the evidence, ready for attestation.
+type EvidenceResponse struct {
+	Type     attest.Type `json:"type"`
+	Evidence []byte      `json:"evidence"` // base64 in JSON
+}
+
+// Handler serves POST /v1/evidence, GET /v1/simulation-key, /healthz and
+// /readyz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/evidence", s.evidence)
+	mux.HandleFunc("GET /v1/simulation-key", s.simulationKey)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Probe.Err(); err != nil {
+			http.Error(w, "SGX device check failed: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
+	var req EvidenceRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w; send {\"reportData\": \"<hex, up to 64 bytes>\"}", err))
+		return
+	}
+	if len(req.ReportData) > 64 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reportData is %d bytes: at most 64", len(req.ReportData)))
+		return
+	}
+	if s.Quoter == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("this LAS has no quoting service and simulation is off (--simulation)"))
+		return
+	}
+	ev, err := s.quote(r, req.ReportData)
+	if errors.Is(err, ErrPodDeparts) {
+		writeError(w, http.StatusForbidden, err)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("making evidence: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
+}
+
+// quote makes evidence for the caller, naming its pod's policy when LAS
+// knows pods.
+func (s *Server) quote(r *http.Request, reportData []byte) (attest.Evidence, error) {
+	sq, ok := s.Quoter.(*SimQuoter)
+	if s.Pods == nil || !ok {
+		return s.Quoter.Quote(reportData)
+	}
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return attest.Evidence{}, err
+	}
+	hostData, pod, err := s.Pods.HostData(r.Context(), ip)
+	if err != nil {
+		s.log().Warn("evidence refused", "caller", ip, "pod", pod, "reason", err.Error())
+		return attest.Evidence{}, err
+	}
+	if pod != "" {
+		s.log().Info("evidence for a pod", "pod", pod, "policy", fmt.Sprintf("%x", hostData))
+	}
+	return sq.QuoteFor(reportData, hostData)
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+// simulationKey publishes the public key of the simulated evidence, so a
+// verifier can pin the cluster's LAS keys.
+func (s *Server) simulationKey(w http.ResponseWriter, _ *http.Request) {
+	q, ok := s.Quoter.(interface{ PublicKey() *ecdsa.PublicKey })
+	if !ok {
+		writeError(w, http.StatusNotFound, errors.New("simulation is off"))
+		return
+	}
+	der, err := x509.MarshalPKIXPublicKey(q.PublicKey())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	_ = pem.Encode(w, &pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}

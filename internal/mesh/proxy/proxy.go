@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// handshakeTimeout bounds a TLS handshake: a client that never finishes
+// one does not hold a goroutine for long.
+const handshakeTimeout = 10 * time.Second
+
+// halfCloser is a connection whose writing side closes alone (TCP, TLS).
+type halfCloser interface {
+	CloseWrite() error
+}
+
+// pipe copies both ways until both directions end, passing each EOF on as
+// a half-close, then closes both connections.
+func pipe(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	oneWay := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if hc, ok := dst.(halfCloser); ok {
+			_ = hc.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	go oneWay(a, b)
+	go oneWay(b, a)
+	wg.Wait()
+	_ = a.Close()
+	_ = b.Close()
+}
+
+// serve accepts on ln until ctx ends and hands every connection to handle.
+func serve(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handle(conn)
+		}()
+	}
+}
+
+// Route is where one ingress connection goes.
+type Route struct {
+	// Target is the app, host:port on loopback.
+	Target string
+	// TLS terminates TLS first; nil: plain.
+	TLS *tls.Config
+	// Dial opens the connection to the app; nil: a plain net.Dialer.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Router picks the route of an accepted connection, or refuses it.
+type Router func(conn net.Conn) (Route, error)
+
+// Fixed routes every connection to target, terminating TLS with
+// tlsConfig first (nil: plain).
+func Fixed(target string, tlsConfig *tls.Config) Router {
+	return func(net.Conn) (Route, error) { return Route{Target: target, TLS: tlsConfig}, nil }
+}
+
+// Proxy runs the mesh's listeners.
+type Proxy struct {
+	Log *slog.Logger
+	// Count, if set, counts each connection by direction (Ingress,
+	// Egress) and outcome.
+	Count func(direction, outcome string)
+}
+
+// Directions and outcomes of connections, as counted.
+const (
+	DirIngress = "ingress"
+	DirEgress  = "egress"
+	// Forwarded: passed on; Refused: turned away (a port or TLS the
+	// configuration does not allow); Unreachable: the app or upstream
+	// did not answer.
+	Forwarded   = "forwarded"
+	Refused     = "refused"
+	Unreachable = "unreachable"
+)
+
+func (p *Proxy) count(direction, outcome string) {
+	if p.Count != nil {
+		p.Count(direction, outcome)
+	}
+}
+
+// Ingress forwards connections on ln to the app where route says,
+// terminating TLS first where it says so.
+func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) error {
+	log := p.Log
+	return serve(ctx, ln, func(conn net.Conn) {
+		from := conn.RemoteAddr().String()
+		r, err := route(conn)
+		if err != nil {
+			log.Info("ingress connection refused", "from", from, "error", err.Error())
+			p.count(DirIngress, Refused)
+			_ = conn.Close()
+			return
+		}
+		peer := ""
+		if r.TLS != nil {
+			tc := tls.Server(conn, r.TLS)
+			hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+			err := tc.HandshakeContext(hctx)
+			cancel()
+			if err != nil {
+				log.Info("ingress handshake refused", "from", from, "target", r.Target, "error", err.Error())
+				p.count(DirIngress, Refused)
+				_ = conn.Close()
+				return
+			}
+			if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
+				peer = peers[0].Subject.CommonName
+			}
+			conn = tc
+		}
+		// The access log: who reached which port, as which workload.
+		log.Info("ingress connection", "from", from, "target", r.Target, "tls", r.TLS != nil, "peer", peer)
+		dial := r.Dial
+		if dial == nil {
+			dial = (&net.Dialer{}).DialContext
+		}
+		app, err := dial(ctx, "tcp", r.Target)
+		if err != nil {
+			log.Warn("ingress cannot reach the app", "target", r.Target, "error", err.Error())
+			p.count(DirIngress, Unreachable)
+			_ = conn.Close()
+			return
+		}
+		p.count(DirIngress, Forwarded)
+		pipe(conn, app)
+	})
+}
+
+// Egress forwards connections on ln (a loopback address the app connects
+// to) to upstream over mTLS: the workload certificate as the client's, the
+// upstream verified against the mesh CA for its host name.
+func (p *Proxy) Egress(ctx context.Context, ln net.Listener, upstream string, certs *Certs) error {
+	log := p.Log
+	host, _, err := net.SplitHostPort(upstream)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, ln, func(conn net.Conn) {
+		cfg, err := certs.ClientConfig(host)
+		if err != nil {
+			log.Warn("egress without certificates", "upstream", upstream, "error", err.Error())
+			p.count(DirEgress, Refused)
+			_ = conn.Close()
+			return
+		}
+		d := &tls.Dialer{Config: cfg, NetDialer: &net.Dialer{Timeout: handshakeTimeout}}
+		up, err := d.DialContext(ctx, "tcp", upstream)
+		if err != nil {
+			log.Warn("egress cannot reach the upstream", "upstream", upstream, "error", err.Error())
+			p.count(DirEgress, Unreachable)
+			_ = conn.Close()
+			return
+		}
+		p.count(DirEgress, Forwarded)
+		pipe(conn, up)
+	})
+}

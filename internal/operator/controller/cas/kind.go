@@ -1,0 +1,118 @@
+// Package cas is the CAS controller: the shared service reconciler with
+// the CAS chart (a one-pod StatefulSet, its Service and database volume),
+// and a status read from the running CAS itself: its version and whether
+// it is initialised, in recovery or ready, over a connection trusted by
+// CAS's evidence.
+package cas
+
+import (
+	"context"
+	"time"
+
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
+)
+
+// Kind adapts CAS to the service reconciler.
+type Kind struct {
+	service.Base
+	// Dial, when set, replaces dialling the CAS pod's address (tests run
+	// CAS on loopback).
+	Dial func(podAddress string) casclient.DialFunc
+}
+
+var (
+	_ service.Kind   = (*Kind)(nil)
+	_ service.Poller = (*Kind)(nil)
+)
+
+// How often CAS's own state is read besides the watches: its pod turns
+// Ready when CAS is initialised or recovered, which wakes the controller
+// sooner; the poll catches what a watch cannot see.
+const (
+	pollWaiting = 10 * time.Second
+	pollReady   = time.Minute
+	// probeTimeout bounds one read of CAS's state.
+	probeTimeout = 5 * time.Second
+)
+
+func (k *Kind) Name() string                     { return "CAS" }
+func (k *Kind) ReleasePrefix() string            { return conn.ReleasePrefix }
+func (k *Kind) New() service.Object              { return &servicesv1beta1.CAS{} }
+func as(obj service.Object) *servicesv1beta1.CAS { return obj.(*servicesv1beta1.CAS) }
+func ref(c *servicesv1beta1.CAS) conn.Ref {
+	return conn.Ref{Namespace: c.Namespace, Name: c.Name, Port: int(c.Spec.Service.ClientPort)}
+}
+
+// Release places CAS in the CR's namespace, its Service named as the CR.
+func (k *Kind) Release(obj service.Object, _ string) (string, map[string]any, error) {
+	c := as(obj)
+	ns, values, err := service.NamespacedValues(&c.Spec.ServiceSpec, c.Namespace, c.Namespace, k.DefaultImage)
+	if err != nil {
+		return "", nil, err
+	}
+	for key, v := range map[string]any{"service": c.Spec.Service, "persistence": c.Spec.Persistence} {
+		plain, err := service.Plain(v)
+		if err != nil {
+			return "", nil, err
+		}
+		values[key] = plain
+	}
+	values["name"] = c.Name
+	values["simulation"] = c.Spec.Simulation
+	values["enclaveResource"] = tee.SGXEnclave
+	values["version"] = service.ImageTag(values["image"].(string))
+	return ns, values, nil
+}
+
+// FillStatus reads CAS's version and state from its pod, over a
+// connection trusted by CAS's evidence, and judges them.
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, _ []service.Owned) health.Observation {
+	c := as(obj)
+	p := k.probe(ctx, c)
+	if p.Err != nil {
+		c.Status.CASState = ""
+	} else {
+		c.Status.CASState = string(p.State)
+	}
+	return judge(ref(c), c.Spec.Persistence.Enabled, p)
+}
+
+func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cl, att, err := (&conn.Connector{Reader: k.Reader, Dial: k.Dial}).Connect(ctx, c)
+	if err != nil {
+		return Probe{Err: err}
+	}
+	defer cl.CloseIdleConnections()
+	version, err := cl.Version(ctx)
+	if err != nil {
+		return Probe{Err: err}
+	}
+	c.Status.Version = version
+	return Probe{State: core.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure}
+}
+
+// PollAfter reads CAS again soon while it waits for its owners.
+func (k *Kind) PollAfter(obj service.Object) time.Duration {
+	if as(obj).Status.CASState == string(core.Ready) {
+		return pollReady
+	}
+	return pollWaiting
+}
+
+// Metrics: CAS's state as 1 for ready.
+func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
+	ready := 0.0
+	if as(obj).Status.CASState == string(core.Ready) {
+		ready = 1
+	}
+	return []metrics.Sample{{Field: "casReady", Value: ready}}
+}

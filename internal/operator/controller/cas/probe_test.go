@@ -1,0 +1,117 @@
+package cas
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/cas"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+var envConfig *rest.Config
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{}, &envConfig))
+}
+
+// The CAS kind reads the state of a real cloister-cas through the pod the
+// API server lists (its IP stands for the loopback address here), trusting
+// it only by evidence the CR allows: a CAS that waits for init says what
+// to run, is ready after it, and a simulated CAS is not trusted by a CR
+// that did not ask for simulation.
+func TestFillStatusFromTheRunningCAS(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.New(envConfig, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, caFile, _ := cas.StartForTest(t, t.TempDir(), "none")
+	casAddr := strings.TrimPrefix(url, "https://")
+	dial := func(podAddress string) casclient.DialFunc {
+		if podAddress != "10.9.8.7:8081" {
+			t.Errorf("dialled %s, want the pod's IP and CAS's port", podAddress)
+		}
+		return conn.DialTo(casAddr)
+	}
+	k := &Kind{Base: service.Base{Reader: c}, Dial: dial}
+	cr := casCR(func(c *servicesv1beta1.CAS) { c.Namespace = "default"; c.Spec.Simulation = true })
+
+	obs := k.FillStatus(ctx, cr, nil)
+	if obs.Status != health.Unknown || obs.Reason != health.ReasonCASUnreachable {
+		t.Errorf("before the pod exists: %+v", obs)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cas-probe", Labels: map[string]string{tee.LabelSimulatedNode: "true"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: conn.PodName(cr.Name)},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "cas", Image: "cas"}}}}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.9.8.7"}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	// A dev cluster's simulated node runs nothing: its pod's address is
+	// not dialled (the Dial above would fail the test for any other).
+	k.Dial = func(podAddress string) casclient.DialFunc {
+		t.Errorf("dialled %s on a simulated node", podAddress)
+		return conn.DialTo("127.0.0.1:1")
+	}
+	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Reason != health.ReasonCASUnreachable || !strings.Contains(obs.Message, "cas-probe, a simulated node: nothing runs there") {
+		t.Errorf("a CAS pod on a simulated node: %+v", obs)
+	}
+	delete(node.Labels, tee.LabelSimulatedNode)
+	if err := c.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	k.Dial = dial
+
+	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Reason != health.ReasonCASUninitialized || !strings.Contains(obs.Message, "cloister cas init --cluster default/cas") ||
+		cr.Status.CASState != "uninitialized" || cr.Status.Version == "" {
+		t.Errorf("uninitialised CAS: %+v, status %+v", obs, cr.Status)
+	}
+	if k.PollAfter(cr) != pollWaiting {
+		t.Errorf("a waiting CAS is polled every %s", k.PollAfter(cr))
+	}
+
+	ca, _ := os.ReadFile(caFile)
+	admin, err := casclient.New(url, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := policy.NewKey()
+	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+		t.Fatal(err)
+	}
+	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Status != health.True || !strings.Contains(obs.Message, "simulated evidence (insecure") || cr.Status.CASState != "ready" {
+		t.Errorf("initialised CAS: %+v, status %+v", obs, cr.Status)
+	}
+	if k.PollAfter(cr) != pollReady {
+		t.Errorf("a ready CAS is polled every %s", k.PollAfter(cr))
+	}
+
+	cr.Spec.Simulation = false
+	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Status != health.False || obs.Reason != health.ReasonCASNotAttested || !strings.Contains(obs.Message, "simulation") || cr.Status.CASState != "" {
+		t.Errorf("a simulated CAS under a CR without simulation: %+v, state %q", obs, cr.Status.CASState)
+	}
+}

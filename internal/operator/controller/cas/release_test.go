@@ -1,0 +1,144 @@
+package cas
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+)
+
+// casCR is a CAS as the API server stores it after defaulting.
+func casCR(edit func(*servicesv1beta1.CAS)) *servicesv1beta1.CAS {
+	size := resource.MustParse("1Gi")
+	c := &servicesv1beta1.CAS{ObjectMeta: metav1.ObjectMeta{Name: "cas", Namespace: "team"},
+		Spec: servicesv1beta1.CASSpec{
+			Service:     servicesv1beta1.CASService{Type: corev1.ServiceTypeClusterIP, ClientPort: 8081, EnclavePort: 18765},
+			Persistence: servicesv1beta1.CASPersistence{MountPath: "/etc/cas/db", AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, Size: &size},
+		}}
+	if edit != nil {
+		edit(c)
+	}
+	return c
+}
+
+// render is the CAS release of c: its Service and StatefulSet.
+func render(t *testing.T, c *servicesv1beta1.CAS) (*corev1.Service, *appsv1.StatefulSet) {
+	t.Helper()
+	ch, err := charts.Load("cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &Kind{Base: service.Base{ChartData: ch, DefaultImage: "example.com/cas@sha256:" + strings.Repeat("a", 64)}}
+	ns, values, err := k.Release(c, "cloister-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns != c.Namespace {
+		t.Errorf("release namespace %q, want the CR's %q", ns, c.Namespace)
+	}
+	out, err := charts.Render("cas", "cas-"+c.Name, ns, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc corev1.Service
+	var ss appsv1.StatefulSet
+	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/service.yaml"]), &svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/statefulset.yaml"]), &ss); err != nil {
+		t.Fatal(err)
+	}
+	return &svc, &ss
+}
+
+func TestServiceHonoursTheSpec(t *testing.T) {
+	svc, _ := render(t, casCR(nil))
+	if svc.Name != "cas" || svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 2 ||
+		svc.Spec.Ports[0].Port != 8081 || svc.Spec.Ports[1].Port != 18765 || svc.Spec.Ports[0].NodePort != 0 {
+		t.Errorf("default Service: %+v", svc.Spec)
+	}
+	svc, _ = render(t, casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.Service = servicesv1beta1.CASService{Type: corev1.ServiceTypeNodePort, ClientPort: 9000, EnclavePort: 9001,
+			NodePorts: &servicesv1beta1.CASNodePorts{ClientPort: 30081, EnclavePort: 30765}}
+	}))
+	if svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.Ports[0].Port != 9000 || svc.Spec.Ports[0].NodePort != 30081 ||
+		svc.Spec.Ports[1].Port != 9001 || svc.Spec.Ports[1].NodePort != 30765 {
+		t.Errorf("NodePort Service: %+v", svc.Spec)
+	}
+	svc, ss := render(t, casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.Service = servicesv1beta1.CASService{Type: corev1.ServiceTypeLoadBalancer, ClientPort: 8081, EnclavePort: 18765,
+			LoadBalancerIP: "192.0.2.10", Annotations: map[string]string{"lb.example.com/internal": "true"}}
+	}))
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerIP != "192.0.2.10" || svc.Annotations["lb.example.com/internal"] != "true" {
+		t.Errorf("LoadBalancer Service: %+v %v", svc.Spec, svc.Annotations)
+	}
+	if args := strings.Join(ss.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--tls-san=cas,cas.team,cas.team.svc,cas.team.svc.cluster.local,192.0.2.10") {
+		t.Errorf("CAS's certificate does not name the Service and the load balancer: %s", args)
+	}
+}
+
+func TestPersistence(t *testing.T) {
+	_, ss := render(t, casCR(nil))
+	if len(ss.Spec.VolumeClaimTemplates) != 0 || len(ss.Spec.Template.Spec.Volumes) != 1 || ss.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
+		t.Errorf("without persistence: claims %v, volumes %+v", ss.Spec.VolumeClaimTemplates, ss.Spec.Template.Spec.Volumes)
+	}
+	dash := "-"
+	_, ss = render(t, casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.Persistence.Enabled = true
+		c.Spec.Persistence.MountPath = "/data"
+		c.Spec.Persistence.StorageClass = &dash
+		size := resource.MustParse("5Gi")
+		c.Spec.Persistence.Size = &size
+	}))
+	if len(ss.Spec.VolumeClaimTemplates) != 1 || len(ss.Spec.Template.Spec.Volumes) != 0 {
+		t.Fatalf("with persistence: claims %v, volumes %+v", ss.Spec.VolumeClaimTemplates, ss.Spec.Template.Spec.Volumes)
+	}
+	claim := ss.Spec.VolumeClaimTemplates[0]
+	if claim.Spec.StorageClassName == nil || *claim.Spec.StorageClassName != "" || claim.Spec.Resources.Requests.Storage().String() != "5Gi" ||
+		claim.Spec.AccessModes[0] != corev1.ReadWriteOnce {
+		t.Errorf("claim %+v: storageClass \"-\" must disable dynamic provisioning", claim.Spec)
+	}
+	if ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		t.Errorf("the database claim is not retained: %+v", ss.Spec.PersistentVolumeClaimRetentionPolicy)
+	}
+	c := ss.Spec.Template.Spec.Containers[0]
+	if c.VolumeMounts[0].MountPath != "/data" || !strings.Contains(strings.Join(c.Args, " "), "--state-dir=/data") {
+		t.Errorf("state not on the volume: %v %v", c.VolumeMounts, c.Args)
+	}
+	gold := "gold"
+	_, ss = render(t, casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.Persistence.Enabled = true
+		c.Spec.Persistence.StorageClass = &gold
+	}))
+	if sc := ss.Spec.VolumeClaimTemplates[0].Spec.StorageClassName; sc == nil || *sc != "gold" {
+		t.Errorf("storageClass gold: %v", sc)
+	}
+}
+
+// Simulation is explicit: without it CAS asks for an SGX enclave and
+// does not run --simulation.
+func TestSimulationIsExplicit(t *testing.T) {
+	_, ss := render(t, casCR(nil))
+	c := ss.Spec.Template.Spec.Containers[0]
+	if strings.Contains(strings.Join(c.Args, " "), "--simulation") || c.Resources.Limits.Name(tee.SGXEnclave, resource.DecimalSI).Value() != 1 {
+		t.Errorf("without simulation: args %v, limits %v", c.Args, c.Resources.Limits)
+	}
+	_, ss = render(t, casCR(func(c *servicesv1beta1.CAS) { c.Spec.Simulation = true }))
+	c = ss.Spec.Template.Spec.Containers[0]
+	if !strings.Contains(strings.Join(c.Args, " "), "--simulation") || !c.Resources.Limits.Name(tee.SGXEnclave, resource.DecimalSI).IsZero() {
+		t.Errorf("with simulation: args %v, limits %v", c.Args, c.Resources.Limits)
+	}
+	sc := c.SecurityContext
+	if sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation {
+		t.Errorf("CAS container not hardened: %+v", sc)
+	}
+}

@@ -1,0 +1,58 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+// Probe is what the operator learnt from CAS's own API: an error reaching
+// or attesting it, or its lifecycle state.
+type Probe struct {
+	Err         error
+	State       core.State
+	StateReason string
+	// Insecure: CAS vouched for itself with simulated evidence.
+	Insecure bool
+}
+
+// judge turns a probe into the IsHealthy observation, telling a human
+// what to run when CAS waits for one.
+func judge(ref conn.Ref, persistent bool, p Probe) health.Observation {
+	switch {
+	case p.Err != nil && (errors.Is(p.Err, client.ErrNoEvidence) || attest.CheckOf(p.Err) != ""):
+		return health.Obs(health.False, health.ReasonCASNotAttested, fmt.Sprintf(
+			"CAS cannot be trusted: %v (a CAS without a TEE can only run with spec.simulation: true, which is insecure)", p.Err))
+	case p.Err != nil:
+		return health.Obs(health.Unknown, health.ReasonCASUnreachable, p.Err.Error())
+	}
+	// How the CLI is to trust this CAS: a simulated one only when told.
+	trust := ""
+	if p.Insecure {
+		trust = " --insecure-simulated-cas"
+	}
+	switch p.State {
+	case core.Uninitialized:
+		return health.Obs(health.False, health.ReasonCASUninitialized, fmt.Sprintf(
+			"CAS is not initialised: run cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json", ref, trust))
+	case core.RecoveryMode:
+		return health.Obs(health.False, health.ReasonCASRecovery, fmt.Sprintf(
+			"CAS is in recovery mode (%s): recovery owners run cloister cas recover --cluster %s%s --shares shares.json --key OWNER.pem until enough shares are in",
+			p.StateReason, ref, trust))
+	case core.Ready:
+		msg := "CAS is ready"
+		if p.Insecure {
+			msg += "; it runs with simulated evidence (insecure, development only)"
+		}
+		if !persistent {
+			msg += "; without persistence its database lives in the pod: a restart loses every policy and secret, and CAS must be initialised again"
+		}
+		return health.Obs(health.True, health.ReasonCASReady, msg)
+	}
+	return health.Obs(health.Unknown, health.ReasonCASUnreachable, fmt.Sprintf("CAS reports the unknown state %q", p.State))
+}

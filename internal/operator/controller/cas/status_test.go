@@ -1,0 +1,52 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+func TestJudge(t *testing.T) {
+	ref := conn.Ref{Namespace: "team", Name: "cas", Port: 8081}
+	for _, tt := range []struct {
+		name       string
+		persistent bool
+		probe      Probe
+		status     metav1.ConditionStatus
+		reason     health.Reason
+		says       []string
+	}{
+		{"pod not running", true, Probe{Err: fmt.Errorf("x: %w", conn.ErrNotRunning)}, health.Unknown, health.ReasonCASUnreachable, []string{"not running"}},
+		{"connection refused", true, Probe{Err: errors.New("dial tcp: connection refused")}, health.Unknown, health.ReasonCASUnreachable, []string{"connection refused"}},
+		{"no evidence", true, Probe{Err: fmt.Errorf("CAS x: %w", client.ErrNoEvidence)}, health.False, health.ReasonCASNotAttested, []string{"offers no evidence", "spec.simulation"}},
+		{"simulated, not allowed", true, Probe{Err: fmt.Errorf("attesting: %w", attest.Reject(attest.CheckSimulation, "simulated"))}, health.False, health.ReasonCASNotAttested, []string{"simulation: simulated"}},
+		{"uninitialised", true, Probe{State: core.Uninitialized}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --recovery-owner OWNER.pub.pem"}},
+		{"uninitialised, simulated", true, Probe{State: core.Uninitialized, Insecure: true}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --insecure-simulated-cas"}},
+		{"recovery", true, Probe{State: core.RecoveryMode, StateReason: "no sealed seed"}, health.False, health.ReasonCASRecovery, []string{"no sealed seed", "cloister cas recover --cluster team/cas"}},
+		{"ready", true, Probe{State: core.Ready}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
+		{"ready, simulated", true, Probe{State: core.Ready, Insecure: true}, health.True, health.ReasonCASReady, []string{"insecure"}},
+		{"ready, no persistence", false, Probe{State: core.Ready}, health.True, health.ReasonCASReady, []string{"a restart loses every policy"}},
+		{"unknown state", true, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := judge(ref, tt.persistent, tt.probe)
+			if got.Status != tt.status || got.Reason != tt.reason {
+				t.Errorf("%s/%s, want %s/%s", got.Status, got.Reason, tt.status, tt.reason)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(got.Message, s) {
+					t.Errorf("message %q does not say %q", got.Message, s)
+				}
+			}
+		})
+	}
+}

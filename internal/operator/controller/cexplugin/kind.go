@@ -1,0 +1,101 @@
+// Package cexplugin is the CEXPlugin controller: the shared service
+// reconciler with the CryptoExpress device plugin chart, and the device
+// metrics and alerts (cexDeviceAlert, cexReplicaAlert) computed by the
+// shared device accounting from s390x nodes and pods.
+package cexplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
+	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
+)
+
+// Kind adapts CEXPlugin to the service reconciler.
+type Kind struct {
+	service.Base
+}
+
+var (
+	_ service.Kind   = (*Kind)(nil)
+	_ devices.Plugin = (*Kind)(nil)
+)
+
+func (k *Kind) Name() string                       { return "CEXPlugin" }
+func (k *Kind) ReleasePrefix() string              { return "cex" }
+func (k *Kind) New() service.Object                { return &basev1beta1.CEXPlugin{} }
+func as(obj service.Object) *basev1beta1.CEXPlugin { return obj.(*basev1beta1.CEXPlugin) }
+
+func cexType(p *basev1beta1.CEXPlugin) basev1beta1.CEXType {
+	if p.Spec.CEXType == "" {
+		return basev1beta1.CEXTypeEP11
+	}
+	return p.Spec.CEXType
+}
+
+// Release places the plugin in spec.namespace (default: the operator's)
+// with the type, overcommit and config sets. The config sets are checked
+// with the plugin's own validation, so a set the plugin would refuse is
+// refused here, naming the field.
+func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, map[string]any, error) {
+	p := as(obj)
+	ns, values, err := service.NamespacedValues(&p.Spec.ServiceSpec, p.Spec.Namespace, operatorNamespace, k.DefaultImage)
+	if err != nil {
+		return "", nil, err
+	}
+	values["cexType"] = string(cexType(p))
+	if p.Spec.Overcommit > 0 {
+		values["overcommit"] = int64(p.Spec.Overcommit)
+	}
+	if len(p.Spec.ConfigSets) > 0 {
+		cfg := Config(&p.Spec)
+		if err := cfg.Validate(); err != nil {
+			return "", nil, fmt.Errorf("spec.%w", err)
+		}
+		data, err := json.Marshal(cfg)
+		if err != nil {
+			return "", nil, err
+		}
+		values["configSets"] = string(data)
+	}
+	return ns, values, nil
+}
+
+// Config is the plugin's configuration file for spec's config sets; its
+// Validate is what the plugin, the reconciler and the admission webhook
+// all check.
+func Config(spec *basev1beta1.CEXPluginSpec) *cex.Config {
+	cfg := &cex.Config{}
+	for _, s := range spec.ConfigSets {
+		set := cex.ConfigSet{Name: s.Name, MachineID: s.MachineID}
+		for _, a := range s.APQNs {
+			set.APQNs = append(set.APQNs, cex.APQN{Adapter: int(a.Adapter), Domain: int(a.Domain)})
+		}
+		cfg.ConfigSets = append(cfg.ConfigSets, set)
+	}
+	return cfg
+}
+
+// Devices: the CR's selector, its CEX type's spec and CEXPlugin's status
+// fields.
+func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, devices.Fields) {
+	p := as(obj)
+	return p.Spec.NodeSelector, specOf(cexType(p)), fields(&p.Status)
+}
+
+// FillStatus computes the device metrics and alerts.
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
+	return devices.FillStatus(ctx, k.Reader, k, obj, oos)
+}
+
+// Metrics exports every metric and alert field.
+func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
+	return fields(&as(obj).Status).Samples()
+}

@@ -1,0 +1,78 @@
+// Package las is the LAS controller: the shared service reconciler with the
+// local attestation service chart, and the replica status and alert
+// (lasReplicaAlert).
+package las
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
+)
+
+// Kind adapts LAS to the service reconciler.
+type Kind struct {
+	service.Base
+}
+
+var _ service.Kind = (*Kind)(nil)
+
+func (k *Kind) Name() string                 { return "LAS" }
+func (k *Kind) ReleasePrefix() string        { return "las" }
+func (k *Kind) New() service.Object          { return &basev1beta1.LAS{} }
+func as(obj service.Object) *basev1beta1.LAS { return obj.(*basev1beta1.LAS) }
+
+// Release places LAS in spec.namespace (default: the operator's) on hostPort.
+func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, map[string]any, error) {
+	l := as(obj)
+	ns, values, err := service.NamespacedValues(&l.Spec.ServiceSpec, l.Spec.Namespace, operatorNamespace, k.DefaultImage)
+	if err != nil {
+		return "", nil, err
+	}
+	values["hostPort"] = int64(l.Spec.HostPort)
+	values["simulation"] = l.Spec.Simulation
+	values["version"] = service.ImageTag(values["image"].(string))
+	return ns, values, nil
+}
+
+// FillStatus computes the replica status from the DaemonSet and its pods.
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
+	l := as(obj)
+	ds := service.LiveDaemonSet(oos)
+	var pods corev1.PodList
+	if ds != nil {
+		err := k.Reader.List(ctx, &pods, client.InNamespace(ds.Namespace), client.MatchingLabels{
+			service.LabelOwnerKind: k.Name(), service.LabelOwnerName: l.Name})
+		if err != nil {
+			l.Status.DesiredNumberScheduled, l.Status.NumberAvailable, l.Status.LASReplicaAlert = -1, -1, -1
+			return health.Obs(health.Unknown, health.ReasonReadError, "listing LAS pods: "+err.Error())
+		}
+	}
+	st, healthy := Replicas(ds, pods.Items)
+	st.ServiceStatus = l.Status.ServiceStatus
+	l.Status = st
+	return healthy
+}
+
+// Metrics exports every metric and alert field.
+func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
+	s := as(obj).Status
+	out := []metrics.Sample{
+		{Field: "desiredNumberScheduled", Value: float64(s.DesiredNumberScheduled)},
+		{Field: "numberAvailable", Value: float64(s.NumberAvailable)},
+		{Field: "lasReplicaAlert", Value: float64(s.LASReplicaAlert)},
+	}
+	for node, n := range s.Nodes {
+		v := 0.0
+		if n.Ready {
+			v = 1
+		}
+		out = append(out, metrics.Sample{Field: "numberAvailable", Node: node, Value: v})
+	}
+	return out
+}

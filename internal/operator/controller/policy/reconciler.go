@@ -1,0 +1,197 @@
+// Package policy is the SignedPolicy and EncryptedPolicy controller: it
+// registers each policy, once, with the CAS resource its casAddress names,
+// over a connection trusted by CAS's evidence, and reports CAS's answer:
+// HEALTHY with the policy's name, revision, hash and predecessor;
+// UNHEALTHY with CAS's reason when CAS refuses it; PENDING, retried with
+// backoff and woken by the CAS resource's changes, while CAS cannot be
+// asked. Deleting the resource leaves the policy registered in CAS, whose
+// history is append-only: a policy changes by a new signed version.
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+// Object is a SignedPolicy or an EncryptedPolicy.
+type Object interface {
+	client.Object
+	GetPolicyStatus() *casv1beta1.PolicyStatus
+	GetCASAddress() string
+}
+
+// Reconciler registers the policies of one kind.
+type Reconciler struct {
+	Client    client.Client
+	Connector *conn.Connector
+	Recorder  events.EventRecorder
+	// New returns an empty object of the kind.
+	New func() Object
+
+	once    sync.Once
+	backoff workqueue.TypedRateLimiter[ctrl.Request]
+}
+
+// Backoff of a policy whose CAS cannot be asked; the CAS resource's
+// changes (ready, recovered) wake it sooner.
+const (
+	retryFirst = time.Second
+	retryMax   = 5 * time.Minute
+	// callTimeout bounds one pass's calls to CAS.
+	callTimeout = 15 * time.Second
+)
+
+// Reconcile registers the policy unless it is registered, and reports.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.once.Do(func() {
+		r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](retryFirst, retryMax)
+	})
+	obj := r.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.backoff.Forget(req)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	st := obj.GetPolicyStatus()
+	if obj.GetDeletionTimestamp() != nil || (st.State == common.StateHealthy && st.Hash != "" && st.ObservedGeneration == obj.GetGeneration()) {
+		// Registered once: the spec cannot change, CAS keeps the version.
+		return ctrl.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(Object)
+	reg, err := r.register(ctx, obj)
+	obs := judge(reg, err)
+	setStatus(st, obj.GetGeneration(), reg, obs)
+	if !equality.Semantic.DeepEqual(before.GetPolicyStatus(), st) {
+		if err := r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("writing the status of %s: %w", req, err)
+		}
+		r.announce(obj, before.GetPolicyStatus().State, obs)
+	}
+	if obs.Status != health.Unknown {
+		r.backoff.Forget(req)
+		return ctrl.Result{}, nil
+	}
+	log.FromContext(ctx).V(1).Info("CAS cannot be asked yet", "reason", obs.Reason, "message", obs.Message)
+	return ctrl.Result{RequeueAfter: r.backoff.When(req)}, nil
+}
+
+// announce emits one event per state change, with CAS's answer.
+func (r *Reconciler) announce(obj Object, was common.State, obs health.Observation) {
+	st := obj.GetPolicyStatus()
+	switch {
+	case st.State == was:
+	case st.State == common.StateHealthy:
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(health.EventRegistered), "Register", "%s", obs.Message)
+	case st.State == common.StateUnhealthy:
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventRefused), "Register", "%s: %s", obs.Reason, obs.Message)
+	default:
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(health.EventPending), "Register", "%s: %s", obs.Reason, obs.Message)
+	}
+}
+
+// register finds the CAS resource, attests it, and registers the policy
+// unless CAS's history already holds this version.
+func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, error) {
+	addr := obj.GetCASAddress()
+	ref, err := conn.ParseAddress(addr)
+	if err != nil {
+		return nil, addressError{fmt.Errorf("%w; create the policy again with the address of a CAS resource", err)}
+	}
+	cas := &servicesv1beta1.CAS{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w %s in this cluster, which casAddress %q names: create it, or create the policy again with another casAddress", errNoCAS, ref, addr)
+		}
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cl, att, err := r.Connector.Connect(ctx, cas)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.CloseIdleConnections()
+	if att.PublicKey.State != string(core.Ready) {
+		return nil, fmt.Errorf("%w: CAS %s is %s; it registers policies once its owners have initialised or recovered it", errCASNotReady, ref, att.PublicKey.State)
+	}
+	req, name, digest, err := request(obj)
+	if err != nil {
+		return nil, addressError{err}
+	}
+	if digest != "" {
+		if reg, ok, err := registered(ctx, cl, name, digest); err != nil || ok {
+			return reg, err
+		}
+	}
+	res, err := cl.RegisterPolicyContext(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	reg, ok, err := registered(ctx, cl, res.Name, res.Digest)
+	if err != nil || !ok {
+		return &Registration{Name: res.Name, Revision: res.Version, Hash: res.Digest}, nil
+	}
+	return reg, nil
+}
+
+// registered looks digest up in the policy's history.
+func registered(ctx context.Context, cl *casclient.Client, name, digest string) (*Registration, bool, error) {
+	h, err := cl.HistoryContext(ctx, name)
+	var apiErr *casclient.APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	reg, ok := fromHistory(h.Records, digest)
+	return &reg, ok, nil
+}
+
+// request is what CAS is sent, and for a signed policy its name and
+// digest (an encrypted one shows them only to CAS).
+func request(obj Object) (req api.PolicyRequest, name, digest string, err error) {
+	switch p := obj.(type) {
+	case *casv1beta1.SignedPolicy:
+		doc, err := policy.Parse([]byte(p.Spec.Policy))
+		if err != nil {
+			return req, "", "", fmt.Errorf("spec.policy: %w", err)
+		}
+		sigs := make([]policy.Signature, len(p.Spec.Signatures))
+		for i, s := range p.Spec.Signatures {
+			sigs[i] = policy.Signature{Signer: s.Signer, Signature: s.Signature}
+		}
+		return api.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, Signatures: sigs}, doc.Name, doc.Digest(), nil
+	case *casv1beta1.EncryptedPolicy:
+		return api.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey}, "", "", nil
+	}
+	return req, "", "", fmt.Errorf("unknown policy kind %T", obj)
+}

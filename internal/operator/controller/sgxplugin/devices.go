@@ -1,0 +1,68 @@
+package sgxplugin
+
+import (
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+// The resources the SGX device plugin registers, and the label of SGX nodes.
+const (
+	ResourceEnclave   corev1.ResourceName = tee.SGXEnclave
+	ResourceProvision corev1.ResourceName = tee.SGXProvision
+	LabelSGX                              = tee.LabelSGX
+)
+
+// categories are the device categories sgxDeviceAlert watches: a node
+// with no free device of either is out.
+var categories = []corev1.ResourceName{ResourceEnclave, ResourceProvision}
+
+// spec: every SGX resource is requested, enclaves are counted, and the
+// nodes served are those with enclave devices or the SGX label.
+var spec = devices.Spec{
+	Requested:  isSGX,
+	Counted:    func(n corev1.ResourceName) bool { return n == ResourceEnclave },
+	Serves:     func(n *corev1.Node, capacity int32) bool { return capacity > 0 || n.Labels[LabelSGX] == "true" },
+	Categories: categories,
+	Noun:       "SGX device",
+	NoNodes:    "no selected node has SGX devices or the " + LabelSGX + " label",
+
+	DeviceAlert: health.ReasonSGXDeviceAlert, ReplicaAlert: health.ReasonSGXReplicaAlert,
+}
+
+// fields maps the shared numbers onto SGXPlugin's status.
+func fields(s *basev1beta1.SGXPluginStatus) devices.Fields {
+	return devices.Fields{
+		Capacity:         devices.Field{Name: "capacitySGXDevices", Value: &s.CapacitySGXDevices},
+		Used:             devices.Field{Name: "usedSGXDevices", Value: &s.UsedSGXDevices},
+		Available:        devices.Field{Name: "availableSGXDevices", Value: &s.AvailableSGXDevices},
+		CapacityPerNode:  &s.CapacitySGXDevicesPerNode,
+		UsedPerNode:      &s.UsedSGXDevicesPerNode,
+		AvailablePerNode: &s.AvailableSGXDevicesPerNode,
+		Desired:          devices.Field{Name: "desiredReplicas", Value: &s.DesiredReplicas},
+		Ready:            devices.Field{Name: "readyReplicas", Value: &s.ReadyReplicas},
+		DeviceAlert:      devices.Field{Name: "sgxDeviceAlert", Value: &s.SGXDeviceAlert},
+		ReplicaAlert:     devices.Field{Name: "sgxReplicaAlert", Value: &s.SGXReplicaAlert},
+	}
+}
+
+// Devices computes the SGXPlugin status fields from the nodes the plugin
+// serves, the pods in the cluster and the plugin's DaemonSet (nil if it does
+// not exist), and judges IsHealthy from the two alerts. Per-node maps list
+// the SGX nodes among nodes: those with enclave devices or the SGX label.
+func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (basev1beta1.SGXPluginStatus, health.Observation) {
+	var st basev1beta1.SGXPluginStatus
+	healthy := devices.Status(spec, fields(&st), nodes, pods, ds)
+	return st, healthy
+}
+
+func isSGX(name corev1.ResourceName) bool { return slices.Contains(categories, name) }
+
+// RequestsSGX reports whether a pod asks for any SGX device.
+func RequestsSGX(p *corev1.Pod) bool { return devices.RequestsAny(p, isSGX) }

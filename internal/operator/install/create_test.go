@@ -1,0 +1,75 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/operator"
+)
+
+var envConfig *rest.Config
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../charts/cloister-operator/files/crds"}}, &envConfig))
+}
+
+// The default CRs are created against a real API server; while the
+// operator's webhook cannot be called (the API server's error for it is an
+// internal error) install tries again instead of failing, and any other
+// refusal fails at once.
+func TestDefaultsWaitForTheWebhook(t *testing.T) {
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := client.NewWithWatch(envConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookDown := errors.New(`failed calling webhook "sgxplugins.validate.cloister.dev": context deadline exceeded`)
+	failures := 2
+	c := interceptor.NewClient(real, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if failures > 0 {
+				failures--
+				return apierrors.NewInternalError(webhookDown)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	var said []string
+	in := &Installer{Client: c, Poll: 10 * time.Millisecond, Timeout: 10 * time.Second,
+		Progress: func(format string, args ...any) { said = append(said, format) }}
+	if err := in.createDefaults(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := real.Get(context.Background(), client.ObjectKey{Name: DefaultSGXPlugin}, &basev1beta1.SGXPlugin{}); err != nil {
+		t.Errorf("the SGXPlugin after the webhook answered: %v", err)
+	}
+	if len(said) < 2 || !strings.Contains(said[0], "cannot reach the operator's webhook") {
+		t.Errorf("progress %q", said)
+	}
+
+	refused := interceptor.NewClient(real, interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			failures++
+			return apierrors.NewForbidden(basev1beta1.GroupVersion.WithResource("las").GroupResource(), "las", errors.New("no"))
+		},
+	})
+	failures = 0
+	in.Client = refused
+	if err := in.createDefaults(context.Background()); err == nil || failures != 1 {
+		t.Errorf("a refusal: %v after %d tries, want an error at once", err, failures)
+	}
+}

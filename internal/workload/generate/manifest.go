@@ -1,0 +1,189 @@
+package generate
+
+import (
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
+)
+
+// ReferenceValues are what the hardware measures besides the pod policy:
+// the guest's launch measurement and the lowest TCB accepted.
+type ReferenceValues struct {
+	SNP *struct {
+		Measurement attest.Bytes   `json:"measurement"`
+		MinTCB      *attest.SNPTCB `json:"minTCB,omitempty"`
+	} `json:"snp,omitempty"`
+	TDX *struct {
+		MRTD attest.Bytes   `json:"mrtd"`
+		RTMR []attest.Bytes `json:"rtmr,omitempty"`
+	} `json:"tdx,omitempty"`
+}
+
+// ParseReferenceValues reads a reference-values file (YAML or JSON).
+func ParseReferenceValues(data []byte) (*ReferenceValues, error) {
+	var r ReferenceValues
+	if err := yaml.UnmarshalStrict(data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Manifest says what the CAS manifest holds besides the workloads.
+type Manifest struct {
+	// Name of the policy in CAS.
+	Name     string
+	Platform runtimeclass.Platform
+	// Reference values; sim needs none.
+	Reference *ReferenceValues
+	// OwnerKeys (PEM public keys) may update the manifest; none makes it
+	// immutable.
+	OwnerKeys []string
+}
+
+// Document is the CAS policy whose services are the workloads, each
+// identified by its pod policy digest under the platform's reference
+// values, with its DNS names from the Services that select it and a
+// workload secret of its own.
+func (m Manifest) Document(workloads []Workload, services []Service) (*policy.Document, error) {
+	doc := &policy.Document{
+		Version:         policy.Version,
+		Name:            m.Name,
+		Owners:          policy.Owners{Keys: m.OwnerKeys},
+		AllowSimulation: m.Platform == runtimeclass.Sim,
+	}
+	for _, w := range workloads {
+		id, err := m.identity(w.Digest)
+		if err != nil {
+			return nil, err
+		}
+		secret := workloadSecret(w.Service)
+		doc.Services = append(doc.Services, policy.Service{
+			Name:        w.Service,
+			Attestation: policy.Attestation{Identities: []attest.Identity{id}},
+			Certificate: policy.Certificate{SANs: sans(w, services)},
+			Files:       map[string]string{WorkloadSecretFile: "{{ .Secrets." + secret + ".Hex }}"},
+			Secrets:     []string{secret},
+		})
+		doc.Secrets = append(doc.Secrets, policy.Secret{Name: secret, Kind: policy.SymmetricKey, Size: 32})
+	}
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("the manifest: %w", err)
+	}
+	return doc, nil
+}
+
+// WorkloadSecretFile is the manifest's file of the workload's own secret
+// (hex); the initializer writes it under files/ of its output folder.
+const WorkloadSecretFile = "/workload-secret"
+
+// workloadSecret names a workload's secret as CAS templates read it.
+func workloadSecret(service string) string {
+	s := "workload_" + strings.ReplaceAll(service, "-", "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+func (m Manifest) identity(digest string) (attest.Identity, error) {
+	d, err := hex.DecodeString(digest)
+	if err != nil || len(d) != 32 {
+		return attest.Identity{}, fmt.Errorf("policy digest %q is not a SHA-256", digest)
+	}
+	switch m.Platform {
+	case runtimeclass.Sim:
+		return attest.Identity{Type: attest.Sim, HostData: d}, nil
+	case runtimeclass.SNP:
+		if m.Reference == nil || m.Reference.SNP == nil {
+			return attest.Identity{}, fmt.Errorf("reference values for snp: give the guest's launch measurement (snp.measurement) in a reference-values file")
+		}
+		return attest.Identity{Type: attest.SNP, Measurement: m.Reference.SNP.Measurement, MinTCB: m.Reference.SNP.MinTCB, HostData: d}, nil
+	case runtimeclass.TDX:
+		if m.Reference == nil || m.Reference.TDX == nil {
+			return attest.Identity{}, fmt.Errorf("reference values for tdx: give the TD's MRTD (tdx.mrtd) in a reference-values file")
+		}
+		// MRCONFIGID is 48 bytes: the SHA-256, zero-padded, as Kata sets it.
+		return attest.Identity{Type: attest.TDX, MRTD: m.Reference.TDX.MRTD, RTMR: m.Reference.TDX.RTMR,
+			MRCONFIGID: append(d, make([]byte, 16)...)}, nil
+	}
+	return attest.Identity{}, fmt.Errorf("unknown platform %q", m.Platform)
+}
+
+// sans are the DNS names of the Services selecting the workload's pods,
+// or the workload's own name in its namespace when none does.
+func sans(w Workload, services []Service) []string {
+	var out []string
+	for _, s := range services {
+		if s.Namespace != w.Namespace || len(s.Selector) == 0 || !selects(s.Selector, w.Labels) {
+			continue
+		}
+		out = append(out, s.Name, s.Name+"."+s.Namespace, s.Name+"."+s.Namespace+".svc", s.Name+"."+s.Namespace+".svc.cluster.local")
+	}
+	if len(out) == 0 {
+		out = []string{w.Name + "." + w.Namespace}
+	}
+	return out
+}
+
+func selects(selector, labels map[string]string) bool {
+	for _, k := range slices.Sorted(maps.Keys(selector)) {
+		if labels[k] != selector[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckManifest says where the workloads of the YAML and the manifest
+// part: a workload the manifest does not name, or names with another
+// policy digest (the YAML changed after generate), or a service of the
+// manifest no workload of the YAML is.
+func CheckManifest(doc *policy.Document, workloads []Workload) error {
+	var problems []string
+	seen := map[string]bool{}
+	for _, w := range workloads {
+		seen[w.Service] = true
+		if doc.Service(w.Service) == nil {
+			problems = append(problems, fmt.Sprintf("%s %s/%s is not in the manifest", w.Kind, w.Namespace, w.Name))
+			continue
+		}
+		if !InManifest(doc, w) {
+			problems = append(problems, fmt.Sprintf("%s %s/%s: its policy %s is not the manifest's", w.Kind, w.Namespace, w.Name, w.Digest[:16]))
+		}
+	}
+	for _, s := range doc.Services {
+		if !seen[s.Name] {
+			problems = append(problems, fmt.Sprintf("the manifest's service %s is no workload of the YAML", s.Name))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the YAML and %s differ (run cloister generate on the YAML again): %s", ManifestFile, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// InManifest says whether the manifest names the workload with its
+// policy digest.
+func InManifest(doc *policy.Document, w Workload) bool {
+	svc := doc.Service(w.Service)
+	return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, func(id attest.Identity) bool { return namesDigest(id, w.Digest) })
+}
+
+// namesDigest says whether an identity is the pod policy digest.
+func namesDigest(id attest.Identity, digest string) bool {
+	switch id.Type {
+	case attest.Sim, attest.SNP:
+		return id.HostData.String() == digest
+	case attest.TDX:
+		return strings.HasPrefix(id.MRCONFIGID.String(), digest)
+	}
+	return false
+}

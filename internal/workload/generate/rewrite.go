@@ -1,0 +1,342 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/mesh/annotation"
+	"github.com/cloister-cc/cloister/internal/workload/initializer"
+	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+)
+
+// Resolver pins an image reference to its digest (NAME@sha256:...).
+type Resolver interface {
+	Resolve(ctx context.Context, image string) (string, error)
+}
+
+// Options say how pods are rewritten.
+type Options struct {
+	// RuntimeClass replaces the placeholder: the installed, versioned
+	// runtime class.
+	RuntimeClass string
+	// InitializerImage, pinned; CAS and Policy tell the initializer where
+	// to attest and which manifest names its service.
+	InitializerImage string
+	// MeshImage is the service mesh's (cloister-mesh), injected into pods
+	// with a service mesh annotation unless SkipServiceMesh.
+	MeshImage       string
+	SkipServiceMesh bool
+	CAS, Policy     string
+	// CASExpect is the attestation policy (JSON) CAS's evidence must
+	// meet for the initializer to trust it.
+	CASExpect       string
+	SkipInitializer bool
+	// FixResources sets memory requests to the limits instead of
+	// refusing pods whose requests differ.
+	FixResources bool
+	// OverheadMiB is the runtime class's fixed pod overhead.
+	OverheadMiB int64
+	Resolver    Resolver
+}
+
+// Result is what one YAML stream held.
+type Result struct {
+	Workloads []Workload
+	// Services of the stream, to give workloads their DNS names.
+	Services []Service
+}
+
+// Service is a Kubernetes Service: whom it selects, its DNS names.
+type Service struct {
+	Namespace, Name string
+	Selector        map[string]string
+}
+
+// Rewrite rewrites every confidential pod template of a multi-document
+// YAML stream and returns the new stream. Documents it does not touch
+// keep their content and comments.
+func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, error) {
+	docs, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error { return rewritePod(ctx, tmpl, w, opts) })
+	if err != nil {
+		return nil, nil, err
+	}
+	var out bytes.Buffer
+	// One encoder for the stream: it separates the documents itself.
+	enc := kyaml.NewEncoder(&out)
+	for i, doc := range docs {
+		if err := enc.Encode(doc); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, nil, err
+	}
+	return out.Bytes(), res, nil
+}
+
+// Inspect reads the confidential workloads of a stream as generate left
+// them: their services and the digests of their policy annotations.
+func Inspect(in []byte) (*Result, error) {
+	_, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error {
+		a, err := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", podpolicy.Annotation))
+		if err != nil || a == nil {
+			return fmt.Errorf("no policy annotation %s: run cloister generate", podpolicy.Annotation)
+		}
+		p, digest, err := podpolicy.FromAnnotation(a.YNode().Value)
+		if err != nil {
+			return err
+		}
+		w.Digest, w.Policy = digest, p.Canonical()
+		return nil
+	})
+	return res, err
+}
+
+// walk decodes a stream and calls visit for each confidential pod
+// template, collecting the workloads and Services.
+func walk(in []byte, visit func(tmpl *kyaml.RNode, w *Workload) error) ([]*kyaml.Node, *Result, error) {
+	dec := kyaml.NewDecoder(bytes.NewReader(in))
+	res := &Result{}
+	var docs []*kyaml.Node
+	for i := 0; ; i++ {
+		var doc kyaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if err := walkDoc(kyaml.NewRNode(&doc), visit, res); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		docs = append(docs, &doc)
+	}
+	return docs, res, nil
+}
+
+func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error, res *Result) error {
+	if doc.YNode().Kind != kyaml.MappingNode {
+		return nil
+	}
+	kind := doc.GetKind()
+	namespace := doc.GetNamespace()
+	if namespace == "" {
+		namespace = "default"
+	}
+	if kind == "Service" {
+		sel, _ := doc.Pipe(kyaml.Lookup("spec", "selector"))
+		svc := Service{Namespace: namespace, Name: doc.GetName()}
+		if sel != nil {
+			if err := decodeNode(sel, &svc.Selector); err != nil {
+				return fmt.Errorf("Service %s/%s: spec.selector: %w", namespace, svc.Name, err)
+			}
+		}
+		res.Services = append(res.Services, svc)
+		return nil
+	}
+	path, ok := podPaths[kind]
+	if !ok {
+		return nil
+	}
+	tmpl, err := doc.Pipe(kyaml.Lookup(path...))
+	if err != nil || tmpl == nil {
+		return nil
+	}
+	spec := tmpl.Field("spec")
+	if spec == nil {
+		return nil
+	}
+	rc := spec.Value.Field("runtimeClassName")
+	if rc == nil || !isConfidential(rc.Value.YNode().Value) {
+		return nil
+	}
+	w := Workload{Kind: kind, Namespace: namespace, Name: doc.GetName()}
+	if w.Service, err = ServiceName(namespace, kind, w.Name); err != nil {
+		return err
+	}
+	if err := visit(tmpl, &w); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", kind, namespace, w.Name, err)
+	}
+	res.Workloads = append(res.Workloads, w)
+	return nil
+}
+
+// isConfidential says whether a runtime class marks a pod generate owns:
+// the placeholder or a class it wrote, so rerunning updates the policy.
+func isConfidential(class string) bool {
+	return class == Placeholder || strings.HasPrefix(class, Placeholder+"-")
+}
+
+// rewritePod rewrites one pod template (metadata and spec) in place.
+func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Options) error {
+	meta, err := tmpl.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "metadata"))
+	if err != nil {
+		return err
+	}
+	spec, err := tmpl.Pipe(kyaml.Lookup("spec"))
+	if err != nil {
+		return err
+	}
+	var annotations, labels map[string]string
+	if err := decodeField(meta, "annotations", &annotations); err != nil {
+		return err
+	}
+	if err := decodeField(meta, "labels", &labels); err != nil {
+		return err
+	}
+	w.Labels = labels
+	mesh, hasMesh, err := annotation.FromAnnotations(annotations)
+	if err != nil {
+		return err
+	}
+	hasMesh = hasMesh && !opts.SkipServiceMesh
+
+	var pod corev1.PodSpec
+	if err := decodeNode(spec, &pod); err != nil {
+		return fmt.Errorf("pod spec: %w", err)
+	}
+	pod.RuntimeClassName = &opts.RuntimeClass
+	if opts.SkipInitializer || annotations[SkipInitializerAnnotation] == "true" {
+		if hasMesh {
+			return errMeshWithoutInitializer
+		}
+	} else {
+		injectInitializer(&pod, w.Service, opts)
+	}
+	injectMesh(&pod, mesh, hasMesh, opts.MeshImage)
+	if err := pinImages(ctx, &pod, opts.Resolver); err != nil {
+		return err
+	}
+	var warnings []string
+	if w.MemoryMiB, warnings, err = checkResources(&pod, annotations, opts); err != nil {
+		return err
+	}
+
+	policy, err := podpolicy.Of(&pod, annotations)
+	if err != nil {
+		return err
+	}
+	w.Warnings = append(warnings, policy.Warnings()...)
+	value, digest := policy.AnnotationValue()
+	w.Digest, w.Policy = digest, policy.Canonical()
+
+	if err := setNode(spec, pod); err != nil {
+		return err
+	}
+	return meta.PipeE(kyaml.LookupCreate(kyaml.MappingNode, "annotations"), kyaml.SetField(podpolicy.Annotation, kyaml.NewStringRNode(value)))
+}
+
+// injectInitializer makes the initializer the first init container (or
+// brings the one there up to date) and mounts the secrets volume, in
+// memory, into every app container.
+func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
+	c := corev1.Container{
+		Name:  InitializerName,
+		Image: opts.InitializerImage,
+		Env: []corev1.EnvVar{
+			{Name: envHostIP, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+			{Name: initializer.EnvLAS, Value: LASURL()},
+			{Name: initializer.EnvCAS, Value: opts.CAS},
+			{Name: initializer.EnvExpect, Value: opts.CASExpect},
+			{Name: initializer.EnvPolicy, Value: opts.Policy},
+			{Name: initializer.EnvService, Value: service},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: SecretsPath}},
+	}
+	inits := []corev1.Container{c}
+	for _, c := range pod.InitContainers {
+		if c.Name != InitializerName {
+			inits = append(inits, c)
+		}
+	}
+	pod.InitContainers = inits
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
+		if !hasMount(c, SecretsVolume) {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SecretsVolume, MountPath: SecretsPath})
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == SecretsVolume {
+			return
+		}
+	}
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: SecretsVolume,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+}
+
+func hasMount(c *corev1.Container, volume string) bool {
+	for _, m := range c.VolumeMounts {
+		if m.Name == volume {
+			return true
+		}
+	}
+	return false
+}
+
+// pinImages replaces every image by its digest reference.
+func pinImages(ctx context.Context, pod *corev1.PodSpec, r Resolver) error {
+	pin := func(field string, cs []corev1.Container) error {
+		for i := range cs {
+			if podpolicy.Pinned(cs[i].Image) {
+				continue
+			}
+			if r == nil {
+				return fmt.Errorf("%s[%d] (%s): image %q has no digest", field, i, cs[i].Name, cs[i].Image)
+			}
+			ref, err := r.Resolve(ctx, cs[i].Image)
+			if err != nil {
+				return fmt.Errorf("%s[%d] (%s): %w", field, i, cs[i].Name, err)
+			}
+			cs[i].Image = ref
+		}
+		return nil
+	}
+	if err := pin("initContainers", pod.InitContainers); err != nil {
+		return err
+	}
+	return pin("containers", pod.Containers)
+}
+
+// decodeField decodes the named field of a mapping node, if present.
+func decodeField(n *kyaml.RNode, field string, v any) error {
+	f := n.Field(field)
+	if f == nil {
+		return nil
+	}
+	return decodeNode(f.Value, v)
+}
+
+// decodeNode decodes a node through JSON, as the API server would.
+func decodeNode(n *kyaml.RNode, v any) error {
+	j, err := n.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return sigsyaml.UnmarshalStrict(j, v)
+}
+
+// setNode writes v into n's fields: fields v has are set (keeping the
+// order, comments and style of those that stay), fields it lacks are
+// removed.
+func setNode(n *kyaml.RNode, v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	// JSON is YAML: parsing it keeps numbers as written.
+	want, err := kyaml.Parse(string(j))
+	if err != nil {
+		return err
+	}
+	merge(n.YNode(), want.YNode())
+	return nil
+}

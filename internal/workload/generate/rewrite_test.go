@@ -1,0 +1,405 @@
+package generate
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/mesh/annotation"
+	"github.com/cloister-cc/cloister/internal/workload/initializer"
+	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
+)
+
+// digests resolves the test's tags; anything else is unknown.
+type digests map[string]string
+
+func (d digests) Resolve(_ context.Context, image string) (string, error) {
+	if ref, ok := d[image]; ok {
+		return ref, nil
+	}
+	return "", fmt.Errorf("image %q: not found", image)
+}
+
+func sha(c byte) string { return "sha256:" + strings.Repeat(string(c), 64) }
+
+var testImages = digests{
+	"nginx:1.27":              "nginx@" + sha('a'),
+	"registry.example/api:v2": "registry.example/api@" + sha('b'),
+	"postgres:17":             "postgres@" + sha('c'),
+}
+
+const threeTier = `# The shop: web -> api -> db.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      runtimeClassName: cloister-cc # made confidential by generate
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports:
+        - containerPort: 8080
+        resources:
+          limits:
+            memory: 128Mi
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+spec:
+  selector:
+    app: web
+  ports:
+  - port: 443
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+  namespace: shop
+spec:
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      runtimeClassName: cloister-cc
+      initContainers:
+      - name: migrate
+        image: registry.example/api:v2
+        args: ["migrate"]
+      containers:
+      - name: db
+        image: postgres:17
+        env:
+        - name: PGDATA
+          value: /data/pg   # on the volume
+        resources:
+          requests: {memory: 1Gi}
+          limits: {memory: 1Gi}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+  namespace: shop
+spec:
+  schedule: "0 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          runtimeClassName: cloister-cc
+          restartPolicy: Never
+          containers:
+          - name: report
+            image: registry.example/api:v2
+            resources:
+              limits:
+                memory: 64Mi
+---
+# Not confidential: left exactly as it is.
+apiVersion: v1
+kind: Pod
+metadata:
+  name: plain
+spec:
+  containers:
+  - name: plain
+    image: busybox:latest
+`
+
+func options() Options {
+	return Options{
+		RuntimeClass:     "cloister-cc-sim-0123abcd",
+		InitializerImage: "ghcr.io/cloister-cc/cloister-initializer@" + sha('f'),
+		CAS:              "cas.default.svc:8081",
+		Policy:           "shop",
+		CASExpect:        `{"allowSimulation":true}`,
+		OverheadMiB:      256,
+		Resolver:         testImages,
+	}
+}
+
+func rewrite(t *testing.T, in string, opts Options) (string, *Result) {
+	t.Helper()
+	out, res, err := Rewrite(context.Background(), []byte(in), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), res
+}
+
+// docs splits a stream and decodes document i into v.
+func doc(t *testing.T, stream string, i int, v any) {
+	t.Helper()
+	parts := strings.Split(stream, "\n---\n")
+	if err := sigsyaml.Unmarshal([]byte(parts[i]), v); err != nil {
+		t.Fatalf("document %d: %v\n%s", i, err, parts[i])
+	}
+}
+
+func TestRewriteMakesPodsConfidential(t *testing.T) {
+	out, res := rewrite(t, threeTier, options())
+
+	if len(res.Workloads) != 3 {
+		t.Fatalf("workloads %+v", res.Workloads)
+	}
+	var web appsv1.Deployment
+	doc(t, out, 0, &web)
+	pod := web.Spec.Template.Spec
+	if *pod.RuntimeClassName != "cloister-cc-sim-0123abcd" {
+		t.Errorf("runtimeClassName %q", *pod.RuntimeClassName)
+	}
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != InitializerName || pod.InitContainers[0].Image != options().InitializerImage {
+		t.Fatalf("init containers %+v", pod.InitContainers)
+	}
+	env := map[string]string{}
+	for _, e := range pod.InitContainers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env[initializer.EnvService] != "shop-deployment-web" || env[initializer.EnvCAS] != "cas.default.svc:8081" || env[initializer.EnvPolicy] != "shop" ||
+		env[initializer.EnvLAS] != "http://$(HOST_IP):18766" || env[initializer.EnvExpect] != `{"allowSimulation":true}` {
+		t.Errorf("initializer env %v", env)
+	}
+	if pod.Containers[0].Image != "nginx@"+sha('a') {
+		t.Errorf("image %q", pod.Containers[0].Image)
+	}
+	if m := pod.Containers[0].VolumeMounts; len(m) != 1 || m[0].Name != SecretsVolume || m[0].MountPath != SecretsPath {
+		t.Errorf("mounts %+v", m)
+	}
+	if v := pod.Volumes; len(v) != 1 || v[0].EmptyDir == nil || v[0].EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("volumes %+v", v)
+	}
+	// The annotation is the policy of the pod as written, and its digest
+	// is the workload's.
+	policy, digest, err := podpolicy.FromAnnotation(web.Spec.Template.Annotations[podpolicy.Annotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := podpolicy.Of(&pod, web.Spec.Template.Annotations)
+	if digest != res.Workloads[0].Digest || string(policy.Canonical()) != string(again.Canonical()) {
+		t.Errorf("annotation does not describe the pod:\n%s\n%s", policy.Canonical(), again.Canonical())
+	}
+	if w := res.Workloads[0]; w.Service != "shop-deployment-web" || w.MemoryMiB != 128+256 || w.Labels["app"] != "web" {
+		t.Errorf("workload %+v", w)
+	}
+	// The initializer comes first, before the pod's own init containers.
+	if !strings.Contains(out, "        - name: cloister-initializer") {
+		t.Errorf("output:\n%s", out)
+	}
+	var db appsv1.StatefulSet
+	doc(t, out, 2, &db)
+	if ic := db.Spec.Template.Spec.InitContainers; len(ic) != 2 || ic[0].Name != InitializerName || ic[1].Image != "registry.example/api@"+sha('b') {
+		t.Errorf("db init containers %+v", ic)
+	}
+	if res.Workloads[2].Service != "shop-cronjob-report" || res.Workloads[2].MemoryMiB != 64+256 {
+		t.Errorf("cron job %+v", res.Workloads[2])
+	}
+	if len(res.Services) != 1 || res.Services[0].Selector["app"] != "web" {
+		t.Errorf("services %+v", res.Services)
+	}
+	// Comments and untouched documents stay.
+	for _, keep := range []string{"# The shop: web -> api -> db.", "# on the volume", "# Not confidential: left exactly as it is.",
+		"kind: Pod\nmetadata:\n  name: plain\nspec:\n  containers:\n  - name: plain\n    image: busybox:latest\n"} {
+		if !strings.Contains(out, keep) {
+			t.Errorf("lost %q:\n%s", keep, out)
+		}
+	}
+}
+
+func TestRewriteTwiceChangesNothing(t *testing.T) {
+	once, _ := rewrite(t, threeTier, options())
+	twice, _ := rewrite(t, once, options())
+	if once != twice {
+		t.Errorf("second run changed the output:\n%s\n---- second ----\n%s", once, twice)
+	}
+}
+
+// A pod changed after generate gets another digest when generate runs
+// again: the runtime class generate wrote still marks it.
+func TestRewriteAgainFollowsAChangedPod(t *testing.T) {
+	once, res := rewrite(t, threeTier, options())
+	changed := strings.Replace(once, "nginx@"+sha('a'), "nginx@"+sha('e'), 1)
+	_, res2 := rewrite(t, changed, options())
+	if res2.Workloads[0].Digest == res.Workloads[0].Digest {
+		t.Error("same digest for another image")
+	}
+	if res2.Workloads[1].Digest != res.Workloads[1].Digest {
+		t.Error("an unchanged workload changed its digest")
+	}
+}
+
+func TestRewriteRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to string
+		opts           func(*Options)
+		want           string
+	}{
+		{"no memory limit", "          limits:\n            memory: 128Mi\n", "          limits: {}\n", nil,
+			"Deployment shop/web: containers[0] (web): resources.limits.memory is not set"},
+		{"request below limit", "requests: {memory: 1Gi}", "requests: {memory: 512Mi}", nil,
+			"StatefulSet shop/db: containers[0] (db): resources.requests.memory 512Mi differs from the limit 1Gi"},
+		{"unknown image", "postgres:17", "postgres:18", nil, `containers[0] (db): image "postgres:18": not found`},
+		{"tag without resolver", "", "", func(o *Options) { o.Resolver = nil }, `initContainers[1] (migrate): image "registry.example/api:v2" has no digest`},
+		{"malformed mesh annotation", "      labels:\n        app: web\n",
+			"      labels:\n        app: web\n      annotations:\n        " + annotation.IngressAnnotation + ": \"main#80801#false\"\n", nil,
+			`Deployment shop/web: annotation ` + annotation.IngressAnnotation + `: ingress entry 1 "main#80801#false": port "80801" is not a port (1-65535)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := strings.Replace(threeTier, tc.from, tc.to, 1)
+			opts := options()
+			if tc.opts != nil {
+				tc.opts(&opts)
+			}
+			if tc.name == "tag without resolver" {
+				in = strings.Replace(in, "nginx:1.27", "nginx@"+sha('a'), 1)
+			}
+			_, _, err := Rewrite(context.Background(), []byte(in), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFixResourcesSetsRequestsToLimits(t *testing.T) {
+	in := strings.Replace(threeTier, "requests: {memory: 1Gi}", "requests: {memory: 512Mi}", 1)
+	opts := options()
+	opts.FixResources = true
+	out, _ := rewrite(t, in, opts)
+	var db appsv1.StatefulSet
+	doc(t, out, 2, &db)
+	r := db.Spec.Template.Spec.Containers[0].Resources
+	if r.Requests.Memory().Cmp(*r.Limits.Memory()) != 0 {
+		t.Errorf("resources %+v", r)
+	}
+}
+
+func TestSkipInitializer(t *testing.T) {
+	opts := options()
+	opts.SkipInitializer = true
+	out, _ := rewrite(t, threeTier, opts)
+	var web appsv1.Deployment
+	doc(t, out, 0, &web)
+	if len(web.Spec.Template.Spec.InitContainers) != 0 || len(web.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("skip-initializer injected: %+v", web.Spec.Template.Spec)
+	}
+	annotated := strings.Replace(threeTier, "      labels:\n        app: web\n",
+		"      labels:\n        app: web\n      annotations:\n        "+SkipInitializerAnnotation+": \"true\"\n", 1)
+	out, _ = rewrite(t, annotated, options())
+	doc(t, out, 0, &web)
+	if len(web.Spec.Template.Spec.InitContainers) != 0 {
+		t.Errorf("the annotation did not skip: %+v", web.Spec.Template.Spec.InitContainers)
+	}
+	if web.Spec.Template.Annotations[podpolicy.Annotation] == "" {
+		t.Error("a pod without the initializer still needs its policy")
+	}
+}
+
+func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
+	_, res := rewrite(t, threeTier, options())
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	owner := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	doc, err := Manifest{Name: "shop", Platform: runtimeclass.Sim, OwnerKeys: []string{owner}}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !doc.AllowSimulation || doc.Name != "shop" || len(doc.Services) != 3 || len(doc.Secrets) != 3 {
+		t.Fatalf("manifest %+v", doc)
+	}
+	web := doc.Service("shop-deployment-web")
+	if web == nil {
+		t.Fatalf("no web service in %+v", doc.Services)
+	}
+	id := web.Attestation.Identities
+	if len(id) != 1 || id[0].Type != "sim" || id[0].HostData.String() != res.Workloads[0].Digest {
+		t.Errorf("identity %+v, digest %s", id, res.Workloads[0].Digest)
+	}
+	if strings.Join(web.Certificate.SANs, ",") != "web,web.shop,web.shop.svc,web.shop.svc.cluster.local" {
+		t.Errorf("web SANs %v", web.Certificate.SANs)
+	}
+	if db := doc.Service("shop-statefulset-db"); db == nil || strings.Join(db.Certificate.SANs, ",") != "db.shop" {
+		t.Errorf("db without a Service: %+v", db)
+	}
+	if web.Files[WorkloadSecretFile] != "{{ .Secrets.workload_shop_deployment_web.Hex }}" {
+		t.Errorf("files %v", web.Files)
+	}
+
+	if _, err := (Manifest{Name: "shop", Platform: runtimeclass.SNP}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "snp.measurement") {
+		t.Errorf("snp without reference values: %v", err)
+	}
+	ref, err := ParseReferenceValues([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tdx, err := Manifest{Name: "shop", Platform: runtimeclass.TDX, Reference: ref}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := tdx.Services[0].Attestation.Identities[0]; len(id.MRCONFIGID) != 48 || !strings.HasPrefix(id.MRCONFIGID.String(), res.Workloads[0].Digest) || tdx.AllowSimulation {
+		t.Errorf("tdx identity %+v", id)
+	}
+}
+
+func TestInspectAndCheckManifest(t *testing.T) {
+	out, res := rewrite(t, threeTier, options())
+	doc, err := Manifest{Name: "shop", Platform: runtimeclass.Sim}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Inspect([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckManifest(doc, got.Workloads); err != nil {
+		t.Fatalf("generate's own output: %v", err)
+	}
+	// The YAML changed after generate: another image, same annotation.
+	changed, err := Inspect([]byte(strings.Replace(out, "postgres@"+sha('c'), "postgres@"+sha('d'), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckManifest(doc, changed.Workloads); err != nil {
+		t.Fatalf("the annotation did not change, so neither did the digest: %v", err)
+	}
+	// Generated again: the manifest no longer matches that workload.
+	regenerated, res2 := rewrite(t, strings.Replace(out, "postgres@"+sha('c'), "postgres@"+sha('d'), 1), options())
+	got2, _ := Inspect([]byte(regenerated))
+	if err := CheckManifest(doc, got2.Workloads); err == nil || !strings.Contains(err.Error(), "StatefulSet shop/db: its policy "+res2.Workloads[1].Digest[:16]+" is not the manifest's") {
+		t.Errorf("changed workload: %v", err)
+	}
+	// A workload missing from the YAML, and YAML without annotations.
+	if err := CheckManifest(doc, got.Workloads[:2]); err == nil || !strings.Contains(err.Error(), "service shop-cronjob-report is no workload") {
+		t.Errorf("missing workload: %v", err)
+	}
+	if _, err := Inspect([]byte(threeTier)); err == nil || !strings.Contains(err.Error(), "Deployment shop/web: no policy annotation") {
+		t.Errorf("ungenerated YAML: %v", err)
+	}
+}

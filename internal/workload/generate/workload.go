@@ -1,0 +1,77 @@
+// Package generate makes ordinary Kubernetes YAML confidential: in every
+// pod template whose runtimeClassName is the placeholder (or a runtime
+// class generate wrote before), it injects the initializer and its
+// in-memory secrets volume, pins images to digests, rewrites the runtime
+// class, checks the pod's memory resources and writes the pod's policy
+// annotation; it reports each workload's policy digest for the CAS
+// manifest. Rewriting works on the YAML nodes, so comments and everything
+// it does not own stay as the user wrote them, and a second run changes
+// nothing.
+package generate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cloister-cc/cloister/internal/las"
+	"github.com/cloister-cc/cloister/internal/workload/initializer"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
+)
+
+// Names the rewritten YAML uses, defined once.
+const (
+	// Placeholder is the runtimeClassName that marks a confidential pod.
+	Placeholder = runtimeclass.Prefix
+	// SkipInitializerAnnotation on a pod template ("true") keeps generate
+	// from injecting the initializer into it.
+	SkipInitializerAnnotation = "cloister.dev/skip-initializer"
+	InitializerName           = "cloister-initializer"
+	SecretsVolume             = "cloister-secrets"
+	SecretsPath               = initializer.SecretsPath
+)
+
+// envHostIP holds the node's address for the initializer's LAS URL.
+const envHostIP = "HOST_IP"
+
+// podPaths are where each kind keeps its pod template's metadata and spec.
+var podPaths = map[string][]string{
+	"Pod":                   nil,
+	"Deployment":            {"spec", "template"},
+	"StatefulSet":           {"spec", "template"},
+	"DaemonSet":             {"spec", "template"},
+	"ReplicaSet":            {"spec", "template"},
+	"ReplicationController": {"spec", "template"},
+	"Job":                   {"spec", "template"},
+	"CronJob":               {"spec", "jobTemplate", "spec", "template"},
+}
+
+// Workload is a confidential pod template generate rewrote.
+type Workload struct {
+	Kind, Namespace, Name string
+	// Service is its name in the CAS manifest.
+	Service string
+	// Digest identifies its pod policy (hex SHA-256 of the initdata);
+	// Policy is the policy's canonical JSON.
+	Digest string
+	Policy []byte
+	// MemoryMiB is the confidential VM's memory: the containers' limits
+	// plus the runtime class overhead (init containers not counted).
+	MemoryMiB int64
+	// Labels of its pods, to find the Services that select them.
+	Labels   map[string]string
+	Warnings []string
+}
+
+// ServiceName is a workload's service name in the CAS manifest: its
+// namespace, kind and name, which CAS's naming rules allow.
+func ServiceName(namespace, kind, name string) (string, error) {
+	s := namespace + "-" + strings.ToLower(kind) + "-" + name
+	if len(s) > 63 {
+		return "", fmt.Errorf("%s %s/%s: the manifest's service name %q is longer than 63 characters; use a shorter name", kind, namespace, name, s)
+	}
+	return s, nil
+}
+
+// LASURL is where the initializer finds its node's LAS: the node's
+// address (status.hostIP) at LAS's hostPort.
+func LASURL() string { return fmt.Sprintf("http://$(%s):%d", envHostIP, las.DefaultPort) }

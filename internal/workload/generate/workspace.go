@@ -1,0 +1,79 @@
+package generate
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/base/atomicfile"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+)
+
+// Files of the working folder, as Contrast's users know them.
+const (
+	ManifestFile         = "manifest.yaml"
+	WorkloadOwnerKeyFile = "workload-owner.pem"
+	SeedShareOwnerFile   = "seedshare-owner.pem"
+	DigestCacheFile      = "image-digests.json"
+)
+
+// EnsureKey returns the private key in path, making it (0600) on first
+// use; made reports whether it did.
+func EnsureKey(path string) (pub string, made bool, err error) {
+	k, err := policy.ReadKeyFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		k, err = policy.CreateKeyFile(path)
+		made = true
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return string(policy.MarshalPublicKey(&k.PublicKey)), made, nil
+}
+
+// WriteManifest writes the manifest as YAML, only when it changed.
+func WriteManifest(path string, doc *policy.Document) error {
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = atomicfile.WriteIfChanged(path, data, 0o644)
+	return err
+}
+
+// YAMLFiles expands paths: files as given, folders to their .yaml and
+// .yml files (recursively, sorted, so every run sees the same order).
+func YAMLFiles(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				found = append(found, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(found)
+		out = append(out, found...)
+	}
+	return out, nil
+}

@@ -1,0 +1,142 @@
+package initializer
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/api"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/las"
+)
+
+const manifest = `version: cloister.dev/policy/v1
+name: shop
+owners: {keys: []}
+allowSimulation: true
+services:
+- name: shop-deployment-web
+  attestation: {identities: []}
+  certificate: {sans: [web.shop.svc]}
+  files: {/workload-secret: "{{ .Secrets.ws.Hex }}"}
+  secrets: [ws]
+secrets:
+- {name: ws, kind: symmetric-key}
+`
+
+// Against a real CAS and a real LAS (both simulated, on loopback): the
+// initializer waits, saying why, while CAS has no manifest for it, and
+// writes the pod's certificate, CAs and secret once one is set.
+func TestInitializerWaitsForTheManifest(t *testing.T) {
+	dir := t.TempDir()
+	url, ca, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := keyfile.LoadOrCreate("")
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &las.SimQuoter{Key: key}}).Handler())
+	t.Cleanup(las.Close)
+
+	out := filepath.Join(dir, "cloister", "tls-config")
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, Policy: "shop", Service: "shop-deployment-web",
+		LAS: las.URL, Out: out, MinRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond}
+	logs := &testenv.Buffer{}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+
+	// No manifest yet: it waits and says so once.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "not attested yet") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // several retries
+	if n := strings.Count(logs.String(), "not attested yet"); n != 1 || !strings.Contains(logs.String(), "shop") {
+		t.Fatalf("%d wait messages:\n%s", n, logs)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("finished without a manifest: %v", err)
+	default:
+	}
+
+	if _, err := admin.RegisterPolicy(api.PolicyRequest{Policy: manifest}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	for _, f := range []string{"certChain.pem", "key.pem", "mesh-ca.pem", "root-ca.pem", "files/workload-secret"} {
+		if info, err := os.Stat(filepath.Join(out, f)); err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "simulated evidence: insecure") {
+		t.Errorf("trusting a simulated CAS without saying so:\n%s", logs)
+	}
+}
+
+// A CAS that does not meet the expectation is never sent the pod's
+// request, and the reason is logged.
+func TestInitializerRefusesAnotherCAS(t *testing.T) {
+	dir := t.TempDir()
+	url, _, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
+	logs := &testenv.Buffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := Run(ctx, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{}`, Policy: "shop", Service: "web", LAS: "http://127.0.0.1:1", Out: dir,
+		MinRetry: 50 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)))
+	if err == nil || !strings.Contains(err.Error(), "is not the CAS this pod expects") || !strings.Contains(err.Error(), "simulat") {
+		t.Errorf("error %v\n%s", err, logs)
+	}
+	if err := (&Config{CAS: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "policy service LAS output folder") {
+		t.Errorf("validate: %v", err)
+	}
+}
+
+// Pod start to certificate written, in simulation on loopback: CAS
+// trusted by its evidence, LAS's evidence, attestation, the files.
+func BenchmarkInitializer(b *testing.B) {
+	dir := b.TempDir()
+	url, ca, _ := cas.StartForTest(b, filepath.Join(dir, "state"), "none")
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.RegisterPolicy(api.PolicyRequest{Policy: manifest}); err != nil {
+		b.Fatal(err)
+	}
+	key, _ := keyfile.LoadOrCreate("")
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &las.SimQuoter{Key: key}}).Handler())
+	b.Cleanup(las.Close)
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, Policy: "shop", Service: "shop-deployment-web",
+		LAS: las.URL, Out: filepath.Join(dir, "out")}
+	log := slog.New(slog.DiscardHandler)
+	for b.Loop() {
+		if err := Run(context.Background(), cfg, log); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
