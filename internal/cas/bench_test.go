@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,16 +17,16 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	"github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // benchCAS is a ready CAS in this process with policy "bench" and a pool
 // of attestation requests (each its own key, CSR and sim evidence).
-func benchCAS(b *testing.B, n int) (*client.Client, []*core.AttestRequest) {
+func benchCAS(b *testing.B, n int) (*client.Client, []*wire.AttestRequest) {
 	c := readyCAS(b)
 	owner, _ := policy.NewKey()
-	if _, err := c.RegisterPolicy(signedPolicy(b, "bench", owner)); err != nil {
+	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {
 		b.Fatal(err)
 	}
 	return c, attestRequests(b, n)
@@ -33,16 +34,16 @@ func benchCAS(b *testing.B, n int) (*client.Client, []*core.AttestRequest) {
 
 // attestRequests are n requests for policy bench, service web: each its
 // own key, CSR and sim evidence binding it.
-func attestRequests(b *testing.B, n int) []*core.AttestRequest {
+func attestRequests(b *testing.B, n int) []*wire.AttestRequest {
 	las, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	var reqs []*core.AttestRequest
+	var reqs []*wire.AttestRequest
 	for range n {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 		csr, _ := x509.ParseCertificateRequest(der)
-		binding, _ := core.KeyBinding(csr.PublicKey)
+		binding, _ := wire.KeyBinding(csr.PublicKey)
 		ev, _ := sim.Generate(las, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding}, time.Now(), time.Hour)
-		reqs = append(reqs, &core.AttestRequest{Policy: "bench", Service: "web", Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+		reqs = append(reqs, &wire.AttestRequest{Policy: "bench", Service: "web", Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 			CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
 	}
 	return reqs
@@ -62,7 +63,7 @@ func BenchmarkAttest(b *testing.B) {
 			r := reqs[i%int64(len(reqs))]
 			i++
 			mu.Unlock()
-			if _, err := c.AttestRaw(r); err != nil {
+			if _, err := c.AttestRaw(context.Background(), r); err != nil {
 				b.Error(err)
 				return
 			}
@@ -88,7 +89,7 @@ func BenchmarkAttestLatencyAt500(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			if _, err := c.AttestRaw(reqs[n%len(reqs)]); err != nil {
+			if _, err := c.AttestRaw(context.Background(), reqs[n%len(reqs)]); err != nil {
 				b.Error(err)
 				return
 			}
@@ -120,10 +121,10 @@ func procCPU(b *testing.B, pid int) time.Duration {
 func BenchmarkAttestServerCPU(b *testing.B) {
 	cmd, c := child(b, b.TempDir())
 	owner, _ := policy.NewKey()
-	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := c.RegisterPolicy(signedPolicy(b, "bench", owner)); err != nil {
+	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {
 		b.Fatal(err)
 	}
 	reqs := attestRequests(b, 256)
@@ -133,7 +134,7 @@ func BenchmarkAttestServerCPU(b *testing.B) {
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := c.AttestRaw(reqs[next.Add(1)%int64(len(reqs))]); err != nil {
+			if _, err := c.AttestRaw(context.Background(), reqs[next.Add(1)%int64(len(reqs))]); err != nil {
 				b.Error(err)
 				return
 			}

@@ -35,6 +35,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // DefaultListen is CAS's client port.
@@ -131,10 +132,10 @@ func ParseSealer(spec string) (core.Sealer, error) {
 
 // tlsIdentity loads or makes the TLS key, makes a certificate for the SANs
 // and, in simulation, evidence binding the key.
-func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, api.Identity, error) {
+func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, wire.Identity, error) {
 	key, err := keyfile.LoadOrCreate(filepath.Join(dir, tlsKeyFile))
 	if err != nil {
-		return tls.Certificate{}, api.Identity{}, fmt.Errorf("TLS key: %w", err)
+		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("TLS key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
@@ -155,17 +156,17 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, a
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return tls.Certificate{}, api.Identity{}, err
+		return tls.Certificate{}, wire.Identity{}, err
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	if err := os.WriteFile(filepath.Join(dir, tlsCertFile), certPEM, 0o644); err != nil {
-		return tls.Certificate{}, api.Identity{}, fmt.Errorf("writing the TLS certificate: %w", err)
+		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("writing the TLS certificate: %w", err)
 	}
-	id := api.Identity{TLSCertificate: string(certPEM)}
+	id := wire.Identity{TLSCertificate: string(certPEM)}
 	if simulation {
 		ev, err := selfEvidence(key, tmpl.NotAfter)
 		if err != nil {
-			return tls.Certificate{}, api.Identity{}, err
+			return tls.Certificate{}, wire.Identity{}, err
 		}
 		id.Evidence = ev
 	}
@@ -175,7 +176,7 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, a
 // selfEvidence is simulated evidence whose report data is the SHA-256 of
 // the TLS key: insecure, but the same shape real evidence will have.
 func selfEvidence(tlsKey *ecdsa.PrivateKey, until time.Time) (*attest.Evidence, error) {
-	binding, err := core.KeyBinding(&tlsKey.PublicKey)
+	binding, err := wire.KeyBinding(&tlsKey.PublicKey)
 	if err != nil {
 		return nil, err
 	}

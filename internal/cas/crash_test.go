@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 const childEnv = "CLOISTER_CAS_TEST_CHILD_STATE"
@@ -64,7 +64,7 @@ func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	return cmd, c
 }
 
-func signedPolicy(t testing.TB, name string, owner *ecdsa.PrivateKey) api.PolicyRequest {
+func signedPolicy(t testing.TB, name string, owner *ecdsa.PrivateKey) wire.PolicyRequest {
 	doc := `version: cloister.dev/policy/v1
 name: ` + name + `
 owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&owner.PublicKey)), "\n", `\n`) + `"]}
@@ -76,7 +76,7 @@ secrets: [{name: k, kind: symmetric-key}]
 	if err := policy.Sign(s, owner); err != nil {
 		t.Fatal(err)
 	}
-	return api.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+	return wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
 }
 
 // kill -9 during a burst of concurrent policy writes: after a restart
@@ -85,11 +85,11 @@ func TestKillDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	cmd, c := child(t, dir)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
 		t.Fatal(err)
 	}
 	const writers, perWriter = 8, 400
-	reqs := make([][]api.PolicyRequest, writers)
+	reqs := make([][]wire.PolicyRequest, writers)
 	for w := range writers {
 		for i := range perWriter {
 			reqs[w] = append(reqs[w], signedPolicy(t, fmt.Sprintf("p-%d-%d", w, i), owner))
@@ -103,7 +103,7 @@ func TestKillDuringWrites(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i, req := range reqs[w] {
-				if _, err := c.RegisterPolicy(req); err != nil {
+				if _, err := c.RegisterPolicy(context.Background(), req); err != nil {
 					return // the process is gone
 				}
 				mu.Lock()
@@ -133,7 +133,7 @@ func TestKillDuringWrites(t *testing.T) {
 
 	_, c = child(t, dir)
 	for _, name := range acked {
-		h, err := c.History(name)
+		h, err := c.History(context.Background(), name)
 		if err != nil || len(h.Records) != 1 {
 			var apiErr *client.APIError
 			if errors.As(err, &apiErr) && apiErr.Status == 503 {

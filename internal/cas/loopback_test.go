@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,10 +15,9 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // readyCAS is cloister-cas on loopback, initialised, with its client.
@@ -30,7 +30,7 @@ func readyCAS(t testing.TB) *client.Client {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -40,7 +40,7 @@ func pemKey(k *ecdsa.PrivateKey) string {
 	return strings.ReplaceAll(string(policy.MarshalPublicKey(&k.PublicKey)), "\n", `\n`)
 }
 
-func sign(t *testing.T, doc string, keys ...*ecdsa.PrivateKey) api.PolicyRequest {
+func sign(t *testing.T, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
 	t.Helper()
 	s := &policy.Signed{Policy: doc}
 	for _, k := range keys {
@@ -48,17 +48,17 @@ func sign(t *testing.T, doc string, keys ...*ecdsa.PrivateKey) api.PolicyRequest
 			t.Fatal(err)
 		}
 	}
-	return api.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+	return wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
 }
 
 // simRequest is an attestation request for service with sim evidence
 // whose claims edit may change.
-func simRequest(t *testing.T, policyName, service string, edit func(*attest.Claims)) *core.AttestRequest {
+func simRequest(t *testing.T, policyName, service string, edit func(*attest.Claims)) *wire.AttestRequest {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	csr, _ := x509.ParseCertificateRequest(der)
-	binding, _ := core.KeyBinding(csr.PublicKey)
+	binding, _ := wire.KeyBinding(csr.PublicKey)
 	c := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding,
 		SGX: &attest.SGXIdentity{MRENCLAVE: []byte(strings.Repeat("\x11", 32)), MRSIGNER: make([]byte, 32)}}
 	if edit != nil {
@@ -69,7 +69,7 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &core.AttestRequest{Policy: policyName, Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+	return &wire.AttestRequest{Policy: policyName, Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
 }
 
@@ -86,18 +86,18 @@ services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + st
 `
 	}
 	for _, d := range []string{doc("lax", "allowSimulation: true"), doc("strict", "")} {
-		if _, err := c.RegisterPolicy(sign(t, d, owner)); err != nil {
+		if _, err := c.RegisterPolicy(context.Background(), sign(t, d, owner)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.AttestRaw(simRequest(t, "lax", "api", nil)); err != nil {
+	if _, err := c.AttestRaw(context.Background(), simRequest(t, "lax", "api", nil)); err != nil {
 		t.Fatalf("the accepted case: %v", err)
 	}
 	unbound := simRequest(t, "lax", "api", nil)
 	unbound.CSR = simRequest(t, "lax", "api", nil).CSR
 	for _, tc := range []struct {
 		name   string
-		req    *core.AttestRequest
+		req    *wire.AttestRequest
 		reason string
 	}{
 		{"identity not in the policy", simRequest(t, "lax", "api", func(c *attest.Claims) { c.SGX.MRENCLAVE[5] = 0 }), "identity"},
@@ -107,7 +107,7 @@ services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + st
 		{"sim without allowSimulation", simRequest(t, "strict", "api", nil), "simulation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.AttestRaw(tc.req)
+			_, err := c.AttestRaw(context.Background(), tc.req)
 			var apiErr *client.APIError
 			if !errors.As(err, &apiErr) || apiErr.Status != 403 || apiErr.Reason != tc.reason {
 				t.Errorf("got %v, want 403 %s", err, tc.reason)
@@ -130,21 +130,21 @@ allowSimulation: true
 services: [{name: api, attestation: {identities: []}, certificate: {sans: [api], validity: ` + validity + `}}]
 `
 	}
-	if _, err := c.RegisterPolicy(sign(t, doc("1h"), a, b)); err != nil {
+	if _, err := c.RegisterPolicy(context.Background(), sign(t, doc("1h"), a, b)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.RegisterPolicy(sign(t, doc("2h"), a))
+	_, err := c.RegisterPolicy(context.Background(), sign(t, doc("2h"), a))
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 403 || !strings.Contains(apiErr.Message, "signed by 1 of the owners of version 1, 2 needed") {
 		t.Fatalf("update with one of two signatures: %v", err)
 	}
-	if h, err := c.History("shop"); err != nil || len(h.Records) != 1 {
+	if h, err := c.History(context.Background(), "shop"); err != nil || len(h.Records) != 1 {
 		t.Fatalf("a refused update changed the history: %v", err)
 	}
-	if r, err := c.RegisterPolicy(sign(t, doc("2h"), a, b)); err != nil || r.Version != 2 {
+	if r, err := c.RegisterPolicy(context.Background(), sign(t, doc("2h"), a, b)); err != nil || r.Version != 2 {
 		t.Fatalf("update with both: %+v %v", r, err)
 	}
-	h, err := c.History("shop")
+	h, err := c.History(context.Background(), "shop")
 	if err != nil || len(h.Records) != 2 || !strings.Contains(h.Records[1].Policy, "validity: 2h") {
 		t.Fatalf("history: %v", err)
 	}
@@ -152,7 +152,7 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := core.VerifyHistory(h.Records, key); err != nil {
+	if err := wire.VerifyHistory(h.Records, key); err != nil {
 		t.Errorf("history chain: %v", err)
 	}
 	// Sealed to another CAS's key: a clear error.
@@ -160,7 +160,7 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 	s := &policy.Signed{Policy: doc("3h")}
 	policy.Sign(s, a)
 	e, _ := policy.Encrypt(s, other.PublicKey())
-	_, err = c.RegisterPolicy(api.PolicyRequest{Policy: e.Policy, EncryptionKey: e.EncryptionKey})
+	_, err = c.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: e.Policy, EncryptionKey: e.EncryptionKey})
 	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "the policy is sealed to key") {
 		t.Errorf("sealed to another key: %v", err)
 	}
@@ -180,21 +180,21 @@ services:
 - {name: worker, attestation: {identities: []}, certificate: {sans: [worker.shop.svc]}}
 secrets: [{name: k, kind: symmetric-key}]
 `
-	if _, err := c.RegisterPolicy(sign(t, doc, owner)); err != nil {
+	if _, err := c.RegisterPolicy(context.Background(), sign(t, doc, owner)); err != nil {
 		t.Fatal(err)
 	}
-	first, err := c.AttestRaw(simRequest(t, "shop", "api", nil))
+	first, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "api", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := c.AttestRaw(simRequest(t, "shop", "api", nil))
+	second, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "api", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Env["K"] == "" || first.Env["K"] != second.Env["K"] || first.Secrets["k"]["Hex"] != second.Secrets["k"]["Hex"] {
 		t.Errorf("secret differs between attestations: %q %q", first.Env["K"], second.Env["K"])
 	}
-	worker, err := c.AttestRaw(simRequest(t, "shop", "worker", nil))
+	worker, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "worker", nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestAttestedConnection(t *testing.T) {
 		t.Errorf("claims insecure=%v, state %q", got.Claims.Insecure, got.PublicKey.State)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
 		t.Fatalf("init over the attested connection: %v", err)
 	}
 

@@ -13,12 +13,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/las"
 )
 
@@ -60,7 +59,7 @@ func newCASInit(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			shares, err := initCAS(c, pems, threshold, out)
+			shares, err := initCAS(cmd.Context(), c, pems, threshold, out)
 			if err != nil {
 				return err
 			}
@@ -97,8 +96,8 @@ func newCASRecover(s Streams) *cobra.Command {
 
 // initCAS makes CAS generate its seed, split among the recovery owners,
 // and writes the sealed shares to path, the only place they are kept.
-func initCAS(c *casclient.Client, owners []string, threshold int, path string) (*core.Shares, error) {
-	shares, err := c.Init(owners, threshold)
+func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshold int, path string) (*wire.Shares, error) {
+	shares, err := c.Init(ctx, owners, threshold)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +114,7 @@ func ownShare(sharesFile, keyFile string) (seed.Share, error) {
 	if err != nil {
 		return seed.Share{}, fmt.Errorf("the shares: %w", err)
 	}
-	var shares core.Shares
+	var shares wire.Shares
 	if err := json.Unmarshal(raw, &shares); err != nil {
 		return seed.Share{}, fmt.Errorf("the shares %s: %w", sharesFile, err)
 	}
@@ -144,7 +143,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 		return err
 	}
 	defer done()
-	res, err := c.Recover(sh)
+	res, err := c.Recover(ctx, sh)
 	if err != nil {
 		return err
 	}
@@ -188,7 +187,7 @@ func newCASAttest(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			res, err := c.Attest(policyName, service, q, out)
+			res, err := c.Attest(cmd.Context(), policyName, service, q, out)
 			if err != nil {
 				return err
 			}
@@ -223,8 +222,8 @@ func newCASRegister(s Streams) *cobra.Command {
 				return err
 			}
 			var res struct {
-				Kind string            `json:"kind"`
-				Spec api.PolicyRequest `json:"spec"`
+				Kind string             `json:"kind"`
+				Spec wire.PolicyRequest `json:"spec"`
 			}
 			if err := yaml.Unmarshal(data, &res); err != nil || (res.Kind != "SignedPolicy" && res.Kind != "EncryptedPolicy") {
 				return fmt.Errorf("%s: want a SignedPolicy or EncryptedPolicy resource (cloister policy sign/encrypt)", args[0])
@@ -234,7 +233,7 @@ func newCASRegister(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			reg, err := c.RegisterPolicy(res.Spec)
+			reg, err := c.RegisterPolicy(cmd.Context(), res.Spec)
 			if err != nil {
 				return err
 			}

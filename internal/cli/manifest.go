@@ -11,10 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
@@ -67,7 +66,7 @@ func newSet(s Streams) *cobra.Command {
 			if err := initIfNeeded(cmd.Context(), s, c, dir); err != nil {
 				return err
 			}
-			reg, err := c.RegisterPolicyContext(cmd.Context(), api.PolicyRequest{Policy: signed.Policy, Signatures: signed.Signatures})
+			reg, err := c.RegisterPolicy(cmd.Context(), wire.PolicyRequest{Policy: signed.Policy, Signatures: signed.Signatures})
 			if err != nil {
 				return fmt.Errorf("setting the manifest: %w", err)
 			}
@@ -108,7 +107,7 @@ func newVerify(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			h, err := c.HistoryContext(cmd.Context(), doc.Name)
+			h, err := c.History(cmd.Context(), doc.Name)
 			if err != nil {
 				return fmt.Errorf("reading the manifest's history: %w", err)
 			}
@@ -116,7 +115,7 @@ func newVerify(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("CAS's history key: %w", err)
 			}
-			if err := core.VerifyHistory(h.Records, key); err != nil {
+			if err := wire.VerifyHistory(h.Records, key); err != nil {
 				return fmt.Errorf("CAS's history of %s does not verify: %w", doc.Name, err)
 			}
 			if len(h.Records) == 0 {
@@ -243,11 +242,11 @@ func eachYAML(paths []string, do func(file string, data []byte) error) error {
 // initIfNeeded initialises an uninitialised CAS with the workspace's seed
 // share owner as its one recovery owner.
 func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, dir string) error {
-	pk, err := c.PublicKeyContext(ctx)
+	pk, err := c.PublicKey(ctx)
 	if err != nil {
 		return err
 	}
-	if pk.State != string(core.Uninitialized) {
+	if pk.State != string(wire.Uninitialized) {
 		return nil
 	}
 	pub, _, err := generate.EnsureKey(filepath.Join(dir, generate.SeedShareOwnerFile))
@@ -255,7 +254,7 @@ func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, dir strin
 		return fmt.Errorf("the seed share owner key: %w", err)
 	}
 	path := filepath.Join(dir, seedSharesFile)
-	if _, err := initCAS(c, []string{pub}, 1, path); err != nil {
+	if _, err := initCAS(ctx, c, []string{pub}, 1, path); err != nil {
 		return fmt.Errorf("initialising CAS: %w", err)
 	}
 	fmt.Fprintf(s.Err, "CAS initialised: its seed share, sealed to %s, is in %s; keep both to recover CAS\n", generate.SeedShareOwnerFile, path)

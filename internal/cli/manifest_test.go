@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
@@ -61,7 +62,7 @@ func TestSetVerifyRecover(t *testing.T) {
 		}
 		key, _ := keyfile.LoadOrCreate("")
 		hostData, _ := hex.DecodeString(digest)
-		_, err = c.Attest("shop", web().Service, hostDataQuoter{&las.SimQuoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
+		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&las.SimQuoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
 		return err
 	}
 	if err := attestAs(web().Digest); err != nil {
@@ -137,7 +138,7 @@ type hostDataQuoter struct {
 	hostData []byte
 }
 
-func (h hostDataQuoter) Quote(reportData []byte) (attest.Evidence, error) {
+func (h hostDataQuoter) Quote(ctx context.Context, reportData []byte) (attest.Evidence, error) {
 	return h.q.QuoteFor(reportData, h.hostData)
 }
 

@@ -155,7 +155,7 @@ func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, s
 		if o.cas.cluster != "" {
 			where = "--cluster " + o.cas.cluster
 		}
-		pk, err := c.PublicKey()
+		pk, err := c.PublicKey(ctx)
 		if err != nil {
 			return "", "", err
 		}

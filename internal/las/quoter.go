@@ -1,6 +1,7 @@
 package las
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // Such a quoter adds a target-info endpoint and takes a report instead of
 // report data; the simulated quoter below needs neither.
 type Quoter interface {
-	Quote(reportData []byte) (attest.Evidence, error)
+	Quote(ctx context.Context, reportData []byte) (attest.Evidence, error)
 }
 
 // SimQuoter signs simulated evidence with the node's key: always marked
@@ -33,7 +34,7 @@ type SimQuoter struct {
 }
 
 // Quote implements Quoter.
-func (q *SimQuoter) Quote(reportData []byte) (attest.Evidence, error) {
+func (q *SimQuoter) Quote(ctx context.Context, reportData []byte) (attest.Evidence, error) {
 	return q.QuoteFor(reportData, nil)
 }
 

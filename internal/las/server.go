@@ -107,7 +107,7 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 func (s *Server) quote(r *http.Request, reportData []byte) (attest.Evidence, error) {
 	sq, ok := s.Quoter.(*SimQuoter)
 	if s.Pods == nil || !ok {
-		return s.Quoter.Quote(reportData)
+		return s.Quoter.Quote(r.Context(), reportData)
 	}
 	ip, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
@@ -116,7 +116,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := cl.AttestRaw(attestRequest(b, lasAt)); err != nil {
+			if _, err := cl.AttestRaw(context.Background(), attestRequest(b, lasAt)); err != nil {
 				if failed.Add(1) == 1 {
 					b.Error(err)
 				}
@@ -134,14 +134,14 @@ func BenchmarkCASInCluster(b *testing.B) {
 
 // attestRequest is a workload's request: a key, a CSR, and LAS's evidence
 // binding the key.
-func attestRequest(b *testing.B, las *casclient.LAS) *core.AttestRequest {
+func attestRequest(b *testing.B, las *casclient.LAS) *wire.AttestRequest {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	binding, _ := core.KeyBinding(&key.PublicKey)
-	ev, err := las.Quote(binding)
+	binding, _ := wire.KeyBinding(&key.PublicKey)
+	ev, err := las.Quote(context.Background(), binding)
 	if err != nil {
 		b.Error(err)
 	}
-	return &core.AttestRequest{Policy: "shop", Service: "web", Evidence: ev,
+	return &wire.AttestRequest{Policy: "shop", Service: "web", Evidence: ev,
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
 }

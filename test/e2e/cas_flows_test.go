@@ -253,7 +253,7 @@ func (e *realNodeEnv) casHistory(t *testing.T, cas string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := cl.HistoryContext(ctx, "shop")
+	h, err := cl.History(ctx, "shop")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Request size limits: a policy is at most 1 MiB (its resource's limit),
@@ -36,20 +37,13 @@ type Server struct {
 	CAS *core.CAS
 	// Identity is what GET /v1/public-key says of the CAS besides its
 	// encryption key: its TLS certificate and evidence binding it.
-	Identity Identity
+	Identity wire.Identity
 	// PerClient bounds concurrent requests per client address.
 	PerClient int
 
 	once     sync.Once
 	mu       sync.Mutex
 	inFlight map[string]int
-}
-
-// Identity is CAS's own: its TLS certificate (PEM) and evidence whose
-// report data is the SHA-256 of the TLS key (PKIX DER).
-type Identity struct {
-	TLSCertificate string           `json:"tlsCertificate"`
-	Evidence       *attest.Evidence `json:"evidence,omitempty"`
 }
 
 // Handler is the API.
@@ -107,7 +101,7 @@ func (s *Server) limit(next http.Handler) http.Handler {
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	state, why := s.CAS.Status()
-	if state != core.Ready {
+	if state != wire.Ready {
 		http.Error(w, string(state)+": "+why, http.StatusServiceUnavailable)
 		return
 	}
@@ -161,14 +155,8 @@ func fail(w http.ResponseWriter, err error) {
 	writeError(w, code, reason, err)
 }
 
-// Error is the body of every error response.
-type Error struct {
-	Error  string `json:"error"`
-	Reason string `json:"reason"`
-}
-
 func writeError(w http.ResponseWriter, code int, reason string, err error) {
-	writeJSON(w, code, Error{Error: err.Error(), Reason: reason})
+	writeJSON(w, code, wire.Error{Error: err.Error(), Reason: reason})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

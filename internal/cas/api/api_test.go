@@ -16,6 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // server is a ready CAS behind the API on a real TLS listener.
@@ -39,14 +40,14 @@ func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
 	return ts, cas
 }
 
-func post(t *testing.T, ts *httptest.Server, path, contentType string, body io.Reader) (int, Error) {
+func post(t *testing.T, ts *httptest.Server, path, contentType string, body io.Reader) (int, wire.Error) {
 	t.Helper()
 	resp, err := ts.Client().Post(ts.URL+path, contentType, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var e Error
+	var e wire.Error
 	json.NewDecoder(resp.Body).Decode(&e)
 	return resp.StatusCode, e
 }
@@ -60,7 +61,7 @@ owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&key.Publ
 allowSimulation: true
 services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}}]
 `
-	unsigned, _ := json.Marshal(PolicyRequest{Policy: valid})
+	unsigned, _ := json.Marshal(wire.PolicyRequest{Policy: valid})
 	for _, tc := range []struct {
 		name, path, contentType, body string
 		code                          int

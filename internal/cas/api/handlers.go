@@ -9,29 +9,19 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
-	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
-
-// PublicKey is GET /v1/public-key.
-type PublicKey struct {
-	// EncryptionKey seals policies to this CAS (empty until it is ready).
-	EncryptionKey string `json:"encryptionKey,omitempty"`
-	Identity
-	State string `json:"state"`
-	// StateReason says why CAS is in its state (e.g. what recovery waits for).
-	StateReason string `json:"stateReason,omitempty"`
-}
 
 func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	state, why := s.CAS.Status()
-	out := PublicKey{Identity: s.Identity, State: string(state), StateReason: why}
+	out := wire.PublicKey{Identity: s.Identity, State: string(state), StateReason: why}
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// cas is GET /v1/ca: core.CAs.
+// cas is GET /v1/ca: wire.CAs.
 func (s *Server) cas(w http.ResponseWriter, _ *http.Request) {
 	cas, err := s.CAS.CAs()
 	if err != nil {
@@ -41,15 +31,8 @@ func (s *Server) cas(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, cas)
 }
 
-// InitRequest is POST /v1/init.
-type InitRequest struct {
-	// RecoveryOwners are P-256 public keys (PEM), one share each.
-	RecoveryOwners []string `json:"recoveryOwners"`
-	Threshold      int      `json:"threshold"`
-}
-
 func (s *Server) init(w http.ResponseWriter, r *http.Request) {
-	var req InitRequest
+	var req wire.InitRequest
 	if !decode(w, r, maxBody, &req) {
 		return
 	}
@@ -70,19 +53,8 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, shares)
 }
 
-// RecoverRequest is POST /v1/recover: one owner's opened share.
-type RecoverRequest struct {
-	Share seed.Share `json:"share"`
-}
-
-// RecoverResponse says how many shares are still needed.
-type RecoverResponse struct {
-	Needed int    `json:"needed"`
-	State  string `json:"state"`
-}
-
 func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
-	var req RecoverRequest
+	var req wire.RecoverRequest
 	if !decode(w, r, maxBody, &req) {
 		return
 	}
@@ -92,24 +64,15 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, _ := s.CAS.Status()
-	writeJSON(w, http.StatusOK, RecoverResponse{Needed: need, State: string(state)})
-}
-
-// PolicyRequest is POST /v1/policies: the spec of a SignedPolicy
-// (policy, signatures) or of an EncryptedPolicy (policy, encryptionKey).
-type PolicyRequest struct {
-	CASAddress    string             `json:"casAddress,omitempty"`
-	Policy        string             `json:"policy"`
-	Signatures    []policy.Signature `json:"signatures,omitempty"`
-	EncryptionKey string             `json:"encryptionKey,omitempty"`
+	writeJSON(w, http.StatusOK, wire.RecoverResponse{Needed: need, State: string(state)})
 }
 
 func (s *Server) registerPolicy(w http.ResponseWriter, r *http.Request) {
-	var req PolicyRequest
+	var req wire.PolicyRequest
 	if !decode(w, r, maxPolicyBody, &req) {
 		return
 	}
-	var reg *core.Registration
+	var reg *wire.Registration
 	var err error
 	switch {
 	case req.EncryptionKey != "" && len(req.Signatures) > 0:
@@ -139,13 +102,6 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-// History is GET /v1/policies/{name}/history: the records, oldest first,
-// and the key they are signed with (PEM).
-type History struct {
-	Records    []core.Record `json:"records"`
-	HistoryKey string        `json:"historyKey"`
-}
-
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	recs, err := s.CAS.History(r.PathValue("name"))
 	if err != nil {
@@ -162,11 +118,11 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, History{Records: recs, HistoryKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))})
+	writeJSON(w, http.StatusOK, wire.History{Records: recs, HistoryKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))})
 }
 
 func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
-	var req core.AttestRequest
+	var req wire.AttestRequest
 	if !decode(w, r, maxBody, &req) {
 		return
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,13 +15,13 @@ import (
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Quoter produces evidence binding report data: the node's LAS, or a
 // simulated quoter.
 type Quoter interface {
-	Quote(reportData []byte) (attest.Evidence, error)
+	Quote(ctx context.Context, reportData []byte) (attest.Evidence, error)
 }
 
 // Files written by Attest into its directory (Contrast's tls-config
@@ -36,7 +37,7 @@ const (
 
 // Attest makes a key and CSR, gets evidence binding the key, attests as
 // service of policy and writes the result into dir.
-func (c *Client) Attest(policyName, service string, q Quoter, dir string) (*core.AttestResult, error) {
+func (c *Client) Attest(ctx context.Context, policyName, service string, q Quoter, dir string) (*wire.AttestResult, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -45,15 +46,15 @@ func (c *Client) Attest(policyName, service string, q Quoter, dir string) (*core
 	if err != nil {
 		return nil, err
 	}
-	binding, err := core.KeyBinding(&key.PublicKey)
+	binding, err := wire.KeyBinding(&key.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := q.Quote(binding)
+	ev, err := q.Quote(ctx, binding)
 	if err != nil {
 		return nil, fmt.Errorf("getting evidence: %w", err)
 	}
-	res, err := c.AttestRaw(&core.AttestRequest{Policy: policyName, Service: service, Evidence: ev,
+	res, err := c.AttestRaw(ctx, &wire.AttestRequest{Policy: policyName, Service: service, Evidence: ev,
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func (c *Client) Attest(policyName, service string, q Quoter, dir string) (*core
 	return res, write(dir, res, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
 }
 
-func write(dir string, res *core.AttestResult, keyPEM []byte) error {
+func write(dir string, res *wire.AttestResult, keyPEM []byte) error {
 	var env strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(res.Env)) {
 		fmt.Fprintf(&env, "%s=%s\n", k, res.Env[k])

@@ -17,9 +17,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/cas/api"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Client talks to one CAS.
@@ -58,11 +57,7 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("CAS: %s (%d, %s)", e.Message, e.Status, e.Reason)
 }
 
-func (c *Client) do(method, path string, in, out any) error {
-	return c.doContext(context.Background(), method, path, in, out)
-}
-
-func (c *Client) doContext(ctx context.Context, method, path string, in, out any) error {
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -97,53 +92,43 @@ func (c *Client) doContext(ctx context.Context, method, path string, in, out any
 }
 
 // PublicKey is GET /v1/public-key.
-func (c *Client) PublicKey() (*api.PublicKey, error) {
-	var out api.PublicKey
-	return &out, c.do(http.MethodGet, "/v1/public-key", nil, &out)
+func (c *Client) PublicKey(ctx context.Context) (*wire.PublicKey, error) {
+	var out wire.PublicKey
+	return &out, c.do(ctx, http.MethodGet, "/v1/public-key", nil, &out)
 }
 
 // Init is POST /v1/init.
-func (c *Client) Init(owners []string, threshold int) (*core.Shares, error) {
-	var out core.Shares
-	return &out, c.do(http.MethodPost, "/v1/init", api.InitRequest{RecoveryOwners: owners, Threshold: threshold}, &out)
+func (c *Client) Init(ctx context.Context, owners []string, threshold int) (*wire.Shares, error) {
+	var out wire.Shares
+	return &out, c.do(ctx, http.MethodPost, "/v1/init", wire.InitRequest{RecoveryOwners: owners, Threshold: threshold}, &out)
 }
 
 // Recover is POST /v1/recover with one opened share.
-func (c *Client) Recover(sh seed.Share) (*api.RecoverResponse, error) {
-	var out api.RecoverResponse
-	return &out, c.do(http.MethodPost, "/v1/recover", api.RecoverRequest{Share: sh}, &out)
+func (c *Client) Recover(ctx context.Context, sh seed.Share) (*wire.RecoverResponse, error) {
+	var out wire.RecoverResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/recover", wire.RecoverRequest{Share: sh}, &out)
 }
 
 // RegisterPolicy is POST /v1/policies.
-func (c *Client) RegisterPolicy(req api.PolicyRequest) (*core.Registration, error) {
-	return c.RegisterPolicyContext(context.Background(), req)
+func (c *Client) RegisterPolicy(ctx context.Context, req wire.PolicyRequest) (*wire.Registration, error) {
+	var out wire.Registration
+	return &out, c.do(ctx, http.MethodPost, "/v1/policies", req, &out)
 }
 
-// RegisterPolicyContext is RegisterPolicy bounded by ctx.
-func (c *Client) RegisterPolicyContext(ctx context.Context, req api.PolicyRequest) (*core.Registration, error) {
-	var out core.Registration
-	return &out, c.doContext(ctx, http.MethodPost, "/v1/policies", req, &out)
+// CAs returns CAS's root and mesh CA certificates.
+func (c *Client) CAs(ctx context.Context) (*wire.CAs, error) {
+	var out wire.CAs
+	return &out, c.do(ctx, http.MethodGet, "/v1/ca", nil, &out)
 }
 
 // History is GET /v1/policies/{name}/history.
-// CAs returns CAS's root and mesh CA certificates.
-func (c *Client) CAs(ctx context.Context) (*core.CAs, error) {
-	var out core.CAs
-	return &out, c.doContext(ctx, http.MethodGet, "/v1/ca", nil, &out)
-}
-
-func (c *Client) History(name string) (*api.History, error) {
-	return c.HistoryContext(context.Background(), name)
-}
-
-// HistoryContext is History bounded by ctx.
-func (c *Client) HistoryContext(ctx context.Context, name string) (*api.History, error) {
-	var out api.History
-	return &out, c.doContext(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name)+"/history", nil, &out)
+func (c *Client) History(ctx context.Context, name string) (*wire.History, error) {
+	var out wire.History
+	return &out, c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name)+"/history", nil, &out)
 }
 
 // AttestRaw is POST /v1/attest.
-func (c *Client) AttestRaw(req *core.AttestRequest) (*core.AttestResult, error) {
-	var out core.AttestResult
-	return &out, c.do(http.MethodPost, "/v1/attest", req, &out)
+func (c *Client) AttestRaw(ctx context.Context, req *wire.AttestRequest) (*wire.AttestResult, error) {
+	var out wire.AttestResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/attest", req, &out)
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,13 +19,18 @@ type LAS struct {
 }
 
 // Quote implements Quoter.
-func (l *LAS) Quote(reportData []byte) (attest.Evidence, error) {
+func (l *LAS) Quote(ctx context.Context, reportData []byte) (attest.Evidence, error) {
 	hc := l.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	body, _ := json.Marshal(map[string]attest.Bytes{"reportData": reportData})
-	resp, err := hc.Post(l.URL+"/v1/evidence", "application/json", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/evidence", bytes.NewReader(body))
+	if err != nil {
+		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
 	if err != nil {
 		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
 	}

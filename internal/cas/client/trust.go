@@ -15,8 +15,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
-	"github.com/cloister-cc/cloister/internal/cas/api"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // DialFunc opens the connection to CAS's address: a port-forward, or a
@@ -45,7 +44,7 @@ type Attested struct {
 	Claims *attest.Claims
 	// PublicKey is CAS's answer to GET /v1/public-key on the attested
 	// connection (state, encryption key).
-	PublicKey *api.PublicKey
+	PublicKey *wire.PublicKey
 }
 
 // NewAttested connects to CAS at baseURL, verifies that the evidence CAS
@@ -70,9 +69,9 @@ func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFu
 		},
 	}, dial)
 	defer probe.CloseIdleConnections()
-	var pk api.PublicKey
+	var pk wire.PublicKey
 	c := &Client{base: strings.TrimSuffix(baseURL, "/"), http: probe}
-	if err := c.doContext(ctx, http.MethodGet, "/v1/public-key", nil, &pk); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/v1/public-key", nil, &pk); err != nil {
 		return nil, nil, err
 	}
 	if pk.Evidence == nil {
@@ -82,7 +81,7 @@ func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFu
 	if err != nil {
 		return nil, nil, err
 	}
-	binding, err := core.KeyBinding(pub)
+	binding, err := wire.KeyBinding(pub)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -137,18 +136,12 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 	var out struct {
 		Version string `json:"version"`
 	}
-	return out.Version, c.doContext(ctx, http.MethodGet, "/v1/version", nil, &out)
-}
-
-// PublicKeyContext is GET /v1/public-key, bounded by ctx.
-func (c *Client) PublicKeyContext(ctx context.Context) (*api.PublicKey, error) {
-	var out api.PublicKey
-	return &out, c.doContext(ctx, http.MethodGet, "/v1/public-key", nil, &out)
+	return out.Version, c.do(ctx, http.MethodGet, "/v1/version", nil, &out)
 }
 
 // decodeAPIError reads a CAS error response.
 func decodeAPIError(status int, data []byte) *APIError {
-	var body api.Error
+	var body wire.Error
 	if json.Unmarshal(data, &body) != nil || body.Error == "" {
 		body.Error = strings.TrimSpace(string(data))
 	}

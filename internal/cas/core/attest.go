@@ -1,9 +1,6 @@
 package core
 
 import (
-	"crypto"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,47 +11,12 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
-
-// AttestRequest is a workload asking for what its policy gives it.
-type AttestRequest struct {
-	Policy   string          `json:"policy"`
-	Service  string          `json:"service"`
-	Evidence attest.Evidence `json:"evidence"`
-	// CSR (PEM or DER) for the workload's key; the evidence's report data
-	// must start with the SHA-256 of that key (PKIX DER).
-	CSR []byte `json:"csr"`
-}
-
-// AttestResult is what an attested workload gets.
-type AttestResult struct {
-	// Certificate is the workload's chain (PEM): its certificate, the mesh
-	// CA, the intermediate.
-	Certificate string            `json:"certificate"`
-	MeshCA      string            `json:"meshCA"`
-	RootCA      string            `json:"rootCA"`
-	Env         map[string]string `json:"env,omitempty"`
-	Files       map[string]string `json:"files,omitempty"`
-	// Secrets the service may read, by name, then field (Raw, Hex,
-	// Base64; Cert, Key, Chain).
-	Secrets map[string]map[string]string `json:"secrets,omitempty"`
-}
-
-// KeyBinding is the report data that binds a key (a CSR's, or CAS's own
-// TLS key): SHA-256 of its PKIX DER, the first 32 bytes of the evidence's
-// report data.
-func KeyBinding(pub crypto.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return nil, err
-	}
-	h := sha256.Sum256(der)
-	return h[:], nil
-}
 
 // Attest verifies the evidence against the service's policy and the CSR,
 // then issues the certificate and hands out env, files and secrets.
-func (c *CAS) Attest(req *AttestRequest) (*AttestResult, error) {
+func (c *CAS) Attest(req *wire.AttestRequest) (*wire.AttestResult, error) {
 	start := time.Now()
 	res, reason, err := c.attest(req)
 	result := "accepted"
@@ -73,7 +35,7 @@ func (c *CAS) Attest(req *AttestRequest) (*AttestResult, error) {
 }
 
 // attest returns the reason label of a rejection with it.
-func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
+func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error) {
 	c.mu.RLock()
 	k, err := c.ready()
 	var reg *registered
@@ -95,7 +57,7 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	binding, err := KeyBinding(csr.PublicKey)
+	binding, err := wire.KeyBinding(csr.PublicKey)
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %v", ErrInvalid, err)
 	}
@@ -127,7 +89,7 @@ func (c *CAS) attest(req *AttestRequest) (*AttestResult, string, error) {
 		return nil, "error", err
 	}
 	a := k.authority
-	res := &AttestResult{
+	res := &wire.AttestResult{
 		Certificate: string(pemCert(leaf.Raw)) + string(pemCert(a.Mesh.Cert.Raw)) + string(pemCert(a.Intermediate.Cert.Raw)),
 		MeshCA:      string(pemCert(a.Mesh.Cert.Raw)),
 		RootCA:      string(pemCert(a.Root.Cert.Raw)),
@@ -175,21 +137,13 @@ func render(templates map[string]string, data policy.TemplateData) (map[string]s
 	return out, nil
 }
 
-// CAs are the certificates workloads and their users trust: the root
-// (pinned by data owners) and the mesh CA (which issues workload
-// certificates).
-type CAs struct {
-	RootCA string `json:"rootCA"`
-	MeshCA string `json:"meshCA"`
-}
-
 // CAs returns the CA certificates, PEM.
-func (c *CAS) CAs() (*CAs, error) {
+func (c *CAS) CAs() (*wire.CAs, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	k, err := c.ready()
 	if err != nil {
 		return nil, err
 	}
-	return &CAs{RootCA: string(pemCert(k.authority.Root.Cert.Raw)), MeshCA: string(pemCert(k.authority.Mesh.Cert.Raw))}, nil
+	return &wire.CAs{RootCA: string(pemCert(k.authority.Root.Cert.Raw)), MeshCA: string(pemCert(k.authority.Mesh.Cert.Raw))}, nil
 }

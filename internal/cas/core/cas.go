@@ -20,6 +20,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Errors the API edge maps to status codes.
@@ -31,15 +32,6 @@ var (
 	ErrUnauthorized   = errors.New("not authorised")
 	ErrInvalid        = errors.New("invalid request")
 	ErrRejected       = errors.New("attestation rejected")
-)
-
-// State is where CAS is in its lifecycle.
-type State string
-
-const (
-	Uninitialized State = "uninitialized"
-	RecoveryMode  State = "recovery"
-	Ready         State = "ready"
 )
 
 // Buckets of the store; meta is in the clear (it is needed before the
@@ -99,10 +91,10 @@ type CAS struct {
 	// only briefly so attestations run in parallel.
 	regMu  sync.Mutex
 	mu     sync.RWMutex
-	state  State
+	state  wire.State
 	meta   *meta
 	shares map[uint64]seed.Share // submitted in recovery mode
-	keys   *keys                 // set when Ready
+	keys   *keys                 // set when wire.Ready
 }
 
 // keys are everything derived from the seed.
@@ -129,7 +121,7 @@ func Open(cfg Config) (*CAS, error) {
 	if cfg.Name == "" {
 		cfg.Name = "cas"
 	}
-	c := &CAS{cfg: cfg, state: Uninitialized, shares: map[uint64]seed.Share{}}
+	c := &CAS{cfg: cfg, state: wire.Uninitialized, shares: map[uint64]seed.Share{}}
 	err := cfg.Store.View(func(tx store.Tx) error {
 		raw, err := tx.Get(bucketMeta, "seed")
 		if raw == nil || err != nil {
@@ -142,17 +134,17 @@ func Open(cfg Config) (*CAS, error) {
 		return nil, fmt.Errorf("reading CAS state: %w", err)
 	}
 	if c.meta == nil {
-		c.setState(Uninitialized, "")
+		c.setState(wire.Uninitialized, "")
 		return c, nil
 	}
-	c.state = RecoveryMode
+	c.state = wire.RecoveryMode
 	raw, err := cfg.Sealer.Unseal()
 	switch {
 	case errors.Is(err, ErrNotSealed):
-		c.setState(RecoveryMode, "no sealed seed: waiting for the owners' shares")
+		c.setState(wire.RecoveryMode, "no sealed seed: waiting for the owners' shares")
 		return c, nil
 	case err != nil:
-		c.setState(RecoveryMode, "unsealing failed: "+err.Error())
+		c.setState(wire.RecoveryMode, "unsealing failed: "+err.Error())
 		return c, nil
 	}
 	s, err := seed.FromBytes(raw)
@@ -160,13 +152,13 @@ func Open(cfg Config) (*CAS, error) {
 		err = c.unlock(s)
 	}
 	if err != nil {
-		c.setState(RecoveryMode, "the sealed seed does not open this state: "+err.Error())
+		c.setState(wire.RecoveryMode, "the sealed seed does not open this state: "+err.Error())
 	}
 	return c, nil
 }
 
 // setState records a state change in the log and metrics.
-func (c *CAS) setState(s State, why string) {
+func (c *CAS) setState(s wire.State, why string) {
 	c.state = s
 	c.cfg.Metrics.setState(s)
 	if why != "" {
@@ -175,13 +167,13 @@ func (c *CAS) setState(s State, why string) {
 }
 
 // Status is CAS's state with the reason it is not ready.
-func (c *CAS) Status() (State, string) {
+func (c *CAS) Status() (wire.State, string) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	switch c.state {
-	case Uninitialized:
+	case wire.Uninitialized:
 		return c.state, ErrNotInitialized.Error()
-	case RecoveryMode:
+	case wire.RecoveryMode:
 		return c.state, fmt.Sprintf("%s: %d of %d shares received", ErrRecovery, len(c.shares), c.meta.Commitment.Threshold())
 	}
 	return c.state, ""
@@ -190,9 +182,9 @@ func (c *CAS) Status() (State, string) {
 // ready returns the keys, or why CAS cannot serve.
 func (c *CAS) ready() (*keys, error) {
 	switch c.state {
-	case Uninitialized:
+	case wire.Uninitialized:
 		return nil, ErrNotInitialized
-	case RecoveryMode:
+	case wire.RecoveryMode:
 		return nil, ErrRecovery
 	}
 	return c.keys, nil

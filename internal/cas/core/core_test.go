@@ -16,6 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // fixture is a CAS on a real store in a temp dir, initialised with
@@ -25,7 +26,7 @@ type fixture struct {
 	dir    string
 	db     *store.Bolt
 	cas    *CAS
-	shares *Shares
+	shares *wire.Shares
 	rec    []*ecdsa.PrivateKey // recovery owners
 	owner  *ecdsa.PrivateKey   // policy owner
 	lasKey *ecdsa.PrivateKey   // signs sim evidence
@@ -97,7 +98,7 @@ secrets:
 ` + extra
 }
 
-func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*Registration, error) {
+func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*wire.Registration, error) {
 	s := &policy.Signed{Policy: text}
 	for _, k := range signers {
 		if err := policy.Sign(s, k); err != nil {
@@ -108,12 +109,12 @@ func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*Registra
 }
 
 // request makes a key, its CSR and sim evidence; edit changes the claims.
-func (f *fixture) request(service string, edit func(*attest.Claims)) *AttestRequest {
+func (f *fixture) request(service string, edit func(*attest.Claims)) *wire.AttestRequest {
 	f.t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	csr, _ := x509.ParseCertificateRequest(der)
-	binding, _ := KeyBinding(csr.PublicKey)
+	binding, _ := wire.KeyBinding(csr.PublicKey)
 	c := attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding,
 		SGX: &attest.SGXIdentity{MRENCLAVE: []byte(strings.Repeat("\xab", 32)), MRSIGNER: make([]byte, 32)}}
 	if edit != nil {
@@ -123,7 +124,7 @@ func (f *fixture) request(service string, edit func(*attest.Claims)) *AttestRequ
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return &AttestRequest{Policy: "shop", Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+	return &wire.AttestRequest{Policy: "shop", Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
 }
 
@@ -177,7 +178,7 @@ func TestAttestRejections(t *testing.T) {
 	otherKey.CSR = f.request("api", nil).CSR
 	for _, tc := range []struct {
 		name string
-		req  *AttestRequest
+		req  *wire.AttestRequest
 		err  error
 		want string
 	}{
@@ -186,9 +187,9 @@ func TestAttestRejections(t *testing.T) {
 		{"TCB not accepted", f.request("api", func(c *attest.Claims) { c.TCBStatus = attest.TCBOutOfDate }), ErrRejected, `tcb-status: TCB status "OutOfDate" is not accepted`},
 		{"report data not binding the CSR", otherKey, ErrRejected, "report-data: "},
 		{"sim without allowSimulation", strict, ErrRejected, "simulation: "},
-		{"unknown service", &AttestRequest{Policy: "shop", Service: "nope"}, ErrNotFound, `service "nope"`},
-		{"unknown policy", &AttestRequest{Policy: "nope"}, ErrNotFound, `policy "nope"`},
-		{"bad CSR", &AttestRequest{Policy: "shop", Service: "api", CSR: []byte("x")}, ErrInvalid, "csr: "},
+		{"unknown service", &wire.AttestRequest{Policy: "shop", Service: "nope"}, ErrNotFound, `service "nope"`},
+		{"unknown policy", &wire.AttestRequest{Policy: "nope"}, ErrNotFound, `policy "nope"`},
+		{"bad CSR", &wire.AttestRequest{Policy: "shop", Service: "api", CSR: []byte("x")}, ErrInvalid, "csr: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.cas.Attest(tc.req)
@@ -258,11 +259,11 @@ func TestPolicyUpdatesAndHistory(t *testing.T) {
 		t.Fatalf("history %d records, %v", len(h), err)
 	}
 	key, _ := f.cas.HistoryKey()
-	if err := VerifyHistory(h, key); err != nil {
+	if err := wire.VerifyHistory(h, key); err != nil {
 		t.Errorf("history does not verify: %v", err)
 	}
 	h[0].Policy = "forged"
-	if err := VerifyHistory(h, key); err == nil {
+	if err := wire.VerifyHistory(h, key); err == nil {
 		t.Error("a forged history verified")
 	}
 }
@@ -323,7 +324,7 @@ func TestRecovery(t *testing.T) {
 	encKey, _ := f.cas.EncryptionKey()
 
 	f.open(NoSealer{})
-	if st, why := f.cas.Status(); st != RecoveryMode || !strings.Contains(why, "0 of 2 shares") {
+	if st, why := f.cas.Status(); st != wire.RecoveryMode || !strings.Contains(why, "0 of 2 shares") {
 		t.Fatalf("after restart: %s %q", st, why)
 	}
 	if _, err := f.cas.Attest(f.request("api", nil)); !errors.Is(err, ErrRecovery) {
@@ -345,13 +346,13 @@ func TestRecovery(t *testing.T) {
 	if need, err := f.cas.Recover(open(2)); err != nil || need != 1 {
 		t.Fatalf("first share: need %d, %v", need, err)
 	}
-	if st, _ := f.cas.Status(); st != RecoveryMode {
+	if st, _ := f.cas.Status(); st != wire.RecoveryMode {
 		t.Fatalf("k-1 shares unlocked CAS: %s", st)
 	}
 	if need, err := f.cas.Recover(open(0)); err != nil || need != 0 {
 		t.Fatalf("second share: need %d, %v", need, err)
 	}
-	if st, _ := f.cas.Status(); st != Ready {
+	if st, _ := f.cas.Status(); st != wire.Ready {
 		t.Fatalf("after k shares: %s", st)
 	}
 	after, err := f.cas.Attest(f.request("api", nil))
@@ -359,7 +360,7 @@ func TestRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	if after.RootCA != before.RootCA || after.MeshCA != before.MeshCA || after.Env["DB_KEY"] != before.Env["DB_KEY"] || after.Secrets["tls"]["Key"] != before.Secrets["tls"]["Key"] {
-		t.Error("recovery changed the CAs or the secrets")
+		t.Error("recovery changed the wire.CAs or the secrets")
 	}
 	if k, _ := f.cas.EncryptionKey(); k != encKey {
 		t.Error("recovery changed the encryption key")
@@ -374,7 +375,7 @@ func TestFileSealer(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.open(sealer)
-	if st, why := f.cas.Status(); st != Ready {
+	if st, why := f.cas.Status(); st != wire.Ready {
 		t.Fatalf("after restart with the file sealer: %s %q", st, why)
 	}
 	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {

@@ -13,29 +13,15 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
-
-// SealedShare is one recovery owner's share, readable only with their key.
-type SealedShare struct {
-	Owner  string `json:"owner"` // the owner key's fingerprint
-	Sealed []byte `json:"sealed"`
-}
-
-// Shares is what init returns to its caller (cloister cas init --out):
-// CAS keeps none of it.
-type Shares struct {
-	Threshold int           `json:"threshold"`
-	Shares    []SealedShare `json:"shares"`
-	// RootCA is the CAS root certificate (PEM), to pin.
-	RootCA string `json:"rootCA"`
-}
 
 // Init makes the seed, splits it among the recovery owners (threshold of
 // them recover it), and makes the CAs. Once only.
-func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*Shares, error) {
+func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*wire.Shares, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != Uninitialized {
+	if c.state != wire.Uninitialized {
 		return nil, ErrInitialized
 	}
 	if len(owners) == 0 {
@@ -56,13 +42,13 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*Shares, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: threshold: %v", ErrInvalid, err)
 	}
-	out := &Shares{Threshold: threshold}
+	out := &wire.Shares{Threshold: threshold}
 	for i, sh := range shares {
 		sealed, err := seed.SealShare(sh, owners[i])
 		if err != nil {
 			return nil, fmt.Errorf("%w: recoveryOwners[%d]: %v", ErrInvalid, i, err)
 		}
-		out.Shares = append(out.Shares, SealedShare{Owner: fps[i], Sealed: sealed})
+		out.Shares = append(out.Shares, wire.SealedShare{Owner: fps[i], Sealed: sealed})
 	}
 	authority, err := pki.New(s, c.cfg.Name, c.cfg.Clock.Now())
 	if err != nil {
@@ -107,8 +93,8 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*Shares, error) {
 func (c *CAS) Recover(sh seed.Share) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != RecoveryMode {
-		if c.state == Uninitialized {
+	if c.state != wire.RecoveryMode {
+		if c.state == wire.Uninitialized {
 			return 0, ErrNotInitialized
 		}
 		return 0, fmt.Errorf("%w: CAS is not in recovery mode", ErrInvalid)
@@ -176,7 +162,7 @@ func (c *CAS) unlock(s seed.Seed) error {
 		return fmt.Errorf("opening the state: %w", err)
 	}
 	c.keys = k
-	c.setState(Ready, fmt.Sprintf("unlocked: %d policies", len(k.policies)))
+	c.setState(wire.Ready, fmt.Sprintf("unlocked: %d policies", len(k.policies)))
 	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
 	return nil
 }

@@ -1,6 +1,9 @@
 package core
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are CAS's Prometheus series.
 type Metrics struct {
@@ -35,8 +38,8 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) setState(s State) {
-	for _, x := range []State{Uninitialized, RecoveryMode, Ready} {
+func (m *Metrics) setState(s wire.State) {
+	for _, x := range []wire.State{wire.Uninitialized, wire.RecoveryMode, wire.Ready} {
 		v := 0.0
 		if x == s {
 			v = 1

@@ -3,15 +3,14 @@ package core
 import (
 	"crypto/ecdsa"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // registered is a policy's current version.
@@ -35,55 +34,8 @@ func decodeRegistered(raw []byte) (*registered, error) {
 	return &r, nil
 }
 
-// Record is one version in a policy's history: hash-chained to the one
-// before and signed by CAS's history key.
-type Record struct {
-	Name       string             `json:"name"`
-	Version    int                `json:"version"`
-	Digest     string             `json:"digest"`
-	Previous   string             `json:"previous,omitempty"` // Hash of the record before
-	Policy     string             `json:"policy"`
-	Signatures []policy.Signature `json:"signatures"`
-	Time       time.Time          `json:"time"`
-	Signature  []byte             `json:"signature,omitempty"` // CAS's, over Hash
-}
-
-// Hash is the SHA-256 of the record without CAS's signature, hex.
-func (r Record) Hash() string {
-	r.Signature = nil
-	b, _ := json.Marshal(r)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
-// VerifyHistory checks a history: versions 1, 2, ... each linked to the
-// one before by hash and signed by key (CAS's history key).
-func VerifyHistory(records []Record, key *ecdsa.PublicKey) error {
-	prev := ""
-	for i, r := range records {
-		if r.Version != i+1 || r.Previous != prev {
-			return fmt.Errorf("history[%d]: version %d links to %q, want version %d after %q", i, r.Version, r.Previous, i+1, prev)
-		}
-		h, _ := hex.DecodeString(r.Hash())
-		if !ecdsa.VerifyASN1(key, h, r.Signature) {
-			return fmt.Errorf("history[%d]: CAS's signature does not verify", i)
-		}
-		prev = r.Hash()
-	}
-	return nil
-}
-
-// Registration is the outcome of a policy submission.
-type Registration struct {
-	Name    string `json:"name"`
-	Version int    `json:"version"`
-	Digest  string `json:"digest"`
-	// Unchanged: the same content as the current version; nothing stored.
-	Unchanged bool `json:"unchanged,omitempty"`
-}
-
 // RegisterEncrypted opens a policy sealed to this CAS and registers it.
-func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*Registration, error) {
+func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error) {
 	c.mu.RLock()
 	k, err := c.ready()
 	c.mu.RUnlock()
@@ -100,7 +52,7 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*Registration, error) {
 // Register adds a policy or a new version of one. A new name needs the
 // threshold of its own owners' signatures; a change needs the threshold
 // of the current version's owners; the same content again is a no-op.
-func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
+func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 	doc, err := policy.Parse([]byte(s.Policy))
 	if err != nil {
 		return nil, fmt.Errorf("%w: policy: %v", ErrInvalid, err)
@@ -120,7 +72,7 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 	}
 	digest := doc.Digest()
 	if current != nil && current.Digest == digest {
-		return &Registration{Name: doc.Name, Version: current.Version, Digest: digest, Unchanged: true}, nil
+		return &wire.Registration{Name: doc.Name, Version: current.Version, Digest: digest, Unchanged: true}, nil
 	}
 	if err := authorize(doc, s.Signatures, current); err != nil {
 		c.cfg.Log.Warn("audit: policy refused", "policy", doc.Name, "digest", digest, "reason", err.Error())
@@ -128,7 +80,7 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 		return nil, err
 	}
 	r := &registered{Version: 1, Digest: digest, Signed: *s, doc: doc}
-	rec := Record{Name: doc.Name, Version: 1, Digest: digest, Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
+	rec := wire.Record{Name: doc.Name, Version: 1, Digest: digest, Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
 	if current != nil {
 		r.Version = current.Version + 1
 		rec.Version = r.Version
@@ -174,7 +126,7 @@ func (c *CAS) Register(s *policy.Signed) (*Registration, error) {
 	c.mu.Unlock()
 	c.cfg.Metrics.policyChanges.WithLabelValues("accepted").Inc()
 	c.cfg.Log.Info("audit: policy registered", "policy", doc.Name, "version", r.Version, "digest", digest, "signers", signerList(s.Signatures))
-	return &Registration{Name: doc.Name, Version: r.Version, Digest: digest}, nil
+	return &wire.Registration{Name: doc.Name, Version: r.Version, Digest: digest}, nil
 }
 
 // authorize checks the signatures: of the current owners for a change,
@@ -219,7 +171,7 @@ func signerList(sigs []policy.Signature) string {
 }
 
 // Policy returns the current version of a policy.
-func (c *CAS) Policy(name string) (*Record, error) {
+func (c *CAS) Policy(name string) (*wire.Record, error) {
 	h, err := c.versions(name, true)
 	if err != nil {
 		return nil, err
@@ -228,11 +180,11 @@ func (c *CAS) Policy(name string) (*Record, error) {
 }
 
 // History returns every version of a policy, oldest first.
-func (c *CAS) History(name string) ([]Record, error) { return c.versions(name, false) }
+func (c *CAS) History(name string) ([]wire.Record, error) { return c.versions(name, false) }
 
 // versions reads a policy's history: all of it, or only the current
 // version.
-func (c *CAS) versions(name string, currentOnly bool) ([]Record, error) {
+func (c *CAS) versions(name string, currentOnly bool) ([]wire.Record, error) {
 	c.mu.RLock()
 	k, err := c.ready()
 	var current *registered
@@ -250,7 +202,7 @@ func (c *CAS) versions(name string, currentOnly bool) ([]Record, error) {
 	if currentOnly {
 		from = current.Version
 	}
-	var out []Record
+	var out []wire.Record
 	err = c.cfg.Store.View(func(tx store.Tx) error {
 		out, err = records(k.enc.Tx(tx), name, from, current.Version)
 		return err
@@ -259,14 +211,14 @@ func (c *CAS) versions(name string, currentOnly bool) ([]Record, error) {
 }
 
 // records reads versions from..to of a policy's history.
-func records(etx store.Tx, name string, from, to int) ([]Record, error) {
-	var out []Record
+func records(etx store.Tx, name string, from, to int) ([]wire.Record, error) {
+	var out []wire.Record
 	for v := from; v <= to; v++ {
 		raw, err := etx.Get(bucketHistory, historyKey(name, v))
 		if err != nil {
 			return nil, err
 		}
-		var r Record
+		var r wire.Record
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, fmt.Errorf("history of %s, version %d: %w", name, v, err)
 		}

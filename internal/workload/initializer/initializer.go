@@ -115,7 +115,7 @@ func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, log *s
 	if att.Claims.Insecure {
 		log.Warn("CAS is trusted by simulated evidence: insecure, development only")
 	}
-	res, err := c.Attest(cfg.Policy, cfg.Service, &casclient.LAS{URL: cfg.LAS}, cfg.Out)
+	res, err := c.Attest(ctx, cfg.Policy, cfg.Service, &casclient.LAS{URL: cfg.LAS}, cfg.Out)
 	if err != nil {
 		return fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
 	}

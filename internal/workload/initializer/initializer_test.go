@@ -14,9 +14,9 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas"
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/las"
 )
 
@@ -46,7 +46,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
 		t.Fatal(err)
 	}
 	key, _ := keyfile.LoadOrCreate("")
@@ -77,7 +77,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 	default:
 	}
 
-	if _, err := admin.RegisterPolicy(api.PolicyRequest{Policy: manifest}); err != nil {
+	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -122,10 +122,10 @@ func BenchmarkInitializer(b *testing.B) {
 		b.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.RegisterPolicy(api.PolicyRequest{Policy: manifest}); err != nil {
+	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest}); err != nil {
 		b.Fatal(err)
 	}
 	key, _ := keyfile.LoadOrCreate("")

@@ -13,7 +13,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
@@ -97,12 +97,12 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 		return Probe{Err: err}
 	}
 	c.Status.Version = version
-	return Probe{State: core.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure}
+	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure}
 }
 
 // PollAfter reads CAS again soon while it waits for its owners.
 func (k *Kind) PollAfter(obj service.Object) time.Duration {
-	if as(obj).Status.CASState == string(core.Ready) {
+	if as(obj).Status.CASState == string(wire.Ready) {
 		return pollReady
 	}
 	return pollWaiting
@@ -111,7 +111,7 @@ func (k *Kind) PollAfter(obj service.Object) time.Duration {
 // Metrics: CAS's state as 1 for ready.
 func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 	ready := 0.0
-	if as(obj).Status.CASState == string(core.Ready) {
+	if as(obj).Status.CASState == string(wire.Ready) {
 		ready = 1
 	}
 	return []metrics.Sample{{Field: "casReady", Value: ready}}

@@ -98,7 +98,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
 		t.Fatal(err)
 	}
 	obs = k.FillStatus(ctx, cr, nil)

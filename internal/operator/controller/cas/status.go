@@ -7,7 +7,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -15,7 +15,7 @@ import (
 // or attesting it, or its lifecycle state.
 type Probe struct {
 	Err         error
-	State       core.State
+	State       wire.State
 	StateReason string
 	// Insecure: CAS vouched for itself with simulated evidence.
 	Insecure bool
@@ -37,14 +37,14 @@ func judge(ref conn.Ref, persistent bool, p Probe) health.Observation {
 		trust = " --insecure-simulated-cas"
 	}
 	switch p.State {
-	case core.Uninitialized:
+	case wire.Uninitialized:
 		return health.Obs(health.False, health.ReasonCASUninitialized, fmt.Sprintf(
 			"CAS is not initialised: run cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json", ref, trust))
-	case core.RecoveryMode:
+	case wire.RecoveryMode:
 		return health.Obs(health.False, health.ReasonCASRecovery, fmt.Sprintf(
 			"CAS is in recovery mode (%s): recovery owners run cloister cas recover --cluster %s%s --shares shares.json --key OWNER.pem until enough shares are in",
 			p.StateReason, ref, trust))
-	case core.Ready:
+	case wire.Ready:
 		msg := "CAS is ready"
 		if p.Insecure {
 			msg += "; it runs with simulated evidence (insecure, development only)"

@@ -11,7 +11,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -29,12 +29,12 @@ func TestJudge(t *testing.T) {
 		{"connection refused", true, Probe{Err: errors.New("dial tcp: connection refused")}, health.Unknown, health.ReasonCASUnreachable, []string{"connection refused"}},
 		{"no evidence", true, Probe{Err: fmt.Errorf("CAS x: %w", client.ErrNoEvidence)}, health.False, health.ReasonCASNotAttested, []string{"offers no evidence", "spec.simulation"}},
 		{"simulated, not allowed", true, Probe{Err: fmt.Errorf("attesting: %w", attest.Reject(attest.CheckSimulation, "simulated"))}, health.False, health.ReasonCASNotAttested, []string{"simulation: simulated"}},
-		{"uninitialised", true, Probe{State: core.Uninitialized}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --recovery-owner OWNER.pub.pem"}},
-		{"uninitialised, simulated", true, Probe{State: core.Uninitialized, Insecure: true}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --insecure-simulated-cas"}},
-		{"recovery", true, Probe{State: core.RecoveryMode, StateReason: "no sealed seed"}, health.False, health.ReasonCASRecovery, []string{"no sealed seed", "cloister cas recover --cluster team/cas"}},
-		{"ready", true, Probe{State: core.Ready}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
-		{"ready, simulated", true, Probe{State: core.Ready, Insecure: true}, health.True, health.ReasonCASReady, []string{"insecure"}},
-		{"ready, no persistence", false, Probe{State: core.Ready}, health.True, health.ReasonCASReady, []string{"a restart loses every policy"}},
+		{"uninitialised", true, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --recovery-owner OWNER.pub.pem"}},
+		{"uninitialised, simulated", true, Probe{State: wire.Uninitialized, Insecure: true}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --insecure-simulated-cas"}},
+		{"recovery", true, Probe{State: wire.RecoveryMode, StateReason: "no sealed seed"}, health.False, health.ReasonCASRecovery, []string{"no sealed seed", "cloister cas recover --cluster team/cas"}},
+		{"ready", true, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
+		{"ready, simulated", true, Probe{State: wire.Ready, Insecure: true}, health.True, health.ReasonCASReady, []string{"insecure"}},
+		{"ready, no persistence", false, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"a restart loses every policy"}},
 		{"unknown state", true, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

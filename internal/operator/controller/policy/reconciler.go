@@ -28,11 +28,10 @@ import (
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -139,7 +138,7 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 		return nil, err
 	}
 	defer cl.CloseIdleConnections()
-	if att.PublicKey.State != string(core.Ready) {
+	if att.PublicKey.State != string(wire.Ready) {
 		return nil, fmt.Errorf("%w: CAS %s is %s; it registers policies once its owners have initialised or recovered it", errCASNotReady, ref, att.PublicKey.State)
 	}
 	req, name, digest, err := request(obj)
@@ -151,7 +150,7 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 			return reg, err
 		}
 	}
-	res, err := cl.RegisterPolicyContext(ctx, req)
+	res, err := cl.RegisterPolicy(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +163,7 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 
 // registered looks digest up in the policy's history.
 func registered(ctx context.Context, cl *casclient.Client, name, digest string) (*Registration, bool, error) {
-	h, err := cl.HistoryContext(ctx, name)
+	h, err := cl.History(ctx, name)
 	var apiErr *casclient.APIError
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
 		return nil, false, nil
@@ -178,7 +177,7 @@ func registered(ctx context.Context, cl *casclient.Client, name, digest string) 
 
 // request is what CAS is sent, and for a signed policy its name and
 // digest (an encrypted one shows them only to CAS).
-func request(obj Object) (req api.PolicyRequest, name, digest string, err error) {
+func request(obj Object) (req wire.PolicyRequest, name, digest string, err error) {
 	switch p := obj.(type) {
 	case *casv1beta1.SignedPolicy:
 		doc, err := policy.Parse([]byte(p.Spec.Policy))
@@ -189,9 +188,9 @@ func request(obj Object) (req api.PolicyRequest, name, digest string, err error)
 		for i, s := range p.Spec.Signatures {
 			sigs[i] = policy.Signature{Signer: s.Signer, Signature: s.Signature}
 		}
-		return api.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, Signatures: sigs}, doc.Name, doc.Digest(), nil
+		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, Signatures: sigs}, doc.Name, doc.Digest(), nil
 	case *casv1beta1.EncryptedPolicy:
-		return api.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey}, "", "", nil
+		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey}, "", "", nil
 	}
 	return req, "", "", fmt.Errorf("unknown policy kind %T", obj)
 }

@@ -20,10 +20,10 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas"
-	"github.com/cloister-cc/cloister/internal/cas/api"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
@@ -71,7 +71,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	}
 	if initialise {
 		rec, _ := policy.NewKey()
-		if _, err := admin.Init([]string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,7 +157,7 @@ func (f *fixture) reconcile(r *Reconciler, obj Object) ctrl.Result {
 
 func (f *fixture) history() []string {
 	f.t.Helper()
-	h, err := f.admin.History("shop")
+	h, err := f.admin.History(context.Background(), "shop")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -222,12 +222,12 @@ func TestSignedPolicyVersions(t *testing.T) {
 func TestRegisteredOnceAfterACrash(t *testing.T) {
 	f := newFixture(t, "crash", true)
 	s := f.sign(f.doc("1h"), f.owner)
-	if _, err := f.admin.RegisterPolicy(api.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}); err != nil {
+	if _, err := f.admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}); err != nil {
 		t.Fatal(err)
 	}
 	// A later version exists too: re-registering the first would roll CAS
 	// back to it.
-	if _, err := f.admin.RegisterPolicy(apiRequest(f.sign(f.doc("2h"), f.owner))); err != nil {
+	if _, err := f.admin.RegisterPolicy(context.Background(), apiRequest(f.sign(f.doc("2h"), f.owner))); err != nil {
 		t.Fatal(err)
 	}
 	before := f.history()
@@ -240,8 +240,8 @@ func TestRegisteredOnceAfterACrash(t *testing.T) {
 	}
 }
 
-func apiRequest(s *policy.Signed) api.PolicyRequest {
-	return api.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+func apiRequest(s *policy.Signed) wire.PolicyRequest {
+	return wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
 }
 
 // PENDING while CAS cannot take the policy, with backoff; UNHEALTHY when
@@ -290,7 +290,7 @@ func TestEncryptedPolicySealedElsewhere(t *testing.T) {
 		t.Errorf("sealed to another CAS: %+v", ep.Status)
 	}
 
-	pk, err := f.admin.PublicKey()
+	pk, err := f.admin.PublicKey(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

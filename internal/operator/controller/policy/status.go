@@ -12,7 +12,7 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/attest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -27,7 +27,7 @@ type Registration struct {
 // fromHistory finds the version with digest in a policy's history: a
 // policy registered before (by an operator that crashed before writing
 // its status) is found here and not registered again.
-func fromHistory(records []core.Record, digest string) (Registration, bool) {
+func fromHistory(records []wire.Record, digest string) (Registration, bool) {
 	for i, r := range records {
 		if r.Digest != digest {
 			continue

@@ -10,7 +10,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -42,7 +42,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestFromHistory(t *testing.T) {
-	h := []core.Record{{Name: "p", Version: 1, Digest: "a"}, {Name: "p", Version: 2, Digest: "b"}}
+	h := []wire.Record{{Name: "p", Version: 1, Digest: "a"}, {Name: "p", Version: 2, Digest: "b"}}
 	if r, ok := fromHistory(h, "b"); !ok || r.Revision != 2 || r.Predecessor != "a" || r.Hash != "b" {
 		t.Errorf("b: %+v %v", r, ok)
 	}
