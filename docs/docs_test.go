@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,6 +110,54 @@ func TestNoReferencesToProductDocuments(t *testing.T) {
 			if ref.MatchString(line) {
 				t.Errorf("%s:%d refers to a product document; name the behaviour instead: %s", f, i+1, strings.TrimSpace(line))
 			}
+		}
+	}
+}
+
+// One rule names the package a binary starts in: cmd/cloister-<name>
+// starts in internal/<name> or internal/<subsystem>/<name> (dashes
+// dropped), cmd/cloister in internal/cli. Nothing but its main imports it,
+// so no package links a whole daemon for one of its constants.
+func TestBinariesStartInTheirOwnPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/cloister-cc/cloister/"
+	importers := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			importers[imp] = append(importers[imp], strings.TrimPrefix(f[0], module))
+		}
+	}
+	cmds, err := os.ReadDir("../cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range cmds {
+		name := strings.ReplaceAll(strings.TrimPrefix(cmd.Name(), "cloister-"), "-", "")
+		if cmd.Name() == "cloister" {
+			name = "cli"
+		}
+		candidates, _ := filepath.Glob(filepath.Join("../internal", name))
+		more, _ := filepath.Glob(filepath.Join("../internal", "*", name))
+		candidates = append(candidates, more...)
+		if len(candidates) == 0 {
+			continue // a binary of its own alone, like the pause process
+		}
+		if len(candidates) > 1 {
+			t.Errorf("cmd/%s: more than one package could be its start: %v", cmd.Name(), candidates)
+			continue
+		}
+		pkg := module + strings.TrimPrefix(filepath.ToSlash(candidates[0]), "../")
+		for _, by := range importers[pkg] {
+			if by != "cmd/"+cmd.Name() {
+				t.Errorf("%s imports %s, where cmd/%s starts: move what it needs into a leaf of the subsystem", by, strings.TrimPrefix(pkg, module), cmd.Name())
+			}
+		}
+		if !slices.Contains(importers[pkg], "cmd/"+cmd.Name()) {
+			t.Errorf("cmd/%s does not start in %s", cmd.Name(), strings.TrimPrefix(pkg, module))
 		}
 	}
 }

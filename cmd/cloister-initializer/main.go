@@ -7,6 +7,10 @@ import (
 	"flag"
 	"os"
 
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
@@ -15,11 +19,11 @@ func main() { startup.Main("cloister-initializer", run) }
 
 func run(ctx context.Context) error {
 	cfg := initializer.Config{
-		CAS: os.Getenv(initializer.EnvCAS), Expect: os.Getenv(initializer.EnvExpect), Policy: os.Getenv(initializer.EnvPolicy),
-		Service: os.Getenv(initializer.EnvService), LAS: os.Getenv(initializer.EnvLAS),
+		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), Policy: os.Getenv(initenv.EnvPolicy),
+		Service: os.Getenv(initenv.EnvService), LAS: os.Getenv(laswire.EnvAddr),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)
-	fs.StringVar(&cfg.Out, "out", initializer.DefaultOut, "folder for the certificate, key, CAs, env and files")
+	fs.StringVar(&cfg.Out, "out", initenv.DefaultOut, "folder for the certificate, key, CAs, env and files")
 	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err

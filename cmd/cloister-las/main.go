@@ -7,6 +7,8 @@ import (
 	"flag"
 	"os"
 
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/las"
 )
@@ -16,7 +18,7 @@ func main() { startup.Main("cloister-las", run) }
 func run(ctx context.Context) error {
 	cfg := las.Config{}
 	fs := flag.NewFlagSet("cloister-las", flag.ContinueOnError)
-	fs.IntVar(&cfg.Port, "port", las.DefaultPort, "port of the local attestation API (a hostPort)")
+	fs.IntVar(&cfg.Port, "port", laswire.DefaultPort, "port of the local attestation API (a hostPort)")
 	fs.StringVar(&cfg.DevRoot, "dev-root", "/dev", "where the SGX device nodes are")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", las.DefaultProbeInterval, "how often to check unprivileged access to sgx_enclave")
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "issue simulated (insecure) evidence signed by this node's key")

@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/mesh"
-	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
 
 func main() { startup.Main("cloister-mesh", run) }
@@ -32,7 +33,7 @@ func run(ctx context.Context) error {
 	fs := flag.NewFlagSet("cloister-mesh "+step, flag.ContinueOnError)
 	fs.StringVar(&cfg.Ingress, "ingress", "", "the ingress annotation's value (name#port#disableTLS entries joined by ##; empty: mTLS on every port; DISABLED: no ingress proxy)")
 	fs.StringVar(&cfg.Egress, "egress", "", "the egress annotation's value (name#127.x.y.z:port#host:port entries joined by ##)")
-	fs.StringVar(&cfg.Certs, "certs", initializer.DefaultOut, "the folder of the workload certificate, key and mesh CA the initializer wrote")
+	fs.StringVar(&cfg.Certs, "certs", initenv.DefaultOut, "the folder of the workload certificate, key and mesh CA the initializer wrote")
 	proxyPort := fs.Uint("proxy-port", mesh.DefaultProxyPort, "where the ingress proxy listens (the redirect's target)")
 	adminPort := fs.Uint("admin-port", mesh.DefaultAdminPort, "the plain admin port: /healthz, /metrics")
 	log, err := startup.ParseFlags(fs, os.Args[2:], os.Stderr)

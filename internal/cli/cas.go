@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
@@ -18,7 +20,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
-	"github.com/cloister-cc/cloister/internal/las"
 )
 
 func newCAS(s Streams) *cobra.Command {
@@ -176,7 +177,7 @@ func newCASAttest(s Streams) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				q = &las.SimQuoter{Key: k}
+				q = &sim.Quoter{Key: k}
 			case lasURL != "":
 				q = &client.LAS{URL: lasURL}
 			default:

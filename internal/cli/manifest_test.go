@@ -10,11 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/las"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
@@ -62,7 +63,7 @@ func TestSetVerifyRecover(t *testing.T) {
 		}
 		key, _ := keyfile.LoadOrCreate("")
 		hostData, _ := hex.DecodeString(digest)
-		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&las.SimQuoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
+		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&sim.Quoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
 		return err
 	}
 	if err := attestAs(web().Digest); err != nil {
@@ -134,7 +135,7 @@ func TestSetVerifyRecover(t *testing.T) {
 // hostDataQuoter is LAS's simulated quoter for a pod with the given
 // policy digest (LAS finds it from the pod; here the test names it).
 type hostDataQuoter struct {
-	q        *las.SimQuoter
+	q        *sim.Quoter
 	hostData []byte
 }
 

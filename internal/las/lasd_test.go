@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/las/wire"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
@@ -58,7 +60,7 @@ func server(t *testing.T, simulation bool) (*httptest.Server, *Probe, string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Quoter = &SimQuoter{Key: k}
+		s.Quoter = &sim.Quoter{Key: k}
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
@@ -81,7 +83,7 @@ func TestEvidenceInSimulation(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	var resp EvidenceResponse
+	var resp wire.EvidenceResponse
 	if err := json.Unmarshal(body, &resp); err != nil || resp.Type != attest.Sim {
 		t.Fatalf("%s: %v", body, err)
 	}
@@ -156,7 +158,7 @@ func TestReadyzFollowsTheProbe(t *testing.T) {
 }
 
 func TestRunProbesAndServes(t *testing.T) {
-	for _, cfg := range []Config{{Port: 0, ProbeInterval: time.Second}, {Port: 70000, ProbeInterval: time.Second}, {Port: DefaultPort, ProbeInterval: time.Millisecond}} {
+	for _, cfg := range []Config{{Port: 0, ProbeInterval: time.Second}, {Port: 70000, ProbeInterval: time.Second}, {Port: wire.DefaultPort, ProbeInterval: time.Millisecond}} {
 		if err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler)); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
@@ -52,7 +53,7 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 		if err := pods.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s := &Server{Probe: &Probe{DevRoot: t.TempDir()}, Quoter: &SimQuoter{Key: key}, Pods: pods}
+		s := &Server{Probe: &Probe{DevRoot: t.TempDir()}, Quoter: &sim.Quoter{Key: key}, Pods: pods}
 		ts := httptest.NewServer(s.Handler())
 		t.Cleanup(ts.Close)
 		return ts.URL
@@ -62,7 +63,7 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 		if code != 200 {
 			return code, "", body
 		}
-		var resp EvidenceResponse
+		var resp wire.EvidenceResponse
 		json.Unmarshal(body, &resp)
 		c, err := sim.Verify(resp.Evidence, time.Now(), &key.PublicKey)
 		if err != nil {

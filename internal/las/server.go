@@ -13,15 +13,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/las/wire"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 )
 
-// DefaultPort is LAS's hostPort, where SGX workloads look for it; DefaultProbeInterval how often
-// the SGX device is checked.
-const (
-	DefaultPort          = 18766
-	DefaultProbeInterval = 10 * time.Second
-)
+// DefaultProbeInterval is how often the SGX device is checked.
+const DefaultProbeInterval = 10 * time.Second
 
 // maxRequest bounds a request body: report data is 64 bytes.
 const maxRequest = 4 << 10
@@ -43,19 +42,6 @@ type PodFinder interface {
 	HostData(ctx context.Context, ip string) (digest []byte, pod string, err error)
 }
 
-// EvidenceRequest is what an enclave asks for.
-type EvidenceRequest struct {
-	// ReportData (hex, up to 64 bytes) is bound into the evidence, e.g.
-	// the SHA-256 of the key of the CSR the enclave will send to CAS.
-	ReportData attest.Bytes `json:"reportData"`
-}
-
-// EvidenceResponse carries the evidence, ready for attestation.
-type EvidenceResponse struct {
-	Type     attest.Type `json:"type"`
-	Evidence []byte      `json:"evidence"` // base64 in JSON
-}
-
 // Handler serves POST /v1/evidence, GET /v1/simulation-key, /healthz and
 // /readyz.
 func (s *Server) Handler() http.Handler {
@@ -74,7 +60,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
-	var req EvidenceRequest
+	var req wire.EvidenceRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -99,13 +85,13 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
+	_ = json.NewEncoder(w).Encode(wire.EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
 }
 
 // quote makes evidence for the caller, naming its pod's policy when LAS
 // knows pods.
 func (s *Server) quote(r *http.Request, reportData []byte) (attest.Evidence, error) {
-	sq, ok := s.Quoter.(*SimQuoter)
+	sq, ok := s.Quoter.(*sim.Quoter)
 	if s.Pods == nil || !ok {
 		return s.Quoter.Quote(r.Context(), reportData)
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -228,7 +230,7 @@ func TestWebhooks(t *testing.T) {
 		if q := ctr.Resources.Limits[corev1.ResourceName(tee.SGXEnclave)]; q.Value() != 1 {
 			t.Errorf("limits %v", ctr.Resources.Limits)
 		}
-		if len(ctr.Env) != 2 || ctr.Env[1].Name != admission.EnvLASAddr {
+		if len(ctr.Env) != 2 || ctr.Env[1].Name != laswire.EnvAddr {
 			t.Errorf("env %+v", ctr.Env)
 		}
 	})

@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/api/common"
+
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	"k8s.io/client-go/util/retry"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -36,7 +40,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/operator/admission"
-	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/operator/install"
 )
 
@@ -181,7 +184,7 @@ func TestInstall(t *testing.T) {
 		in.wantWell(t, append([]string{"--reconcile"}, creds...)...)
 		// A namespace that asks for it gets a copy from the operator.
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps",
-			Labels: map[string]string{pullsecrets.LabelRequest: install.PullSecretName}}}); err != nil {
+			Labels: map[string]string{common.LabelPullSecretRequest: install.PullSecretName}}}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the pull secret copied into namespace apps", time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -383,7 +386,7 @@ func testInstalledWebhooks(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	ctr := pod.Spec.Containers[0]
-	if q := ctr.Resources.Limits[corev1.ResourceName(tee.SGXEnclave)]; q.Value() != 1 || len(ctr.Env) != 2 || ctr.Env[1].Name != admission.EnvLASAddr {
+	if q := ctr.Resources.Limits[corev1.ResourceName(tee.SGXEnclave)]; q.Value() != 1 || len(ctr.Env) != 2 || ctr.Env[1].Name != laswire.EnvAddr {
 		t.Errorf("the injected pod: %+v", ctr)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,7 +31,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
-	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
 
 const shopPods = `# Three tiers of a shop (web -> api -> db), plain YAML marked confidential.
@@ -152,7 +153,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := podFiles(t, initializer.DefaultOut, casclient.CertChainFile, casclient.MeshCAFile, "files"+generate.WorkloadSecretFile)
+	files := podFiles(t, initenv.DefaultOut, casclient.CertChainFile, casclient.MeshCAFile, "files"+generate.WorkloadSecretFile)
 	// Whichever of the pods the files are from: its certificate
 	// names it and its Service's DNS names, from the mesh CA.
 	leaf := verifyChain(t, files[casclient.CertChainFile], meshCA, "")

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 )
 
@@ -24,7 +26,7 @@ func (l *LAS) Quote(ctx context.Context, reportData []byte) (attest.Evidence, er
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	body, _ := json.Marshal(map[string]attest.Bytes{"reportData": reportData})
+	body, _ := json.Marshal(laswire.EvidenceRequest{ReportData: reportData})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/evidence", bytes.NewReader(body))
 	if err != nil {
 		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
@@ -39,10 +41,7 @@ func (l *LAS) Quote(ctx context.Context, reportData []byte) (attest.Evidence, er
 	if resp.StatusCode != http.StatusOK {
 		return attest.Evidence{}, fmt.Errorf("LAS %s: %s: %s", l.URL, resp.Status, bytes.TrimSpace(data))
 	}
-	var out struct {
-		Type     attest.Type `json:"type"`
-		Evidence []byte      `json:"evidence"`
-	}
+	var out laswire.EvidenceResponse
 	if err := json.Unmarshal(data, &out); err != nil {
 		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
 	}

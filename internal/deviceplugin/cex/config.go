@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+
 	"sigs.k8s.io/yaml"
 )
 
@@ -123,4 +125,19 @@ func machineID(sysinfo string) string {
 		return ""
 	}
 	return fields["Manufacturer"] + "-" + fields["Type"] + "-" + fields["Sequence Code"]
+}
+
+// ConfigOf is the plugin's configuration file for spec's config sets; its
+// Validate is what the plugin, the reconciler and the admission webhook
+// all check.
+func ConfigOf(spec *basev1beta1.CEXPluginSpec) *Config {
+	cfg := &Config{}
+	for _, s := range spec.ConfigSets {
+		set := ConfigSet{Name: s.Name, MachineID: s.MachineID}
+		for _, a := range s.APQNs {
+			set.APQNs = append(set.APQNs, APQN{Adapter: int(a.Adapter), Domain: int(a.Domain)})
+		}
+		cfg.ConfigSets = append(cfg.ConfigSets, set)
+	}
+	return cfg
 }

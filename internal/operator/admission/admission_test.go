@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -201,8 +203,8 @@ func TestInject(t *testing.T) {
 			if q := c.Resources.Limits[enclave]; q.Cmp(resource.MustParse("1")) != 0 {
 				t.Errorf("%s: limit %s, want 1", c.Name, q.String())
 			}
-			if len(c.Env) != 2 || c.Env[0].Name != EnvNodeIP || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.hostIP" ||
-				c.Env[1].Name != EnvLASAddr || c.Env[1].Value != "http://$(CLOISTER_NODE_IP):18766" {
+			if len(c.Env) != 2 || c.Env[0].Name != laswire.EnvNodeIP || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.hostIP" ||
+				c.Env[1].Name != laswire.EnvAddr || c.Env[1].Value != "http://$(CLOISTER_NODE_IP):18766" {
 				t.Errorf("%s: env %+v", c.Name, c.Env)
 			}
 		}
@@ -217,7 +219,7 @@ func TestInject(t *testing.T) {
 	t.Run("what the pod sets itself stays", func(t *testing.T) {
 		p := pod(InjectSGX, corev1.Container{Name: "app",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{enclave: resource.MustParse("2")}},
-			Env:       []corev1.EnvVar{{Name: EnvLASAddr, Value: "http://las.example:18766"}}})
+			Env:       []corev1.EnvVar{{Name: laswire.EnvAddr, Value: "http://las.example:18766"}}})
 		if err := Inject(p); err != nil {
 			t.Fatal(err)
 		}

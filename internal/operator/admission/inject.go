@@ -3,13 +3,13 @@ package admission
 import (
 	"fmt"
 	"slices"
-	"strconv"
+
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloister-cc/cloister/internal/base/tee"
-	"github.com/cloister-cc/cloister/internal/las"
 )
 
 // LabelInject asks for injection: its value names what the pod gets. The
@@ -22,14 +22,6 @@ const AnnotationInjected = "cloister.dev/injected"
 
 // InjectSGX is the LabelInject value for SGX enclaves.
 const InjectSGX = "sgx"
-
-// The environment an injected container finds: its node's address (the
-// kubelet fills it from status.hostIP) and the node's LAS, which runs with
-// a host port on every SGX node.
-const (
-	EnvNodeIP  = "CLOISTER_NODE_IP"
-	EnvLASAddr = "CLOISTER_LAS_ADDR"
-)
 
 // Inject mutates a pod that asks for it by LabelInject; a pod that does
 // not is left as it is. Injecting twice changes nothing; a container that
@@ -64,10 +56,10 @@ func injectSGX(c *corev1.Container) {
 	}
 	// Extended resources are not overcommitted: a request must equal the
 	// limit, so one set to something else is the user's error to see.
-	setEnv(c, corev1.EnvVar{Name: EnvNodeIP, ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIP"},
-	}})
-	setEnv(c, corev1.EnvVar{Name: EnvLASAddr, Value: "http://$(" + EnvNodeIP + "):" + strconv.Itoa(las.DefaultPort)})
+	// Its node's LAS, which runs with a host port on every SGX node.
+	for _, v := range laswire.PodEnv() {
+		setEnv(c, v)
+	}
 }
 
 // setEnv appends v unless the container defines the name already. Order

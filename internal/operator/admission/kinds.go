@@ -3,19 +3,20 @@ package admission
 import (
 	"fmt"
 
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
 )
 
 // CEXPlugin refuses config sets the device plugin would refuse; an APQN
 // in two sets (it would be handed to two projects) is named with both.
 func CEXPlugin(p *basev1beta1.CEXPlugin) field.ErrorList {
 	var errs field.ErrorList
-	for _, err := range unjoin(cexplugin.Config(&p.Spec).Validate()) {
+	for _, err := range unjoin(cex.ConfigOf(&p.Spec).Validate()) {
 		errs = append(errs, field.Invalid(field.NewPath("spec"), field.OmitValueType{}, err.Error()))
 	}
 	return errs

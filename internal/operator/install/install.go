@@ -24,7 +24,6 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/devinfo"
-	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/operator/release"
 )
 
@@ -277,7 +276,7 @@ func (in *Installer) writePullSecret(ctx context.Context) error {
 	}
 	// Shareable: the operator copies it into namespaces that ask for it.
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: PullSecretName, Namespace: in.Want.Namespace,
-		Labels: map[string]string{"app.kubernetes.io/part-of": "cloister", pullsecrets.LabelShareable: "true"}}}
+		Labels: map[string]string{"app.kubernetes.io/part-of": "cloister", common.LabelShareable: "true"}}}
 	var live corev1.Secret
 	err = in.Client.Get(ctx, client.ObjectKeyFromObject(s), &live)
 	switch {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -39,7 +41,7 @@ func injectMesh(pod *corev1.PodSpec, cfg annotation.Config, present bool, image 
 		return
 	}
 	flags := []string{"--ingress=" + cfg.Ingress.String(), "--egress=" + annotation.FormatEgress(cfg.Egress)}
-	mount := []corev1.VolumeMount{{Name: SecretsVolume, MountPath: SecretsPath, ReadOnly: true}}
+	mount := []corev1.VolumeMount{{Name: SecretsVolume, MountPath: initenv.SecretsPath, ReadOnly: true}}
 	no, yes, root := false, true, int64(0)
 	var mesh []corev1.Container
 	if !cfg.Ingress.Disabled {

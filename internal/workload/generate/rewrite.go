@@ -9,12 +9,15 @@ import (
 	"io"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	corev1 "k8s.io/api/core/v1"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
-	"github.com/cloister-cc/cloister/internal/workload/initializer"
 	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
@@ -242,14 +245,14 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 		Name:  InitializerName,
 		Image: opts.InitializerImage,
 		Env: []corev1.EnvVar{
-			{Name: envHostIP, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
-			{Name: initializer.EnvLAS, Value: LASURL()},
-			{Name: initializer.EnvCAS, Value: opts.CAS},
-			{Name: initializer.EnvExpect, Value: opts.CASExpect},
-			{Name: initializer.EnvPolicy, Value: opts.Policy},
-			{Name: initializer.EnvService, Value: service},
+			// Its node's LAS first: $(CLOISTER_NODE_IP) expands only after its definition.
+			laswire.PodEnv()[0], laswire.PodEnv()[1],
+			{Name: initenv.EnvCAS, Value: opts.CAS},
+			{Name: initenv.EnvExpect, Value: opts.CASExpect},
+			{Name: initenv.EnvPolicy, Value: opts.Policy},
+			{Name: initenv.EnvService, Value: service},
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: SecretsPath}},
+		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: initenv.SecretsPath}},
 	}
 	inits := []corev1.Container{c}
 	for _, c := range pod.InitContainers {
@@ -261,7 +264,7 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		if !hasMount(c, SecretsVolume) {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SecretsVolume, MountPath: SecretsPath})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: SecretsVolume, MountPath: initenv.SecretsPath})
 		}
 	}
 	for _, v := range pod.Volumes {

@@ -11,12 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
-	"github.com/cloister-cc/cloister/internal/workload/initializer"
 	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
@@ -183,14 +186,14 @@ func TestRewriteMakesPodsConfidential(t *testing.T) {
 	for _, e := range pod.InitContainers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env[initializer.EnvService] != "shop-deployment-web" || env[initializer.EnvCAS] != "cas.default.svc:8081" || env[initializer.EnvPolicy] != "shop" ||
-		env[initializer.EnvLAS] != "http://$(HOST_IP):18766" || env[initializer.EnvExpect] != `{"allowSimulation":true}` {
+	if env[initenv.EnvService] != "shop-deployment-web" || env[initenv.EnvCAS] != "cas.default.svc:8081" || env[initenv.EnvPolicy] != "shop" ||
+		env[laswire.EnvAddr] != "http://$(CLOISTER_NODE_IP):18766" || env[initenv.EnvExpect] != `{"allowSimulation":true}` {
 		t.Errorf("initializer env %v", env)
 	}
 	if pod.Containers[0].Image != "nginx@"+sha('a') {
 		t.Errorf("image %q", pod.Containers[0].Image)
 	}
-	if m := pod.Containers[0].VolumeMounts; len(m) != 1 || m[0].Name != SecretsVolume || m[0].MountPath != SecretsPath {
+	if m := pod.Containers[0].VolumeMounts; len(m) != 1 || m[0].Name != SecretsVolume || m[0].MountPath != initenv.SecretsPath {
 		t.Errorf("mounts %+v", m)
 	}
 	if v := pod.Volumes; len(v) != 1 || v[0].EmptyDir == nil || v[0].EmptyDir.Medium != corev1.StorageMediumMemory {

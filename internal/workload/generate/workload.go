@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/las"
-	"github.com/cloister-cc/cloister/internal/workload/initializer"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -27,11 +25,7 @@ const (
 	SkipInitializerAnnotation = "cloister.dev/skip-initializer"
 	InitializerName           = "cloister-initializer"
 	SecretsVolume             = "cloister-secrets"
-	SecretsPath               = initializer.SecretsPath
 )
-
-// envHostIP holds the node's address for the initializer's LAS URL.
-const envHostIP = "HOST_IP"
 
 // podPaths are where each kind keeps its pod template's metadata and spec.
 var podPaths = map[string][]string{
@@ -71,7 +65,3 @@ func ServiceName(namespace, kind, name string) (string, error) {
 	}
 	return s, nil
 }
-
-// LASURL is where the initializer finds its node's LAS: the node's
-// address (status.hostIP) at LAS's hostPort.
-func LASURL() string { return fmt.Sprintf("http://$(%s):%d", envHostIP, las.DefaultPort) }

@@ -17,21 +17,6 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 )
 
-// The initializer's environment, as generate writes it.
-const (
-	EnvCAS     = "CLOISTER_CAS"
-	EnvExpect  = "CLOISTER_CAS_EXPECT"
-	EnvPolicy  = "CLOISTER_POLICY"
-	EnvService = "CLOISTER_SERVICE"
-	EnvLAS     = "CLOISTER_LAS"
-	// SecretsPath is where the shared in-memory volume is mounted in
-	// every container of the pod.
-	SecretsPath = "/cloister"
-	// DefaultOut is where the results go: Contrast's tls-config folder
-	// on the shared volume.
-	DefaultOut = SecretsPath + "/tls-config"
-)
-
 // Config is what generate wrote into the initializer's environment; it
 // is part of the pod's policy, so a host cannot point it elsewhere.
 type Config struct {

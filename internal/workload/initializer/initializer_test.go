@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
@@ -50,7 +52,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := keyfile.LoadOrCreate("")
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &las.SimQuoter{Key: key}}).Handler())
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: key}}).Handler())
 	t.Cleanup(las.Close)
 
 	out := filepath.Join(dir, "cloister", "tls-config")
@@ -129,7 +131,7 @@ func BenchmarkInitializer(b *testing.B) {
 		b.Fatal(err)
 	}
 	key, _ := keyfile.LoadOrCreate("")
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &las.SimQuoter{Key: key}}).Handler())
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: key}}).Handler())
 	b.Cleanup(las.Close)
 	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, Policy: "shop", Service: "shop-deployment-web",
 		LAS: las.URL, Out: filepath.Join(dir, "out")}

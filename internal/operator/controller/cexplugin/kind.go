@@ -55,7 +55,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 		values["overcommit"] = int64(p.Spec.Overcommit)
 	}
 	if len(p.Spec.ConfigSets) > 0 {
-		cfg := Config(&p.Spec)
+		cfg := cex.ConfigOf(&p.Spec)
 		if err := cfg.Validate(); err != nil {
 			return "", nil, fmt.Errorf("spec.%w", err)
 		}
@@ -66,21 +66,6 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 		values["configSets"] = string(data)
 	}
 	return ns, values, nil
-}
-
-// Config is the plugin's configuration file for spec's config sets; its
-// Validate is what the plugin, the reconciler and the admission webhook
-// all check.
-func Config(spec *basev1beta1.CEXPluginSpec) *cex.Config {
-	cfg := &cex.Config{}
-	for _, s := range spec.ConfigSets {
-		set := cex.ConfigSet{Name: s.Name, MachineID: s.MachineID}
-		for _, a := range s.APQNs {
-			set.APQNs = append(set.APQNs, cex.APQN{Adapter: int(a.Adapter), Domain: int(a.Domain)})
-		}
-		cfg.ConfigSets = append(cfg.ConfigSets, set)
-	}
-	return cfg
 }
 
 // Devices: the CR's selector, its CEX type's spec and CEXPlugin's status

@@ -2,8 +2,8 @@
 // namespace into the namespaces that ask for them, so workloads there can
 // pull images from the same registry (the SCONE operator installs a
 // third-party "imagepullsecrets" chart for this). A namespace asks with
-// the label LabelRequest, whose value names the secret; only secrets the
-// administrator marked shareable (LabelShareable) and of type
+// the label common.LabelPullSecretRequest, whose value names the secret; only secrets the
+// administrator marked shareable (common.LabelShareable) and of type
 // kubernetes.io/dockerconfigjson are ever copied, so a namespace cannot ask
 // for the operator's other secrets. Copies follow their source: updated
 // when it changes, deleted when the namespace stops asking or the source
@@ -14,6 +14,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+
+	"github.com/cloister-cc/cloister/api/common"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,10 +32,6 @@ import (
 )
 
 const (
-	// LabelRequest on a namespace names the pull secret it wants a copy of.
-	LabelRequest = "cloister.dev/pull-secret"
-	// LabelShareable on a secret in the operator's namespace allows copies.
-	LabelShareable = "cloister.dev/shareable"
 	// LabelCopiedFrom marks a copy with its source's namespace.
 	LabelCopiedFrom = "cloister.dev/copied-from"
 	// FieldManager owns the copies' fields.
@@ -58,12 +56,12 @@ type Reconciler struct {
 // a shareable source (which wakes the namespaces asking for it).
 func Setup(mgr ctrl.Manager, r *Reconciler) error {
 	asks := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		_, ok := o.GetLabels()[LabelRequest]
+		_, ok := o.GetLabels()[common.LabelPullSecretRequest]
 		return ok
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("pull-secrets").
 		// Update events also carry a removed label (the old object asked).
-		For(&corev1.Namespace{}, builder.WithPredicates(predicate.Or(asks, labelChanged(LabelRequest)))).
+		For(&corev1.Namespace{}, builder.WithPredicates(predicate.Or(asks, labelChanged(common.LabelPullSecretRequest)))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.askers),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == r.Namespace }))).
 		Complete(r)
@@ -84,7 +82,7 @@ func labelChanged(key string) predicate.Funcs {
 // askers are the namespaces asking for the secret obj.
 func (r *Reconciler) askers(ctx context.Context, obj client.Object) []reconcile.Request {
 	var nss corev1.NamespaceList
-	if err := r.Client.List(ctx, &nss, client.MatchingLabels{LabelRequest: obj.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &nss, client.MatchingLabels{common.LabelPullSecretRequest: obj.GetName()}); err != nil {
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(nss.Items))
@@ -103,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &ns); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	name, asks := ns.Labels[LabelRequest]
+	name, asks := ns.Labels[common.LabelPullSecretRequest]
 	if ns.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
@@ -126,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // Shareable: marked so by the administrator, and a pull secret.
 func Shareable(s *corev1.Secret) bool {
-	return s.Labels[LabelShareable] == "true" && s.Type == corev1.SecretTypeDockerConfigJson
+	return s.Labels[common.LabelShareable] == "true" && s.Type == corev1.SecretTypeDockerConfigJson
 }
 
 // Copy is the copy of src in namespace ns, as an apply configuration.

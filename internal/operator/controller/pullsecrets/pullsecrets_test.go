@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/api/common"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,7 +94,7 @@ func TestCopies(t *testing.T) {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNS}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"r":{"auth":"` + token + `"}}}`)}}
 		if shareable {
-			s.Labels = map[string]string{LabelShareable: "true"}
+			s.Labels = map[string]string{common.LabelShareable: "true"}
 		}
 		return s
 	}
@@ -115,9 +117,9 @@ func TestCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		if name == "" {
-			delete(n.Labels, LabelRequest)
+			delete(n.Labels, common.LabelPullSecretRequest)
 		} else {
-			n.Labels[LabelRequest] = name
+			n.Labels[common.LabelPullSecretRequest] = name
 		}
 		if err := admin.Update(ctx, &n); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,24 @@
+// Package initenv is the contract between generate and the initializer:
+// the environment generate writes into the initializer's container (part
+// of the pod's policy, so a host cannot change it) and the folders the
+// initializer writes its results to, which the app containers and the mesh
+// sidecar read. The node's LAS is found by the variables of package
+// las/wire.
+package initenv
+
+// The initializer's environment, as generate writes it.
+const (
+	EnvCAS     = "CLOISTER_CAS"
+	EnvExpect  = "CLOISTER_CAS_EXPECT"
+	EnvPolicy  = "CLOISTER_POLICY"
+	EnvService = "CLOISTER_SERVICE"
+)
+
+const (
+	// SecretsPath is where the shared in-memory volume is mounted in
+	// every container of the pod.
+	SecretsPath = "/cloister"
+	// DefaultOut is where the results go: Contrast's tls-config folder
+	// on the shared volume.
+	DefaultOut = SecretsPath + "/tls-config"
+)
