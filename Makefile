@@ -47,7 +47,11 @@ build: tools
 ## With another real node on the host (a running make demo), the real-node
 ## tests skip, and the last lines say so.
 test: lint node-deps
-	@status=0; $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
+	@skips=$$(mktemp); status=0; \
+	CLOISTER_SKIP_LOG=$$skips $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
+	if [ -s "$$skips" ]; then \
+		echo "note: these tests skipped (go test without -v does not say so):"; sort -u "$$skips" | sed 's/^/      /'; \
+	fi; rm -f "$$skips"; \
 	if [ "$$(id -u)" = 0 ] && [ -e /sys/class/net/cloister0 ]; then \
 		echo "note: a real node (a running make demo?) held this host, so the real-node tests skipped;"; \
 		echo "      make demo-down, then make test, includes them"; \
@@ -64,11 +68,13 @@ unit: tools
 e2e: tools
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./test/e2e/...
 
-## lint: gofmt and go vet (with the e2e build tag, so its files are checked).
+## lint: gofmt, go.mod tidy, and golangci-lint (pinned in hack/linttools,
+## built once into the tool cache; .golangci.yml says which linters and why).
 lint: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet -tags e2e ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@lint=$$($(GO) run ./cmd/cloister dev tools --lint | tail -1) && "$$lint/golangci-lint" run ./...
 
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
 bench: tools

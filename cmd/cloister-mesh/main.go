@@ -45,7 +45,7 @@ func run(ctx context.Context) error {
 			return errors.New("ports are 1-65535")
 		}
 	}
-	cfg.ProxyPort, cfg.AdminPort = uint16(*proxyPort), uint16(*adminPort)
+	cfg.ProxyPort, cfg.AdminPort = uint16(*proxyPort), uint16(*adminPort) //nolint:gosec // both checked to be 1-65535 above
 	if step == "redirect" {
 		return mesh.Redirect(cfg, log)
 	}

@@ -24,9 +24,13 @@ func TestNitroEnclaveDeploymentScales(t *testing.T) {
 		t.Fatal(err)
 	}
 	ri := dyn.Resource(resourceOf(ned)).Namespace("default")
-	unstructured.SetNestedField(ned.Object, int64(1), "status", "replicas")
-	unstructured.SetNestedField(ned.Object, "app.kubernetes.io/instance=ned-scaled", "status", "selector")
-	if ned, err = ri.UpdateStatus(ctx, ned, metav1.UpdateOptions{}); err != nil {
+	if err := unstructured.SetNestedField(ned.Object, int64(1), "status", "replicas"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(ned.Object, "app.kubernetes.io/instance=ned-scaled", "status", "selector"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = ri.UpdateStatus(ctx, ned, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var scale autoscalingv1.Scale

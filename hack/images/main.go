@@ -74,7 +74,7 @@ func run(bin, out, registry, version, revision, source, push string, key *ecdsa.
 	for _, b := range built {
 		fmt.Fprintf(&pinned, "%s %s\n", b.Name, b.Pinned())
 	}
-	if err := os.WriteFile(filepath.Join(out, PinnedFile), []byte(pinned.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, PinnedFile), []byte(pinned.String()), 0o644); err != nil { //nolint:gosec // the list of pinned image references is public
 		return err
 	}
 	for _, b := range built {

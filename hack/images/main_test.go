@@ -24,7 +24,9 @@ func fakeBinaries(t *testing.T) string {
 	data, _ := os.ReadFile(exe)
 	bin := t.TempDir()
 	for _, b := range image.Binaries {
-		os.WriteFile(filepath.Join(bin, b), data, 0o755)
+		if err := os.WriteFile(filepath.Join(bin, b), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return bin
 }

@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, w
 		return tls.Certificate{}, wire.Identity{}, err
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, tlsCertFile), certPEM, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, tlsCertFile), certPEM, 0o644); err != nil { //nolint:gosec // the TLS certificate is public
 		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("writing the TLS certificate: %w", err)
 	}
 	id := wire.Identity{TLSCertificate: string(certPEM)}

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 // child starts a CAS process on dir and returns its client.
 func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // re-runs this test binary as the CAS process
 	cmd.Env = append(os.Environ(), childEnv+"="+dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -48,7 +48,10 @@ func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // the test may have killed it already
+		_ = cmd.Wait()         // killed: its status is the kill's
+	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatalf("child CAS did not start: %v", err)
@@ -125,7 +128,7 @@ func TestKillDuringWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	cmd.Wait()
+	_ = cmd.Wait() // killed above: its status is the kill's
 	if len(acked) == writers*perWriter {
 		t.Fatal("every write finished before the kill: nothing was tested")
 	}

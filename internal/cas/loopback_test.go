@@ -158,7 +158,9 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 	// Sealed to another CAS's key: a clear error.
 	other, _ := policy.NewEncryptionKey([]byte("some other CAS's seed material.."))
 	s := &policy.Signed{Policy: doc("3h")}
-	policy.Sign(s, a)
+	if err := policy.Sign(s, a); err != nil {
+		t.Fatal(err)
+	}
 	e, _ := policy.Encrypt(s, other.PublicKey())
 	_, err = c.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: e.Policy, EncryptionKey: e.EncryptionKey})
 	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "the policy is sealed to key") {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
-	"github.com/cloister-cc/cloister/internal/cas/client"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -64,7 +63,7 @@ func newCASInit(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(s.Out, "CAS initialised: %d shares, any %d recover it, written to %s\n", len(shares.Shares), shares.Threshold, out)
+			_, _ = fmt.Fprintf(s.Out, "CAS initialised: %d shares, any %d recover it, written to %s\n", len(shares.Shares), shares.Threshold, out)
 			return nil
 		},
 	}
@@ -149,9 +148,9 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 		return err
 	}
 	if res.Needed > 0 {
-		fmt.Fprintf(s.Out, "share accepted: %d more needed\n", res.Needed)
+		_, _ = fmt.Fprintf(s.Out, "share accepted: %d more needed\n", res.Needed)
 	} else {
-		fmt.Fprintf(s.Out, "share accepted: CAS is %s\n", res.State)
+		_, _ = fmt.Fprintf(s.Out, "share accepted: CAS is %s\n", res.State)
 	}
 	return nil
 }
@@ -168,7 +167,7 @@ func newCASAttest(s Streams) *cobra.Command {
 			if policyName == "" || service == "" || out == "" {
 				return errors.New("--policy, --service and --out are required")
 			}
-			var q client.Quoter
+			var q casclient.Quoter
 			switch {
 			case simulate && lasURL != "":
 				return errors.New("--sim and --las: choose one")
@@ -179,7 +178,7 @@ func newCASAttest(s Streams) *cobra.Command {
 				}
 				q = &sim.Quoter{Key: k}
 			case lasURL != "":
-				q = &client.LAS{URL: lasURL}
+				q = &casclient.LAS{URL: lasURL}
 			default:
 				return errors.New("evidence: --las URL (the node's LAS) or --sim (simulated, insecure)")
 			}
@@ -198,7 +197,7 @@ func newCASAttest(s Streams) *cobra.Command {
 					subject = leaf.Subject.String()
 				}
 			}
-			fmt.Fprintf(s.Out, "attested as %s/%s: certificate %q, key, CAs, %d env and %d files written to %s\n", policyName, service, subject, len(res.Env), len(res.Files), out)
+			_, _ = fmt.Fprintf(s.Out, "attested as %s/%s: certificate %q, key, CAs, %d env and %d files written to %s\n", policyName, service, subject, len(res.Env), len(res.Files), out)
 			return nil
 		},
 	}
@@ -242,7 +241,7 @@ func newCASRegister(s Streams) *cobra.Command {
 			if reg.Unchanged {
 				what = "unchanged"
 			}
-			fmt.Fprintf(s.Out, "policy %s %s: version %d, digest %s\n", reg.Name, what, reg.Version, reg.Digest)
+			_, _ = fmt.Fprintf(s.Out, "policy %s %s: version %d, digest %s\n", reg.Name, what, reg.Version, reg.Digest)
 			return nil
 		},
 	}

@@ -33,7 +33,9 @@ func TestCASWorkflow(t *testing.T) {
 		key, pub := keygen(t, dir, name+".pem")
 		owners = append(owners, key)
 		pubFile := filepath.Join(dir, name+".pub.pem")
-		os.WriteFile(pubFile, []byte(pub), 0o644)
+		if err := os.WriteFile(pubFile, []byte(pub), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		initArgs = append(initArgs, "--recovery-owner", pubFile)
 	}
 	shares := filepath.Join(dir, "shares.json")
@@ -47,7 +49,7 @@ func TestCASWorkflow(t *testing.T) {
 
 	owner, ownerPub := keygen(t, dir, "owner.pem")
 	policyFile := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(policyFile, []byte(`version: cloister.dev/policy/v1
+	if err := os.WriteFile(policyFile, []byte(`version: cloister.dev/policy/v1
 name: shop
 owners:
   keys:
@@ -64,9 +66,13 @@ services:
 secrets:
 - {name: token, kind: symmetric-key, size: 16}
 - {name: tls, kind: ecdsa-cert}
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	signed := filepath.Join(dir, "signed.yaml")
-	os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owner, policyFile)), 0o644)
+	if err := os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owner, policyFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
 		t.Errorf("register: %s", out)
 	}
@@ -77,9 +83,13 @@ secrets:
 	// The same policy under another name, sealed to this CAS with the key
 	// it publishes.
 	sealedSrc := filepath.Join(dir, "sealed-policy.yaml")
-	os.WriteFile(sealedSrc, []byte(strings.Replace(readFile(t, policyFile), "name: shop", "name: shop-sealed", 1)), 0o644)
+	if err := os.WriteFile(sealedSrc, []byte(strings.Replace(readFile(t, policyFile), "name: shop", "name: shop-sealed", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sealed := filepath.Join(dir, "encrypted.yaml")
-	os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, casArgs...)...)), 0o644)
+	if err := os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, casArgs...)...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if strings.Contains(readFile(t, sealed), "web.shop.svc") {
 		t.Error("the EncryptedPolicy shows the policy")
 	}
@@ -157,7 +167,9 @@ func TestCASTrustedByEvidence(t *testing.T) {
 	url, _, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
 	_, pub := keygen(t, dir, "r.pem")
 	pubFile := filepath.Join(dir, "r.pub.pem")
-	os.WriteFile(pubFile, []byte(pub), 0o644)
+	if err := os.WriteFile(pubFile, []byte(pub), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	initArgs := []string{"cas", "init", "--recovery-owner", pubFile, "--out", filepath.Join(dir, "shares.json"), "--cas", url}
 
 	for _, tt := range []struct {

@@ -88,7 +88,7 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 		return nil, done, err
 	}
 	if att.Claims.Insecure {
-		fmt.Fprintln(s.Err, "warning: CAS is trusted by simulated evidence, which no TEE vouches for: insecure, for development only")
+		_, _ = fmt.Fprintln(s.Err, "warning: CAS is trusted by simulated evidence, which no TEE vouches for: insecure, for development only")
 	}
 	return c, done, nil
 }

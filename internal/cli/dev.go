@@ -99,13 +99,13 @@ func newDevUp(s Streams) *cobra.Command {
 			if err := tc.Ensure(cmd.Context(), s.Err); err != nil {
 				return err
 			}
-			fmt.Fprintf(s.Err, "starting dev cluster %q with %d nodes...\n", c.Name, nodes)
+			_, _ = fmt.Fprintf(s.Err, "starting dev cluster %q with %d nodes...\n", c.Name, nodes)
 			st, err := c.Up(cmd.Context(), nodes)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(s.Out, st.Kubeconfig)
-			fmt.Fprintln(s.Err, st.SummaryLine(c.Name))
+			_, _ = fmt.Fprintln(s.Out, st.Kubeconfig)
+			_, _ = fmt.Fprintln(s.Err, st.SummaryLine(c.Name))
 			existing, err := c.RealNode(cluster.RealNodeTools{})
 			if err != nil {
 				return err
@@ -128,11 +128,11 @@ func newDevUp(s Streams) *cobra.Command {
 // working.
 func upRealNode(ctx context.Context, s Streams, c *cluster.Cluster, tc *toolchain.Toolchain) error {
 	if os.Geteuid() != 0 {
-		fmt.Fprintf(s.Err, "no real node: %v\n", realnode.ErrNotRoot)
+		_, _ = fmt.Fprintf(s.Err, "no real node: %v\n", realnode.ErrNotRoot)
 		return nil
 	}
 	if err := realnode.HostTools(); err != nil {
-		fmt.Fprintf(s.Err, "no real node: %v\n", err)
+		_, _ = fmt.Fprintf(s.Err, "no real node: %v\n", err)
 		return nil
 	}
 	kubelet, runtime := tc.Node()
@@ -145,13 +145,13 @@ func upRealNode(ctx context.Context, s Streams, c *cluster.Cluster, tc *toolchai
 	if err != nil || len(images) == 0 {
 		return fmt.Errorf("no images in %s for the real node; run `make images` first", filepath.Join(tc.CacheRoot, "images"))
 	}
-	fmt.Fprintf(s.Err, "starting real node %q...\n", cluster.RealNodeName)
+	_, _ = fmt.Fprintf(s.Err, "starting real node %q...\n", cluster.RealNodeName)
 	start := time.Now()
 	node, err := c.UpRealNode(ctx, cluster.RealNodeTools{Kubelet: kubelet.Path(toolchain.Kubelet.Name), RuntimeDir: runtime.BinDir, Images: images})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Err, "real node %q Ready at %s in %s (kubelet %s, %s)\n", node.Name, internalIP(node),
+	_, _ = fmt.Fprintf(s.Err, "real node %q Ready at %s in %s (kubelet %s, %s)\n", node.Name, internalIP(node),
 		time.Since(start).Round(10*time.Millisecond), node.Status.NodeInfo.KubeletVersion, node.Status.NodeInfo.ContainerRuntimeVersion)
 	return nil
 }
@@ -181,9 +181,9 @@ func newDevDown(s Streams) *cobra.Command {
 				return err
 			}
 			if removed {
-				fmt.Fprintf(s.Err, "dev cluster %q removed\n", c.Name)
+				_, _ = fmt.Fprintf(s.Err, "dev cluster %q removed\n", c.Name)
 			} else {
-				fmt.Fprintf(s.Err, "dev cluster %q does not exist; nothing to do\n", c.Name)
+				_, _ = fmt.Fprintf(s.Err, "dev cluster %q does not exist; nothing to do\n", c.Name)
 			}
 			return nil
 		},
@@ -216,7 +216,7 @@ func newDevKubeconfig(s Streams) *cobra.Command {
 }
 
 func newDevTools(s Streams) *cobra.Command {
-	var realNode bool
+	var realNode, lint bool
 	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "Build the pinned Kubernetes binaries if needed and print their folder",
@@ -225,7 +225,7 @@ func newDevTools(s Streams) *cobra.Command {
 			"module into the cache, unless they are there already, and prints the folder\n" +
 			"(usable as KUBEBUILDER_ASSETS). With --real-node it also builds the kubelet and,\n" +
 			"from hack/nodetools, containerd, its runc shim and the CNI plugins, and prints\n" +
-			"their folders too.",
+			"their folders too; with --lint, golangci-lint from hack/linttools, and its folder last.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tc, err := toolchain.Locate()
@@ -236,6 +236,9 @@ func newDevTools(s Streams) *cobra.Command {
 			if realNode {
 				kubelet, runtime := tc.Node()
 				chains = append(chains, kubelet, runtime)
+			}
+			if lint {
+				chains = append(chains, tc.Linter())
 			}
 			for _, c := range chains {
 				if err := c.Ensure(cmd.Context(), s.Err); err != nil {
@@ -249,6 +252,7 @@ func newDevTools(s Streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&realNode, "real-node", false, "also build what a real node runs (kubelet, containerd, CNI plugins)")
+	cmd.Flags().BoolVar(&lint, "lint", false, "also build golangci-lint (make lint runs it)")
 	return cmd
 }
 
@@ -266,7 +270,7 @@ func newDevAPIServerProxy(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
-			fmt.Fprintf(s.Err, "forwarding %s to %s\n", l.Addr(), upstream)
+			_, _ = fmt.Fprintf(s.Err, "forwarding %s to %s\n", l.Addr(), upstream)
 			return realnode.ProxyTCP(cmd.Context(), l, upstream)
 		},
 	}
@@ -302,7 +306,7 @@ func newDevEgressProxy(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--socket: %w", err)
 			}
-			fmt.Fprintf(s.Err, "egress proxy on %s: connecting to this machine's addresses only\n", socket)
+			_, _ = fmt.Fprintf(s.Err, "egress proxy on %s: connecting to this machine's addresses only\n", socket)
 			return (&egress.Proxy{Log: slog.New(slog.NewTextHandler(s.Err, nil))}).Serve(cmd.Context(), l)
 		},
 	}
@@ -327,7 +331,7 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(s.Err, "provisioning %s volumes of node %s in %s\n", realnode.StorageProvisioner, node, dir)
+			_, _ = fmt.Fprintf(s.Err, "provisioning %s volumes of node %s in %s\n", realnode.StorageProvisioner, node, dir)
 			pc := controller.NewProvisionController(cmd.Context(), cs, realnode.StorageProvisioner,
 				&provisioner.LocalStorage{Dir: dir, Node: node}, controller.LeaderElection(false))
 			pc.Run(cmd.Context())

@@ -104,7 +104,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	if err != nil {
 		return fmt.Errorf("--runtime-overhead: %w", err)
 	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+	if err := os.MkdirAll(f.dir, 0o755); err != nil { //nolint:gosec // generate's output folder holds manifests, read by the user's tools
 		return fmt.Errorf("--workspace: %w", err)
 	}
 	pinner := &imagepin.Pinner{Offline: f.offline, Cache: filepath.Join(f.dir, generate.DigestCacheFile)}
@@ -140,7 +140,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	if _, made, err := generate.EnsureKey(filepath.Join(f.dir, generate.SeedShareOwnerFile)); err != nil {
 		return fmt.Errorf("the seed share owner key: %w", err)
 	} else if made {
-		fmt.Fprintf(s.Err, "made %s: it recovers CAS (cloister recover); keep it safe\n", filepath.Join(f.dir, generate.SeedShareOwnerFile))
+		_, _ = fmt.Fprintf(s.Err, "made %s: it recovers CAS (cloister recover); keep it safe\n", filepath.Join(f.dir, generate.SeedShareOwnerFile))
 	}
 
 	all := &generate.Result{}
@@ -179,15 +179,15 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		return err
 	}
 	for _, w := range all.Workloads {
-		fmt.Fprintf(s.Err, "%s %s/%s: policy %s, VM memory %dMi\n", w.Kind, w.Namespace, w.Name, w.Digest[:16], w.MemoryMiB)
+		_, _ = fmt.Fprintf(s.Err, "%s %s/%s: policy %s, VM memory %dMi\n", w.Kind, w.Namespace, w.Name, w.Digest[:16], w.MemoryMiB)
 		for _, warn := range w.Warnings {
-			fmt.Fprintf(s.Err, "  warning: %s\n", warn)
+			_, _ = fmt.Fprintf(s.Err, "  warning: %s\n", warn)
 		}
 	}
 	if platform == runtimeclass.Sim {
-		fmt.Fprintln(s.Err, "reference values sim: the manifest accepts simulated evidence (insecure: no TEE vouches for the pods)")
+		_, _ = fmt.Fprintln(s.Err, "reference values sim: the manifest accepts simulated evidence (insecure: no TEE vouches for the pods)")
 	}
-	fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
+	_, _ = fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
 	return nil
 }
 
@@ -229,7 +229,7 @@ func (f *generateFlags) owners(s Streams) ([]string, error) {
 		return nil, fmt.Errorf("the workload owner key: %w", err)
 	}
 	if made {
-		fmt.Fprintf(s.Err, "made %s: it signs manifest updates (cloister set)\n", path)
+		_, _ = fmt.Fprintf(s.Err, "made %s: it signs manifest updates (cloister set)\n", path)
 	}
 	keys := []string{pub}
 	for _, file := range f.addOwners {

@@ -46,9 +46,13 @@ func TestGenerate(t *testing.T) {
 	host := registryWith(t, "web", "initializer")
 	work, resources := t.TempDir(), t.TempDir()
 	file := filepath.Join(resources, "shop.yaml")
-	os.WriteFile(file, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	plain := filepath.Join(resources, "other.yaml")
-	os.WriteFile(plain, []byte("# untouched\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644)
+	if err := os.WriteFile(plain, []byte("# untouched\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
 		"--initializer-image", host + "/initializer:v1", resources}
 
@@ -102,7 +106,9 @@ func TestGenerate(t *testing.T) {
 func TestGenerateRefuses(t *testing.T) {
 	host := registryWith(t, "initializer", "web")
 	resources := t.TempDir()
-	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	base := []string{"generate", "--workspace", t.TempDir(), "--initializer-image", host + "/initializer@sha256:" + strings.Repeat("a", 64)}
 	for _, tc := range []struct {
 		name string
@@ -127,7 +133,9 @@ func TestGenerateRefuses(t *testing.T) {
 func TestGenerateDisableUpdates(t *testing.T) {
 	host := registryWith(t, "web")
 	resources, work := t.TempDir(), t.TempDir()
-	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, stderr, err := run(t, "generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
 		"--initializer-image", host+"/web:v1", resources)
 	if err != nil {

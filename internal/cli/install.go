@@ -76,7 +76,7 @@ func newInstall(s Streams) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(s.Err, "operator %s: %s\n", setVersion, img)
+				_, _ = fmt.Fprintf(s.Err, "operator %s: %s\n", setVersion, img)
 				in.Want.Image = img
 			}
 			if in.Want.Image == "" {
@@ -103,7 +103,7 @@ func newInstall(s Streams) *cobra.Command {
 			if verbose {
 				start := time.Now()
 				in.Progress = func(format string, args ...any) {
-					fmt.Fprintf(s.Err, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+					_, _ = fmt.Fprintf(s.Err, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 				}
 			}
 			if err := connect(in, kubeconfig, kubeContext); err != nil {
@@ -113,7 +113,7 @@ func newInstall(s Streams) *cobra.Command {
 				if err := install.CreateNamespace(ctx, in.Client, create); err != nil {
 					return err
 				}
-				fmt.Fprintf(s.Out, "namespace %s exists\n", create)
+				_, _ = fmt.Fprintf(s.Out, "namespace %s exists\n", create)
 			}
 			return runInstall(ctx, s, in, reconcile, update)
 		},
@@ -201,15 +201,15 @@ func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile
 	}
 	noNode := false
 	for _, p := range problems {
-		fmt.Fprintln(s.Out, p)
+		_, _ = fmt.Fprintln(s.Out, p)
 		noNode = noNode || p.Message == devinfo.ErrNoRealNode.Error()
 	}
 	if noNode {
-		fmt.Fprintln(s.Out, noRealNodeFix)
+		_, _ = fmt.Fprintln(s.Out, noRealNodeFix)
 		return &ExitError{Code: 1}
 	}
 	if in.GaveUp != nil {
-		fmt.Fprintf(s.Out, "gave up: %v\n", in.GaveUp)
+		_, _ = fmt.Fprintf(s.Out, "gave up: %v\n", in.GaveUp)
 	}
 	if err != nil {
 		return err
@@ -217,13 +217,13 @@ func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile
 	if len(problems) > 0 {
 		switch {
 		case !reconcile && !update:
-			fmt.Fprintln(s.Out, "cloister install --reconcile repairs these")
+			_, _ = fmt.Fprintln(s.Out, "cloister install --reconcile repairs these")
 		case slices.ContainsFunc(problems, func(p install.Problem) bool { return p.Part == install.PartPullSecret }):
-			fmt.Fprintln(s.Out, "a pull secret is written from --username, --access-token and --email")
+			_, _ = fmt.Fprintln(s.Out, "a pull secret is written from --username, --access-token and --email")
 		}
 		return &ExitError{Code: 1}
 	}
-	fmt.Fprintf(s.Out, "all is well: the operator (%s) runs in %s with its CRDs and webhooks\n", in.Want.Image, in.Want.Namespace)
+	_, _ = fmt.Fprintf(s.Out, "all is well: the operator (%s) runs in %s with its CRDs and webhooks\n", in.Want.Image, in.Want.Namespace)
 	return nil
 }
 
@@ -242,7 +242,7 @@ func installPlugin(s Streams, path string) error {
 	if err := install.InstallPlugin(self, path); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, "kubectl plugin installed: %s (kubectl cloister ...)\n", path)
+	_, _ = fmt.Fprintf(s.Out, "kubectl plugin installed: %s (kubectl cloister ...)\n", path)
 	return nil
 }
 

@@ -77,7 +77,7 @@ func newSet(s Streams) *cobra.Command {
 			if reg.Unchanged {
 				what = "unchanged"
 			}
-			fmt.Fprintf(s.Out, "manifest %s %s: version %d, digest %s; %s and %s written\n", doc.Name, what, reg.Version, reg.Digest, rootCAFile, meshCAFile)
+			_, _ = fmt.Fprintf(s.Out, "manifest %s %s: version %d, digest %s; %s and %s written\n", doc.Name, what, reg.Version, reg.Digest, rootCAFile, meshCAFile)
 			return nil
 		},
 	}
@@ -126,7 +126,7 @@ func newVerify(s Streams) *cobra.Command {
 				return fmt.Errorf("CAS runs another manifest %s (version %d, digest %s) than %s (digest %s)", doc.Name, current.Version, current.Digest, generate.ManifestFile, doc.Digest())
 			}
 			out := filepath.Join(dir, verifyDir)
-			if err := os.MkdirAll(out, 0o755); err != nil {
+			if err := os.MkdirAll(out, 0o755); err != nil { //nolint:gosec // verify's output folder holds public CAs and history
 				return err
 			}
 			if err := writeCAs(cmd.Context(), c, out); err != nil {
@@ -141,7 +141,7 @@ func newVerify(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(s.Out, "CAS runs manifest %s version %d (digest %s); %d versions, %d pod policies written to %s\n", doc.Name, current.Version, current.Digest, len(h.Records), n, out)
+			_, _ = fmt.Fprintf(s.Out, "CAS runs manifest %s version %d (digest %s); %d versions, %d pod policies written to %s\n", doc.Name, current.Version, current.Digest, len(h.Records), n, out)
 			return nil
 		},
 	}
@@ -257,7 +257,7 @@ func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, dir strin
 	if _, err := initCAS(ctx, c, []string{pub}, 1, path); err != nil {
 		return fmt.Errorf("initialising CAS: %w", err)
 	}
-	fmt.Fprintf(s.Err, "CAS initialised: its seed share, sealed to %s, is in %s; keep both to recover CAS\n", generate.SeedShareOwnerFile, path)
+	_, _ = fmt.Fprintf(s.Err, "CAS initialised: its seed share, sealed to %s, is in %s; keep both to recover CAS\n", generate.SeedShareOwnerFile, path)
 	return nil
 }
 

@@ -28,7 +28,9 @@ func TestSetVerifyRecover(t *testing.T) {
 	host := registryWith(t, "web", "web2", "initializer")
 	work, resources := t.TempDir(), t.TempDir()
 	yamlFile := filepath.Join(resources, "shop.yaml")
-	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
@@ -95,7 +97,9 @@ func TestSetVerifyRecover(t *testing.T) {
 	}
 
 	// Another key than the workload owner's cannot change the manifest.
-	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644)
+	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mustRun(t, generateArgs...)
 	other, _ := keygen(t, t.TempDir(), "other.pem")
 	if _, _, err := run(t, append(append([]string{"set"}, casArgs...), "--workload-owner-key", other, resources)...); err == nil || !strings.Contains(err.Error(), "signed by 0 of the owners of version 1") {
@@ -160,7 +164,9 @@ func TestImmutableManifest(t *testing.T) {
 	host := registryWith(t, "web", "web2", "initializer")
 	work, resources := t.TempDir(), t.TempDir()
 	yamlFile := filepath.Join(resources, "shop.yaml")
-	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644)
+	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
@@ -169,7 +175,9 @@ func TestImmutableManifest(t *testing.T) {
 	if out := mustRun(t, set...); !strings.Contains(out, "version 1") {
 		t.Fatalf("set: %s", out)
 	}
-	os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644)
+	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(strings.ReplaceAll(shopYAML, "REGISTRY", host), "/web:v1", "/web2:v1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	mustRun(t, generateArgs...)
 	if _, _, err := run(t, set...); err == nil || !strings.Contains(err.Error(), "has no owners, so version 1 cannot be changed") {
 		t.Errorf("changing an immutable manifest: %v", err)

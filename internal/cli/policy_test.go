@@ -53,14 +53,18 @@ services:
   certificate: {sans: [web.shop.svc]}
 `
 	file := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(file, []byte(doc), 0o644)
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	out, _, err := run(t, "policy", "sign", "--key", alice, "--cas-address", "https://cas.prod:8081", file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := filepath.Join(dir, "signed-by-alice.yaml")
-	os.WriteFile(first, []byte(out), 0o644)
+	if err := os.WriteFile(first, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _, err = run(t, "policy", "sign", "--key", bob, first)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +88,9 @@ services:
 
 	casKey, _ := policy.NewEncryptionKey([]byte("0123456789abcdef0123456789abcdef"))
 	keyFile := filepath.Join(dir, "cas.key")
-	os.WriteFile(keyFile, []byte(policy.EncodePublicKey(casKey.PublicKey())+"\n"), 0o644)
+	if err := os.WriteFile(keyFile, []byte(policy.EncodePublicKey(casKey.PublicKey())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _, err = run(t, "policy", "encrypt", "--key", alice, "--cas-public-key", keyFile, file)
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +112,13 @@ func TestPolicyBadInput(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := keygen(t, dir, "k.pem")
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("version: cloister.dev/policy/v1\nname: x\nowners: {keys: []}\nservices: []\n"), 0o644)
+	if err := os.WriteFile(bad, []byte("version: cloister.dev/policy/v1\nname: x\nowners: {keys: []}\nservices: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	notKey := filepath.Join(dir, "not-a-key")
-	os.WriteFile(notKey, []byte("hello"), 0o644)
+	if err := os.WriteFile(notKey, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string

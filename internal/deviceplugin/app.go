@@ -208,7 +208,7 @@ func (c *common) serve(ctx context.Context, mode string, m plugin.Mode, rescan <
 		}
 		srv := &http.Server{Handler: mgr.Metrics.Handler(mgr.Ready), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(lis) }()
-		defer srv.Close()
+		defer func() { _ = srv.Close() }()
 		c.log.Info("serving metrics", "address", lis.Addr().String())
 	}
 	v := version.Get()

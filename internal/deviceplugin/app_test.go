@@ -30,9 +30,13 @@ func TestBadInputExitsNamingTheProblem(t *testing.T) {
 	t.Setenv("NODE_NAME", "")
 	dir := t.TempDir()
 	dup := filepath.Join(dir, "dup.yaml")
-	os.WriteFile(dup, []byte("configSets:\n- {name: a, apqns: [{adapter: 1, domain: 2}]}\n- {name: b, apqns: [{adapter: 1, domain: 2}]}\n"), 0o644)
+	if err := os.WriteFile(dup, []byte("configSets:\n- {name: a, apqns: [{adapter: 1, domain: 2}]}\n- {name: b, apqns: [{adapter: 1, domain: 2}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	domain := filepath.Join(dir, "domain.yaml")
-	os.WriteFile(domain, []byte(`{"configSets":[{"name":"a","apqns":[{"adapter":1,"domain":300}]}]}`), 0o644)
+	if err := os.WriteFile(domain, []byte(`{"configSets":[{"name":"a","apqns":[{"adapter":1,"domain":300}]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -77,7 +81,7 @@ func freeAddress(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -90,9 +94,11 @@ func TestServesUntilCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(pluginDir)
+	defer func() { _ = os.RemoveAll(pluginDir) }()
 	dev := t.TempDir()
-	os.WriteFile(filepath.Join(dev, "sgx_enclave"), nil, 0o600)
+	if err := os.WriteFile(filepath.Join(dev, "sgx_enclave"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	k := kubelettest.Start(t, pluginDir)
 	addr := freeAddress(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +114,7 @@ func TestServesUntilCancelled(t *testing.T) {
 		if err != nil {
 			return 0, err.Error()
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
@@ -150,15 +156,23 @@ func TestBadConfigUpdateKeepsLastGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(pluginDir)
+	defer func() { _ = os.RemoveAll(pluginDir) }()
 	sys := t.TempDir()
 	card := filepath.Join(sys, "devices/ap/card05")
-	os.MkdirAll(filepath.Join(card, "05.0012"), 0o755)
-	os.WriteFile(filepath.Join(card, "type"), []byte("CEX8P\n"), 0o644)
-	os.WriteFile(filepath.Join(card, "05.0012/online"), []byte("1\n"), 0o644)
+	if err := os.MkdirAll(filepath.Join(card, "05.0012"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(card, "type"), []byte("CEX8P\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(card, "05.0012/online"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfgDir := t.TempDir()
 	cfg := filepath.Join(cfgDir, "sets.yaml")
-	os.WriteFile(cfg, []byte("configSets:\n- {name: pay, apqns: [{adapter: 5, domain: 18}]}\n"), 0o644)
+	if err := os.WriteFile(cfg, []byte("configSets:\n- {name: pay, apqns: [{adapter: 5, domain: 18}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	k := kubelettest.Start(t, pluginDir)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -169,7 +183,9 @@ func TestBadConfigUpdateKeepsLastGood(t *testing.T) {
 			"--config-sets", cfg, "--pod-resources-socket", "", "--metrics-address", "")
 	}()
 	k.WaitListed(t, "ibm.com/cex-ep11-pay", "05.0012-0:Healthy")
-	os.WriteFile(cfg, []byte("configSets:\n- {name: pay, apqns: [{adapter: 5, domain: 300}]}\n"), 0o644)
+	if err := os.WriteFile(cfg, []byte("configSets:\n- {name: pay, apqns: [{adapter: 5, domain: 300}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(2 * time.Second)
 	for !strings.Contains(stderr.String(), "keeping the last good configuration") {
 		if time.Now().After(deadline) {

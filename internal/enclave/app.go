@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -52,7 +53,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
-		fmt.Fprintln(stderr, usage)
+		_, _ = fmt.Fprintln(stderr, usage)
 		return flag.ErrHelp
 	case "supervise":
 		return supervise(ctx, args[1:], stderr)
@@ -82,6 +83,9 @@ func supervise(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log = log.With("component", "supervisor")
 	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval}
+	if *port == 0 || *port > math.MaxUint32 {
+		return fmt.Errorf("--vsock-port %d: a vsock port is 1-%d", *port, uint32(math.MaxUint32))
+	}
 	switch *backend {
 	case BackendNitro:
 		s.Backend = &supervisor.Nitro{CLI: *cli, EIFPath: *eif, Port: uint32(*port), Console: stderr}
@@ -173,7 +177,7 @@ func probe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, string(body))
+	_, _ = fmt.Fprint(stdout, string(body))
 	if code != http.StatusOK {
 		return exitCode(1)
 	}
@@ -202,7 +206,7 @@ func evidence(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if code != http.StatusOK {
 		return fmt.Errorf("no evidence: %s", strings.TrimSpace(string(body)))
 	}
-	fmt.Fprintf(stderr, "evidence type: %s (verify with: cloister evidence verify --type %s)\n",
+	_, _ = fmt.Fprintf(stderr, "evidence type: %s (verify with: cloister evidence verify --type %s)\n",
 		h.Get(orchestrator.HeaderEvidenceType), h.Get(orchestrator.HeaderEvidenceType))
 	_, err = stdout.Write(body)
 	return err

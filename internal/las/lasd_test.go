@@ -33,18 +33,30 @@ func TestProbe(t *testing.T) {
 	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "is the SGX driver loaded") {
 		t.Errorf("missing device: %v", err)
 	}
-	os.WriteFile(dev0, nil, 0o600)
-	os.Chmod(dev0, 0o600)
+	if err := os.WriteFile(dev0, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dev0, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "mode 0600: unprivileged enclaves cannot open it; make it 0666") {
 		t.Errorf("0600 device: %v", err)
 	}
-	os.Chmod(dev0, 0o666)
+	if err := os.Chmod(dev0, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.Check(); err != nil || p.Err() != nil {
 		t.Errorf("0666 device: %v", err)
 	}
-	os.Remove(dev0)
-	os.Mkdir(dev0, 0o777)
-	os.Chmod(dev0, 0o777)
+	if err := os.Remove(dev0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dev0, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dev0, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "opening") {
 		t.Errorf("a device that cannot be opened: %v", err)
 	}
@@ -72,7 +84,7 @@ func post(t *testing.T, url, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
 }
@@ -94,7 +106,9 @@ func TestEvidenceInSimulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	pemBytes, _ := io.ReadAll(kresp.Body)
-	kresp.Body.Close()
+	if err := kresp.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
 	block, _ := pem.Decode(pemBytes)
 	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
 	if err != nil {
@@ -140,18 +154,26 @@ func TestReadyzFollowsTheProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	os.WriteFile(filepath.Join(p.DevRoot, "sgx_enclave"), nil, 0o600)
-	os.Chmod(filepath.Join(p.DevRoot, "sgx_enclave"), 0o000)
-	p.Check()
+	if err := os.WriteFile(filepath.Join(p.DevRoot, "sgx_enclave"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(p.DevRoot, "sgx_enclave"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Check() // fails: what /readyz reports
 	if code, body := get(); code != 503 || !strings.Contains(body, "mode 0000") {
 		t.Errorf("unreadable device: %d %s", code, body)
 	}
-	os.Chmod(filepath.Join(p.DevRoot, "sgx_enclave"), 0o666)
-	p.Check()
+	if err := os.Chmod(filepath.Join(p.DevRoot, "sgx_enclave"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
 	if code, _ := get(); code != 200 {
 		t.Errorf("after chmod 0666: %d", code)
 	}
@@ -165,11 +187,17 @@ func TestRunProbesAndServes(t *testing.T) {
 	}
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	dev := t.TempDir()
 	device := filepath.Join(dev, "sgx_enclave")
-	os.WriteFile(device, nil, 0o666)
-	os.Chmod(device, 0o666)
+	if err := os.WriteFile(device, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(device, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -181,7 +209,9 @@ func TestRunProbesAndServes(t *testing.T) {
 		for {
 			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
 			if err == nil {
-				resp.Body.Close()
+				if err := resp.Body.Close(); err != nil {
+					t.Fatal(err)
+				}
 				if resp.StatusCode == want {
 					return
 				}
@@ -193,9 +223,13 @@ func TestRunProbesAndServes(t *testing.T) {
 		}
 	}
 	ready(200)
-	os.Chmod(device, 0o000) // the "LAS Unhealthy" case
+	if err := os.Chmod(device, 0o000); err != nil {
+		t.Fatal(err)
+	} // the "LAS Unhealthy" case
 	ready(503)
-	os.Chmod(device, 0o666)
+	if err := os.Chmod(device, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	ready(200)
 	cancel()
 	if err := <-done; err != nil {

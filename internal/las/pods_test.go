@@ -64,7 +64,9 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 			return code, "", body
 		}
 		var resp wire.EvidenceResponse
-		json.Unmarshal(body, &resp)
+		if err := json.Unmarshal(body, &resp); err != nil {
+			t.Fatal(err)
+		}
 		c, err := sim.Verify(resp.Evidence, time.Now(), &key.PublicKey)
 		if err != nil {
 			t.Fatal(err)

@@ -73,10 +73,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 	log.Info("serving local attestation", "address", lis.Addr().String(), "simulation", cfg.Simulation)
 
-	var last error = errors.New("not probed yet")
+	last := errors.New("not probed yet")
 	probe := func() {
 		err := s.Probe.Check()
 		if (err == nil) != (last == nil) || (err != nil && last != nil && err.Error() != last.Error()) {

@@ -158,7 +158,7 @@ func Proxy(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
 	if err := listen(net.JoinHostPort("", strconv.Itoa(int(cfg.AdminPort))), func(ctx context.Context, ln net.Listener) error {
-		go func() {
+		go func() { //nolint:gosec // shuts the server down after ctx is done, so it needs a context of its own
 			<-ctx.Done()
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

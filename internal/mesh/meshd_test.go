@@ -21,16 +21,16 @@ func freePort(t *testing.T, host string) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
+	defer func() { _ = ln.Close() }()
+	return uint16(ln.Addr().(*net.TCPAddr).Port) //nolint:gosec // a TCP port, below 65536
 }
 
 func get(url string) (int, string) {
-	resp, err := http.Get(url)
+	resp, err := http.Get(url) //nolint:gosec // the test's own admin URL
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
@@ -47,14 +47,19 @@ func TestProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
+	defer func() { _ = app.Close() }()
 	go func() {
 		for {
 			c, err := app.Accept()
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			go func() {
+				if _, err := io.Copy(c, c); err != nil {
+					t.Error(err)
+				}
+				_ = c.Close()
+			}()
 		}
 	}()
 	backend, err := net.Listen("tcp", "127.0.0.1:0")
@@ -63,7 +68,9 @@ func TestProxy(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go (&proxy.Proxy{Log: slog.New(slog.DiscardHandler)}).Ingress(ctx, backend, proxy.Fixed(app.Addr().String(), (&proxy.Certs{Dir: backendDir}).ServerConfig(true)))
+	go func() {
+		_ = (&proxy.Proxy{Log: slog.New(slog.DiscardHandler)}).Ingress(ctx, backend, proxy.Fixed(app.Addr().String(), (&proxy.Certs{Dir: backendDir}).ServerConfig(true)))
+	}()
 
 	egress := fmt.Sprintf("127.0.0.2:%d", freePort(t, "127.0.0.2"))
 	cfg := Config{Ingress: "main#8001#false", Egress: "backend#" + egress + "#" + backend.Addr().String(), Certs: podDir,
@@ -87,13 +94,19 @@ func TestProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	conn.Write([]byte("through the mesh"))
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("through the mesh")); err != nil {
+		t.Fatal(err)
+	}
 	buf := make([]byte, len("through the mesh"))
 	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "through the mesh" {
 		t.Errorf("egress: %q %v", buf, err)
 	}
-	conn.Close()
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, body := get(admin + "/metrics"); !strings.Contains(body, `cloister_mesh_connections_total{direction="egress",outcome="forwarded"} 1`) {
 		t.Errorf("/metrics:\n%s", body)
 	}

@@ -86,7 +86,9 @@ func runOperator(t testing.TB, cfg *rest.Config, validity time.Duration) (int, f
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	ctrl.SetLogger(logr.Discard())
 	c := newClient(t, cfg)
@@ -261,7 +263,7 @@ func served(t *testing.T, port int, roots *x509.CertPool) string {
 	if err != nil {
 		t.Fatalf("the served certificate does not verify against the caBundle: %v", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	sum := sha256.Sum256(conn.ConnectionState().PeerCertificates[0].Raw)
 	return hex.EncodeToString(sum[:8])
 }

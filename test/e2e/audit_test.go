@@ -226,7 +226,7 @@ func (a *audit) sendProbe() error {
 	err = testenv.Enter(a.probe, func() error {
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 443).String(), time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close()
 			return fmt.Errorf("the audit's probe reached %s", dst)
 		}
 		dialErr = err
@@ -241,7 +241,7 @@ func (a *audit) sendProbe() error {
 	}
 	if after == before {
 		links := "?"
-		testenv.Enter(a.probe, func() error {
+		_ = testenv.Enter(a.probe, func() error {
 			if ls, err := netlink.LinkList(); err == nil {
 				var names []string
 				for _, l := range ls {
@@ -251,7 +251,7 @@ func (a *audit) sendProbe() error {
 			}
 			return nil
 		})
-		return fmt.Errorf("the audit's probe to %s was not counted (the dial said %v; the probe's links: %s)", dst, dialErr, links)
+		return fmt.Errorf("the audit's probe to %s was not counted (the dial said %w; the probe's links: %s)", dst, dialErr, links)
 	}
 	return nil
 }
@@ -324,7 +324,7 @@ func (a *audit) stop() {
 	a.conn.DelTable(a.table)
 	_ = a.conn.Flush()
 	_ = netlink.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: auditLink}})
-	a.probe.Close()
+	_ = a.probe.Close()
 }
 
 // hostRouting is the host's IPv4 rules and the routes of every table,

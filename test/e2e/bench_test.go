@@ -33,7 +33,9 @@ func BenchmarkDevUp(b *testing.B) {
 					if _, err := c.Down(context.Background()); err != nil {
 						b.Error(err)
 					}
-					os.RemoveAll(c.Workdir)
+					if err := os.RemoveAll(c.Workdir); err != nil {
+						b.Fatal(err)
+					}
 				})
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				b.StartTimer()
@@ -107,7 +109,9 @@ func BenchmarkRealNodeUp(b *testing.B) {
 		if _, err := c.Down(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		os.RemoveAll(c.Workdir)
+		if err := os.RemoveAll(c.Workdir); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(rss)/(1<<20), "cluster-MB")
 	b.ReportMetric(controlPlane.Seconds()/float64(b.N), "control-plane-s")

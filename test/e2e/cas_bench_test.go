@@ -63,9 +63,13 @@ func BenchmarkCASInCluster(b *testing.B) {
 	serving := time.Since(start)
 
 	work = &casWork{dir: filepath.Join(e.dir, "cas")}
-	os.MkdirAll(work.dir, 0o700)
+	if err := os.MkdirAll(work.dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
 	rec := filepath.Join(work.dir, "r.pem")
-	os.WriteFile(rec+".pub", []byte(e.mustCLI(b, "policy", "keygen", "--out", rec)), 0o644)
+	if err := os.WriteFile(rec+".pub", []byte(e.mustCLI(b, "policy", "keygen", "--out", rec)), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	e.mustCLI(b, "cas", "init", "--cluster", "default/cas", "--insecure-simulated-cas", "--recovery-owner", rec+".pub", "--out", filepath.Join(work.dir, "shares.json"))
 	waitState(b, e.crs, cas, common.StateHealthy)
 

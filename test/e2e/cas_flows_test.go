@@ -125,7 +125,9 @@ func testCASNeedsInit(t *testing.T, e *realNodeEnv) {
 		key := filepath.Join(work.dir, name+".pem")
 		pub := e.mustCLI(t, "policy", "keygen", "--out", key)
 		pubFile := key + ".pub"
-		os.WriteFile(pubFile, []byte(pub), 0o644)
+		if err := os.WriteFile(pubFile, []byte(pub), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		work.recoveryKeys = append(work.recoveryKeys, key)
 		initArgs = append(initArgs, "--recovery-owner", pubFile)
 	}
@@ -220,10 +222,14 @@ func policyDoc(ownerPub, validity string) string {
 func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key string) string {
 	t.Helper()
 	src := filepath.Join(work.dir, name+".policy.yaml")
-	os.WriteFile(src, []byte(doc), 0o644)
+	if err := os.WriteFile(src, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := e.mustCLI(t, "policy", "sign", "--key", key, "--cas-address", "cas.default.svc:8081", "--name", name, src)
 	file := filepath.Join(work.dir, name+".yaml")
-	os.WriteFile(file, []byte(out), 0o644)
+	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return file
 }
 
@@ -311,11 +317,15 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 
 	other, _ := policy.NewEncryptionKey(randomIKM(t))
 	otherKey := filepath.Join(work.dir, "other-cas.key")
-	os.WriteFile(otherKey, []byte(policy.EncodePublicKey(other.PublicKey())), 0o644)
+	if err := os.WriteFile(otherKey, []byte(policy.EncodePublicKey(other.PublicKey())), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sealed := e.mustCLI(t, "policy", "encrypt", "--key", work.owner, "--cas-public-key", otherKey, "--cas-address", "cas.default.svc:8081",
 		filepath.Join(work.dir, "shop-v1.policy.yaml"))
 	sealedFile := filepath.Join(work.dir, "sealed.yaml")
-	os.WriteFile(sealedFile, []byte(strings.Replace(sealed, "name: shop\n", "name: shop-elsewhere\n", 1)), 0o644)
+	if err := os.WriteFile(sealedFile, []byte(strings.Replace(sealed, "name: shop\n", "name: shop-elsewhere\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e.applyFile(t, sealedFile)
 	var list casv1beta1.EncryptedPolicyList
 	if err := e.crs.List(ctx, &list, client.InNamespace("default")); err != nil || len(list.Items) != 1 {
@@ -508,13 +518,15 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	insecure := &http.Client{Transport: &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	insecure := &http.Client{Transport: &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // checks that an unauthenticated client gets nothing
 	resp, err := insecure.Get("https://strict.default.svc:8081/v1/public-key")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	if err := resp.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
 	stop()
 	var pk struct {
 		TLSCertificate string `json:"tlsCertificate"`
@@ -524,7 +536,9 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 		t.Fatalf("public key of the strict CAS: %v %s", err, body)
 	}
 	ca := filepath.Join(work.dir, "strict.crt")
-	os.WriteFile(ca, []byte(pk.TLSCertificate), 0o644)
+	if err := os.WriteFile(ca, []byte(pk.TLSCertificate), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cas := []string{"--cluster", "default/strict", "--cas-ca", ca}
 	pub := work.recoveryKeys[0] + ".pub"
 	e.mustCLI(t, append([]string{"cas", "init", "--recovery-owner", pub, "--out", filepath.Join(work.dir, "strict-shares.json")}, cas...)...)

@@ -102,7 +102,7 @@ func TestDevUpIsIdempotentAndDownLeavesNothing(t *testing.T) {
 	if err := follower.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer follower.Process.Kill()
+	defer func() { _ = follower.Process.Kill() }()
 
 	_, msg := cloister(t, "dev", "down", "--name", name)
 	if !strings.Contains(msg, "removed") {

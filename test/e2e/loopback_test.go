@@ -65,7 +65,7 @@ func listeners(t *testing.T, path string) []listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var out []listener
 	sc := bufio.NewScanner(f)
 	sc.Scan() // header

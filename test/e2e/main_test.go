@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if builds.dir != "" {
-		os.RemoveAll(builds.dir)
+		_ = os.RemoveAll(builds.dir)
 	}
 	if shared.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 		cancel()
-		os.RemoveAll(shared.cluster.Workdir)
+		_ = os.RemoveAll(shared.cluster.Workdir)
 	}
 	if netAudit != nil {
 		if err := netAudit.finish(); err != nil {

@@ -119,8 +119,12 @@ spec:
 func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte) {
 	ctx := context.Background()
 	ws, resources := filepath.Join(e.dir, "mesh-workspace"), filepath.Join(e.dir, "mesh-resources")
-	os.MkdirAll(ws, 0o755)
-	os.MkdirAll(resources, 0o755)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(resources, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	writeFile(t, filepath.Join(ws, generate.DigestCacheFile), string(digests))
 	r := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casIP, "MESHAPP", imageRef(meshApp))
 	file := writeFile(t, filepath.Join(resources, "mesh.yaml"), r.Replace(meshPods))
@@ -222,7 +226,9 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 		t.Errorf("%d network namespaces with the redirect, want 2 (app and backend)", n)
 	}
 	for _, name := range []string{"app", "backend", "client", "outsider"} {
-		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+		if err := e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
 	}
 	waitFor(t, "the mesh pods to be gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		left := []string{}
@@ -299,7 +305,9 @@ func namespacesWithRedirect(t *testing.T) int {
 				n++
 			}
 		}
-		f.Close()
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return n
 }

@@ -38,7 +38,9 @@ func benchOperator(b *testing.B, n int) (*cluster.Cluster, kubernetes.Interface,
 		if _, err := c.Down(context.Background()); err != nil {
 			b.Error(err)
 		}
-		os.RemoveAll(c.Workdir)
+		if err := os.RemoveAll(c.Workdir); err != nil {
+			b.Fatal(err)
+		}
 	})
 	cfg, err := c.RESTConfig()
 	if err != nil {

@@ -74,7 +74,7 @@ func build(name string) (string, error) {
 	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	builds.paths[name] = path
 	return path, nil
@@ -110,7 +110,7 @@ func freeAddr(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -132,7 +132,7 @@ func (o *operatorProcess) start(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(o.bin, append([]string{
 		"--metrics-bind-address=" + o.metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address=" + o.probeAddr,
@@ -154,7 +154,9 @@ func (o *operatorProcess) start(tb testing.TB) {
 		if err != nil {
 			return false, nil
 		}
-		resp.Body.Close()
+		if err := resp.Body.Close(); err != nil {
+			tb.Fatal(err)
+		}
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
@@ -209,7 +211,7 @@ func (o *operatorProcess) apiRequests(tb testing.TB) map[string]float64 {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	byMethod := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)

@@ -188,7 +188,9 @@ func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
 	restored := false
 	defer func() {
 		if !restored {
-			os.Chmod(device, 0o666)
+			if err := os.Chmod(device, 0o666); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}()
 	waitState(t, e.crs, las, common.StateUnhealthy)

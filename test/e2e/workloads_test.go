@@ -111,12 +111,20 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		cache[b.Ref] = strings.TrimSuffix(b.Ref, ":"+imageVersion) + "@" + b.Digest
 	}
 	ws, resources := filepath.Join(e.dir, "shop-workspace"), filepath.Join(e.dir, "shop-resources")
-	os.MkdirAll(ws, 0o755)
-	os.MkdirAll(resources, 0o755)
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(resources, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	data, _ := json.Marshal(cache)
-	os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644)
+	if err := os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	yaml := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casPod.Status.PodIP, "PAUSE", imageRef("cloister-pause")).Replace(shopPods)
-	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
+	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	generateShop := func() {
 		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
 			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), resources)
@@ -193,13 +201,17 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		return strings.Contains(out, "does not run what its policy annotation says") && strings.Contains(out, "containers[0] (web): image"), out, nil
 	})
 	for _, name := range append(shop, "shop-web-changed") {
-		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+		if err := e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
 	}
 
 	// The api tier changes: another key cannot set it, the owner can.
 	yaml = strings.Replace(yaml, "  - name: api\n    image: "+imageRef("cloister-pause")+"\n",
 		"  - name: api\n    image: "+imageRef("cloister-pause")+"\n    env: [{name: TIER_VERSION, value: \"2\"}]\n", 1)
-	os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644)
+	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	generateShop()
 	other := filepath.Join(e.dir, "other-owner.pem")
 	e.mustCLI(t, "policy", "keygen", "--out", other)
@@ -263,9 +275,15 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 
 	// A manifest generated without owner keys is set once and never changed.
 	frozenWS, frozenRes := filepath.Join(e.dir, "frozen-workspace"), filepath.Join(e.dir, "frozen-resources")
-	os.MkdirAll(frozenWS, 0o755)
-	os.MkdirAll(frozenRes, 0o755)
-	os.WriteFile(filepath.Join(frozenWS, generate.DigestCacheFile), data, 0o644)
+	if err := os.MkdirAll(frozenWS, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(frozenRes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(frozenWS, generate.DigestCacheFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	generateFrozen := func(tierVersion string) {
 		writeFile(t, filepath.Join(frozenRes, "shop.yaml"), strings.Replace(yaml, `value: "2"`, `value: "`+tierVersion+`"`, 1))
 		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", frozenWS, "--policy", "frozen", "--disable-updates",
@@ -281,7 +299,9 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		t.Errorf("changing an immutable manifest: %v", err)
 	}
 	for _, name := range shop {
-		e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+		if err := e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
 	}
 	t.Run("ServiceMesh", func(t *testing.T) { testServiceMesh(t, e, casPod.Status.PodIP, data) })
 	removeSimRuntime(t, e, runtimeClass)

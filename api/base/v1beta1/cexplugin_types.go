@@ -138,5 +138,5 @@ type CEXPluginList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&CEXPlugin{}, &CEXPluginList{})
+	register(&CEXPlugin{}, &CEXPluginList{})
 }

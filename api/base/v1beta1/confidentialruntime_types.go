@@ -130,5 +130,5 @@ type ConfidentialRuntimeList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ConfidentialRuntime{}, &ConfidentialRuntimeList{})
+	register(&ConfidentialRuntime{}, &ConfidentialRuntimeList{})
 }

@@ -97,5 +97,5 @@ type LASList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&LAS{}, &LASList{})
+	register(&LAS{}, &LASList{})
 }

@@ -96,5 +96,5 @@ type SGXPluginList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SGXPlugin{}, &SGXPluginList{})
+	register(&SGXPlugin{}, &SGXPluginList{})
 }

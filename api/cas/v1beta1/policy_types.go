@@ -136,5 +136,5 @@ type EncryptedPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SignedPolicy{}, &SignedPolicyList{}, &EncryptedPolicy{}, &EncryptedPolicyList{})
+	register(&SignedPolicy{}, &SignedPolicyList{}, &EncryptedPolicy{}, &EncryptedPolicyList{})
 }

@@ -139,5 +139,5 @@ type NitroEnclaveDeploymentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NitroEnclaveDeployment{}, &NitroEnclaveDeploymentList{})
+	register(&NitroEnclaveDeployment{}, &NitroEnclaveDeploymentList{})
 }

@@ -140,5 +140,5 @@ type CASList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&CAS{}, &CASList{})
+	register(&CAS{}, &CASList{})
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/google/go-tdx-guest/pcs"
@@ -98,8 +97,8 @@ func p256Key(xy []byte) (*ecdsa.PublicKey, error) {
 	if len(xy) != 64 {
 		return nil, fmt.Errorf("%d bytes, want 64", len(xy))
 	}
-	k := &ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(xy[:32]), Y: new(big.Int).SetBytes(xy[32:])}
-	if !k.Curve.IsOnCurve(k.X, k.Y) { //nolint:staticcheck // the point comes from the wire
+	k, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append([]byte{4}, xy...))
+	if err != nil {
 		return nil, errors.New("not a point on P-256")
 	}
 	return k, nil

@@ -113,7 +113,7 @@ func (offline) Get(url string) ([]byte, error) {
 // tcbParts splits a TCB version by the product line's layout (SEV-SNP
 // firmware ABI): Turin added the FMC and moved the firmware levels down.
 func tcbParts(line string, v uint64) attest.SNPTCB {
-	b := func(i int) uint8 { return uint8(v >> (8 * i)) }
+	b := func(i int) uint8 { return uint8(v >> (8 * i)) } //nolint:gosec // byte i of v: the truncation is the point
 	if line == "Turin" {
 		return attest.SNPTCB{FMC: b(0), Bootloader: b(1), TEE: b(2), SNP: b(3), Microcode: b(7)}
 	}

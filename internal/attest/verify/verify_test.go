@@ -69,7 +69,11 @@ func TestParseTime(t *testing.T) {
 
 func TestIntelCollateral(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string) { os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644) }
+	write := func(name string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	write("tcb_info_v3.json")
 	write("qe_identity_v2.json")
 	if _, err := IntelCollateral(dir); attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "no *certs*.pem in") {

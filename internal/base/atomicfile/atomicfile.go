@@ -26,7 +26,7 @@ func WriteIfChanged(path string, data []byte, mode fs.FileMode) (bool, error) {
 		return false, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp)
 		return false, err
 	}
 	return true, nil

@@ -13,7 +13,9 @@ func TestWriteIfChanged(t *testing.T) {
 		t.Fatalf("new file: %v %v", wrote, err)
 	}
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(path, old, old)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
 	if wrote, err := WriteIfChanged(path, []byte("a"), 0o644); err != nil || wrote {
 		t.Errorf("same content: %v %v", wrote, err)
 	}

@@ -42,7 +42,7 @@ func Code(name string, err error, stderr io.Writer) int {
 	case errors.As(err, &coder):
 		return coder.ExitCode()
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		_, _ = fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 }

@@ -26,7 +26,11 @@ func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, AllowSimulation: true})
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +50,11 @@ func post(t *testing.T, ts *httptest.Server, path, contentType string, body io.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var e wire.Error
-	json.NewDecoder(resp.Body).Decode(&e)
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, e
 }
 
@@ -90,7 +96,9 @@ services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}
 	}
 	// With the policy there, a bad CSR is named as such.
 	s := &policy.Signed{Policy: valid}
-	policy.Sign(s, key)
+	if err := policy.Sign(s, key); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cas.Register(s); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +111,9 @@ services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}
 		t.Fatal(err)
 	}
 	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	if err := resp.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{
 		`cloister_cas_attestations_total{reason="csr",result="rejected"} 1`,
 		`cloister_cas_attestations_total{reason="unknown-policy",result="rejected"} 1`,
@@ -137,11 +147,16 @@ func TestPerClientLimit(t *testing.T) {
 			done <- 0
 			return
 		}
-		resp.Body.Close()
+		if err := resp.Body.Close(); err != nil {
+			t.Error(err)
+		}
 		done <- resp.StatusCode
 	}()
 	<-started
-	pw.Write([]byte(`{"policy": `)) // the handler now waits for the rest
+	// The handler now waits for the rest.
+	if _, err := pw.Write([]byte(`{"policy": `)); err != nil {
+		t.Fatal(err)
+	}
 	var code int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if code, _ = post(t, ts, "/v1/attest", "application/json", bytes.NewReader([]byte(`{}`))); code == http.StatusTooManyRequests {
@@ -151,8 +166,12 @@ func TestPerClientLimit(t *testing.T) {
 	if code != http.StatusTooManyRequests {
 		t.Errorf("second request while one is in flight: %d, want 429", code)
 	}
-	pw.Write([]byte(`"x"}`))
-	pw.Close()
+	if _, err := pw.Write([]byte(`"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if c := <-done; c != http.StatusNotFound {
 		t.Errorf("the slow request ended %d, want 404 (no policy x)", c)
 	}

@@ -40,7 +40,7 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	for i, o := range req.RecoveryOwners {
 		k, err := policy.ParsePublicKey([]byte(o))
 		if err != nil {
-			fail(w, fmt.Errorf("%w: recoveryOwners[%d]: %v", core.ErrInvalid, i, err))
+			fail(w, fmt.Errorf("%w: recoveryOwners[%d]: %w", core.ErrInvalid, i, err))
 			return
 		}
 		owners = append(owners, k)

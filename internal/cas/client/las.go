@@ -36,7 +36,7 @@ func (l *LAS) Quote(ctx context.Context, reportData []byte) (attest.Evidence, er
 	if err != nil {
 		return attest.Evidence{}, fmt.Errorf("LAS %s: %w", l.URL, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		return attest.Evidence{}, fmt.Errorf("LAS %s: %s: %s", l.URL, resp.Status, bytes.TrimSpace(data))

@@ -62,8 +62,12 @@ func PortForward(ctx context.Context, cfg *rest.Config, namespace, pod string) (
 	ports, err := fw.GetPorts()
 	if err != nil || len(ports) != 1 {
 		cancel()
-		return nil, nil, fmt.Errorf("port-forwarding to pod %s/%s: no local port (%v)", namespace, pod, err)
+		return nil, nil, fmt.Errorf("port-forwarding to pod %s/%s: no local port (%w)", namespace, pod, err)
 	}
 	local := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local)))
-	return DialTo(local), func() { cancel(); <-done }, nil
+	stopForward := func() {
+		cancel()
+		<-done //nolint:errcheck // how the forward ended once cancelled says nothing
+	}
+	return DialTo(local), stopForward, nil
 }

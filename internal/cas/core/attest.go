@@ -55,11 +55,11 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	}
 	csr, err := pki.ParseCSR(req.CSR)
 	if err != nil {
-		return nil, "csr", fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, "csr", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	binding, err := wire.KeyBinding(csr.PublicKey)
 	if err != nil {
-		return nil, "csr", fmt.Errorf("%w: csr: %v", ErrInvalid, err)
+		return nil, "csr", fmt.Errorf("%w: csr: %w", ErrInvalid, err)
 	}
 	claims, err := verify.Evidence(req.Evidence, verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir})
 	if err == nil {

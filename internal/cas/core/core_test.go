@@ -56,13 +56,15 @@ func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
 func (f *fixture) open(sealer Sealer) {
 	f.t.Helper()
 	if f.db != nil {
-		f.db.Close()
+		if err := f.db.Close(); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	var err error
 	if f.db, err = store.OpenBolt(f.dir); err != nil {
 		f.t.Fatal(err)
 	}
-	f.t.Cleanup(func() { f.db.Close() })
+	f.t.Cleanup(func() { _ = f.db.Close() }) // closed already when the test reopened it
 	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, AllowSimulation: !f.noSimulation}); err != nil {
 		f.t.Fatal(err)
 	}
@@ -301,7 +303,9 @@ func TestEncryptedPolicy(t *testing.T) {
 	pub, _ := f.cas.EncryptionKey()
 	casKey, _ := policy.DecodePublicKey(pub)
 	s := &policy.Signed{Policy: f.policyText("")}
-	policy.Sign(s, f.owner)
+	if err := policy.Sign(s, f.owner); err != nil {
+		t.Fatal(err)
+	}
 	e, _ := policy.Encrypt(s, casKey)
 	if r, err := f.cas.RegisterEncrypted(e); err != nil || r.Name != "shop" {
 		t.Fatalf("encrypted: %+v %v", r, err)

@@ -40,13 +40,13 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*wire.Shares, erro
 	s := seed.New()
 	shares, commitment, err := s.Split(threshold, len(owners))
 	if err != nil {
-		return nil, fmt.Errorf("%w: threshold: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: threshold: %w", ErrInvalid, err)
 	}
 	out := &wire.Shares{Threshold: threshold}
 	for i, sh := range shares {
-		sealed, err := seed.SealShare(sh, owners[i])
+		sealed, err := seed.SealShare(sh, owners[i]) //nolint:gosec // Split returns one share per owner
 		if err != nil {
-			return nil, fmt.Errorf("%w: recoveryOwners[%d]: %v", ErrInvalid, i, err)
+			return nil, fmt.Errorf("%w: recoveryOwners[%d]: %w", ErrInvalid, i, err)
 		}
 		out.Shares = append(out.Shares, wire.SealedShare{Owner: fps[i], Sealed: sealed})
 	}
@@ -101,7 +101,7 @@ func (c *CAS) Recover(sh seed.Share) (int, error) {
 	}
 	if err := c.meta.Commitment.Verify(sh); err != nil {
 		c.cfg.Log.Warn("audit: recovery share refused", "share", sh.ID, "reason", err.Error())
-		return 0, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.shares[sh.ID] = sh
 	need := c.meta.Commitment.Threshold() - len(c.shares)

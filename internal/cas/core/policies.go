@@ -44,7 +44,7 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 	}
 	s, err := policy.Decrypt(e, k.encryption)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return c.Register(s)
 }
@@ -55,7 +55,7 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 	doc, err := policy.Parse([]byte(s.Policy))
 	if err != nil {
-		return nil, fmt.Errorf("%w: policy: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: policy: %w", ErrInvalid, err)
 	}
 	// One registration at a time; attestations go on meanwhile.
 	c.regMu.Lock()
@@ -145,11 +145,11 @@ func authorize(doc *policy.Document, sigs []policy.Signature, current *registere
 	}
 	keys, err := owners.OwnerKeys()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	signers, err := policy.Signers(doc, sigs, keys)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
+		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
 	if need := owners.OwnerThreshold(); len(signers) < need {
 		return fmt.Errorf("%w: policy %s is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",

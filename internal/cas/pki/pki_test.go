@@ -85,7 +85,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestParseCSRRejects(t *testing.T) {
-	small, _ := rsa.GenerateKey(rand.Reader, 1024)
+	small, _ := rsa.GenerateKey(rand.Reader, 1024) //nolint:gosec // a weak key, to check that it is refused
 	good, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tampered := csr(t, good)
 	block, _ := pem.Decode(tampered)

@@ -109,6 +109,7 @@ func MarshalKey(k *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
+// ParseKey reads an owner's private key (unencrypted PKCS #8 PEM).
 func ParseKey(data []byte) (*ecdsa.PrivateKey, error) { return keyfile.ParsePrivate(data) }
 
 // CreateKeyFile makes an owner key and writes it to path (0600); an
@@ -127,7 +128,7 @@ func CreateKeyFile(path string) (*ecdsa.PrivateKey, error) {
 		return nil, err
 	}
 	if _, err := f.Write(pemKey); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return k, f.Close()

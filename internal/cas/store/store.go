@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Store is CAS's state.
@@ -46,7 +47,7 @@ func OpenBolt(dir string) (*Bolt, error) {
 	}
 	path := filepath.Join(dir, "cas.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("state %s is locked: another CAS uses it", path)
 	}
 	if err != nil {

@@ -30,35 +30,45 @@ func TestBoltRoundTripAndRollback(t *testing.T) {
 	// A failing update leaves nothing of itself.
 	boom := errors.New("boom")
 	if err := b.Update(func(tx Tx) error {
-		tx.Put("policies", "a", []byte("changed"))
-		tx.Put("policies", "c", []byte("3"))
+		if err := tx.Put("policies", "a", []byte("changed")); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Put("policies", "c", []byte("3")); err != nil {
+			t.Fatal(err)
+		}
 		return boom
 	}); !errors.Is(err, boom) {
 		t.Fatalf("update error %v", err)
 	}
-	b.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	b = open(t, dir)
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	got := map[string]string{}
-	b.View(func(tx Tx) error {
+	if err := b.View(func(tx Tx) error {
 		return tx.ForEach("policies", func(k string, v []byte) error { got[k] = string(v); return nil })
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 2 || got["a"] != "1" || got["b"] != "2" {
 		t.Errorf("after reopen: %v", got)
 	}
-	b.View(func(tx Tx) error {
+	if err := b.View(func(tx Tx) error {
 		if v, err := tx.Get("nothing", "x"); v != nil || err != nil {
 			t.Errorf("missing bucket: %q %v", v, err)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestSecondProcessIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	b := open(t, dir)
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	if _, err := OpenBolt(dir); err == nil || !strings.Contains(err.Error(), "another CAS uses it") {
 		t.Errorf("second open: %v", err)
 	}
@@ -67,14 +77,14 @@ func TestSecondProcessIsRefused(t *testing.T) {
 func TestEncrypted(t *testing.T) {
 	dir := t.TempDir()
 	b := open(t, dir)
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	key := bytes.Repeat([]byte{7}, 32)
 	enc, _ := NewEncrypted(key)
 	secret := []byte("the database password")
 	if err := b.Update(func(tx Tx) error { return enc.Tx(tx).Put("secrets", "db", secret) }); err != nil {
 		t.Fatal(err)
 	}
-	b.View(func(tx Tx) error {
+	if err := b.View(func(tx Tx) error {
 		raw, _ := tx.Get("secrets", "db")
 		if bytes.Contains(raw, secret) {
 			t.Error("the value is stored in the clear")
@@ -87,13 +97,17 @@ func TestEncrypted(t *testing.T) {
 			t.Errorf("another key: %v", err)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// A sealed value copied to another key does not open there.
-	b.Update(func(tx Tx) error {
+	if err := b.Update(func(tx Tx) error {
 		raw, _ := tx.Get("secrets", "db")
 		return tx.Put("secrets", "api", raw)
-	})
-	b.View(func(tx Tx) error {
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.View(func(tx Tx) error {
 		if _, err := enc.Tx(tx).Get("secrets", "api"); !errors.Is(err, ErrTampered) {
 			t.Errorf("moved value: %v", err)
 		}
@@ -102,5 +116,7 @@ func TestEncrypted(t *testing.T) {
 			t.Errorf("ForEach over a moved value: %v", err)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -206,7 +206,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		if len(stopped) == 0 {
 			return nil
 		}
-		fmt.Fprintf(c.log(), "dev cluster %q: starting %s\n", c.Name, strings.Join(stopped, ", "))
+		_, _ = fmt.Fprintf(c.log(), "dev cluster %q: starting %s\n", c.Name, strings.Join(stopped, ", "))
 		if err := c.kwokctl(ctx, "start", "cluster", "--name", c.Name, "--timeout", "2m"); err != nil {
 			return err
 		}
@@ -266,7 +266,7 @@ func (c *Cluster) Down(ctx context.Context) (bool, error) {
 	_ = os.Remove(filepath.Join(c.Workdir, "clusters"))
 	_ = os.Remove(c.Workdir)
 	if kwokErr != nil {
-		fmt.Fprintf(c.log(), "kwokctl delete reported %v; its processes and files were removed anyway\n", kwokErr)
+		_, _ = fmt.Fprintf(c.log(), "kwokctl delete reported %v; its processes and files were removed anyway\n", kwokErr)
 	}
 	return true, nil
 }
@@ -333,7 +333,7 @@ func (c *Cluster) pkiPath(name string) string { return filepath.Join(c.Dir(), "p
 func (c *Cluster) CAFiles() (cert, key string) { return c.pkiPath("ca.crt"), c.pkiPath("ca.key") }
 
 func (c *Cluster) writeConfig() error {
-	if err := os.MkdirAll(c.Workdir, 0o755); err != nil {
+	if err := os.MkdirAll(c.Workdir, 0o755); err != nil { //nolint:gosec // the dev cluster's folder; its secrets are files of their own, 0600
 		return fmt.Errorf("creating dev cluster folder: %w", err)
 	}
 	cfg := fmt.Sprintf(kwokctlConfig, kubeVersion(),
@@ -346,7 +346,7 @@ func (c *Cluster) writeConfig() error {
 	if err := c.writeEgressConfig(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(c.configPath(), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(c.configPath(), []byte(cfg), 0o644); err != nil { //nolint:gosec // kwokctl's configuration holds no secret
 		return fmt.Errorf("writing kwokctl configuration: %w", err)
 	}
 	return nil
@@ -377,7 +377,7 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 }
 
 func (c *Cluster) progress(start time.Time, format string, args ...any) {
-	fmt.Fprintf(c.log(), "dev cluster %q: %s after %s\n", c.Name, fmt.Sprintf(format, args...), time.Since(start).Round(time.Millisecond))
+	_, _ = fmt.Fprintf(c.log(), "dev cluster %q: %s after %s\n", c.Name, fmt.Sprintf(format, args...), time.Since(start).Round(time.Millisecond))
 }
 
 func (c *Cluster) log() io.Writer {

@@ -120,7 +120,7 @@ func waitAPIServer(ctx context.Context, cs kubernetes.Interface) error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for kube-apiserver to be ready: %w (last: %v)", err, last)
+		return fmt.Errorf("waiting for kube-apiserver to be ready: %w (last: %w)", err, last)
 	}
 	return nil
 }

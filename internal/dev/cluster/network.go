@@ -64,7 +64,7 @@ func (c *Cluster) writeEgressConfig() error {
 	if n := len(c.egressSocket()); n > maxSocketPath {
 		return fmt.Errorf("the cluster's folder %s is too deep for its egress proxy's socket (%d bytes, at most %d): use a shorter cache folder (CLOISTER_CACHE_DIR) or --name", c.Dir(), n, maxSocketPath)
 	}
-	if err := os.WriteFile(c.egressConfigPath(), fmt.Appendf(nil, egressConfig, c.egressSocket()), 0o644); err != nil {
+	if err := os.WriteFile(c.egressConfigPath(), fmt.Appendf(nil, egressConfig, c.egressSocket()), 0o644); err != nil { //nolint:gosec // the egress selector configuration holds no secret
 		return fmt.Errorf("writing the API server's egress configuration: %w", err)
 	}
 	return nil
@@ -92,25 +92,25 @@ func (c *Cluster) installSelf() error {
 	if have, err := os.Stat(dst); err == nil && have.Size() == src.Size() && have.ModTime().Equal(src.ModTime()) {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil { //nolint:gosec // the cluster's bin folder: programs others run
 		return err
 	}
 	in, err := os.Open(c.Self)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".cloister-")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return fmt.Errorf("copying %s into the cluster: %w", c.Self, err)
 	}
 	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
@@ -145,12 +145,12 @@ func (c *Cluster) acquireHostNetwork(h *hostnet.Host) error {
 		return err
 	}
 	// The record names clusters by their folders, which must exist.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // a runtime folder others must reach (the egress socket)
 		return err
 	}
 	err = h.Acquire(dir)
 	if errors.Is(err, hostnet.ErrNotRoot) {
-		fmt.Fprintf(c.log(), "dev cluster %q: not root, so no routing rules: its API server's egress proxy keeps its traffic on this machine\n", c.Name)
+		_, _ = fmt.Fprintf(c.log(), "dev cluster %q: not root, so no routing rules: its API server's egress proxy keeps its traffic on this machine\n", c.Name)
 		return nil
 	}
 	return err

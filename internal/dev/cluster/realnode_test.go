@@ -59,13 +59,19 @@ func TestCheckRealNodeSupport(t *testing.T) {
 			t.Fatal(err)
 		}
 		if tc.config != "" {
-			os.WriteFile(c.configPath(), []byte(tc.config), 0o644)
+			if err := os.WriteFile(c.configPath(), []byte(tc.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		os.MkdirAll(filepath.Dir(c.pkiPath("admin.crt")), 0o755)
+		if err := os.MkdirAll(filepath.Dir(c.pkiPath("admin.crt")), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IPAddresses: tc.ips}
 		der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		os.WriteFile(c.pkiPath("admin.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+		if err := os.WriteFile(c.pkiPath("admin.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		err := c.checkRealNodeSupport()
 		if (tc.want == "" && err != nil) || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
 			t.Errorf("SANs %v: %v, want %q", tc.ips, err, tc.want)

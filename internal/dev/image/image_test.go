@@ -55,7 +55,7 @@ func TestBuildIsReproducibleAndNonRoot(t *testing.T) {
 		t.Fatalf("%d layers, want 1 (no base image)", len(layers))
 	}
 	rc, _ := layers[0].Uncompressed()
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	files := map[string][]byte{}
 	modes := map[string]int64{}
 	tr := tar.NewReader(rc)
@@ -121,13 +121,17 @@ func TestWriteOCI(t *testing.T) {
 		if err == io.EOF {
 			break
 		}
-		target := filepath.Join(unpacked, h.Name)
+		target := filepath.Join(unpacked, h.Name) //nolint:gosec // unpacks an image this test built
 		if h.Typeflag == tar.TypeDir {
-			os.MkdirAll(target, 0o755)
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
 		data, _ := io.ReadAll(tr)
-		os.WriteFile(target, data, 0o644)
+		if err := os.WriteFile(target, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := layout.FromPath(unpacked)
 	if err != nil {
@@ -147,7 +151,9 @@ func TestBuildAllAndReadRef(t *testing.T) {
 	bin := t.TempDir()
 	data, _ := os.ReadFile(binary(t))
 	for _, b := range Binaries {
-		os.WriteFile(filepath.Join(bin, b), data, 0o755)
+		if err := os.WriteFile(filepath.Join(bin, b), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	built, err := BuildAll(bin, t.TempDir(), "registry.example/x", "v1.2.3", "abc", "src")
 	if err != nil {
@@ -170,7 +176,9 @@ func TestBuildAllAndReadRef(t *testing.T) {
 		}
 	}
 	bad := filepath.Join(t.TempDir(), "bad.tar")
-	os.WriteFile(bad, nil, 0o644)
+	if err := os.WriteFile(bad, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := ReadRef(bad); err == nil {
 		t.Error("an empty tarball has a ref")
 	}
@@ -190,7 +198,7 @@ func TestBuildWithExtraBinaries(t *testing.T) {
 	cfg, _ := img.ConfigFile()
 	layers, _ := img.Layers()
 	rc, _ := layers[0].Uncompressed()
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	found := map[string]string{}
 	tr := tar.NewReader(rc)
 	for h, err := tr.Next(); err == nil; h, err = tr.Next() {

@@ -37,7 +37,7 @@ type Built struct {
 // BuildAll builds the image of every binary in binDir (Binaries) into
 // outDir/<name>.tar, named Ref(registry, name, version).
 func BuildAll(binDir, outDir, registry, version, revision, source string) ([]Built, error) {
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // image tarballs are public
 		return nil, err
 	}
 	out := make([]Built, 0, len(Binaries))
@@ -76,7 +76,7 @@ func ReadRef(file string) (ref, digest string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()

@@ -21,7 +21,7 @@ func WriteOCI(img v1.Image, ref, file string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	p, err := layout.Write(tmp, empty.Index)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func WriteOCI(img v1.Image, ref, file string) error {
 	if err != nil {
 		return err
 	}
-	defer out.Close()
+	defer func() { _ = out.Close() }()
 	tw := tar.NewWriter(out)
 	for _, path := range paths {
 		rel, _ := filepath.Rel(tmp, path)

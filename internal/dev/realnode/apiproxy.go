@@ -25,7 +25,7 @@ func ProxyTCP(ctx context.Context, l net.Listener, upstream string) error {
 	defer wg.Wait()
 	go func() {
 		<-ctx.Done()
-		l.Close()
+		_ = l.Close()
 	}()
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	for {
@@ -43,12 +43,12 @@ func ProxyTCP(ctx context.Context, l net.Listener, upstream string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			u, err := dialer.DialContext(ctx, "tcp", upstream)
 			if err != nil {
 				return
 			}
-			defer u.Close()
+			defer func() { _ = u.Close() }()
 			join(c, u)
 		}()
 	}

@@ -66,7 +66,7 @@ func listeningSockets(pids []int, dir string) []string {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var paths []string
 	s := bufio.NewScanner(f)
 	for s.Scan() {
@@ -89,7 +89,7 @@ func removeSockets(paths []string, timeout time.Duration) error {
 		for _, p := range paths {
 			c, err := net.DialTimeout("unix", p, time.Second)
 			if err == nil {
-				c.Close()
+				_ = c.Close()
 				alive = append(alive, p)
 				continue
 			}
@@ -114,7 +114,7 @@ func MountsUnder(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var out []string
 	s := bufio.NewScanner(f)
 	for s.Scan() {

@@ -81,7 +81,7 @@ func cgroupMounts() []string {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var out []string
 	s := bufio.NewScanner(f)
 	for s.Scan() {
@@ -143,7 +143,7 @@ func servedSocketBelow(dir string) bool {
 			return nil
 		}
 		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
-			c.Close()
+			_ = c.Close()
 			served = true
 		}
 		return nil

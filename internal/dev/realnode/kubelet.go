@@ -151,7 +151,7 @@ func (k *Kubelet) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(k.pkiDir(), "ca.crt"), k.CA.PEM, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(k.pkiDir(), "ca.crt"), k.CA.PEM, 0o644); err != nil { //nolint:gosec // the cluster CA certificate is public
 		return err
 	}
 	certPEM, keyPEM, err := k.CA.KubeletServingCert(k.NodeName, k.NodeIP.AsSlice())

@@ -232,7 +232,7 @@ func (n *Node) Down() error {
 
 func (n *Node) progress(start time.Time, format string, args ...any) {
 	if n.Log != nil {
-		fmt.Fprintf(n.Log, "real node %q: %s after %s\n", n.Name, fmt.Sprintf(format, args...), time.Since(start).Round(time.Millisecond))
+		_, _ = fmt.Fprintf(n.Log, "real node %q: %s after %s\n", n.Name, fmt.Sprintf(format, args...), time.Since(start).Round(time.Millisecond))
 	}
 }
 

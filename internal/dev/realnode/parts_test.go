@@ -55,8 +55,12 @@ func writeCA(t *testing.T, rsaKey bool) (certFile, keyFile string) {
 	}
 	dir := t.TempDir()
 	certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(keyPEM), 0o600)
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(keyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return certFile, keyFile
 }
 
@@ -191,7 +195,7 @@ func TestProxyTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer upstream.Close()
+	defer func() { _ = upstream.Close() }()
 	go func() {
 		for {
 			c, err := upstream.Accept()
@@ -199,9 +203,11 @@ func TestProxyTCP(t *testing.T) {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				line, _ := bufio.NewReader(c).ReadString('\n')
-				c.Write([]byte("upstream got " + line))
+				if _, err := c.Write([]byte("upstream got " + line)); err != nil {
+					t.Error(err)
+				}
 			}()
 		}
 	}()
@@ -217,9 +223,13 @@ func TestProxyTCP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Write([]byte("hello\n"))
+		if _, err := c.Write([]byte("hello\n")); err != nil {
+			t.Fatal(err)
+		}
 		reply, _ := bufio.NewReader(c).ReadString('\n')
-		c.Close()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 		if reply != "upstream got hello\n" {
 			t.Errorf("connection %d: reply %q", i, reply)
 		}
@@ -257,13 +267,19 @@ func TestProxyPod(t *testing.T) {
 func TestRecordMissing(t *testing.T) {
 	dir := t.TempDir()
 	existing, made := filepath.Join(dir, "existing"), filepath.Join(dir, "made")
-	os.Mkdir(existing, 0o755)
+	if err := os.Mkdir(existing, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	record := filepath.Join(dir, "node", "host.json")
 	if err := recordMissing(record, []string{existing, made, filepath.Join(made, "sub")}); err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(made, "sub"), 0o755)
-	os.WriteFile(filepath.Join(made, "sub", "f"), nil, 0o644)
+	if err := os.MkdirAll(filepath.Join(made, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(made, "sub", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A second start sees made as existing; the first record stands.
 	if err := recordMissing(record, []string{existing, made}); err != nil {
 		t.Fatal(err)
@@ -286,7 +302,9 @@ func TestRecordMissing(t *testing.T) {
 	if err := recordMissing(record, []string{shared}); err != nil {
 		t.Fatal(err)
 	}
-	os.Mkdir(shared, 0o755)
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("unix", filepath.Join(shared, "containerd.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +315,9 @@ func TestRecordMissing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(shared, "containerd.sock")); err != nil {
 		t.Errorf("a served socket in a folder the node made was removed: %v", err)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := removeRecorded(record); err != nil {
 		t.Fatal(err)
 	}

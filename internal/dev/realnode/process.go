@@ -46,7 +46,7 @@ func (d daemon) Start() error {
 	if err != nil {
 		return err
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }()
 	cmd := exec.Command(d.Bin, d.Args...)
 	if d.Restart {
 		cmd = exec.Command("/bin/sh", append([]string{"-c", superviseScript, "cloister-supervise", d.Marker, d.Bin}, d.Args...)...)

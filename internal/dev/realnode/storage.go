@@ -73,7 +73,7 @@ func (n *Node) writeStoragePod(ca *CA, image, staticPodDir string) error {
 	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(n.VolumesDir(), 0o711); err != nil {
+	if err := os.MkdirAll(n.VolumesDir(), 0o711); err != nil { //nolint:gosec // pods must traverse the volumes folder
 		return err
 	}
 	manifest, err := StoragePod(image, n.Name, n.VolumesDir(), kubeconfig)

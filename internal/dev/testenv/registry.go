@@ -19,7 +19,7 @@ import (
 // request first.
 func Registry(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if wrap != nil {
 		h = wrap(h)
 	}

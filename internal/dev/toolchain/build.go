@@ -31,7 +31,7 @@ func (t *Toolchain) Ensure(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("%w: %s not in %s and cannot be built: the go command is not on PATH; "+
 			"install Go 1.26 or newer (https://go.dev/dl/) and run `make tools`", ErrMissing, names(missing), t.BinDir)
 	}
-	if err := os.MkdirAll(t.BinDir, 0o755); err != nil {
+	if err := os.MkdirAll(t.BinDir, 0o755); err != nil { //nolint:gosec // tool binaries others run
 		return fmt.Errorf("creating tool cache: %w", err)
 	}
 	unlock, err := Lock(filepath.Join(filepath.Dir(t.BinDir), ".lock"))
@@ -48,13 +48,13 @@ func (t *Toolchain) Ensure(ctx context.Context, w io.Writer) error {
 
 func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.Writer) error {
 	start := time.Now()
-	fmt.Fprintf(w, "toolchain: building %s from %s into %s (cold, on 2 cores: ~13 min for the control plane, ~7 min for the kubelet, ~2 min for containerd and CNI)\n",
+	_, _ = fmt.Fprintf(w, "toolchain: building %s from %s into %s (cold, on 2 cores: ~13 min for the control plane, ~7 min for the kubelet, ~2 min for containerd and CNI)\n",
 		names(tools), t.SourceDir, t.BinDir)
 	staging, err := os.MkdirTemp(filepath.Dir(t.BinDir), "build-")
 	if err != nil {
 		return fmt.Errorf("creating build folder: %w", err)
 	}
-	defer os.RemoveAll(staging)
+	defer func() { _ = os.RemoveAll(staging) }()
 
 	var batch []string
 	var single []Tool
@@ -88,10 +88,10 @@ func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.
 	}
 	// The stamp goes last: an interrupted build leaves the cache incomplete
 	// and the next Ensure rebuilds.
-	if err := os.WriteFile(filepath.Join(t.BinDir, sourcesStamp), []byte(digest+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(t.BinDir, sourcesStamp), []byte(digest+"\n"), 0o644); err != nil { //nolint:gosec // the sources stamp holds a digest
 		return fmt.Errorf("recording tool sources: %w", err)
 	}
-	fmt.Fprintf(w, "toolchain: built %d tools in %s\n", len(tools), time.Since(start).Round(time.Second))
+	_, _ = fmt.Fprintf(w, "toolchain: built %d tools in %s\n", len(tools), time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -145,10 +145,10 @@ func lastElem(pkg string) string {
 // its folder), blocking until it is free: builds into the cache, and the
 // real-node tests of several packages, take turns with it.
 func Lock(path string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // the lock's folder is the shared tool cache
 		return nil, fmt.Errorf("creating the folder of lock %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644) //nolint:gosec // an empty lock file
 	if err != nil {
 		return nil, fmt.Errorf("opening lock %s: %w", path, err)
 	}
@@ -159,11 +159,11 @@ func Lock(path string) (unlock func(), err error) {
 		}
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		_ = f.Close()
 	}, nil
 }

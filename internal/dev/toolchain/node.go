@@ -49,3 +49,18 @@ func (t *Toolchain) HelmCLI() *Toolchain {
 	}
 	return h
 }
+
+// Lint is golangci-lint, built from hack/linttools: a module of its own, so
+// the linters' dependencies cannot move the versions of the Kubernetes
+// build.
+var Lint = Tool{Name: "golangci-lint", Package: "github.com/golangci/golangci-lint/v2/cmd/golangci-lint"}
+
+// Linter returns the toolchain of golangci-lint (its own folder and stamp;
+// a cold build takes about two minutes). Ensure it before use.
+func (t *Toolchain) Linter() *Toolchain {
+	l := &Toolchain{CacheRoot: t.CacheRoot, BinDir: filepath.Join(t.CacheRoot, "lint", "bin"), Tools: []Tool{Lint}}
+	if t.SourceDir != "" {
+		l.SourceDir = filepath.Join(filepath.Dir(t.SourceDir), "linttools")
+	}
+	return l
+}

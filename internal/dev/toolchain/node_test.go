@@ -13,6 +13,7 @@ func TestEveryToolIsAModuleTool(t *testing.T) {
 		"../../../hack/tools/go.mod":     append(slices.Clone(Tools), Kubelet),
 		"../../../hack/nodetools/go.mod": NodeTools,
 		"../../../hack/helmtools/go.mod": {Helm},
+		"../../../hack/linttools/go.mod": {Lint},
 	} {
 		mod := readModFile(t, file)
 		var listed []string

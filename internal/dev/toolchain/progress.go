@@ -42,7 +42,7 @@ func (p *progress) Write(b []byte) (int, error) {
 			p.last = line
 			continue
 		}
-		fmt.Fprintln(p.out, line)
+		_, _ = fmt.Fprintln(p.out, line)
 	}
 	return len(b), nil
 }
@@ -100,7 +100,7 @@ func reportProgress(w io.Writer, what string, total func() int, p *progress, sto
 			return
 		case <-t.C:
 			done, last := p.snapshot()
-			fmt.Fprintln(w, progressLine(what, done, n, time.Since(start), last))
+			_, _ = fmt.Fprintln(w, progressLine(what, done, n, time.Since(start), last))
 		}
 	}
 }

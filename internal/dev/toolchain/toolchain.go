@@ -188,13 +188,13 @@ func (t *Toolchain) sourcesDigest() (string, error) {
 			return "", fmt.Errorf("reading tool pins: %w", err)
 		}
 		_, err = io.Copy(h, f)
-		f.Close()
+		_ = f.Close()
 		if err != nil {
 			return "", fmt.Errorf("reading tool pins: %w", err)
 		}
 	}
 	for _, tool := range t.Tools {
-		fmt.Fprintf(h, "%s=%s\n", tool.Name, tool.Package)
+		_, _ = fmt.Fprintf(h, "%s=%s\n", tool.Name, tool.Package)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

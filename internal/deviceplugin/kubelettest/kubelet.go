@@ -109,7 +109,7 @@ func (k *Kubelet) Register(_ context.Context, req *pluginapi.RegisterRequest) (*
 	k.requests = append(k.requests, req)
 	k.notify()
 	k.mu.Unlock()
-	go k.watch(req.GetResourceName(), conn)
+	go k.watch(req.GetResourceName(), conn) //nolint:gosec // the watch outlives the registration request, as the kubelet's does
 	return &pluginapi.Empty{}, nil
 }
 

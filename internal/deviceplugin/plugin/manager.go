@@ -71,7 +71,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watching files: %w", err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	// Watching the directory, not polling, is how a kubelet restart (which
 	// removes every socket and creates kubelet.sock anew) is noticed.
 	if err := w.Add(m.PluginDir); err != nil {

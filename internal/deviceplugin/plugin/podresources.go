@@ -20,7 +20,7 @@ func InUse(ctx context.Context, socket string) (map[string][]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to kubelet's pod-resources API: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := podresourcesapi.NewPodResourcesListerClient(conn).List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("listing pod resources: %w", err)

@@ -21,7 +21,7 @@ func register(ctx context.Context, dir string, s *server) error {
 	if err != nil {
 		return fmt.Errorf("connecting to kubelet: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
 		Endpoint:     filepath.Base(s.socket),

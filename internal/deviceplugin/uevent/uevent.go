@@ -51,7 +51,7 @@ func Listen(ctx context.Context, subsystems ...string) (<-chan struct{}, error) 
 	}
 	out := make(chan struct{}, 1)
 	go func() {
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 		buf := make([]byte, 64<<10)
 		for ctx.Err() == nil {
 			n, _, err := unix.Recvfrom(fd, buf, 0)

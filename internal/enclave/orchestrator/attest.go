@@ -78,7 +78,7 @@ func (nsmAttester) Attest(nonce []byte) (Evidence, error) {
 	if err != nil {
 		return Evidence{}, fmt.Errorf("opening the Nitro Secure Module: %w", err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	res, err := s.Send(&request.Attestation{Nonce: nonce, UserData: nonce})
 	if err != nil {
 		return Evidence{}, fmt.Errorf("asking the Nitro Secure Module for a document: %w", err)

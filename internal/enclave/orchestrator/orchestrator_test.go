@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -142,7 +143,7 @@ func TestApplyInPlace(t *testing.T) {
 
 	bigger := testManifest(changed.Plugins...)
 	bigger.Enclave.MemoryMiB = 4096
-	if err := o.Apply(context.Background(), bigger); err != ErrNewEnclave {
+	if err := o.Apply(context.Background(), bigger); !errors.Is(err, ErrNewEnclave) {
 		t.Errorf("boot change: %v, want ErrNewEnclave", err)
 	}
 }
@@ -166,7 +167,9 @@ func TestAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
+		if err := res.Body.Close(); err != nil {
+			t.Fatal(err)
+		}
 		return res.StatusCode
 	}
 	if code := put(m); code != http.StatusOK {
@@ -178,7 +181,12 @@ func TestAPI(t *testing.T) {
 	if code := put(other); code != http.StatusConflict {
 		t.Errorf("PUT of a manifest needing a new enclave: %d, want 409", code)
 	}
-	if res, _ := http.Get(srv.URL + PathEvidence + "?nonce=zz"); res.StatusCode != http.StatusBadRequest {
+	res, err = http.Get(srv.URL + PathEvidence + "?nonce=zz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
 		t.Errorf("bad nonce: %d", res.StatusCode)
 	}
 
@@ -186,7 +194,7 @@ func TestAPI(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("evidence: %v %v", res, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var raw bytes.Buffer
 	_, _ = raw.ReadFrom(res.Body)
 	if typ := res.Header.Get(HeaderEvidenceType); typ != string(attest.Sim) {

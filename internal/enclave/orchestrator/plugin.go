@@ -130,8 +130,8 @@ func (p *plugin) once(ctx context.Context) (int, error) {
 	log := p.o.log().With("plugin", p.spec.Name)
 	stdout, stderr := lineLogger(log, "stdout"), lineLogger(log, "stderr")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	defer stdout.Close()
-	defer stderr.Close()
+	defer func() { _ = stdout.Close() }()
+	defer func() { _ = stderr.Close() }()
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("starting %s: %w", argv[0], err)
 	}

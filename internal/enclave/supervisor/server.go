@@ -36,7 +36,7 @@ func (s *Supervisor) Handler() http.Handler {
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(code)
-			fmt.Fprintln(w, h.Message)
+			_, _ = fmt.Fprintln(w, h.Message)
 		}
 	}
 	mux.HandleFunc("GET "+PathStarted, probe(func(h Health) bool { return h.Started }))
@@ -92,7 +92,7 @@ func Get(ctx context.Context, socket, path string) (int, []byte, http.Header, er
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("asking the enclave supervisor: %w", err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	return res.StatusCode, body, res.Header, err
 }

@@ -147,7 +147,7 @@ func (s *Supervisor) sync(ctx context.Context, data []byte, m *manifest.Manifest
 	if err != nil {
 		return fmt.Errorf("syncing the manifest into the enclave: %w", err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 		return fmt.Errorf("syncing the manifest into the enclave: %s: %s", res.Status, bytes.TrimSpace(body))
@@ -168,7 +168,7 @@ func (s *Supervisor) status(ctx context.Context) (*manifest.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("enclave status: %s", res.Status)
 	}
@@ -279,7 +279,7 @@ func (s *Supervisor) Evidence(ctx context.Context, nonceHex string) (orchestrato
 	if err != nil {
 		return orchestrator.Evidence{}, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	if err != nil {
 		return orchestrator.Evidence{}, err

@@ -218,7 +218,7 @@ func checkUpstream(s string) error {
 		return fmt.Errorf("upstream %q must be host:port (e.g. backend.default:4001)", s)
 	}
 	if _, err := parsePort(port); err != nil {
-		return fmt.Errorf("upstream %q: %v", s, err)
+		return fmt.Errorf("upstream %q: %w", s, err)
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
 		return nil

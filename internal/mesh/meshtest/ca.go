@@ -89,7 +89,7 @@ func (ca *CA) Issue(t testing.TB, cn string) tls.Certificate {
 func (ca *CA) Write(t testing.TB, dir, cn string) int64 {
 	t.Helper()
 	chain, key, n := ca.issue(t, cn)
-	os.MkdirAll(dir, 0o700)
+	_ = os.MkdirAll(dir, 0o700)
 	for name, data := range map[string][]byte{casclient.CertChainFile: chain, casclient.KeyFile: key, casclient.MeshCAFile: ca.PEM} {
 		tmp := filepath.Join(dir, "."+name)
 		if err := os.WriteFile(tmp, data, 0o600); err != nil {

@@ -32,13 +32,23 @@ func meshPath(b *testing.B) (direct, mesh string, directTLS func() (net.Conn, er
 	})
 	tlsApp := start(b, func(ctx context.Context, ln net.Listener) error {
 		tln := tls.NewListener(ln, (&Certs{Dir: backendDir}).ServerConfig(true))
-		go func() { <-ctx.Done(); tln.Close() }()
+		go func() {
+			<-ctx.Done()
+			if err := tln.Close(); err != nil {
+				b.Error(err)
+			}
+		}()
 		for {
 			c, err := tln.Accept()
 			if err != nil {
 				return nil
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			go func() {
+				if _, err := io.Copy(c, c); err != nil {
+					b.Error(err)
+				}
+				_ = c.Close()
+			}()
 		}
 	})
 	directTLS = func() (net.Conn, error) {
@@ -67,7 +77,7 @@ func eachPath(b *testing.B, bench func(b *testing.B, conn net.Conn)) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			bench(b, conn)
 		})
 	}

@@ -32,7 +32,6 @@ type Certs struct {
 	mu     sync.Mutex
 	stamp  []fileStamp
 	loaded *loaded
-	err    error
 }
 
 type loaded struct {

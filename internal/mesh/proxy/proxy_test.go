@@ -22,14 +22,23 @@ func echo(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() {
+		if err := ln.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() { io.Copy(c, c); c.Close() }()
+			go func() {
+				if _, err := io.Copy(c, c); err != nil {
+					t.Error(err)
+				}
+				_ = c.Close()
+			}()
 		}
 	}()
 	return ln.Addr().String()
@@ -55,7 +64,9 @@ func start(t testing.TB, run func(ctx context.Context, ln net.Listener) error) s
 }
 
 func roundTrip(conn net.Conn, msg string) (string, error) {
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return "", err
+	}
 	if _, err := conn.Write([]byte(msg)); err != nil {
 		return "", err
 	}
@@ -92,7 +103,9 @@ func TestEgressToIngress(t *testing.T) {
 	if got, err := roundTrip(conn, "hello backend"); err != nil || got != "hello backend" {
 		t.Fatalf("through the mesh: %q %v", got, err)
 	}
-	conn.Close()
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(logs.String(), "peer=web.default") {
 		t.Errorf("the ingress did not see the caller's identity:\n%s", logs)
 	}
@@ -102,7 +115,9 @@ func TestEgressToIngress(t *testing.T) {
 	noCert, err := tls.Dial("tcp", ingress, &tls.Config{RootCAs: pool, ServerName: "backend.default", MinVersion: tls.VersionTLS13})
 	if err == nil {
 		_, err = roundTrip(noCert, "x")
-		noCert.Close()
+		if err := noCert.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err == nil {
 		t.Error("a client without a mesh certificate got through")
@@ -114,7 +129,9 @@ func TestEgressToIngress(t *testing.T) {
 	if got, err := roundTrip(plain, "GET / HTTP/1.0\r\n\r\n"); err == nil && strings.HasPrefix(got, "GET") {
 		t.Error("plain text reached the app through the mTLS port")
 	}
-	plain.Close()
+	if err := plain.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A port with disableTLS false: TLS, no client certificate asked.
@@ -132,7 +149,7 @@ func TestServerTLSWithoutClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	if got, err := roundTrip(conn, "hi"); err != nil || got != "hi" {
 		t.Errorf("%q %v", got, err)
 	}
@@ -158,14 +175,14 @@ func TestRotation(t *testing.T) {
 		return conn, conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 	}
 	old, serial := dial()
-	defer old.Close()
+	defer func() { _ = old.Close() }()
 	if serial != first {
 		t.Fatalf("serial %d, want %d", serial, first)
 	}
 	time.Sleep(10 * time.Millisecond) // a new modification time on coarse clocks
 	second := ca.Write(t, dir, "main.default")
 	fresh, serial := dial()
-	defer fresh.Close()
+	defer func() { _ = fresh.Close() }()
 	if serial != second {
 		t.Errorf("after the rotation: serial %d, want %d", serial, second)
 	}

@@ -79,7 +79,7 @@ func listen(t *testing.T, ns netns.NsHandle, addr string) net.Listener {
 			t.Fatal(err)
 		}
 	})
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() }) // the test may have closed it
 	return ln
 }
 
@@ -93,11 +93,11 @@ func echoOn(ln net.Listener) {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_, port, _ := net.SplitHostPort(c.LocalAddr().String())
 				buf := make([]byte, 2)
 				n, _ := c.Read(buf)
-				c.Write([]byte(port + ":" + string(buf[:n])))
+				_, _ = c.Write([]byte(port + ":" + string(buf[:n])))
 			}()
 		}
 	}()
@@ -165,7 +165,12 @@ func TestRedirectToIngress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- (&proxy.Proxy{Log: log}).Ingress(ctx, ln, ports.Route) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 
 	dial := func(port string, cfg *tls.Config) (string, error) {
 		var conn net.Conn
@@ -174,8 +179,10 @@ func TestRedirectToIngress(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		defer func() { _ = conn.Close() }()
+		if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		if cfg != nil {
 			tc := tls.Client(conn, cfg)
 			if err := tc.Handshake(); err != nil {

@@ -15,14 +15,14 @@ type ConditionType string
 // Condition types of the CR (one each).
 const (
 	IsHealthy                    ConditionType = "IsHealthy"
-	DeletionPresent                            = "DeletionPresent"
-	FinalizerPresent                           = "FinalizerPresent"
-	ReleaseExists                              = "ReleaseExists"
-	ReleaseSteady                              = "ReleaseSteady"
-	ReleaseFailed                              = "ReleaseFailed"
-	ReleaseDeployed                            = "ReleaseDeployed"
-	AtLeastOneOwnedObjectPresent               = "AtLeastOneOwnedObjectPresent"
-	AllOwnedObjectsPresent                     = "AllOwnedObjectsPresent"
+	DeletionPresent              ConditionType = "DeletionPresent"
+	FinalizerPresent             ConditionType = "FinalizerPresent"
+	ReleaseExists                ConditionType = "ReleaseExists"
+	ReleaseSteady                ConditionType = "ReleaseSteady"
+	ReleaseFailed                ConditionType = "ReleaseFailed"
+	ReleaseDeployed              ConditionType = "ReleaseDeployed"
+	AtLeastOneOwnedObjectPresent ConditionType = "AtLeastOneOwnedObjectPresent"
+	AllOwnedObjectsPresent       ConditionType = "AllOwnedObjectsPresent"
 )
 
 // Registered is the one condition of a SignedPolicy or EncryptedPolicy:
@@ -34,12 +34,12 @@ const Registered ConditionType = "Registered"
 // prefixed with the OO's ID.
 const (
 	OwnedObjectHealthy         ConditionType = "OwnedObjectHealthy"
-	OwnedObjectPresent                       = "OwnedObjectPresent"
-	OwnedObjectDeletionPresent               = "OwnedObjectDeletionPresent"
-	OwnedObjectValidOwners                   = "OwnedObjectValidOwners"
-	OwnsOwnedObject                          = "OwnsOwnedObject"
-	SoleOwner                                = "SoleOwner"
-	EqualSpecs                               = "EqualSpecs"
+	OwnedObjectPresent         ConditionType = "OwnedObjectPresent"
+	OwnedObjectDeletionPresent ConditionType = "OwnedObjectDeletionPresent"
+	OwnedObjectValidOwners     ConditionType = "OwnedObjectValidOwners"
+	OwnsOwnedObject            ConditionType = "OwnsOwnedObject"
+	SoleOwner                  ConditionType = "SoleOwner"
+	EqualSpecs                 ConditionType = "EqualSpecs"
 )
 
 const (

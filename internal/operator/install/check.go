@@ -271,7 +271,7 @@ func validBundle(bundle, ca []byte) error {
 		return fmt.Errorf("is not a PEM certificate")
 	}
 	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-		return fmt.Errorf("does not parse: %v", err)
+		return fmt.Errorf("does not parse: %w", err)
 	}
 	if !bytes.Equal(bytes.TrimSpace(bundle), bytes.TrimSpace(ca)) {
 		return fmt.Errorf("is not the CA in Secret %s", CertSecret)

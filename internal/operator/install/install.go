@@ -32,7 +32,7 @@ import (
 var OperatorImage string
 
 // PullSecretName is the pull secret install creates from credentials.
-const PullSecretName = "cloister-pull"
+const PullSecretName = "cloister-pull" //nolint:gosec // a Secret's name, not a credential
 
 // Credentials of a registry, for the pull secret.
 type Credentials struct {

@@ -25,7 +25,7 @@ func annotate(in string, kv ...string) string {
 	var b strings.Builder
 	b.WriteString("      labels:\n        app: web\n      annotations:\n")
 	for i := 0; i < len(kv); i += 2 {
-		b.WriteString("        " + kv[i] + ": \"" + kv[i+1] + "\"\n")
+		b.WriteString("        " + kv[i] + ": \"" + kv[i+1] + "\"\n") //nolint:gosec // kv comes in pairs
 	}
 	return strings.Replace(in, "      labels:\n        app: web\n", b.String(), 1)
 }

@@ -22,7 +22,7 @@ import (
 )
 
 // ErrOffline is returned for a tag when registries may not be asked.
-var ErrOffline = errors.New("names a tag, not a digest, and registries may not be asked (offline); pin it as NAME@sha256:...")
+var ErrOffline = errors.New("names a tag, not a digest, and registries may not be asked (offline); pin it as NAME@sha256:<digest>")
 
 // Pinner resolves tags. The zero value asks registries and keeps nothing.
 type Pinner struct {

@@ -109,7 +109,7 @@ func Verify(ctx context.Context, image name.Digest, pub *ecdsa.PublicKey, opts .
 	}
 	img, err := remote.Image(tag, append(opts, remote.WithContext(ctx))...)
 	if err != nil {
-		return fmt.Errorf("image %s: %w: reading its signatures (%s): %v", image, ErrNotSigned, tag, err)
+		return fmt.Errorf("image %s: %w: reading its signatures (%s): %w", image, ErrNotSigned, tag, err)
 	}
 	m, err := img.Manifest()
 	if err != nil {
@@ -142,7 +142,7 @@ func verifyLayer(l v1.Layer, sigB64 string, image name.Digest, pub *ecdsa.Public
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	body, err := io.ReadAll(io.LimitReader(rc, 1<<20))
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func verifyLayer(l v1.Layer, sigB64 string, image name.Digest, pub *ecdsa.Public
 	}
 	var p payload
 	if err := json.Unmarshal(body, &p); err != nil {
-		return fmt.Errorf("a signed payload that does not parse: %v", err)
+		return fmt.Errorf("a signed payload that does not parse: %w", err)
 	}
 	if p.Critical.Type != payloadType || p.Critical.Image.DockerManifestDigest != image.DigestStr() {
 		return fmt.Errorf("a signature of another image (%s)", p.Critical.Image.DockerManifestDigest)

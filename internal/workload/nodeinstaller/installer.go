@@ -68,11 +68,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_, _ = w.Write([]byte("ok\n"))
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	if err := do(ctx, cfg, log); err != nil {
 		if cfg.TerminationLog != "" {
-			_ = os.WriteFile(cfg.TerminationLog, []byte(err.Error()), 0o644)
+			_ = os.WriteFile(cfg.TerminationLog, []byte(err.Error()), 0o644) //nolint:gosec // the termination message the kubelet reads; the reason holds no secret
 		}
 		return err
 	}

@@ -51,8 +51,12 @@ func TestFailureIsTheTerminationMessage(t *testing.T) {
 	// A configuration without a containerd reading it: the handler is
 	// taken out again rather than left for the next restart to trip on.
 	conf := filepath.Join(root, "etc/containerd/config.toml")
-	os.MkdirAll(filepath.Dir(conf), 0o755)
-	os.WriteFile(conf, []byte("version = 3\n"), 0o644)
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("version = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg.ConfigPath = "/etc/containerd/config.toml"
 	err = Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	data, _ = os.ReadFile(msg)
@@ -70,8 +74,12 @@ func TestFailureIsTheTerminationMessage(t *testing.T) {
 func TestInstalledBeforeIsKeptWhileContainerdDoesNotAnswer(t *testing.T) {
 	root := t.TempDir()
 	conf := filepath.Join(root, "etc/containerd/config.toml")
-	os.MkdirAll(filepath.Dir(conf), 0o755)
-	os.WriteFile(conf, []byte("version = 3\n"), 0o644)
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("version = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	name := runtimeclass.ClassName(runtimeclass.Sim, "v1")
 	in := &runtimeclass.Installer{Root: root}
 	h, _ := runtimeclass.PlatformHandler(runtimeclass.Sim, name)

@@ -54,8 +54,9 @@ func (p *Policy) AnnotationValue() (value, digest string) {
 	// No name or time in the gzip header: the same policy, the same bytes.
 	z := gzipWriters.Get().(*gzip.Writer)
 	z.Reset(&b)
-	z.Write(doc)
-	z.Close()
+	// Writes into a bytes.Buffer cannot fail.
+	_, _ = z.Write(doc)
+	_ = z.Close()
 	gzipWriters.Put(z)
 	return base64.StdEncoding.EncodeToString(b.Bytes()), digest
 }

@@ -116,8 +116,12 @@ func TestFromAnnotationRefuses(t *testing.T) {
 	wrap := func(doc string) string {
 		var b bytes.Buffer
 		z := gzip.NewWriter(&b)
-		z.Write([]byte(doc))
-		z.Close()
+		if _, err := z.Write([]byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
 		return base64.StdEncoding.EncodeToString(b.Bytes())
 	}
 	for _, tc := range []struct{ name, value, want string }{

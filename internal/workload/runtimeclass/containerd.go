@@ -41,7 +41,7 @@ type Handler struct {
 	LikeDefault bool
 }
 
-// Platform handlers: sim runs runc (insecure, for development); the Kata
+// PlatformHandler is the handler of a platform: sim runs runc (insecure, for development); the Kata
 // handlers run each pod in a confidential VM and are written for real
 // hardware with Kata installed under /opt/kata (untested here). name is
 // the handler's (ClassName).

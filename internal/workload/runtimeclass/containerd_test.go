@@ -62,8 +62,12 @@ func TestHandlerDropInPerVersion(t *testing.T) {
 				t.Fatalf("adding the import: %v %v", changed, err)
 			}
 			var before, after map[string]any
-			toml.Decode(tc.config, &before)
-			toml.Decode(string(out), &after)
+			if _, err := toml.Decode(tc.config, &before); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := toml.Decode(string(out), &after); err != nil {
+				t.Fatal(err)
+			}
 			if imports := after["imports"].([]any); len(imports) != 1 || imports[0] != glob {
 				t.Errorf("imports %v", after["imports"])
 			}

@@ -71,7 +71,7 @@ func (in *Installer) Install(h Handler) (changed bool, err error) {
 		return false, fmt.Errorf("%s: %w", in.config(), err)
 	}
 	dropInPath := in.hostPath(in.DropInPath(h.Name))
-	if err := os.MkdirAll(filepath.Dir(dropInPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dropInPath), 0o755); err != nil { //nolint:gosec // containerd's configuration folder
 		return false, err
 	}
 	wroteDropIn, err := atomicfile.WriteIfChanged(dropInPath, dropIn, 0o644)

@@ -22,8 +22,12 @@ func TestInstallerOnANodesFiles(t *testing.T) {
 		t.Fatalf("without a configuration: %v", err)
 	}
 	cfg := filepath.Join(root, "etc/containerd/config.toml")
-	os.MkdirAll(filepath.Dir(cfg), 0o755)
-	os.WriteFile(cfg, []byte(v2Config), 0o600)
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(v2Config), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	changed, err := in.Install(h)
 	if err != nil || !changed {
@@ -35,7 +39,9 @@ func TestInstallerOnANodesFiles(t *testing.T) {
 	}
 	var main struct{ Imports []string }
 	data, _ := os.ReadFile(cfg)
-	toml.Decode(string(data), &main)
+	if _, err := toml.Decode(string(data), &main); err != nil {
+		t.Fatal(err)
+	}
 	if len(main.Imports) != 1 || main.Imports[0] != "/etc/containerd/conf.d/*.toml" {
 		t.Errorf("imports %v", main.Imports)
 	}
@@ -63,8 +69,12 @@ func TestSimHandlerCopiesTheDefaultRuntime(t *testing.T) {
 	root := t.TempDir()
 	node := &realnode.Runtime{Dir: "/node", BinDir: "/bin", SandboxImage: "pause"}
 	cfg := filepath.Join(root, "node/containerd.toml")
-	os.MkdirAll(filepath.Dir(cfg), 0o755)
-	os.WriteFile(cfg, node.Config(), 0o600)
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, node.Config(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	in := &Installer{Root: root, ConfigPath: "/node/containerd.toml"}
 	h, _ := PlatformHandler(Sim, ClassName(Sim, "v1"))
 	if _, err := in.Install(h); err != nil {

@@ -138,14 +138,18 @@ func echoServer(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { echo.Close() })
+	tb.Cleanup(func() {
+		if err := echo.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	})
 	go func() {
 		for {
 			c, err := echo.Accept()
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() { defer func() { _ = c.Close() }(); _, _ = io.Copy(c, c) }()
 		}
 	}()
 	return echo.Addr().String()
@@ -176,7 +180,9 @@ func TestProxyForTheAPIServer(t *testing.T) {
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
 		t.Fatalf("through the tunnel: %q %v", buf, err)
 	}
-	c.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	// Refused before anything is dialled: no packet leaves for these.
 	for target, says := range map[string]string{
@@ -188,7 +194,9 @@ func TestProxyForTheAPIServer(t *testing.T) {
 	} {
 		c, err := dial(ctx, "tcp", target)
 		if err == nil {
-			c.Close()
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
 			t.Errorf("%s: dialled, want a refusal", target)
 			continue
 		}
@@ -217,6 +225,8 @@ func BenchmarkConnect(b *testing.B) {
 		if _, err := io.ReadFull(c, buf); err != nil {
 			b.Fatal(err)
 		}
-		c.Close()
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

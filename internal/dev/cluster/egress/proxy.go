@@ -66,7 +66,7 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	defer wg.Wait()
 	go func() {
 		<-ctx.Done()
-		l.Close()
+		_ = l.Close()
 	}()
 	for {
 		c, err := l.Accept()
@@ -83,8 +83,8 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 		select {
 		case sem <- struct{}{}:
 		default:
-			reply(c, http.StatusServiceUnavailable, "too many tunnels")
-			c.Close()
+			_ = reply(c, http.StatusServiceUnavailable, "too many tunnels")
+			_ = c.Close()
 			continue
 		}
 		wg.Add(1)
@@ -98,21 +98,21 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 // handle reads one CONNECT request and, for a destination on this
 // machine, splices the connection to it.
 func (p *Proxy) handle(ctx context.Context, c net.Conn) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
 	br := bufio.NewReaderSize(io.LimitReader(c, maxHeaderBytes), maxHeaderBytes)
 	req, err := http.ReadRequest(br)
 	if err != nil {
-		reply(c, http.StatusBadRequest, "unreadable request")
+		_ = reply(c, http.StatusBadRequest, "unreadable request")
 		return
 	}
 	if req.Method != http.MethodConnect {
-		reply(c, http.StatusMethodNotAllowed, "only CONNECT")
+		_ = reply(c, http.StatusMethodNotAllowed, "only CONNECT")
 		return
 	}
 	if br.Buffered() > 0 {
 		// The client speaks after the reply, never before.
-		reply(c, http.StatusBadRequest, "data before the tunnel")
+		_ = reply(c, http.StatusBadRequest, "data before the tunnel")
 		return
 	}
 	target, err := ParseTarget(req.RequestURI)
@@ -142,7 +142,7 @@ func (p *Proxy) handle(ctx context.Context, c net.Conn) {
 		p.refuse(c, http.StatusBadGateway, target.String(), err)
 		return
 	}
-	defer up.Close()
+	defer func() { _ = up.Close() }()
 	_ = c.SetReadDeadline(time.Time{})
 	if reply(c, http.StatusOK, "connection established") != nil {
 		return
@@ -168,7 +168,7 @@ func (p *Proxy) refuse(c net.Conn, code int, target string, why error) {
 	if p.Log != nil {
 		p.Log.Warn("refused", "target", target, "code", code, "reason", why.Error())
 	}
-	reply(c, code, why.Error())
+	_ = reply(c, code, why.Error())
 }
 
 // reply writes a response without a body; its reason phrase carries why,

@@ -84,7 +84,9 @@ func dialFails(t *testing.T, ns netns.NsHandle, addr netip.Addr) {
 		start := time.Now()
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(addr, 443).String(), 2*time.Second)
 		if err == nil {
-			c.Close()
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if !errors.Is(err, syscall.EHOSTUNREACH) || time.Since(start) > time.Second {
 			t.Errorf("dialing %s: %v after %s, want no route to host at once", addr, err, time.Since(start))

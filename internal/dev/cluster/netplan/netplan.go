@@ -38,17 +38,17 @@ func KubernetesService() netip.Addr { return Services.Addr().Next() }
 
 // SimNodeIP is the InternalIP of simulated node i, unique per node so that
 // hostPort pods on different nodes get different host IPs.
-func SimNodeIP(i int) netip.Addr { return offset(SimNodes.Addr(), uint32(i)+1) }
+func SimNodeIP(i int) netip.Addr { return offset(SimNodes.Addr(), uint32(i)+1) } //nolint:gosec // i < MaxNodes, far below 2^32
 
 // SimPodCIDR is the pod CIDR of simulated node i.
 func SimPodCIDR(i int) netip.Prefix {
-	return netip.PrefixFrom(offset(SimPods.Addr(), uint32(i)<<8), 24)
+	return netip.PrefixFrom(offset(SimPods.Addr(), uint32(i)<<8), 24) //nolint:gosec // i < MaxNodes, so i<<8 stays below 2^32
 }
 
 func offset(a netip.Addr, n uint32) netip.Addr {
 	b := a.As4()
 	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + n
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}) //nolint:gosec // the four bytes of v: truncation is the point
 }
 
 // Range is one range of the plan that no packet may leave the host for.

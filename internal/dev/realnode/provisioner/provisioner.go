@@ -36,7 +36,7 @@ func (s *LocalStorage) Provision(_ context.Context, opts controller.ProvisionOpt
 			opts.PVC.Namespace, opts.PVC.Name, opts.SelectedNodeName, s.Node)
 	}
 	path := filepath.Join(s.Dir, opts.PVName)
-	if err := os.MkdirAll(path, 0o770); err != nil {
+	if err := os.MkdirAll(path, 0o770); err != nil { //nolint:gosec // a volume folder pods with fsGroup must write
 		return nil, controller.ProvisioningFinished, err
 	}
 	pv := &corev1.PersistentVolume{

@@ -53,7 +53,7 @@ func Nodes(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.ConfidentialRun
 	slices.Sort(failed)
 	slices.Sort(installing)
 	st.DesiredNumberScheduled = ds.Status.DesiredNumberScheduled
-	st.RuntimeInstallAlert = max(st.DesiredNumberScheduled-st.NumberInstalled, int32(len(failed)), 0)
+	st.RuntimeInstallAlert = max(st.DesiredNumberScheduled-st.NumberInstalled, int32(len(failed)), 0) //nolint:gosec // a count of nodes, far below 2^31
 	switch {
 	case st.DesiredNumberScheduled == 0 && len(st.Nodes) == 0:
 		return st, health.Obs(health.True, health.ReasonNoNodes, "no node matches the nodeSelector: nothing to install")

@@ -151,7 +151,7 @@ func UsedPerNode(pods []corev1.Pod, match func(corev1.ResourceName) bool) map[st
 			if used[p.Spec.NodeName] == nil {
 				used[p.Spec.NodeName] = map[corev1.ResourceName]int32{}
 			}
-			used[p.Spec.NodeName][name] += int32(min(q.Value(), 1<<31-1))
+			used[p.Spec.NodeName][name] += int32(min(q.Value(), 1<<31-1)) //nolint:gosec // clamped to MaxInt32 by min
 		}
 	}
 	return used
@@ -163,7 +163,7 @@ func Quantity(list corev1.ResourceList, name corev1.ResourceName) int32 {
 	if !ok {
 		return 0
 	}
-	return int32(min(q.Value(), 1<<31-1))
+	return int32(min(q.Value(), 1<<31-1)) //nolint:gosec // clamped to MaxInt32 by min
 }
 
 // RequestsAny reports whether any container of p requests or limits a

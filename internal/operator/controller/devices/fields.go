@@ -27,7 +27,7 @@ type Fields struct {
 func (f Fields) Fill(c Counts, r Replicas) {
 	*f.Capacity.Value, *f.Used.Value, *f.Available.Value = c.Capacity, c.Used, c.Available
 	*f.CapacityPerNode, *f.UsedPerNode, *f.AvailablePerNode = c.CapacityPerNode, c.UsedPerNode, c.AvailablePerNode
-	*f.DeviceAlert.Value = int32(len(c.Exhausted))
+	*f.DeviceAlert.Value = int32(len(c.Exhausted)) //nolint:gosec // a count of nodes, far below 2^31
 	*f.Desired.Value, *f.Ready.Value, *f.ReplicaAlert.Value = r.Desired, r.Ready, r.Alert
 }
 

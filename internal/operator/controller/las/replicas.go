@@ -63,7 +63,7 @@ func Replicas(ds *appsv1.DaemonSet, pods []corev1.Pod) (basev1beta1.LASStatus, h
 	st.NumberAvailable = min(ds.Status.NumberAvailable, ready)
 	slices.Sort(notReady)
 	// Likewise the alert takes whichever says more.
-	st.LASReplicaAlert = max(st.DesiredNumberScheduled-st.NumberAvailable, int32(len(notReady)), 0)
+	st.LASReplicaAlert = max(st.DesiredNumberScheduled-st.NumberAvailable, int32(len(notReady)), 0) //nolint:gosec // a count of pods, far below 2^31
 	if st.LASReplicaAlert == 0 {
 		return st, health.Obs(health.True, health.ReasonNoAlerts, fmt.Sprintf("LAS ready on %d nodes", st.NumberAvailable))
 	}

@@ -184,16 +184,16 @@ func (k *Kind) FillReleaseStatus(obj service.Object, oos []service.Owned, failed
 // report a new problem (what their readiness probe printed).
 func (k *Kind) Announce(rec events.EventRecorder, before, now service.Object) {
 	was, is := as(before), as(now)
-	switch {
-	case is.Status.Status == was.Status.Status:
-	case is.Status.Status == enclavev1beta1.DeploymentError:
+	switch is.Status.Status {
+	case was.Status.Status:
+	case enclavev1beta1.DeploymentError:
 		why := "see the ReleaseFailed condition"
 		if c := conditionOf(is, health.ReleaseFailed); c != nil && c.Status == metav1.ConditionTrue {
 			why = c.Message
 		}
 		rec.Eventf(is, nil, corev1.EventTypeWarning, string(health.EventDeploymentFailed), "Schedule",
 			"the enclave pods' Deployment could not be created: %s", why)
-	case is.Status.Status == enclavev1beta1.DeploymentScheduled:
+	case enclavev1beta1.DeploymentScheduled:
 		rec.Eventf(is, nil, corev1.EventTypeNormal, string(health.EventScheduled), "Schedule",
 			"Deployment %s/%s-%s schedules the enclave pods", is.Namespace, k.ReleasePrefix(), is.Name)
 	}

@@ -105,11 +105,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // announce emits one event per state change, with CAS's answer.
 func (r *Reconciler) announce(obj Object, was common.State, obs health.Observation) {
 	st := obj.GetPolicyStatus()
-	switch {
-	case st.State == was:
-	case st.State == common.StateHealthy:
+	switch st.State {
+	case was:
+	case common.StateHealthy:
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(health.EventRegistered), "Register", "%s", obs.Message)
-	case st.State == common.StateUnhealthy:
+	case common.StateUnhealthy:
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventRefused), "Register", "%s: %s", obs.Reason, obs.Message)
 	default:
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(health.EventPending), "Register", "%s: %s", obs.Reason, obs.Message)

@@ -34,7 +34,7 @@ func fromHistory(records []wire.Record, digest string) (Registration, bool) {
 		}
 		reg := Registration{Name: r.Name, Revision: r.Version, Hash: r.Digest}
 		if i > 0 {
-			reg.Predecessor = records[i-1].Digest
+			reg.Predecessor = records[i-1].Digest //nolint:gosec // i > 0 is checked above
 		}
 		return reg, true
 	}

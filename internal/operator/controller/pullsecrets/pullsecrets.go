@@ -122,7 +122,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, r.remove(ctx, ns.Name, "")
 }
 
-// Shareable: marked so by the administrator, and a pull secret.
+// Shareable says whether a secret may be copied: marked so by the
+// administrator, and a pull secret.
 func Shareable(s *corev1.Secret) bool {
 	return s.Labels[common.LabelShareable] == "true" && s.Type == corev1.SecretTypeDockerConfigJson
 }
