@@ -24,7 +24,7 @@ import (
 // sgxQuote returns the real quote's path and its collateral's folder.
 func sgxQuote(t *testing.T) (string, string) {
 	t.Helper()
-	dir := filepath.Join(attesttest.Dir(t), "sgx-dcap")
+	dir := attesttest.Dir(t, "sgx-dcap")
 	return filepath.Join(dir, "quote_v3_ecdsa_p256_pck_chain.bin"), dir
 }
 
@@ -61,7 +61,9 @@ func TestEvidenceVerifySGX(t *testing.T) {
 	// Base64 evidence is recognised; a later time rejects by validity.
 	raw, _ := os.ReadFile(quote)
 	b64 := filepath.Join(t.TempDir(), "quote.b64")
-	os.WriteFile(b64, []byte(base64.StdEncoding.EncodeToString(raw)+"\n"), 0o644)
+	if err := os.WriteFile(b64, []byte(base64.StdEncoding.EncodeToString(raw)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _, err = run(t, "evidence", "verify", "--type", "sgx", "--evidence", b64, "--collateral", sgxVectors, "--at", "2031-01-01T00:00:00Z")
 	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: validity: ") || strings.Count(out, "rejected:") != 1 {
 		t.Errorf("base64 evidence at 2031: exit %d\n%s", exitCode(err), out)
@@ -82,13 +84,17 @@ func TestEvidenceVerifySim(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "sim.json")
-	os.WriteFile(file, raw, 0o644)
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _, err := run(t, "evidence", "verify", "--type", "sim", "--evidence", file)
 	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: simulation: ") || !strings.Contains(out, "insecure:") {
 		t.Errorf("sim under the default policy: exit %d\n%s", exitCode(err), out)
 	}
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	os.WriteFile(policy, []byte("allowSimulation: true\nidentities:\n- type: sgx\n  mrenclave: \""+strings.Repeat("01", 32)+"\"\n"), 0o644)
+	if err := os.WriteFile(policy, []byte("allowSimulation: true\nidentities:\n- type: sgx\n  mrenclave: \""+strings.Repeat("01", 32)+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _, err = run(t, "evidence", "verify", "--type", "sim", "--evidence", file, "--policy", policy)
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: sim evidence") {
 		t.Errorf("sim allowed by the policy file: exit %d %v\n%s", exitCode(err), err, out)
@@ -97,11 +103,17 @@ func TestEvidenceVerifySim(t *testing.T) {
 
 func TestEvidenceVerifyBadInput(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "e")
-	os.WriteFile(file, []byte("x"), 0o644)
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	badPolicy := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(badPolicy, []byte("allowDebugging: true\n"), 0o644)
+	if err := os.WriteFile(badPolicy, []byte("allowDebugging: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	shortMR := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(shortMR, []byte("identities:\n- type: sgx\n  mrenclave: 68823bc6\n"), 0o644)
+	if err := os.WriteFile(shortMR, []byte("identities:\n- type: sgx\n  mrenclave: 68823bc6\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -128,7 +140,7 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 }
 
 func TestEvidenceVerifyNitro(t *testing.T) {
-	doc := filepath.Join(attesttest.Dir(t), "nitro/nitro_attestation.b64")
+	doc := filepath.Join(attesttest.Dir(t, "nitro"), "nitro_attestation.b64")
 	out, _, err := run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc, "--at", "2024-09-07T14:37:39.545Z")
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: nitro evidence") || !strings.Contains(out, "pcr0:         e72a46ca") {
 		t.Errorf("exit %d %v\n%s", exitCode(err), err, out)
@@ -140,7 +152,7 @@ func TestEvidenceVerifyNitro(t *testing.T) {
 }
 
 func TestEvidenceVerifyTDX(t *testing.T) {
-	dir := filepath.Join(attesttest.Dir(t), "tdx")
+	dir := attesttest.Dir(t, "tdx")
 	out, _, err := run(t, "evidence", "verify", "--type", "tdx", "--evidence", filepath.Join(dir, "quote_v4_tdx_ecdsa_p256.bin"),
 		"--collateral", dir, "--at", "1725263032")
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: tdx evidence") || !strings.Contains(out, "mrtd:         91eb2b44") {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -75,7 +77,7 @@ func TestSimulatedAddressesGoNowhere(t *testing.T) {
 	}
 
 	if os.Geteuid() != 0 {
-		t.Skip("the host's routing rules need root; without them only the egress proxy keeps the API server's traffic here (checked above)")
+		testenv.Skipf(t, "the host's routing rules need root; without them only the egress proxy keeps the API server's traffic here (checked above)")
 	}
 	// The kernel first: nothing is dialled unless it has no route.
 	h := &hostnet.Host{}
@@ -88,7 +90,7 @@ func TestSimulatedAddressesGoNowhere(t *testing.T) {
 		start := time.Now()
 		conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(a, 443).String(), 2*time.Second)
 		if err == nil {
-			conn.Close()
+			_ = conn.Close()
 		}
 		if !errors.Is(err, syscall.EHOSTUNREACH) || time.Since(start) > time.Second {
 			t.Errorf("dialing %s %s: %v after %s, want no route to host at once", what, a, err, time.Since(start))

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -146,10 +148,10 @@ func liveProcessesMentioning(s string) []string {
 func prepareRealNode(tb testing.TB) (nodeTools cluster.RealNodeTools, bin string, built []image.Built) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		tb.Skip("the real node needs root: containerd, runc, mounts and a network bridge")
+		testenv.Skipf(tb, "the real node needs root: containerd, runc, mounts and a network bridge")
 	}
 	if err := realnode.HostTools(); err != nil {
-		tb.Skip(err)
+		testenv.Skipf(tb, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -162,7 +164,7 @@ func prepareRealNode(tb testing.TB) (nodeTools cluster.RealNodeTools, bin string
 	}
 	tb.Cleanup(unlock)
 	if err := realnode.HostBusy(); err != nil {
-		tb.Skip(realnode.SkipBusy(err))
+		testenv.Skipf(tb, "%v", realnode.SkipBusy(err))
 	}
 	kubelet, runtime := tc.Node()
 	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {
@@ -240,7 +242,9 @@ func upRealNodeCluster(t testing.TB) *realNodeEnv {
 		if _, err := os.Stat(env.node.Dir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the node's folder %s is left: %v", env.node.Dir, err)
 		}
-		os.RemoveAll(c.Workdir)
+		if err := os.RemoveAll(c.Workdir); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if _, err := c.Up(ctx, 1); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
@@ -19,7 +21,7 @@ import (
 // restored it is ready again.
 func TestFakeDevices(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("device nodes need root")
+		testenv.Skipf(t, "device nodes need root")
 	}
 	dir := filepath.Join(t.TempDir(), "dev")
 	if err := MakeFakeDevices(dir); err != nil {
@@ -46,11 +48,15 @@ func TestFakeDevices(t *testing.T) {
 	if err := probe.Check(); err != nil {
 		t.Errorf("LAS probe on the fake device: %v", err)
 	}
-	os.Chmod(filepath.Join(dir, "sgx_enclave"), 0)
+	if err := os.Chmod(filepath.Join(dir, "sgx_enclave"), 0); err != nil {
+		t.Fatal(err)
+	}
 	if err := probe.Check(); err == nil || !strings.Contains(err.Error(), "mode 0000") {
 		t.Errorf("LAS probe with chmod 000: %v", err)
 	}
-	os.Chmod(filepath.Join(dir, "sgx_enclave"), 0o666)
+	if err := os.Chmod(filepath.Join(dir, "sgx_enclave"), 0o666); err != nil {
+		t.Fatal(err)
+	}
 	if err := probe.Check(); err != nil {
 		t.Errorf("LAS probe after restoring 0666: %v", err)
 	}

@@ -8,21 +8,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
 // As root: a process left in a cgroup of the node (a runc that escaped
 // the shims' kill) is killed, and the cgroup removed.
 func TestRemoveCgroupTreeKillsStragglers(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to make cgroups")
+		testenv.Skipf(t, "needs root to make cgroups")
 	}
 	mounts := cgroupMounts()
 	if len(mounts) == 0 {
-		t.Skip("no cgroup hierarchy mounted")
+		testenv.Skipf(t, "no cgroup hierarchy mounted")
 	}
 	dir := filepath.Join(mounts[0], "cloister-test-"+strconv.Itoa(os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot make a cgroup here: %v", err)
+		testenv.Skipf(t, "cannot make a cgroup here: %v", err)
 	}
 	sleeper := exec.Command("sleep", "300")
 	if err := sleeper.Start(); err != nil {
@@ -31,14 +33,14 @@ func TestRemoveCgroupTreeKillsStragglers(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sleeper.Wait() }()
 	t.Cleanup(func() {
-		sleeper.Process.Kill()
+		_ = sleeper.Process.Kill() // it may be gone already, as the test wants
 		time.Sleep(100 * time.Millisecond)
-		os.Remove(dir)
+		_ = os.Remove(dir) // removeCgroupTree removed it, unless the test failed first
 	})
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
-		sleeper.Process.Kill()
-		os.Remove(dir)
-		t.Skipf("cannot move a process into %s: %v", dir, err)
+		_ = sleeper.Process.Kill() // it may be gone already, as the test wants
+		_ = os.Remove(dir)
+		testenv.Skipf(t, "cannot move a process into %s: %v", dir, err)
 	}
 	if err := removeCgroupTree(dir, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -52,7 +54,7 @@ func TestRemoveCgroupTreeKillsStragglers(t *testing.T) {
 			t.Errorf("the straggler ended with %v", err)
 		}
 	case <-time.After(5 * time.Second):
-		sleeper.Process.Kill()
+		_ = sleeper.Process.Kill() // it may be gone already, as the test wants
 		t.Error("the straggler still runs")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+
 	"github.com/BurntSushi/toml"
 
 	"github.com/cloister-cc/cloister/internal/base/proc"
@@ -53,10 +55,10 @@ func TestUnescape(t *testing.T) {
 // user, and leaves no process or mount behind when stopped.
 func TestRuntimeRunsAContainer(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("a real node needs root")
+		testenv.Skipf(t, "a real node needs root")
 	}
 	if _, err := Runc(); err != nil {
-		t.Skip(err)
+		testenv.Skipf(t, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -70,7 +72,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	}
 	defer unlock()
 	if err := HostBusy(); err != nil {
-		t.Skip(SkipBusy(err))
+		testenv.Skipf(t, "%v", SkipBusy(err))
 	}
 	_, tools := tc.Node()
 	if err := tools.Ensure(ctx, os.Stderr); err != nil {
@@ -110,7 +112,9 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	stopped := false
 	defer func() {
 		if !stopped {
-			r.Stop()
+			if err := r.Stop(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}()
 	if err := r.Import(ctx, tarball); err != nil {

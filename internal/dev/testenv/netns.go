@@ -13,13 +13,13 @@ import (
 func NetNS(t *testing.T) netns.NsHandle {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root")
+		Skipf(t, "network namespaces need root")
 	}
 	ns, err := NewNetNS()
 	if err != nil {
-		t.Skipf("no new network namespace: %v", err)
+		Skipf(t, "no new network namespace: %v", err)
 	}
-	t.Cleanup(func() { ns.Close() })
+	t.Cleanup(func() { _ = ns.Close() })
 	return ns
 }
 
@@ -51,7 +51,7 @@ func Enter(ns netns.NsHandle, f func() error) error {
 	if err != nil {
 		return err
 	}
-	defer orig.Close()
+	defer func() { _ = orig.Close() }()
 	defer func() {
 		if err := netns.Set(orig); err != nil {
 			panic(err) // a thread left in the wrong namespace

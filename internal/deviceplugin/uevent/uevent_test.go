@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
 func TestParse(t *testing.T) {
@@ -26,14 +28,14 @@ func TestListenSeesARealKernelUevent(t *testing.T) {
 	defer cancel()
 	events, err := Listen(ctx, "mem")
 	if err != nil {
-		t.Skipf("kernel uevents are not available here: %v", err)
+		testenv.Skipf(t, "kernel uevents are not available here: %v", err)
 	}
 	others, err := Listen(ctx, "ap")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(trigger, []byte("change"), 0); err != nil {
-		t.Skipf("cannot ask the kernel for a uevent (needs root and a writable /sys): %v", err)
+		testenv.Skipf(t, "cannot ask the kernel for a uevent (needs root and a writable /sys): %v", err)
 	}
 	select {
 	case <-events:
