@@ -141,6 +141,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		return fmt.Errorf("the seed share owner key: %w", err)
 	} else if made {
 		_, _ = fmt.Fprintf(s.Err, "made %s: it recovers CAS (cloister recover); keep it safe\n", filepath.Join(f.dir, generate.SeedShareOwnerFile))
+		warnExposed(s, filepath.Join(f.dir, generate.SeedShareOwnerFile))
 	}
 
 	all := &generate.Result{}
@@ -230,6 +231,7 @@ func (f *generateFlags) owners(s Streams) ([]string, error) {
 	}
 	if made {
 		_, _ = fmt.Fprintf(s.Err, "made %s: it signs manifest updates (cloister set)\n", path)
+		warnExposed(s, path)
 	}
 	keys := []string{pub}
 	for _, file := range f.addOwners {
@@ -297,4 +299,13 @@ func sameFile(a, b string) (bool, error) {
 		return false, err
 	}
 	return os.SameFile(ia, ib), nil
+}
+
+// warnExposed warns when a private key was written into a git work tree
+// that does not ignore it.
+func warnExposed(s Streams, key string) {
+	if tree := generate.ExposedKey(key); tree != "" {
+		_, _ = fmt.Fprintf(s.Err, "warning: %s is a private key inside the git work tree %s, which does not ignore it: "+
+			"add %s to its .gitignore before the next commit\n", key, tree, filepath.Base(key))
+	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,5 +199,47 @@ func TestGenerateServiceMesh(t *testing.T) {
 		"--initializer-image", host+"/initializer:v1", "--mesh-image", "mesh.example/mesh:v9", "-"); err == nil ||
 		!strings.Contains(err.Error(), "(cloister-mesh-redirect): image \"mesh.example/mesh:v9\" names a tag") {
 		t.Errorf("a meshed pod offline without the mesh image: %v", err)
+	}
+}
+
+// A private key generate writes into a git work tree that does not ignore
+// it is one `git add -A` from being committed: generate says so, and is
+// quiet once the tree ignores it.
+func TestGenerateWarnsOfKeysGitWouldCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on PATH")
+	}
+	host := registryWith(t, "web", "initializer")
+	for _, tc := range []struct {
+		name, gitignore string
+		warn            bool
+	}{{"not ignored", "", true}, {"ignored", "*.pem\n", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := t.TempDir()
+			if out, err := exec.Command("git", "init", "-q", tree).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v\n%s", err, out)
+			}
+			if err := os.WriteFile(filepath.Join(tree, ".gitignore"), []byte(tc.gitignore), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			resources := filepath.Join(tree, "resources")
+			if err := os.MkdirAll(resources, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := run(t, "generate", "--reference-values", "sim", "--workspace", tree, "--policy", "shop",
+				"--initializer-image", host+"/initializer:v1", resources)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			for _, key := range []string{"workload-owner.pem", "seedshare-owner.pem"} {
+				warned := strings.Contains(stderr, "warning: "+filepath.Join(tree, key)+" is a private key inside the git work tree")
+				if warned != tc.warn {
+					t.Errorf("%s: warned %v, want %v:\n%s", key, warned, tc.warn, stderr)
+				}
+			}
+		})
 	}
 }

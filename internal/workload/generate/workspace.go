@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,4 +77,32 @@ func YAMLFiles(paths []string) ([]string, error) {
 		out = append(out, found...)
 	}
 	return out, nil
+}
+
+// ExposedKey says, for a private key just written to path, the git work
+// tree it would be committed in: one inside a work tree that does not
+// ignore it is one `git add -A` from a repository. "" when it is outside
+// any work tree, ignored there, or git cannot tell.
+func ExposedKey(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	tree := ""
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			tree = dir
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			return ""
+		}
+	}
+	// check-ignore exits 0 when ignored, 1 when not, 128 on trouble.
+	err = exec.Command("git", "-C", tree, "check-ignore", "-q", "--", abs).Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return tree
+	}
+	return ""
 }
