@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -110,7 +112,9 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	pinner := &imagepin.Pinner{Offline: f.offline, Cache: filepath.Join(f.dir, generate.DigestCacheFile)}
 	initializer := f.initializer
 	if initializer == "" {
-		initializer = image.Ref(image.DefaultRegistry, "cloister-initializer", version.Version)
+		if initializer, err = releaseImage("cloister-initializer"); err != nil {
+			return fmt.Errorf("the initializer image (--initializer-image): %w", err)
+		}
 	}
 	if initializer, err = pinner.Resolve(ctx, initializer); err != nil {
 		return fmt.Errorf("the initializer image (--initializer-image): %w", err)
@@ -128,8 +132,10 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		Resolver:         pinner,
 	}
 	// Pinned with the pod's images, only where a pod has a mesh.
+	// Without a default, only pods with a mesh need --mesh-image.
+	var meshErr error
 	if opts.MeshImage = f.mesh; opts.MeshImage == "" {
-		opts.MeshImage = image.Ref(image.DefaultRegistry, "cloister-mesh", version.Version)
+		opts.MeshImage, meshErr = releaseImage("cloister-mesh")
 	}
 	if opts.RuntimeClass == "" {
 		opts.RuntimeClass = runtimeclass.ClassName(platform, version.Get().Version)
@@ -149,7 +155,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	for _, p := range paths {
 		if p == "-" {
 			if err := rewriteStream(ctx, s.In, s.Out, opts, all); err != nil {
-				return fmt.Errorf("standard input: %w", err)
+				return fmt.Errorf("standard input: %w", withMeshHint(err, meshErr))
 			}
 			continue
 		}
@@ -162,7 +168,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 				continue
 			}
 			if err := rewriteFile(ctx, file, opts, all); err != nil {
-				return fmt.Errorf("%s: %w", file, err)
+				return fmt.Errorf("%s: %w", file, withMeshHint(err, meshErr))
 			}
 		}
 	}
@@ -308,4 +314,28 @@ func warnExposed(s Streams, key string) {
 		_, _ = fmt.Fprintf(s.Err, "warning: %s is a private key inside the git work tree %s, which does not ignore it: "+
 			"add %s to its .gitignore before the next commit\n", key, tree, filepath.Base(key))
 	}
+}
+
+// releaseImage is the image of a Cloister binary at this CLI's release,
+// for a CLI built without pinned images: `go install ...@vX.Y.Z` records
+// the release in the binary's build information. A plain `go build` in a
+// checkout records none, and no image of a development build is
+// published, so there is no default to give.
+func releaseImage(name string) (string, error) { return releaseImageAt(name, version.Get().Version) }
+
+func releaseImageAt(name, v string) (string, error) {
+	if !semver.IsValid(v) || module.IsPseudoVersion(v) || semver.Build(v) != "" {
+		return "", fmt.Errorf("this cloister (version %s) was built without pinned images and is no release: "+
+			"build it with make build, which pins the images it builds, or install a release "+
+			"(go install github.com/cloister-cc/cloister/cmd/cloister@vX.Y.Z), or name the image", v)
+	}
+	return image.Ref(image.DefaultRegistry, name, v), nil
+}
+
+// withMeshHint says why there is no default mesh image, and how to give one.
+func withMeshHint(err, why error) error {
+	if why != nil && errors.Is(err, generate.ErrNoMeshImage) {
+		return fmt.Errorf("%w (--mesh-image): %w", err, why)
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
 // registryWith serves a real registry holding one image per name (tag
@@ -241,5 +243,48 @@ func TestGenerateWarnsOfKeysGitWouldCommit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A CLI built without pinned images defaults to the images of its release,
+// and one that is no release says how to get them instead of naming an
+// image that cannot exist.
+func TestReleaseImage(t *testing.T) {
+	for _, tc := range []struct{ version, want, err string }{
+		{"v1.2.3", "ghcr.io/cloister-cc/cloister-initializer:v1.2.3", ""},
+		{"v1.3.0-rc.1", "ghcr.io/cloister-cc/cloister-initializer:v1.3.0-rc.1", ""},
+		{"devel", "", "version devel) was built without pinned images and is no release: build it with make build"},
+		{"v0.0.0-20261126061010-abcdefabcdef", "", "is no release"},
+		{"v1.2.4-0.20261126061010-abcdefabcdef", "", "is no release"},
+		{"v1.2.3+dirty", "", "is no release"},
+	} {
+		got, err := releaseImageAt("cloister-initializer", tc.version)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: %q, %v; want %q, %q", tc.version, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestGenerateWithoutPinnedImages(t *testing.T) {
+	host := registryWith(t, "web", "initializer")
+	work, resources := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary is no release and has no pinned images.
+	_, _, err := run(t, "generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop", resources)
+	if err == nil || !strings.Contains(err.Error(), "the initializer image (--initializer-image): this cloister (version ") ||
+		!strings.Contains(err.Error(), "make build") {
+		t.Errorf("without an initializer image: %v", err)
+	}
+	meshed := strings.Replace(strings.ReplaceAll(shopYAML, "REGISTRY", host), "    metadata: {labels: {app: web}}",
+		"    metadata: {labels: {app: web}, annotations: {cloister.dev/servicemesh-ingress: \"\"}}", 1)
+	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(meshed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
+		"--initializer-image", host+"/initializer:v1", resources)
+	if !errors.Is(err, generate.ErrNoMeshImage) || !strings.Contains(err.Error(), "(--mesh-image): this cloister") {
+		t.Errorf("a meshed pod without a mesh image: %v", err)
 	}
 }

@@ -21,6 +21,10 @@ import (
 	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
+// ErrNoMeshImage: a pod has a service mesh annotation, and no mesh image
+// was given.
+var ErrNoMeshImage = errors.New("the pod has a service mesh annotation, and no service mesh image is known")
+
 // Resolver pins an image reference to its digest (NAME@sha256:...).
 type Resolver interface {
 	Resolve(ctx context.Context, image string) (string, error)
@@ -213,6 +217,9 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 		}
 	} else {
 		injectInitializer(&pod, w.Service, opts)
+	}
+	if hasMesh && opts.MeshImage == "" {
+		return ErrNoMeshImage
 	}
 	injectMesh(&pod, mesh, hasMesh, opts.MeshImage)
 	if err := pinImages(ctx, &pod, opts.Resolver); err != nil {
