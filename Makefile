@@ -33,11 +33,12 @@ tools:
 generate: tools
 	"$$($(GO) run ./cmd/cloister dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
 
-## build: every binary into bin/; the operator's default images are then
+## build: every binary into bin/ (saying how far a cold build is, as the
+## toolchain does); the operator's default images are then
 ## pinned to the digests of the images of these binaries (make images),
 ## and the image cloister install deploys to the operator's.
 build: tools
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) run ./cmd/cloister dev go-build -- -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	pins=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -operator-ldflags) && \
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator && \
 	pin=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -cli-ldflags) && \

@@ -34,7 +34,7 @@ func newDev(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevConfidentialRuntime(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevConfidentialRuntime(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s), newDevGoBuild(s))
 	return dev
 }
 

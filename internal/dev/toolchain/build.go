@@ -97,25 +97,33 @@ func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.
 
 func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer) error {
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-	args := append([]string{"build", "-v", "-trimpath", "-ldflags", ldflags(), "-o", out}, pkgs...)
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir, cmd.Env = t.SourceDir, env
-	p := &progress{out: w}
-	cmd.Stdout, cmd.Stderr = p, p
 	what := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
 		what[i] = lastElem(pkg)
 	}
-	stop := make(chan struct{})
-	// The count runs beside the build, not before it.
-	total := func() int { return countPackages(ctx, goBin, t.SourceDir, env, pkgs) }
-	go reportProgress(w, strings.Join(what, ", "), total, p, stop)
-	err := cmd.Run()
-	close(stop)
-	if err != nil {
+	flags := []string{"-trimpath", "-ldflags", ldflags(), "-o", out}
+	if err := GoBuild(ctx, goBin, t.SourceDir, env, flags, pkgs, strings.Join(what, ", "), w); err != nil {
 		return fmt.Errorf("building %s in %s: %w (see the go output above)", strings.Join(pkgs, " "), t.SourceDir, err)
 	}
 	return nil
+}
+
+// GoBuild runs go build -v with flags on pkgs in dir, and says every few
+// seconds how many of their packages are compiled: the Kubernetes tools
+// and Cloister's own binaries report the same way on a cold cache.
+func GoBuild(ctx context.Context, goBin, dir string, env, flags, pkgs []string, what string, w io.Writer) error {
+	args := append(append([]string{"build", "-v"}, flags...), pkgs...)
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	p := &progress{out: w}
+	cmd.Stdout, cmd.Stderr = p, p
+	stop := make(chan struct{})
+	// The count runs beside the build, not before it.
+	total := func() int { return countPackages(ctx, goBin, dir, env, pkgs) }
+	go reportProgress(w, what, total, p, stop)
+	err := cmd.Run()
+	close(stop)
+	return err
 }
 
 // ldflags stamps the Kubernetes version into the binaries: kwokctl reads
