@@ -1,31 +1,28 @@
 package confidentialruntime
 
 import (
-	"context"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
-	"github.com/cloister-cc/cloister/internal/operator/release"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -41,43 +38,24 @@ func TestMain(m *testing.M) {
 // platform cannot change; deletion first rolls the installers out in
 // removal mode, and only then removes the RuntimeClass and the CR.
 func TestConfidentialRuntimeLifecycle(t *testing.T) {
-	ctx := context.Background()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, nodev1.AddToScheme, rbacv1.AddToScheme, basev1beta1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(envConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "ccr-test"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	rm, err := release.NewManager(envConfig, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := controllertest.New(t, envConfig, "ccr-test", appsv1.AddToScheme, nodev1.AddToScheme, rbacv1.AddToScheme, basev1beta1.AddToScheme)
+	ctx, c, ns, ev := e.Ctx, e.Client, e.Namespace, e.Events
 	data, err := charts.Load("confidentialruntime")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &testenv.Events{}
-	r := &service.Reconciler{Client: c, Reader: c, Scheme: s, Releases: rm, Recorder: ev,
+	r := &service.Reconciler{Client: c, Reader: c, Scheme: e.Scheme, Releases: e.Releases, Recorder: ev,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: ns,
 		Kind: &Kind{Base: service.Base{Reader: c, ChartData: data, DefaultImage: "example.com/installer:v9"}, Version: "v9"}}
 
-	cr := &basev1beta1.ConfidentialRuntime{ObjectMeta: metav1.ObjectMeta{Name: "sim"}, Spec: basev1beta1.ConfidentialRuntimeSpec{
-		Platform: "sim", ContainerdConfig: "/node/containerd.toml", ContainerdSocket: "/node/containerd.sock"}}
+	cr := controllertest.ConfidentialRuntime("sim", "sim", controllertest.WithContainerd("/node/containerd.toml", "/node/containerd.sock"))
 	if err := c.Create(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
 	reconcileN := func(n int) {
 		t.Helper()
 		for range n {
-			if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)}); err != nil {
+			if err := e.Reconcile(r, cr, 1); err != nil {
 				t.Fatalf("reconcile: %v", err)
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -14,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -26,7 +27,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
-	"github.com/cloister-cc/cloister/internal/operator/release"
 )
 
 var envConfig *rest.Config
@@ -45,30 +45,13 @@ type env struct {
 
 func newEnv(t *testing.T, ns string) *env {
 	t.Helper()
-	ctx := context.Background()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, autoscalingv1.AddToScheme, enclavev1beta1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(envConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	rm, err := release.NewManager(envConfig, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := controllertest.New(t, envConfig, ns, appsv1.AddToScheme, autoscalingv1.AddToScheme, enclavev1beta1.AddToScheme)
+	c, ev := e.Client, e.Events
 	data, err := charts.Load("nitroenclavedeployment")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &testenv.Events{}
-	r := &service.Reconciler{Client: c, Reader: c, Scheme: s, Releases: rm, Recorder: ev,
+	r := &service.Reconciler{Client: c, Reader: c, Scheme: e.Scheme, Releases: e.Releases, Recorder: ev,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: "cloister-system",
 		Kind: &Kind{Base: service.Base{Reader: c, ChartData: data, DefaultImage: "example.com/cloister-enclave:v9"}, Events: c}}
 	return &env{t: t, c: c, r: r, ev: ev, ns: ns}
@@ -96,12 +79,7 @@ func (e *env) deployment(name string) *appsv1.Deployment {
 }
 
 func sample(ns, name string) *enclavev1beta1.NitroEnclaveDeployment {
-	return &enclavev1beta1.NitroEnclaveDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: enclavev1beta1.NitroEnclaveDeploymentSpec{UserPlugins: []enclavev1beta1.UserPlugin{{
-			Name: "app", Image: "registry.example/app:1", Command: []string{"/app"},
-			Env:   []corev1.EnvVar{{Name: "MODE", Value: "one"}},
-			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-		}}}}
+	return controllertest.NitroEnclaveDeployment(ns, name)
 }
 
 // Against a real API server (no Deployment controller, no kubelet: the

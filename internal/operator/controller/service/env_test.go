@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -145,19 +147,8 @@ func scheme(t testing.TB) *runtime.Scheme {
 
 func newFixture(t *testing.T, ns string) *fixture {
 	t.Helper()
-	s := scheme(t)
-	c, err := client.New(envConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	rm, err := release.NewManager(envConfig, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := controllertest.New(t, envConfig, ns, basev1beta1.AddToScheme)
+	s, c, ctx, rm := e.Scheme, e.Client, e.Ctx, e.Releases
 	f := &fixture{t: t, ctx: ctx, client: c, releases: rm, events: &recorder{},
 		clock: clocktesting.NewFakePassiveClock(time.Now()), ns: ns}
 	f.r = &Reconciler{
@@ -171,7 +162,7 @@ func newFixture(t *testing.T, ns string) *fixture {
 // newCR creates a CR whose release goes to the fixture's namespace.
 func (f *fixture) newCR(name string) *basev1beta1.LAS {
 	f.t.Helper()
-	cr := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	cr := controllertest.LAS(name)
 	if err := f.client.Create(f.ctx, cr); err != nil {
 		f.t.Fatal(err)
 	}
