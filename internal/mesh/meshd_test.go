@@ -104,9 +104,7 @@ func TestProxy(t *testing.T) {
 	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "through the mesh" {
 		t.Errorf("egress: %q %v", buf, err)
 	}
-	if err := conn.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_ = conn.Close() // a network peer may have closed first
 	if _, body := get(admin + "/metrics"); !strings.Contains(body, `cloister_mesh_connections_total{direction="egress",outcome="forwarded"} 1`) {
 		t.Errorf("/metrics:\n%s", body)
 	}

@@ -23,9 +23,7 @@ func echo(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := ln.Close(); err != nil {
-			t.Fatal(err)
-		}
+		_ = ln.Close() // a network peer may have closed first
 	})
 	go func() {
 		for {
@@ -103,9 +101,7 @@ func TestEgressToIngress(t *testing.T) {
 	if got, err := roundTrip(conn, "hello backend"); err != nil || got != "hello backend" {
 		t.Fatalf("through the mesh: %q %v", got, err)
 	}
-	if err := conn.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_ = conn.Close() // a network peer may have closed first
 	if !strings.Contains(logs.String(), "peer=web.default") {
 		t.Errorf("the ingress did not see the caller's identity:\n%s", logs)
 	}
@@ -115,9 +111,7 @@ func TestEgressToIngress(t *testing.T) {
 	noCert, err := tls.Dial("tcp", ingress, &tls.Config{RootCAs: pool, ServerName: "backend.default", MinVersion: tls.VersionTLS13})
 	if err == nil {
 		_, err = roundTrip(noCert, "x")
-		if err := noCert.Close(); err != nil {
-			t.Fatal(err)
-		}
+		_ = noCert.Close() // a network peer may have closed first
 	}
 	if err == nil {
 		t.Error("a client without a mesh certificate got through")
@@ -129,9 +123,7 @@ func TestEgressToIngress(t *testing.T) {
 	if got, err := roundTrip(plain, "GET / HTTP/1.0\r\n\r\n"); err == nil && strings.HasPrefix(got, "GET") {
 		t.Error("plain text reached the app through the mTLS port")
 	}
-	if err := plain.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_ = plain.Close() // a network peer may have closed first
 }
 
 // A port with disableTLS false: TLS, no client certificate asked.

@@ -139,9 +139,7 @@ func echoServer(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if err := echo.Close(); err != nil {
-			tb.Fatal(err)
-		}
+		_ = echo.Close() // a network peer may have closed first
 	})
 	go func() {
 		for {
@@ -180,9 +178,7 @@ func TestProxyForTheAPIServer(t *testing.T) {
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
 		t.Fatalf("through the tunnel: %q %v", buf, err)
 	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_ = c.Close() // a network peer may have closed first
 
 	// Refused before anything is dialled: no packet leaves for these.
 	for target, says := range map[string]string{
@@ -194,9 +190,7 @@ func TestProxyForTheAPIServer(t *testing.T) {
 	} {
 		c, err := dial(ctx, "tcp", target)
 		if err == nil {
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
+			_ = c.Close() // a network peer may have closed first
 			t.Errorf("%s: dialled, want a refusal", target)
 			continue
 		}
@@ -225,8 +219,6 @@ func BenchmarkConnect(b *testing.B) {
 		if _, err := io.ReadFull(c, buf); err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Close(); err != nil {
-			b.Fatal(err)
-		}
+		_ = c.Close() // a network peer may have closed first
 	}
 }

@@ -84,9 +84,7 @@ func dialFails(t *testing.T, ns netns.NsHandle, addr netip.Addr) {
 		start := time.Now()
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(addr, 443).String(), 2*time.Second)
 		if err == nil {
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
+			_ = c.Close() // a network peer may have closed first
 		}
 		if !errors.Is(err, syscall.EHOSTUNREACH) || time.Since(start) > time.Second {
 			t.Errorf("dialing %s: %v after %s, want no route to host at once", addr, err, time.Since(start))
