@@ -24,6 +24,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 )
 
@@ -306,7 +307,9 @@ func testOtherSuitesSkip(t *testing.T, e *realNodeEnv) {
 	// The flags of make test, so the build cache has the test binary.
 	cmd := exec.CommandContext(ctx, "go", "test", "-race", "-tags", "e2e", "-count=1", "-v", "-run", "^TestRuntimeRunsAContainer$", "./internal/dev/realnode/")
 	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir())
+	// Its skip is what this test checks, not one of this run's: it goes to
+	// a log of its own.
+	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir(), testenv.EnvSkipLog+"="+filepath.Join(t.TempDir(), "skips"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the real-node tests failed while another real node runs: %v\n%s", err, out)
