@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,7 +64,15 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 	var req wire.EvidenceRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	// Nothing may follow the value: not another value, nor a stray '}' or
+	// ']' (which dec.More does not count).
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("more than one JSON value")
+		}
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w; send {\"reportData\": \"<hex, up to 64 bytes>\"}", err))
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -118,8 +119,12 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
+	// Nothing may follow the value: not another value, nor a stray '}' or
+	// ']' (which dec.More does not count).
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("more than one JSON value")
+		}
 	}
 	var tooBig *http.MaxBytesError
 	switch {
