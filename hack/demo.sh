@@ -121,7 +121,7 @@ demo_cas_in_cluster() {
 	# cannot change, so a second demo applies the same resource again.
 	if [ ! -s "$CAS_DIR/signedpolicy-cluster.yaml" ]; then
 		policy_doc >"$CAS_DIR/policy.yaml"
-		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-cluster.yaml"
+		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --version 1 --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-cluster.yaml"
 	fi
 	kube apply -f "$CAS_DIR/signedpolicy-cluster.yaml"
 	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=60s spol/demo >/dev/null
@@ -228,7 +228,10 @@ demo_cas() {
 	fi
 	[ -f "$CAS_DIR/owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/owner.pem" >"$CAS_DIR/owner.pub.pem"
 	policy_doc >"$CAS_DIR/policy.yaml"
-	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address "$CAS_URL" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
+	# Signed where CAS says the document goes: version 1, or the current
+	# version's own place when a demo before registered it already.
+	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address "$CAS_URL" \
+		--cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
 	cas register "$CAS_DIR/signedpolicy.yaml"
 	cas attest --policy demo --service web --sim --out "$CAS_DIR/web"
 }

@@ -9,6 +9,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
 
 // Every kind has a sample in config/samples named as the SCONE operator names them
@@ -52,5 +56,35 @@ func TestSamplesAreAccepted(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("no sample of %s in config/samples", k)
 		}
+	}
+}
+
+// The SignedPolicy sample is signed as `cloister policy sign` signs today:
+// its owner's signature verifies over the document at its version, so
+// applying it to a CAS would register it.
+func TestSignedPolicySampleVerifies(t *testing.T) {
+	data, err := os.ReadFile("../samples/cas_v1beta1_signedpolicy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp casv1beta1.SignedPolicy
+	if err := yaml.UnmarshalStrict(data, &sp); err != nil {
+		t.Fatal(err)
+	}
+	d, err := policy.Parse([]byte(sp.Spec.Policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := d.OwnerKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sigs []policy.Signature
+	for _, s := range sp.Spec.Signatures {
+		sigs = append(sigs, policy.Signature{Signer: s.Signer, Signature: s.Signature})
+	}
+	signers, err := policy.Signers(d, policy.Link{Version: sp.Spec.Version, Predecessor: sp.Spec.Predecessor}, sigs, keys)
+	if err != nil || len(signers) < d.OwnerThreshold() {
+		t.Errorf("the sample's signatures: %d of %d needed, %v: sign it again (cloister policy sign --version 1)", len(signers), d.OwnerThreshold(), err)
 	}
 }

@@ -274,7 +274,7 @@ func TestPolicySpecsAreImmutable(t *testing.T) {
 		manifest, field, want string
 	}{
 		{`{apiVersion: cas.cloister.dev/v1beta1, kind: SignedPolicy, metadata: {name: frozen, namespace: default},
-		   spec: {casAddress: "cas:8081", policy: "name: p", signatures: [{signer: "sha256:ab", signature: "c2ln"}]}}`,
+		   spec: {casAddress: "cas:8081", policy: "name: p", version: 1, signatures: [{signer: "sha256:ab", signature: "c2ln"}]}}`,
 			"policy", "sign the changed policy again (cloister policy sign)"},
 		{`{apiVersion: cas.cloister.dev/v1beta1, kind: EncryptedPolicy, metadata: {name: frozen, namespace: default},
 		   spec: {casAddress: "cas:8081", policy: "AAAA", encryptionKey: "a2V5"}}`,

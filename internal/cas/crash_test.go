@@ -75,11 +75,11 @@ allowSimulation: true
 services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}}]
 secrets: [{name: k, kind: symmetric-key}]
 `
-	s := &policy.Signed{Policy: doc}
+	s := &policy.Signed{Policy: doc, Link: policy.Link{Version: 1}}
 	if err := policy.Sign(s, owner); err != nil {
 		t.Fatal(err)
 	}
-	return wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+	return wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}
 }
 
 // kill -9 during a burst of concurrent policy writes: after a restart

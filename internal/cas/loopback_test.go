@@ -40,15 +40,24 @@ func pemKey(k *ecdsa.PrivateKey) string {
 	return strings.ReplaceAll(string(policy.MarshalPublicKey(&k.PublicKey)), "\n", `\n`)
 }
 
-func sign(t *testing.T, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
+// sign signs doc where it goes next in c's chain, as cloister set does.
+func sign(t *testing.T, c *client.Client, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
 	t.Helper()
-	s := &policy.Signed{Policy: doc}
+	d, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := c.LinkFor(context.Background(), d.Name, d.Digest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &policy.Signed{Policy: doc, Link: link}
 	for _, k := range keys {
 		if err := policy.Sign(s, k); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+	return wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}
 }
 
 // simRequest is an attestation request for service with sim evidence
@@ -86,7 +95,7 @@ services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + st
 `
 	}
 	for _, d := range []string{doc("lax", "allowSimulation: true"), doc("strict", "")} {
-		if _, err := c.RegisterPolicy(context.Background(), sign(t, d, owner)); err != nil {
+		if _, err := c.RegisterPolicy(context.Background(), sign(t, c, d, owner)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,10 +139,10 @@ allowSimulation: true
 services: [{name: api, attestation: {identities: []}, certificate: {sans: [api], validity: ` + validity + `}}]
 `
 	}
-	if _, err := c.RegisterPolicy(context.Background(), sign(t, doc("1h"), a, b)); err != nil {
+	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, doc("1h"), a, b)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.RegisterPolicy(context.Background(), sign(t, doc("2h"), a))
+	_, err := c.RegisterPolicy(context.Background(), sign(t, c, doc("2h"), a))
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 403 || !strings.Contains(apiErr.Message, "signed by 1 of the owners of version 1, 2 needed") {
 		t.Fatalf("update with one of two signatures: %v", err)
@@ -141,7 +150,7 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 	if h, err := c.History(context.Background(), "shop"); err != nil || len(h.Records) != 1 {
 		t.Fatalf("a refused update changed the history: %v", err)
 	}
-	if r, err := c.RegisterPolicy(context.Background(), sign(t, doc("2h"), a, b)); err != nil || r.Version != 2 {
+	if r, err := c.RegisterPolicy(context.Background(), sign(t, c, doc("2h"), a, b)); err != nil || r.Version != 2 {
 		t.Fatalf("update with both: %+v %v", r, err)
 	}
 	h, err := c.History(context.Background(), "shop")
@@ -155,9 +164,24 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 	if err := wire.VerifyHistory(h.Records, key); err != nil {
 		t.Errorf("history chain: %v", err)
 	}
+	// The rollback attack: version 1's record, as anyone can read it from
+	// the history, POSTed back. Refused, as signed and as any other
+	// version; the current version stays version 2.
+	first := h.Records[0]
+	for _, replay := range []wire.PolicyRequest{
+		{Policy: first.Policy, Link: policy.Link{Version: first.Version, Predecessor: first.Predecessor}, Signatures: first.Signatures},
+		{Policy: first.Policy, Link: policy.Link{Version: 3, Predecessor: h.Records[1].Digest}, Signatures: first.Signatures},
+	} {
+		if _, err := c.RegisterPolicy(context.Background(), replay); !errors.As(err, &apiErr) || (apiErr.Reason != wire.ReasonSuperseded && apiErr.Reason != wire.ReasonUnauthorized) {
+			t.Errorf("version 1 replayed as version %d: %v", replay.Version, err)
+		}
+		if cur, err := c.Policy(context.Background(), "shop"); err != nil || cur.Version != 2 || !strings.Contains(cur.Policy, "validity: 2h") {
+			t.Fatalf("after replaying version 1 as version %d, CAS holds %+v (%v)", replay.Version, cur, err)
+		}
+	}
 	// Sealed to another CAS's key: a clear error.
 	other, _ := policy.NewEncryptionKey([]byte("some other CAS's seed material.."))
-	s := &policy.Signed{Policy: doc("3h")}
+	s := &policy.Signed{Policy: doc("3h"), Link: policy.Link{Version: 3, Predecessor: h.Records[1].Digest}}
 	if err := policy.Sign(s, a); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +206,7 @@ services:
 - {name: worker, attestation: {identities: []}, certificate: {sans: [worker.shop.svc]}}
 secrets: [{name: k, kind: symmetric-key}]
 `
-	if _, err := c.RegisterPolicy(context.Background(), sign(t, doc, owner)); err != nil {
+	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, doc, owner)); err != nil {
 		t.Fatal(err)
 	}
 	first, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "api", nil))

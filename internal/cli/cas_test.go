@@ -70,7 +70,7 @@ secrets:
 		t.Fatal(err)
 	}
 	signed := filepath.Join(dir, "signed.yaml")
-	if err := os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owner, policyFile)), 0o644); err != nil {
+	if err := os.WriteFile(signed, []byte(mustRun(t, append([]string{"policy", "sign", "--key", owner, policyFile}, casArgs...)...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
@@ -78,6 +78,22 @@ secrets:
 	}
 	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "unchanged") {
 		t.Errorf("register again: %s", out)
+	}
+	// Version 2, signed where CAS says it goes; version 1 cannot come
+	// back by submitting its SignedPolicy again.
+	v2src := filepath.Join(dir, "policy-v2.yaml")
+	if err := os.WriteFile(v2src, []byte(strings.Replace(readFile(t, policyFile), "secrets:\n-", "- {name: batch, attestation: {identities: []}, certificate: {sans: [batch.shop.svc]}}\nsecrets:\n-", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v2 := filepath.Join(dir, "signed-v2.yaml")
+	if err := os.WriteFile(v2, []byte(mustRun(t, append([]string{"policy", "sign", "--key", owner, "--after", signed, v2src}, casArgs...)...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, append([]string{"cas", "register", v2}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 2") {
+		t.Errorf("register v2: %s", out)
+	}
+	if _, _, err := run(t, append([]string{"cas", "register", signed}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "version 1 was replaced by version 2") {
+		t.Errorf("version 1 again: %v", err)
 	}
 
 	// The same policy under another name, sealed to this CAS with the key

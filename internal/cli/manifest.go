@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"os"
@@ -45,17 +46,13 @@ func newSet(s Streams) *cobra.Command {
 			if err := checkYAML(doc, paths); err != nil {
 				return err
 			}
-			signed := &policy.Signed{Policy: string(text)}
+			var key *ecdsa.PrivateKey
 			if !doc.Immutable() {
 				if ownerKey == "" {
 					ownerKey = filepath.Join(dir, generate.WorkloadOwnerKeyFile)
 				}
-				key, err := policy.ReadKeyFile(ownerKey)
-				if err != nil {
+				if key, err = policy.ReadKeyFile(ownerKey); err != nil {
 					return fmt.Errorf("--workload-owner-key: %w", err)
-				}
-				if err := policy.Sign(signed, key); err != nil {
-					return err
 				}
 			}
 			c, done, err := f.client(cmd.Context(), s)
@@ -66,7 +63,16 @@ func newSet(s Streams) *cobra.Command {
 			if err := initIfNeeded(cmd.Context(), s, c, dir); err != nil {
 				return err
 			}
-			reg, err := c.RegisterPolicy(cmd.Context(), wire.PolicyRequest{Policy: signed.Policy, Signatures: signed.Signatures})
+			signed := &policy.Signed{Policy: string(text)}
+			if signed.Link, err = c.LinkFor(cmd.Context(), doc.Name, doc.Digest()); err != nil {
+				return fmt.Errorf("asking CAS for the manifest's current version: %w", err)
+			}
+			if key != nil {
+				if err := policy.Sign(signed, key); err != nil {
+					return err
+				}
+			}
+			reg, err := c.RegisterPolicy(cmd.Context(), wire.PolicyRequest{Policy: signed.Policy, Link: signed.Link, Signatures: signed.Signatures})
 			if err != nil {
 				return fmt.Errorf("setting the manifest: %w", err)
 			}

@@ -102,7 +102,7 @@ func TestSetVerifyRecover(t *testing.T) {
 	}
 	mustRun(t, generateArgs...)
 	other, _ := keygen(t, t.TempDir(), "other.pem")
-	if _, _, err := run(t, append(append([]string{"set"}, casArgs...), "--workload-owner-key", other, resources)...); err == nil || !strings.Contains(err.Error(), "signed by 0 of the owners of version 1") {
+	if _, _, err := run(t, append(append([]string{"set"}, casArgs...), "--workload-owner-key", other, resources)...); err == nil || !strings.Contains(err.Error(), "is not among the keys that may approve version 2") {
 		t.Errorf("an update by another key: %v", err)
 	}
 	if _, _, err := run(t, append([]string{"verify"}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "CAS runs another manifest shop (version 1") {

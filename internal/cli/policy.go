@@ -50,19 +50,26 @@ func newPolicyKeygen(s Streams) *cobra.Command {
 	return cmd
 }
 
-type policySign struct{ key, casAddress, name string }
+type policySign struct {
+	key, casAddress, name string
+	link                  linkFlags
+	cas                   casFlags
+}
 
 func newPolicySign(s Streams) *cobra.Command {
 	o := &policySign{}
 	cmd := &cobra.Command{
-		Use:   "sign --key KEY.pem [--cas-address A] POLICY|SIGNEDPOLICY",
+		Use:   "sign --key KEY.pem (--version N | --after CURRENT.yaml | --cas URL | --cluster NS/NAME) [--cas-address A] POLICY|SIGNEDPOLICY",
 		Short: "Sign a policy; prints the SignedPolicy resource for kubectl apply",
 		Long: "Signs the policy's canonical form with an owner key and prints a SignedPolicy.\n" +
-			"Given a SignedPolicy (another owner's output), adds this owner's signature to it:\n" +
-			"an update needs the threshold of the current owners' signatures.",
+			"The signature covers the policy's version and its predecessor's digest too, so CAS takes\n" +
+			"it only as that version: --version 1 for a new policy; for a change, --after with the\n" +
+			"current version's SignedPolicy, or --cas/--cluster to ask CAS. Given a SignedPolicy\n" +
+			"(another owner's output), adds this owner's signature to it: an update needs the\n" +
+			"threshold of the current owners' signatures.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			signed, address, err := readSigned(args[0], o.key, o.casAddress)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			signed, address, err := readSigned(cmd.Context(), s, args[0], o.key, o.casAddress, &o.link, &o.cas)
 			if err != nil {
 				return err
 			}
@@ -74,7 +81,8 @@ func newPolicySign(s Streams) *cobra.Command {
 				return &casv1beta1.SignedPolicy{
 					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "SignedPolicy"},
 					ObjectMeta: metav1.ObjectMeta{Name: name},
-					Spec:       casv1beta1.SignedPolicySpec{CASAddress: address, Policy: signed.Policy, Signatures: sigs},
+					Spec: casv1beta1.SignedPolicySpec{CASAddress: address, Policy: signed.Policy,
+						Version: signed.Version, Predecessor: signed.Predecessor, Signatures: sigs},
 				}
 			})
 		},
@@ -82,11 +90,14 @@ func newPolicySign(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.key, "key", "", "the owner's private key (cloister policy keygen)")
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+", or the input SignedPolicy's)")
 	cmd.Flags().StringVar(&o.name, "name", "", nameHelp)
+	o.link.add(cmd)
+	o.cas.add(cmd)
 	return cmd
 }
 
 type policyEncrypt struct {
 	key, casAddress, casPublicKey, name string
+	link                                linkFlags
 	cas                                 casFlags
 }
 
@@ -107,7 +118,7 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", source, err)
 			}
-			signed, address, err := readSigned(args[0], o.key, o.casAddress)
+			signed, address, err := readSigned(cmd.Context(), s, args[0], o.key, o.casAddress, &o.link, &o.cas)
 			if err != nil {
 				return err
 			}
@@ -128,6 +139,7 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.casPublicKey, "cas-public-key", "", "file with the CAS encryption key (base64, as GET /v1/public-key gives it)")
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+")")
 	cmd.Flags().StringVar(&o.name, "name", "", nameHelp)
+	o.link.add(cmd)
 	o.cas.add(cmd)
 	return cmd
 }
@@ -169,8 +181,10 @@ func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, s
 
 // readSigned reads a policy document or a SignedPolicy resource and adds
 // the signature of the key in keyFile; it returns the CAS address:
-// casAddress when given, else the resource's, else the default.
-func readSigned(file, keyFile, casAddress string) (*policy.Signed, string, error) {
+// casAddress when given, else the resource's, else the default. A
+// document is signed at the link the flags give; a SignedPolicy keeps
+// its own.
+func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string, link *linkFlags, cas *casFlags) (*policy.Signed, string, error) {
 	if keyFile == "" {
 		return nil, "", errors.New("--key is required: the owner's private key (cloister policy keygen)")
 	}
@@ -195,9 +209,21 @@ func readSigned(file, keyFile, casAddress string) (*policy.Signed, string, error
 		if err := yaml.UnmarshalStrict(data, &sp); err != nil {
 			return nil, "", fmt.Errorf("%s: %w", file, err)
 		}
+		if link.given() {
+			return nil, "", fmt.Errorf("%s is a SignedPolicy of version %d: its version is signed already; drop --version, --predecessor and --after", file, sp.Spec.Version)
+		}
 		signed.Policy, address = sp.Spec.Policy, sp.Spec.CASAddress
+		signed.Link = policy.Link{Version: sp.Spec.Version, Predecessor: sp.Spec.Predecessor}
 		for _, sg := range sp.Spec.Signatures {
 			signed.Signatures = append(signed.Signatures, policy.Signature{Signer: sg.Signer, Signature: sg.Signature})
+		}
+	} else {
+		doc, err := policy.Parse(data)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", file, err)
+		}
+		if signed.Link, err = link.resolve(ctx, s, doc, cas); err != nil {
+			return nil, "", err
 		}
 	}
 	if err := policy.Sign(signed, key); err != nil {

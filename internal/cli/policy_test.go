@@ -57,13 +57,19 @@ services:
 		t.Fatal(err)
 	}
 
-	out, _, err := run(t, "policy", "sign", "--key", alice, "--cas-address", "https://cas.prod:8081", file)
+	if _, _, err := run(t, "policy", "sign", "--key", alice, file); err == nil || !strings.Contains(err.Error(), "say which version this is") {
+		t.Errorf("signing with no version: %v", err)
+	}
+	out, _, err := run(t, "policy", "sign", "--key", alice, "--version", "1", "--cas-address", "https://cas.prod:8081", file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := filepath.Join(dir, "signed-by-alice.yaml")
 	if err := os.WriteFile(first, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if _, _, err := run(t, "policy", "sign", "--key", bob, "--version", "2", first); err == nil || !strings.Contains(err.Error(), "its version is signed already") {
+		t.Errorf("a second version for a SignedPolicy: %v", err)
 	}
 	out, _, err = run(t, "policy", "sign", "--key", bob, first)
 	if err != nil {
@@ -73,7 +79,7 @@ services:
 	if err := yaml.UnmarshalStrict([]byte(out), &sp); err != nil {
 		t.Fatalf("output is no SignedPolicy: %v\n%s", err, out)
 	}
-	if sp.Kind != "SignedPolicy" || sp.Name != "shop" || sp.Spec.CASAddress != "https://cas.prod:8081" || len(sp.Spec.Signatures) != 2 {
+	if sp.Kind != "SignedPolicy" || sp.Name != "shop" || sp.Spec.CASAddress != "https://cas.prod:8081" || len(sp.Spec.Signatures) != 2 || sp.Spec.Version != 1 || sp.Spec.Predecessor != "" {
 		t.Fatalf("resource %+v", sp)
 	}
 	d, _ := policy.Parse([]byte(sp.Spec.Policy))
@@ -82,8 +88,18 @@ services:
 	for _, s := range sp.Spec.Signatures {
 		sigs = append(sigs, policy.Signature{Signer: s.Signer, Signature: s.Signature})
 	}
-	if signers, err := policy.Signers(d, sigs, keys); err != nil || len(signers) != 2 {
+	if signers, err := policy.Signers(d, policy.Link{Version: 1}, sigs, keys); err != nil || len(signers) != 2 {
 		t.Fatalf("signers %v, %v: want both owners", signers, err)
+	}
+	// The next version, after the SignedPolicy of this one.
+	both := filepath.Join(dir, "v1.yaml")
+	if err := os.WriteFile(both, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = run(t, "policy", "sign", "--key", alice, "--after", both, "--name", "shop-v2", file)
+	var v2 casv1beta1.SignedPolicy
+	if err != nil || yaml.UnmarshalStrict([]byte(out), &v2) != nil || v2.Spec.Version != 2 || v2.Spec.Predecessor != d.Digest() {
+		t.Fatalf("signed --after v1: %v\n%s", err, out)
 	}
 
 	casKey, _ := policy.NewEncryptionKey([]byte("0123456789abcdef0123456789abcdef"))
@@ -91,7 +107,7 @@ services:
 	if err := os.WriteFile(keyFile, []byte(policy.EncodePublicKey(casKey.PublicKey())+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err = run(t, "policy", "encrypt", "--key", alice, "--cas-public-key", keyFile, file)
+	out, _, err = run(t, "policy", "encrypt", "--key", alice, "--version", "1", "--cas-public-key", keyFile, file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +119,7 @@ services:
 		t.Error("the encrypted resource shows the policy")
 	}
 	opened, err := policy.Decrypt(&policy.Encrypted{Policy: ep.Spec.Policy, EncryptionKey: ep.Spec.EncryptionKey}, casKey)
-	if err != nil || opened.Policy != doc || len(opened.Signatures) != 1 {
+	if err != nil || opened.Policy != doc || len(opened.Signatures) != 1 || opened.Version != 1 {
 		t.Fatalf("decrypted %+v, %v", opened, err)
 	}
 }
@@ -113,6 +129,10 @@ func TestPolicyBadInput(t *testing.T) {
 	key, _ := keygen(t, dir, "k.pem")
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("version: cloister.dev/policy/v1\nname: x\nowners: {keys: []}\nservices: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte("version: cloister.dev/policy/v1\nname: x\nowners: {keys: []}\nallowSimulation: true\nservices: [{name: a, attestation: {identities: []}, certificate: {sans: [a]}}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	notKey := filepath.Join(dir, "not-a-key")
@@ -127,6 +147,8 @@ func TestPolicyBadInput(t *testing.T) {
 		{[]string{"policy", "sign", bad}, "--key is required"},
 		{[]string{"policy", "sign", "--key", notKey, bad}, "--key " + notKey + ": not PEM"},
 		{[]string{"policy", "sign", "--key", key, bad}, "services: 0, want 1..256"},
+		{[]string{"policy", "sign", "--key", key, "--version", "2", "--predecessor", "abc", good}, "--version/--predecessor: predecessor: \"abc\""},
+		{[]string{"policy", "sign", "--key", key, "--after", good, good}, "--after " + good + ": not a SignedPolicy"},
 		{[]string{"policy", "encrypt", "--key", key, bad}, "--cas-public-key FILE, --cas URL or --cluster NAMESPACE/NAME is required"},
 		{[]string{"policy", "encrypt", "--key", key, "--cas-public-key", notKey, bad}, "--cas-public-key " + notKey},
 	} {

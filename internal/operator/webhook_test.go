@@ -152,7 +152,7 @@ func newClient(t testing.TB, cfg *rest.Config) client.Client {
 func badPolicy(name string) *casv1beta1.SignedPolicy {
 	return &casv1beta1.SignedPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: casv1beta1.SignedPolicySpec{CASAddress: "https://cas:8081", Policy: "name: [",
+		Spec: casv1beta1.SignedPolicySpec{CASAddress: "https://cas:8081", Policy: "name: [", Version: 1,
 			Signatures: []casv1beta1.Signature{{Signer: "sha256:" + strings.Repeat("a", 64), Signature: strings.Repeat("A", 96)}}},
 	}
 }

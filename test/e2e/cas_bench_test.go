@@ -75,7 +75,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 
 	work.owner = filepath.Join(work.dir, "owner.pem")
 	work.ownerPub = e.mustCLI(b, "policy", "keygen", "--out", work.owner)
-	file := e.signPolicy(b, "shop", policyDoc(work.ownerPub, "24h"), work.owner)
+	file := e.signPolicy(b, "shop", policyDoc(work.ownerPub, "24h"), work.owner, "")
 	start = time.Now()
 	e.applyFile(b, file)
 	sp := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "default"}}

@@ -44,6 +44,7 @@ type casWork struct {
 	dir          string
 	owner        string // private key file
 	ownerPub     string
+	v2file       string // the SignedPolicy of the shop policy's current version
 	shares       string
 	recoveryKeys []string
 }
@@ -218,14 +219,19 @@ func policyDoc(ownerPub, validity string) string {
 		"secrets:\n- {name: token, kind: symmetric-key, size: 16}\n"
 }
 
-// signPolicy writes the SignedPolicy resource name for doc signed by key.
-func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key string) string {
+// signPolicy writes the SignedPolicy resource name for doc signed by key
+// as the version after the SignedPolicy file after, or as version 1.
+func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key, after string) string {
 	t.Helper()
 	src := filepath.Join(work.dir, name+".policy.yaml")
 	if err := os.WriteFile(src, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := e.mustCLI(t, "policy", "sign", "--key", key, "--cas-address", "cas.default.svc:8081", "--name", name, src)
+	link := []string{"--version", "1"}
+	if after != "" {
+		link = []string{"--after", after}
+	}
+	out := e.mustCLI(t, append([]string{"policy", "sign", "--key", key, "--cas-address", "cas.default.svc:8081", "--name", name, src}, link...)...)
 	file := filepath.Join(work.dir, name+".yaml")
 	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
@@ -280,7 +286,8 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 	work.ownerPub = e.mustCLI(t, "policy", "keygen", "--out", work.owner)
 
 	start := time.Now()
-	e.applyFile(t, e.signPolicy(t, "shop-v1", policyDoc(work.ownerPub, "24h"), work.owner))
+	v1file := e.signPolicy(t, "shop-v1", policyDoc(work.ownerPub, "24h"), work.owner, "")
+	e.applyFile(t, v1file)
 	v1 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v1", Namespace: "default"}}
 	waitState(t, e.crs, v1, common.StateHealthy)
 	t.Logf("SignedPolicy HEALTHY %s after kubectl apply", time.Since(start).Round(time.Millisecond))
@@ -291,7 +298,8 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 		t.Errorf("kubectl get spol shows no hash: %v\n%s", err, got)
 	}
 
-	e.applyFile(t, e.signPolicy(t, "shop-v2", policyDoc(work.ownerPub, "48h"), work.owner))
+	work.v2file = e.signPolicy(t, "shop-v2", policyDoc(work.ownerPub, "48h"), work.owner, v1file)
+	e.applyFile(t, work.v2file)
 	v2 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v2", Namespace: "default"}}
 	waitState(t, e.crs, v2, common.StateHealthy)
 	if v2.Status.Predecessor != v1.Status.Hash || v2.Status.Revision != 2 {
@@ -300,7 +308,7 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 
 	stranger := filepath.Join(work.dir, "stranger.pem")
 	e.mustCLI(t, "policy", "keygen", "--out", stranger)
-	e.applyFile(t, e.signPolicy(t, "shop-v3", policyDoc(work.ownerPub, "72h"), stranger))
+	e.applyFile(t, e.signPolicy(t, "shop-v3", policyDoc(work.ownerPub, "72h"), stranger, work.v2file))
 	v3 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v3", Namespace: "default"}}
 	c := waitCondition(t, e.crs, v3, health.Registered, health.ReasonPolicyRefused)
 	if v3.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "unauthorized") {
@@ -308,6 +316,14 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 	}
 	if h := e.casHistory(t, "cas"); len(h) != 2 || h[1] != v2.Status.Hash {
 		t.Errorf("CAS's history after a refused version: %v", h)
+	}
+	// A copy of the current version signed by a stranger claims an
+	// approval nobody gave: CAS checks signatures before "unchanged".
+	e.applyFile(t, e.signPolicy(t, "shop-v2-copy", policyDoc(work.ownerPub, "48h"), stranger, v1file))
+	copied := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v2-copy", Namespace: "default"}}
+	c = waitCondition(t, e.crs, copied, health.Registered, health.ReasonPolicyRefused)
+	if copied.Status.State != common.StateUnhealthy || !strings.Contains(c.Message, "is not among the keys that may approve version 2") {
+		t.Errorf("a stranger's copy of v2: %s %q", copied.Status.State, c.Message)
 	}
 
 	out, err := kubectl(t, e.c, "patch", "spol", "shop-v1", "-n", "default", "--type=merge", "-p", `{"spec":{"casAddress":"x.default.svc:8081"}}`)
@@ -320,7 +336,7 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 	if err := os.WriteFile(otherKey, []byte(policy.EncodePublicKey(other.PublicKey())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sealed := e.mustCLI(t, "policy", "encrypt", "--key", work.owner, "--cas-public-key", otherKey, "--cas-address", "cas.default.svc:8081",
+	sealed := e.mustCLI(t, "policy", "encrypt", "--key", work.owner, "--version", "1", "--cas-public-key", otherKey, "--cas-address", "cas.default.svc:8081",
 		filepath.Join(work.dir, "shop-v1.policy.yaml"))
 	sealedFile := filepath.Join(work.dir, "sealed.yaml")
 	if err := os.WriteFile(sealedFile, []byte(strings.Replace(sealed, "name: shop\n", "name: shop-elsewhere\n", 1)), 0o644); err != nil {
@@ -482,7 +498,7 @@ func verifyChain(t *testing.T, chainPEM, rootPEM []byte, dnsName string) *x509.C
 // The operator killed right after a policy is applied: once it is back,
 // the policy is HEALTHY and CAS holds the version once.
 func testOperatorKilledWhileRegistering(t *testing.T, e *realNodeEnv) {
-	file := e.signPolicy(t, "shop-v4", policyDoc(work.ownerPub, "96h"), work.owner)
+	file := e.signPolicy(t, "shop-v4", policyDoc(work.ownerPub, "96h"), work.owner, work.v2file)
 	e.applyFile(t, file)
 	time.Sleep(50 * time.Millisecond)
 	e.op.kill(t)
@@ -542,7 +558,7 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 	cas := []string{"--cluster", "default/strict", "--cas-ca", ca}
 	pub := work.recoveryKeys[0] + ".pub"
 	e.mustCLI(t, append([]string{"cas", "init", "--recovery-owner", pub, "--out", filepath.Join(work.dir, "strict-shares.json")}, cas...)...)
-	signed := e.signPolicy(t, "strict-shop", policyDoc(work.ownerPub, "24h"), work.owner)
+	signed := e.signPolicy(t, "strict-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")
 	e.mustCLI(t, append([]string{"cas", "register", signed}, cas...)...)
 	_, err = e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", filepath.Join(work.dir, "strict-out")}, cas...)...)
 	if err == nil || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "does not accept simulation") {
@@ -570,7 +586,7 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 	}
 	e.mustCLI(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, at...), owners...)...)
 	waitState(t, e.crs, cas, common.StateHealthy)
-	signed := e.signPolicy(t, "db-shop", policyDoc(work.ownerPub, "24h"), work.owner)
+	signed := e.signPolicy(t, "db-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")
 	e.mustCLI(t, append([]string{"cas", "register", signed}, at...)...)
 	attestAs := func(dir string) map[string]string {
 		e.mustCLI(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", dir}, at...)...)

@@ -30,7 +30,19 @@ type SignedPolicySpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1048576
 	Policy string `json:"policy"`
-	// Signatures of the policy's owners.
+	// Version is the place in the policy's chain the owners signed it
+	// for: 1 for a new policy, one more than CAS's current version for a
+	// change. CAS refuses it anywhere else, so an old version cannot be
+	// replayed.
+	// +kubebuilder:validation:Minimum=1
+	Version int `json:"version"`
+	// Predecessor is the digest (SHA-256, hex) of the version this one
+	// replaces, as the owners signed it; empty for version 1.
+	// +kubebuilder:validation:Pattern=`^([0-9a-f]{64})?$`
+	// +optional
+	Predecessor string `json:"predecessor,omitempty"`
+	// Signatures of the policy's owners over the policy, its version and
+	// its predecessor.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	Signatures []Signature `json:"signatures"`

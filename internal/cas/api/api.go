@@ -84,7 +84,7 @@ func (s *Server) limit(next http.Handler) http.Handler {
 		if s.inFlight[client] >= s.PerClient {
 			s.mu.Unlock()
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, "too-many-requests", fmt.Errorf("more than %d requests in flight from %s", s.PerClient, client))
+			writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, fmt.Errorf("more than %d requests in flight from %s", s.PerClient, client))
 			return
 		}
 		s.inFlight[client]++
@@ -113,7 +113,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // unknown fields, nothing after it.
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "content-type", fmt.Errorf("content type %q: send application/json", r.Header.Get("Content-Type")))
+		writeError(w, http.StatusUnsupportedMediaType, wire.ReasonContentType, fmt.Errorf("content type %q: send application/json", r.Header.Get("Content-Type")))
 		return false
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
@@ -129,10 +129,10 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, "too-large", fmt.Errorf("request body over %d bytes", limit))
+		writeError(w, http.StatusRequestEntityTooLarge, wire.ReasonTooLarge, fmt.Errorf("request body over %d bytes", limit))
 		return false
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "malformed", fmt.Errorf("request body: %w", err))
+		writeError(w, http.StatusBadRequest, wire.ReasonMalformed, fmt.Errorf("request body: %w", err))
 		return false
 	}
 	return true
@@ -140,22 +140,26 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 
 // fail maps core's errors to status codes.
 func fail(w http.ResponseWriter, err error) {
-	code, reason := http.StatusInternalServerError, "internal"
+	code, reason := http.StatusInternalServerError, wire.ReasonInternal
 	switch {
 	case errors.Is(err, core.ErrRejected):
 		code, reason = http.StatusForbidden, string(attest.CheckOf(err))
 	case errors.Is(err, core.ErrUnauthorized):
-		code, reason = http.StatusForbidden, "unauthorized"
+		code, reason = http.StatusForbidden, wire.ReasonUnauthorized
+	case errors.Is(err, core.ErrConflict):
+		code, reason = http.StatusConflict, wire.ReasonConflict
+	case errors.Is(err, core.ErrSuperseded):
+		code, reason = http.StatusConflict, wire.ReasonSuperseded
 	case errors.Is(err, core.ErrInvalid):
-		code, reason = http.StatusBadRequest, "invalid"
+		code, reason = http.StatusBadRequest, wire.ReasonInvalid
 	case errors.Is(err, core.ErrNotFound):
-		code, reason = http.StatusNotFound, "not-found"
+		code, reason = http.StatusNotFound, wire.ReasonNotFound
 	case errors.Is(err, core.ErrInitialized):
-		code, reason = http.StatusConflict, "initialized"
+		code, reason = http.StatusConflict, wire.ReasonInitialized
 	case errors.Is(err, core.ErrNotInitialized):
-		code, reason = http.StatusServiceUnavailable, "uninitialized"
+		code, reason = http.StatusServiceUnavailable, wire.ReasonUninitialized
 	case errors.Is(err, core.ErrRecovery):
-		code, reason = http.StatusServiceUnavailable, "recovery"
+		code, reason = http.StatusServiceUnavailable, wire.ReasonRecovery
 	}
 	writeError(w, code, reason, err)
 }

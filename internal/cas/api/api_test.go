@@ -67,7 +67,7 @@ owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&key.Publ
 allowSimulation: true
 services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}}]
 `
-	unsigned, _ := json.Marshal(wire.PolicyRequest{Policy: valid})
+	unsigned, _ := json.Marshal(wire.PolicyRequest{Policy: valid, Link: policy.Link{Version: 1}})
 	for _, tc := range []struct {
 		name, path, contentType, body string
 		code                          int
@@ -79,6 +79,7 @@ services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}
 		{"wrong content type", "/v1/policies", "text/yaml", `policy: x`, 415, "content-type", "send application/json"},
 		{"oversized", "/v1/attest", "application/json", `{"csr": "` + strings.Repeat("A", 300<<10) + `"}`, 413, "too-large", "over"},
 		{"invalid policy", "/v1/policies", "application/json", `{"policy": "version: v0"}`, 400, "invalid", "version"},
+		{"no version", "/v1/policies", "application/json", `{"policy": ` + jsonString(valid) + `}`, 400, "invalid", "version: 0: sign the policy as version 1"},
 		{"unsigned policy", "/v1/policies", "application/json", string(unsigned), 403, "unauthorized", "signed by 0 of its owners, 1 needed"},
 		{"attest to an unknown policy", "/v1/attest", "application/json", `{"policy": "shop", "service": "web", "csr": "aGVsbG8="}`, 404, "not-found", `policy "shop"`},
 		{"bad init", "/v1/init", "application/json", `{"recoveryOwners": ["x"], "threshold": 1}`, 400, "invalid", "recoveryOwners[0]"},
@@ -95,7 +96,7 @@ services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}
 		t.Error("a refused request stored the policy")
 	}
 	// With the policy there, a bad CSR is named as such.
-	s := &policy.Signed{Policy: valid}
+	s := &policy.Signed{Policy: valid, Link: policy.Link{Version: 1}}
 	if err := policy.Sign(s, key); err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +179,9 @@ func TestPerClientLimit(t *testing.T) {
 	if code, _ := post(t, ts, "/v1/attest", "application/json", bytes.NewReader([]byte(`{}`))); code == http.StatusTooManyRequests {
 		t.Error("still limited after the first request ended")
 	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

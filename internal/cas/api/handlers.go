@@ -77,10 +77,12 @@ func (s *Server) registerPolicy(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.EncryptionKey != "" && len(req.Signatures) > 0:
 		err = fmt.Errorf("%w: an encrypted policy carries its signatures inside: send encryptionKey or signatures, not both", core.ErrInvalid)
+	case req.EncryptionKey != "" && req.Link != (policy.Link{}):
+		err = fmt.Errorf("%w: an encrypted policy carries its version inside: send encryptionKey or version, not both", core.ErrInvalid)
 	case req.EncryptionKey != "":
 		reg, err = s.CAS.RegisterEncrypted(&policy.Encrypted{Policy: req.Policy, EncryptionKey: req.EncryptionKey})
 	default:
-		reg, err = s.CAS.Register(&policy.Signed{Policy: req.Policy, Signatures: req.Signatures})
+		reg, err = s.CAS.Register(&policy.Signed{Policy: req.Policy, Link: req.Link, Signatures: req.Signatures})
 	}
 	if err != nil {
 		fail(w, err)

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -119,6 +120,31 @@ func (c *Client) RegisterPolicy(ctx context.Context, req wire.PolicyRequest) (*w
 func (c *Client) CAs(ctx context.Context) (*wire.CAs, error) {
 	var out wire.CAs
 	return &out, c.do(ctx, http.MethodGet, "/v1/ca", nil, &out)
+}
+
+// Policy is GET /v1/policies/{name}: the current version's record.
+func (c *Client) Policy(ctx context.Context, name string) (*wire.Record, error) {
+	var out wire.Record
+	return &out, c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name), nil, &out)
+}
+
+// LinkFor is the link a document of policy name with digest is signed
+// with: version 1 for a policy CAS does not hold, the current version's
+// own link for the document CAS holds, else one more than the current
+// version.
+func (c *Client) LinkFor(ctx context.Context, name, digest string) (policy.Link, error) {
+	rec, err := c.Policy(ctx, name)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+		return policy.Link{Version: 1}, nil
+	}
+	if err != nil {
+		return policy.Link{}, err
+	}
+	if rec.Digest == digest {
+		return policy.Link{Version: rec.Version, Predecessor: rec.Predecessor}, nil
+	}
+	return policy.Link{Version: rec.Version + 1, Predecessor: rec.Digest}, nil
 }
 
 // History is GET /v1/policies/{name}/history.

@@ -32,6 +32,11 @@ var (
 	ErrUnauthorized   = errors.New("not authorised")
 	ErrInvalid        = errors.New("invalid request")
 	ErrRejected       = errors.New("attestation rejected")
+	// ErrConflict: a policy signed for another place in its chain than
+	// the one it would take.
+	ErrConflict = errors.New("version conflict")
+	// ErrSuperseded: a policy version CAS held and has since replaced.
+	ErrSuperseded = errors.New("superseded")
 )
 
 // Buckets of the store; meta is in the clear (it is needed before the

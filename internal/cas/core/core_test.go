@@ -100,8 +100,34 @@ secrets:
 ` + extra
 }
 
+// register signs text where it goes next in its chain (the current
+// version's own place for the same document), as cloister set does.
 func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*wire.Registration, error) {
-	s := &policy.Signed{Policy: text}
+	f.t.Helper()
+	return f.registerAt(text, f.next(text), signers...)
+}
+
+func (f *fixture) next(text string) policy.Link {
+	f.t.Helper()
+	d, err := policy.Parse([]byte(text))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cur, err := f.cas.Policy(d.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return policy.Link{Version: 1}
+	case err != nil:
+		f.t.Fatal(err)
+	case cur.Digest == d.Digest():
+		return policy.Link{Version: cur.Version, Predecessor: cur.Predecessor}
+	}
+	return policy.Link{Version: cur.Version + 1, Predecessor: cur.Digest}
+}
+
+func (f *fixture) registerAt(text string, link policy.Link, signers ...*ecdsa.PrivateKey) (*wire.Registration, error) {
+	f.t.Helper()
+	s := &policy.Signed{Policy: text, Link: link}
 	for _, k := range signers {
 		if err := policy.Sign(s, k); err != nil {
 			f.t.Fatal(err)
@@ -270,6 +296,71 @@ func TestPolicyUpdatesAndHistory(t *testing.T) {
 	}
 }
 
+// Owners sign each version's place in the chain: a version CAS has passed
+// cannot be submitted again by anyone, a stranger's copy of the current
+// version is refused rather than "unchanged", and an old document comes
+// back only when the owners sign it again as the next version.
+func TestPolicyChainRefusesReplay(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	v1text := f.policyText("")
+	v2text := strings.Replace(v1text, "validity: 2h", "validity: 3h", 1)
+	if _, err := f.register(v1text, f.owner); err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := f.cas.Policy("shop")
+	if _, err := f.register(v2text, f.owner); err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := f.cas.Policy("shop")
+	if v2.Version != 2 || v2.Predecessor != v1.Digest {
+		t.Fatalf("v2 %d after %q, want 2 after %s", v2.Version, v2.Predecessor, v1.Digest)
+	}
+	stranger, _ := policy.NewKey()
+	d1, _ := policy.Parse([]byte(v1text))
+	for _, tc := range []struct {
+		what    string
+		text    string
+		link    policy.Link
+		signers []*ecdsa.PrivateKey
+		want    error
+		msg     string
+	}{
+		{"v1 replayed as signed", v1text, policy.Link{Version: 1}, []*ecdsa.PrivateKey{f.owner}, ErrSuperseded, "version 1 was replaced by version 2"},
+		{"v1's signature claimed for version 3", v1text, policy.Link{Version: 3, Predecessor: v2.Digest}, nil, ErrUnauthorized, "does not verify over this policy as version 3"},
+		{"stranger's copy of v2", v2text, policy.Link{Version: 2, Predecessor: v1.Digest}, []*ecdsa.PrivateKey{stranger}, ErrUnauthorized, "is not among the keys that may approve version 2"},
+		{"owner and stranger on v2", v2text, policy.Link{Version: 2, Predecessor: v1.Digest}, []*ecdsa.PrivateKey{f.owner, stranger}, ErrUnauthorized, "not among the keys"},
+		{"a version skipped", v1text, policy.Link{Version: 5, Predecessor: v2.Digest}, []*ecdsa.PrivateKey{f.owner}, ErrConflict, "sign it as version 3 after " + v2.Digest},
+		{"after a stale predecessor", v1text, policy.Link{Version: 3, Predecessor: d1.Digest()}, []*ecdsa.PrivateKey{f.owner}, ErrConflict, "CAS's version 2 is " + v2.Digest},
+		{"another document as version 2", strings.Replace(v1text, "validity: 2h", "validity: 4h", 1), policy.Link{Version: 2, Predecessor: v1.Digest}, []*ecdsa.PrivateKey{f.owner}, ErrConflict, "CAS's version 2 of policy shop is another document"},
+	} {
+		s := &policy.Signed{Policy: tc.text, Link: tc.link}
+		for _, k := range tc.signers {
+			if err := policy.Sign(s, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.what == "v1's signature claimed for version 3" {
+			s.Signatures = v1.Signatures
+		}
+		_, err := f.cas.Register(s)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want %v saying %q", tc.what, err, tc.want, tc.msg)
+		}
+		if cur, _ := f.cas.Policy("shop"); cur.Version != 2 || cur.Digest != v2.Digest {
+			t.Fatalf("%s changed the current version to %d (%s)", tc.what, cur.Version, cur.Digest)
+		}
+	}
+	// The owner's signature over the current version at its own place:
+	// unchanged, with its link.
+	if r, err := f.registerAt(v2text, policy.Link{Version: 2, Predecessor: v1.Digest}, f.owner); err != nil || !r.Unchanged || r.Predecessor != v1.Digest {
+		t.Errorf("the current version again: %+v %v", r, err)
+	}
+	// Back to v1's content: only as version 3, signed again.
+	if r, err := f.register(v1text, f.owner); err != nil || r.Version != 3 || r.Predecessor != v2.Digest {
+		t.Fatalf("v1's content signed as version 3: %+v %v", r, err)
+	}
+}
+
 // A policy without owners is registered unsigned, once, and never
 // changed: a manifest nobody can update.
 func TestImmutablePolicy(t *testing.T) {
@@ -302,7 +393,7 @@ func TestEncryptedPolicy(t *testing.T) {
 	f := newFixture(t, NoSealer{}, 1, 1)
 	pub, _ := f.cas.EncryptionKey()
 	casKey, _ := policy.DecodePublicKey(pub)
-	s := &policy.Signed{Policy: f.policyText("")}
+	s := &policy.Signed{Policy: f.policyText(""), Link: policy.Link{Version: 1}}
 	if err := policy.Sign(s, f.owner); err != nil {
 		t.Fatal(err)
 	}

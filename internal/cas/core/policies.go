@@ -15,10 +15,13 @@ import (
 
 // registered is a policy's current version.
 type registered struct {
-	Version int           `json:"version"`
-	Digest  string        `json:"digest"`
-	Signed  policy.Signed `json:"signed"`
-	doc     *policy.Document
+	Version int    `json:"version"`
+	Digest  string `json:"digest"`
+	// Predecessor is the digest of the version before, as its owners
+	// signed it; empty for version 1 and for versions signed before links.
+	Predecessor string        `json:"predecessor,omitempty"`
+	Signed      policy.Signed `json:"signed"`
+	doc         *policy.Document
 }
 
 func decodeRegistered(raw []byte) (*registered, error) {
@@ -49,13 +52,19 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 	return c.Register(s)
 }
 
-// Register adds a policy or a new version of one. A new name needs the
-// threshold of its own owners' signatures; a change needs the threshold
-// of the current version's owners; the same content again is a no-op.
+// Register adds a policy or a new version of one. The signatures are
+// checked first, against the owners entitled to approve the version they
+// were made for: a new policy's own owners for version 1, the owners of
+// version N-1 for version N. Only then is the link compared with what CAS
+// holds: the next version is stored, the current one again is a no-op,
+// an older one is superseded, and anything else is refused.
 func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 	doc, err := policy.Parse([]byte(s.Policy))
 	if err != nil {
 		return nil, fmt.Errorf("%w: policy: %w", ErrInvalid, err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	// One registration at a time; attestations go on meanwhile.
 	c.regMu.Lock()
@@ -71,21 +80,67 @@ func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 		return nil, err
 	}
 	digest := doc.Digest()
-	if current != nil && current.Digest == digest {
-		return &wire.Registration{Name: doc.Name, Version: current.Version, Digest: digest, Unchanged: true}, nil
-	}
-	if err := authorize(doc, s.Signatures, current); err != nil {
-		c.cfg.Log.Warn("audit: policy refused", "policy", doc.Name, "digest", digest, "reason", err.Error())
+	refuse := func(err error) (*wire.Registration, error) {
+		c.cfg.Log.Warn("audit: policy refused", "policy", doc.Name, "version", s.Version, "digest", digest, "reason", err.Error())
 		c.cfg.Metrics.policyChanges.WithLabelValues("refused").Inc()
 		return nil, err
 	}
-	r := &registered{Version: 1, Digest: digest, Signed: *s, doc: doc}
-	rec := wire.Record{Name: doc.Name, Version: 1, Digest: digest, Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
+	held := 0
 	if current != nil {
-		r.Version = current.Version + 1
-		rec.Version = r.Version
+		held = current.Version
 	}
-	err = c.cfg.Store.Update(func(tx store.Tx) error {
+	if s.Version > held+1 {
+		return refuse(fmt.Errorf("%w: policy %s is signed as version %d, but CAS holds %s: sign it as version %d%s",
+			ErrConflict, doc.Name, s.Version, describe(current), held+1, after(current)))
+	}
+	if err := c.authorize(k, doc, s, current); err != nil {
+		return refuse(err)
+	}
+	if s.Version <= held {
+		return c.earlier(k, doc, s, current, refuse)
+	}
+	if current != nil && s.Predecessor != current.Digest {
+		return refuse(fmt.Errorf("%w: policy %s version %d is signed to replace %q, but CAS's version %d is %s: sign it again%s",
+			ErrConflict, doc.Name, s.Version, s.Predecessor, held, current.Digest, after(current)))
+	}
+	return c.store(k, doc, s, current)
+}
+
+// earlier answers a correctly signed submission of a version CAS has
+// already passed: the current one again is unchanged; an older one is
+// superseded; a document CAS never held at that version conflicts.
+func (c *CAS) earlier(k *keys, doc *policy.Document, s *policy.Signed, current *registered,
+	refuse func(error) (*wire.Registration, error)) (*wire.Registration, error) {
+	digest := doc.Digest()
+	var rec wire.Record
+	err := c.cfg.Store.View(func(tx store.Tx) error {
+		recs, err := records(k.enc.Tx(tx), doc.Name, s.Version, s.Version)
+		if err == nil {
+			rec = recs[0]
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading policy %s: %w", doc.Name, err)
+	}
+	if rec.Digest != digest || rec.Predecessor != s.Predecessor {
+		return refuse(fmt.Errorf("%w: CAS's version %d of policy %s is another document (%s after %q): sign this one as version %d%s",
+			ErrConflict, s.Version, doc.Name, rec.Digest, rec.Predecessor, current.Version+1, after(current)))
+	}
+	if s.Version < current.Version {
+		return refuse(fmt.Errorf("%w: policy %s version %d was replaced by version %d (%s); to return to it, its owners sign it again as version %d%s",
+			ErrSuperseded, doc.Name, s.Version, current.Version, current.Digest, current.Version+1, after(current)))
+	}
+	return &wire.Registration{Name: doc.Name, Version: current.Version, Digest: digest, Predecessor: current.Predecessor, Unchanged: true}, nil
+}
+
+// store appends the next version to the policy's history.
+func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered) (*wire.Registration, error) {
+	digest := doc.Digest()
+	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc}
+	rec := wire.Record{Name: doc.Name, Version: s.Version, Digest: digest, Predecessor: s.Predecessor,
+		Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
+	err := c.cfg.Store.Update(func(tx store.Tx) error {
 		etx := k.enc.Tx(tx)
 		if current != nil {
 			prev, err := records(etx, doc.Name, current.Version, current.Version)
@@ -126,36 +181,88 @@ func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 	c.mu.Unlock()
 	c.cfg.Metrics.policyChanges.WithLabelValues("accepted").Inc()
 	c.cfg.Log.Info("audit: policy registered", "policy", doc.Name, "version", r.Version, "digest", digest, "signers", signerList(s.Signatures))
-	return &wire.Registration{Name: doc.Name, Version: r.Version, Digest: digest}, nil
+	return &wire.Registration{Name: doc.Name, Version: r.Version, Digest: digest, Predecessor: r.Predecessor}, nil
 }
 
-// authorize checks the signatures: of the current owners for a change,
-// of the document's own owners for a new policy.
-func authorize(doc *policy.Document, sigs []policy.Signature, current *registered) error {
+// authorize checks the signatures against the owners entitled to approve
+// s.Version: the document's own for version 1, those of version N-1 for
+// version N.
+func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current *registered) error {
 	owners, what := doc, "its owners"
-	if current != nil {
-		owners, what = current.doc, fmt.Sprintf("the owners of version %d", current.Version)
+	switch {
+	case s.Version == 1 && doc.Immutable():
+		// Nobody could sign it; registering it first is all anyone can do,
+		// and a signature would claim an approval nobody can give.
+		if len(s.Signatures) > 0 {
+			return fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
+		}
+		return nil
+	case s.Version == 1:
+	case s.Version == current.Version+1:
+		owners = current.doc
+	case s.Version > 1:
+		prev, err := c.document(k, doc.Name, s.Version-1)
+		if err != nil {
+			return err
+		}
+		owners = prev
+	}
+	if s.Version > 1 {
+		what = fmt.Sprintf("the owners of version %d", s.Version-1)
 		if owners.Immutable() {
 			return fmt.Errorf("%w: policy %s has no owners, so version %d cannot be changed; register the new version under another name",
-				ErrUnauthorized, doc.Name, current.Version)
+				ErrUnauthorized, doc.Name, s.Version-1)
 		}
-	} else if doc.Immutable() {
-		// Nobody could sign it; registering it first is all anyone can do.
-		return nil
 	}
 	keys, err := owners.OwnerKeys()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	signers, err := policy.Signers(doc, sigs, keys)
+	signers, err := policy.Signers(doc, s.Link, s.Signatures, keys)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
 	if need := owners.OwnerThreshold(); len(signers) < need {
-		return fmt.Errorf("%w: policy %s is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
-			ErrUnauthorized, doc.Name, len(signers), what, need)
+		return fmt.Errorf("%w: policy %s version %d is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
+			ErrUnauthorized, doc.Name, s.Version, len(signers), what, need)
 	}
 	return nil
+}
+
+// document reads version v of a policy from its history.
+func (c *CAS) document(k *keys, name string, v int) (*policy.Document, error) {
+	var rec wire.Record
+	err := c.cfg.Store.View(func(tx store.Tx) error {
+		recs, err := records(k.enc.Tx(tx), name, v, v)
+		if err == nil {
+			rec = recs[0]
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading policy %s version %d: %w", name, v, err)
+	}
+	d, err := policy.Parse([]byte(rec.Policy))
+	if err != nil {
+		return nil, fmt.Errorf("policy %s version %d in the history: %w", name, v, err)
+	}
+	return d, nil
+}
+
+// describe is what CAS holds of a policy, for errors.
+func describe(r *registered) string {
+	if r == nil {
+		return "no version of it"
+	}
+	return fmt.Sprintf("version %d (%s)", r.Version, r.Digest)
+}
+
+// after is the predecessor a next version must name, for errors.
+func after(r *registered) string {
+	if r == nil {
+		return ""
+	}
+	return " after " + r.Digest + " (cloister policy sign --cas URL asks CAS)"
 }
 
 func historyKey(name string, version int) string {

@@ -21,6 +21,27 @@ type PublicKey struct {
 
 // Error is the body of every error response.
 type Error struct {
-	Error  string `json:"error"`
+	Error string `json:"error"`
+	// Reason is one of the Reason constants, or for a refused attestation
+	// the check that failed.
 	Reason string `json:"reason"`
 }
+
+// Reasons of error responses, for clients to act on.
+const (
+	ReasonTooManyRequests = "too-many-requests"
+	ReasonContentType     = "content-type"
+	ReasonTooLarge        = "too-large"
+	ReasonMalformed       = "malformed"
+	ReasonUnauthorized    = "unauthorized"
+	ReasonInvalid         = "invalid"
+	ReasonNotFound        = "not-found"
+	ReasonInitialized     = "initialized"
+	ReasonUninitialized   = "uninitialized"
+	ReasonRecovery        = "recovery"
+	ReasonInternal        = "internal"
+	// ReasonConflict: a policy signed for another place in its chain.
+	ReasonConflict = "version-conflict"
+	// ReasonSuperseded: a policy version CAS held and has replaced since.
+	ReasonSuperseded = "superseded"
+)

@@ -14,14 +14,17 @@ import (
 // Record is one version in a policy's history: hash-chained to the one
 // before and signed by CAS's history key.
 type Record struct {
-	Name       string             `json:"name"`
-	Version    int                `json:"version"`
-	Digest     string             `json:"digest"`
-	Previous   string             `json:"previous,omitempty"` // Hash of the record before
-	Policy     string             `json:"policy"`
-	Signatures []policy.Signature `json:"signatures"`
-	Time       time.Time          `json:"time"`
-	Signature  []byte             `json:"signature,omitempty"` // CAS's, over Hash
+	Name     string `json:"name"`
+	Version  int    `json:"version"`
+	Digest   string `json:"digest"`
+	Previous string `json:"previous,omitempty"` // Hash of the record before
+	// Predecessor is the digest of the version before as the owners
+	// signed it (the record's Digest there), empty for version 1.
+	Predecessor string             `json:"predecessor,omitempty"`
+	Policy      string             `json:"policy"`
+	Signatures  []policy.Signature `json:"signatures"`
+	Time        time.Time          `json:"time"`
+	Signature   []byte             `json:"signature,omitempty"` // CAS's, over Hash
 }
 
 // Hash is the SHA-256 of the record without CAS's signature, hex.
@@ -54,6 +57,8 @@ type Registration struct {
 	Name    string `json:"name"`
 	Version int    `json:"version"`
 	Digest  string `json:"digest"`
+	// Predecessor is the digest of the version before; empty for 1.
+	Predecessor string `json:"predecessor,omitempty"`
 	// Unchanged: the same content as the current version; nothing stored.
 	Unchanged bool `json:"unchanged,omitempty"`
 }
@@ -61,8 +66,10 @@ type Registration struct {
 // PolicyRequest is POST /v1/policies: the spec of a SignedPolicy
 // (policy, signatures) or of an EncryptedPolicy (policy, encryptionKey).
 type PolicyRequest struct {
-	CASAddress    string             `json:"casAddress,omitempty"`
-	Policy        string             `json:"policy"`
+	CASAddress string `json:"casAddress,omitempty"`
+	Policy     string `json:"policy"`
+	// Version and Predecessor are the link the signatures approve.
+	policy.Link
 	Signatures    []policy.Signature `json:"signatures,omitempty"`
 	EncryptionKey string             `json:"encryptionKey,omitempty"`
 }

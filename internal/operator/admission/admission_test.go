@@ -45,11 +45,11 @@ services:
   certificate:
     sans: [app.default.svc]
 `
-	s := &policy.Signed{Policy: doc}
+	s := &policy.Signed{Policy: doc, Link: policy.Link{Version: 1}}
 	if err := policy.Sign(s, key); err != nil {
 		t.Fatal(err)
 	}
-	p := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: casv1beta1.SignedPolicySpec{CASAddress: "https://cas:8081", Policy: s.Policy}}
+	p := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: casv1beta1.SignedPolicySpec{CASAddress: "https://cas:8081", Policy: s.Policy, Version: 1}}
 	for _, sig := range s.Signatures {
 		p.Spec.Signatures = append(p.Spec.Signatures, casv1beta1.Signature{Signer: sig.Signer, Signature: sig.Signature})
 	}
@@ -77,6 +77,10 @@ func TestSignedPolicy(t *testing.T) {
 		{"a signature of the wrong size", func(p *casv1beta1.SignedPolicy) {
 			p.Spec.Signatures[0].Signature = base64.StdEncoding.EncodeToString(make([]byte, 100))
 		}, []string{"spec.signatures[0].signature: Invalid value: 100 bytes, not an ECDSA P-256 signature"}},
+		{"version 1 naming a predecessor", func(p *casv1beta1.SignedPolicy) { p.Spec.Predecessor = strings.Repeat("ab", 32) },
+			[]string{"spec.predecessor: Invalid value: \"abab", "version 1 replaces nothing"}},
+		{"version 2 without a predecessor", func(p *casv1beta1.SignedPolicy) { p.Spec.Version = 2 },
+			[]string{"spec.predecessor: Invalid value: \"\"", "version 2 needs the digest"}},
 		{"one signer twice", func(p *casv1beta1.SignedPolicy) { p.Spec.Signatures = append(p.Spec.Signatures, p.Spec.Signatures[0]) },
 			[]string{"spec.signatures[1].signer: Duplicate value:", "(also signatures[0])"}},
 	} {

@@ -29,6 +29,9 @@ func SignedPolicy(p *casv1beta1.SignedPolicy) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("policy"), field.OmitValueType{},
 			fmt.Sprintf("the policy document is invalid: %v", err)))
 	}
+	if err := (policy.Link{Version: p.Spec.Version, Predecessor: p.Spec.Predecessor}).Validate(); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("predecessor"), p.Spec.Predecessor, err.Error()))
+	}
 	seen := map[string]int{}
 	for i, s := range p.Spec.Signatures {
 		at := spec.Child("signatures").Index(i)

@@ -79,7 +79,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 	default:
 	}
 
-	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest}); err != nil {
+	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest, Link: policy.Link{Version: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -127,7 +127,7 @@ func BenchmarkInitializer(b *testing.B) {
 	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest}); err != nil {
+	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest, Link: policy.Link{Version: 1}}); err != nil {
 		b.Fatal(err)
 	}
 	key, _ := keyfile.LoadOrCreate("")

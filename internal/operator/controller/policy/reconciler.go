@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -141,56 +140,44 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 	if att.PublicKey.State != string(wire.Ready) {
 		return nil, fmt.Errorf("%w: CAS %s is %s; it registers policies once its owners have initialised or recovered it", errCASNotReady, ref, att.PublicKey.State)
 	}
-	req, name, digest, err := request(obj)
+	req, err := request(obj)
 	if err != nil {
 		return nil, addressError{err}
 	}
-	if digest != "" {
-		if reg, ok, err := registered(ctx, cl, name, digest); err != nil || ok {
-			return reg, err
+	// Always CAS's answer, never a guess from its history: CAS checks the
+	// signatures before it says "unchanged", so a copy of a registered
+	// version signed by strangers is refused rather than reported.
+	res, err := cl.RegisterPolicy(ctx, req)
+	var apiErr *casclient.APIError
+	if errors.As(err, &apiErr) && apiErr.Reason == wire.ReasonSuperseded {
+		// CAS checked the signatures and holds this very version in its
+		// history: the status says where, an operator that crashed
+		// before writing it included.
+		if doc, perr := policy.Parse([]byte(req.Policy)); perr == nil && req.EncryptionKey == "" {
+			return &Registration{Name: doc.Name, Revision: req.Version, Hash: doc.Digest(), Predecessor: req.Predecessor}, err
 		}
 	}
-	res, err := cl.RegisterPolicy(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	reg, ok, err := registered(ctx, cl, res.Name, res.Digest)
-	if err != nil || !ok {
-		return &Registration{Name: res.Name, Revision: res.Version, Hash: res.Digest}, nil
-	}
-	return reg, nil
+	return &Registration{Name: res.Name, Revision: res.Version, Hash: res.Digest, Predecessor: res.Predecessor}, nil
 }
 
-// registered looks digest up in the policy's history.
-func registered(ctx context.Context, cl *casclient.Client, name, digest string) (*Registration, bool, error) {
-	h, err := cl.History(ctx, name)
-	var apiErr *casclient.APIError
-	if errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	reg, ok := fromHistory(h.Records, digest)
-	return &reg, ok, nil
-}
-
-// request is what CAS is sent, and for a signed policy its name and
-// digest (an encrypted one shows them only to CAS).
-func request(obj Object) (req wire.PolicyRequest, name, digest string, err error) {
+// request is what CAS is sent.
+func request(obj Object) (wire.PolicyRequest, error) {
 	switch p := obj.(type) {
 	case *casv1beta1.SignedPolicy:
-		doc, err := policy.Parse([]byte(p.Spec.Policy))
-		if err != nil {
-			return req, "", "", fmt.Errorf("spec.policy: %w", err)
+		if _, err := policy.Parse([]byte(p.Spec.Policy)); err != nil {
+			return wire.PolicyRequest{}, fmt.Errorf("spec.policy: %w", err)
 		}
 		sigs := make([]policy.Signature, len(p.Spec.Signatures))
 		for i, s := range p.Spec.Signatures {
 			sigs[i] = policy.Signature{Signer: s.Signer, Signature: s.Signature}
 		}
-		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, Signatures: sigs}, doc.Name, doc.Digest(), nil
+		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy,
+			Link: policy.Link{Version: p.Spec.Version, Predecessor: p.Spec.Predecessor}, Signatures: sigs}, nil
 	case *casv1beta1.EncryptedPolicy:
-		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey}, "", "", nil
+		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey}, nil
 	}
-	return req, "", "", fmt.Errorf("unknown policy kind %T", obj)
+	return wire.PolicyRequest{}, fmt.Errorf("unknown policy kind %T", obj)
 }

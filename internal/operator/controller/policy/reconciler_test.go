@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
+	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -119,7 +121,19 @@ services:
 
 func (f *fixture) sign(doc string, keys ...*ecdsa.PrivateKey) *policy.Signed {
 	f.t.Helper()
+	d, err := policy.Parse([]byte(doc))
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	s := &policy.Signed{Policy: doc}
+	s.Link, err = f.admin.LinkFor(context.Background(), d.Name, d.Digest())
+	var apiErr *casclient.APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusServiceUnavailable {
+		s.Link, err = policy.Link{Version: 1}, nil // CAS is not initialised yet: a new policy
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	for _, k := range keys {
 		if err := policy.Sign(s, k); err != nil {
 			f.t.Fatal(err)
@@ -132,7 +146,7 @@ func (f *fixture) sign(doc string, keys ...*ecdsa.PrivateKey) *policy.Signed {
 func (f *fixture) apply(name, ns string, s *policy.Signed, casAddress string) *casv1beta1.SignedPolicy {
 	f.t.Helper()
 	sp := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: casv1beta1.SignedPolicySpec{CASAddress: casAddress, Policy: s.Policy}}
+		Spec: casv1beta1.SignedPolicySpec{CASAddress: casAddress, Policy: s.Policy, Version: s.Version, Predecessor: s.Predecessor}}
 	for _, sig := range s.Signatures {
 		sp.Spec.Signatures = append(sp.Spec.Signatures, casv1beta1.Signature{Signer: sig.Signer, Signature: sig.Signature})
 	}
@@ -215,6 +229,12 @@ func TestSignedPolicyVersions(t *testing.T) {
 	if got := f.events.All(); got[len(got)-1].Type != "Warning" || got[len(got)-1].Reason != "Refused" {
 		t.Errorf("events %v", got)
 	}
+	// A copy of the current version signed by a stranger claims an
+	// approval its signer could not give: refused, not "unchanged".
+	copied := f.apply("shop-v2-copy", "versions", f.sign(f.doc("2h"), stranger), f.address)
+	if c := cond(&copied.Status); copied.Status.State != common.StateUnhealthy || c.Reason != string(health.ReasonPolicyRefused) {
+		t.Errorf("a stranger's copy of v2: %+v", copied.Status)
+	}
 }
 
 // An operator that crashed after CAS registered the policy but before it
@@ -222,7 +242,7 @@ func TestSignedPolicyVersions(t *testing.T) {
 func TestRegisteredOnceAfterACrash(t *testing.T) {
 	f := newFixture(t, "crash", true)
 	s := f.sign(f.doc("1h"), f.owner)
-	if _, err := f.admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}); err != nil {
+	if _, err := f.admin.RegisterPolicy(context.Background(), apiRequest(s)); err != nil {
 		t.Fatal(err)
 	}
 	// A later version exists too: re-registering the first would roll CAS
@@ -232,7 +252,7 @@ func TestRegisteredOnceAfterACrash(t *testing.T) {
 	}
 	before := f.history()
 	sp := f.apply("shop", "crash", s, f.address)
-	if sp.Status.State != common.StateHealthy || sp.Status.Revision != 1 || sp.Status.Hash != before[0] {
+	if sp.Status.State != common.StateHealthy || sp.Status.Revision != 1 || sp.Status.Hash != before[0] || cond(&sp.Status).Reason != string(health.ReasonPolicySuperseded) {
 		t.Errorf("status %+v", sp.Status)
 	}
 	if after := f.history(); len(after) != 2 {
@@ -241,7 +261,7 @@ func TestRegisteredOnceAfterACrash(t *testing.T) {
 }
 
 func apiRequest(s *policy.Signed) wire.PolicyRequest {
-	return wire.PolicyRequest{Policy: s.Policy, Signatures: s.Signatures}
+	return wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}
 }
 
 // PENDING while CAS cannot take the policy, with backoff; UNHEALTHY when

@@ -24,23 +24,6 @@ type Registration struct {
 	Predecessor string
 }
 
-// fromHistory finds the version with digest in a policy's history: a
-// policy registered before (by an operator that crashed before writing
-// its status) is found here and not registered again.
-func fromHistory(records []wire.Record, digest string) (Registration, bool) {
-	for i, r := range records {
-		if r.Digest != digest {
-			continue
-		}
-		reg := Registration{Name: r.Name, Revision: r.Version, Hash: r.Digest}
-		if i > 0 {
-			reg.Predecessor = records[i-1].Digest //nolint:gosec // i > 0 is checked above
-		}
-		return reg, true
-	}
-	return Registration{}, false
-}
-
 // Errors of a pass that are not CAS's answer.
 var (
 	// errNoCAS: casAddress names no CAS resource (yet).
@@ -77,6 +60,8 @@ func judge(reg *Registration, err error) health.Observation {
 		return health.Obs(health.False, health.ReasonCASNotAttested, err.Error())
 	case errors.As(err, &api) && api.Status == http.StatusServiceUnavailable:
 		return health.Obs(health.Unknown, health.ReasonCASNotReady, api.Message)
+	case errors.As(err, &api) && api.Status == http.StatusConflict && api.Reason == wire.ReasonSuperseded:
+		return health.Obs(health.True, health.ReasonPolicySuperseded, api.Message+"; this resource is history now: delete it when you no longer need it")
 	case errors.As(err, &api) && api.Status >= 400 && api.Status < 500:
 		return health.Obs(health.False, health.ReasonPolicyRefused, fmt.Sprintf("CAS refused the policy (%s): %s", api.Reason, api.Message))
 	}

@@ -31,6 +31,8 @@ func TestJudge(t *testing.T) {
 		{"evidence rejected", nil, attest.Reject(attest.CheckSimulation, "x"), health.False, health.ReasonCASNotAttested},
 		{"owners' threshold", nil, &casclient.APIError{Status: 403, Reason: "unauthorized"}, health.False, health.ReasonPolicyRefused},
 		{"invalid", nil, &casclient.APIError{Status: 400, Reason: "invalid"}, health.False, health.ReasonPolicyRefused},
+		{"another version's place", nil, &casclient.APIError{Status: 409, Reason: wire.ReasonConflict}, health.False, health.ReasonPolicyRefused},
+		{"superseded", nil, &casclient.APIError{Status: 409, Reason: wire.ReasonSuperseded}, health.True, health.ReasonPolicySuperseded},
 		{"recovery", nil, &casclient.APIError{Status: 503, Reason: "recovery"}, health.Unknown, health.ReasonCASNotReady},
 		{"CAS broke", nil, &casclient.APIError{Status: 500}, health.Unknown, health.ReasonCASUnreachable},
 		{"network", nil, errors.New("connection refused"), health.Unknown, health.ReasonCASUnreachable},
@@ -38,18 +40,5 @@ func TestJudge(t *testing.T) {
 		if got := judge(tt.reg, tt.err); got.Status != tt.status || got.Reason != tt.reason {
 			t.Errorf("%s: %s/%s, want %s/%s", tt.name, got.Status, got.Reason, tt.status, tt.reason)
 		}
-	}
-}
-
-func TestFromHistory(t *testing.T) {
-	h := []wire.Record{{Name: "p", Version: 1, Digest: "a"}, {Name: "p", Version: 2, Digest: "b"}}
-	if r, ok := fromHistory(h, "b"); !ok || r.Revision != 2 || r.Predecessor != "a" || r.Hash != "b" {
-		t.Errorf("b: %+v %v", r, ok)
-	}
-	if r, ok := fromHistory(h, "a"); !ok || r.Revision != 1 || r.Predecessor != "" {
-		t.Errorf("a: %+v %v", r, ok)
-	}
-	if _, ok := fromHistory(h, "c"); ok {
-		t.Error("c found")
 	}
 }

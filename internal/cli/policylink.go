@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+)
+
+// linkFlags say which place in its policy's chain a document is signed
+// for: stated outright, taken from the SignedPolicy of the current
+// version, or asked of CAS.
+type linkFlags struct {
+	version     int
+	predecessor string
+	after       string
+}
+
+func (l *linkFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&l.version, "version", 0, "the version to sign the policy as: 1 for a new policy, else one more than CAS's current (with --predecessor)")
+	fl.StringVar(&l.predecessor, "predecessor", "", "with --version N > 1: the digest of version N-1 (status.hash of its SignedPolicy)")
+	fl.StringVar(&l.after, "after", "", "the SignedPolicy of the current version (as applied): sign the policy as the version after it")
+}
+
+func (l *linkFlags) given() bool { return l.version != 0 || l.predecessor != "" || l.after != "" }
+
+// resolve is the link doc is signed with; cas is asked only when no
+// link flag is set and its own flags say where CAS is.
+func (l *linkFlags) resolve(ctx context.Context, s Streams, doc *policy.Document, cas *casFlags) (policy.Link, error) {
+	switch {
+	case l.after != "" && (l.version != 0 || l.predecessor != ""):
+		return policy.Link{}, errors.New("--after and --version/--predecessor: choose one")
+	case l.after != "":
+		return linkAfter(l.after, doc.Name)
+	case l.given():
+		link := policy.Link{Version: l.version, Predecessor: l.predecessor}
+		if err := link.Validate(); err != nil {
+			return link, fmt.Errorf("--version/--predecessor: %w", err)
+		}
+		return link, nil
+	case cas != nil && (cas.url != "" || cas.cluster != ""):
+		c, done, err := cas.client(ctx, s)
+		if err != nil {
+			return policy.Link{}, err
+		}
+		defer done()
+		link, err := c.LinkFor(ctx, doc.Name, doc.Digest())
+		if err != nil {
+			return link, fmt.Errorf("asking CAS for the current version of %s: %w", doc.Name, err)
+		}
+		return link, nil
+	}
+	return policy.Link{}, errors.New("say which version this is: --version 1 for a new policy, --after CURRENT.yaml (the current version's SignedPolicy), or --cas/--cluster to ask CAS")
+}
+
+// linkAfter is the link of the version after the SignedPolicy in file.
+func linkAfter(file, name string) (policy.Link, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return policy.Link{}, fmt.Errorf("--after: %w", err)
+	}
+	var sp casv1beta1.SignedPolicy
+	if err := yaml.UnmarshalStrict(data, &sp); err != nil {
+		return policy.Link{}, fmt.Errorf("--after %s: not a SignedPolicy: %w", file, err)
+	}
+	if sp.Kind != "SignedPolicy" {
+		return policy.Link{}, fmt.Errorf("--after %s: not a SignedPolicy but %q", file, sp.Kind)
+	}
+	prev, err := policy.Parse([]byte(sp.Spec.Policy))
+	if err != nil {
+		return policy.Link{}, fmt.Errorf("--after %s: spec.policy: %w", file, err)
+	}
+	if prev.Name != name {
+		return policy.Link{}, fmt.Errorf("--after %s: it is policy %s, not %s", file, prev.Name, name)
+	}
+	if sp.Spec.Version < 1 {
+		return policy.Link{}, fmt.Errorf("--after %s: spec.version is missing: it was signed before versioned signatures; use --cas/--cluster to ask CAS", file)
+	}
+	return policy.Link{Version: sp.Spec.Version + 1, Predecessor: prev.Digest()}, nil
+}
