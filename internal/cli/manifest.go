@@ -138,10 +138,18 @@ func newVerify(s Streams) *cobra.Command {
 			if err := writeCAs(cmd.Context(), c, out); err != nil {
 				return err
 			}
+			hidden := 0
 			for i, r := range h.Records {
+				if r.Policy == "" {
+					hidden++ // read: owners; the digest above is all a data owner needs
+					continue
+				}
 				if _, err := atomicfile.WriteIfChanged(filepath.Join(out, fmt.Sprintf("manifest.%d.yaml", i)), []byte(r.Policy), 0o644); err != nil {
 					return err
 				}
+			}
+			if hidden > 0 {
+				_, _ = fmt.Fprintf(s.Err, "%d versions of manifest %s are readable only by its owners (read: owners): their documents are not written\n", hidden, doc.Name)
 			}
 			n, err := writePolicies(doc, paths, out)
 			if err != nil {

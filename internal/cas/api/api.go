@@ -63,6 +63,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/policies", s.registerPolicy)
 	mux.HandleFunc("GET /v1/policies/{name}", s.getPolicy)
 	mux.HandleFunc("GET /v1/policies/{name}/history", s.history)
+	mux.HandleFunc("GET /v1/challenge", s.challenge)
+	mux.HandleFunc("POST /v1/policies/{name}/read", s.ownerRead)
 	mux.HandleFunc("POST /v1/attest", s.attest)
 	return s.limit(mux)
 }

@@ -24,11 +24,16 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 // cas is GET /v1/ca: wire.CAs.
 func (s *Server) cas(w http.ResponseWriter, _ *http.Request) {
 	cas, err := s.CAS.CAs()
+	respond(w, cas, err)
+}
+
+// respond writes v, or core's error.
+func respond[T any](w http.ResponseWriter, v T, err error) {
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, cas)
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) init(w http.ResponseWriter, r *http.Request) {
@@ -95,21 +100,51 @@ func (s *Server) registerPolicy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, reg)
 }
 
+// getPolicy is the current version's public record: the document only
+// if its read access is "any".
 func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.CAS.Policy(r.PathValue("name"))
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, rec.Public())
 }
 
+// history is every version's public record.
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	recs, err := s.CAS.History(r.PathValue("name"))
 	if err != nil {
 		fail(w, err)
 		return
 	}
+	for i := range recs {
+		recs[i] = recs[i].Public()
+	}
+	s.writeHistory(w, recs)
+}
+
+func (s *Server) challenge(w http.ResponseWriter, _ *http.Request) {
+	ch, err := s.CAS.Challenge()
+	respond(w, ch, err)
+}
+
+// ownerRead is the history with its documents, for an owner's signed
+// request.
+func (s *Server) ownerRead(w http.ResponseWriter, r *http.Request) {
+	var req wire.ReadRequest
+	if !decode(w, r, maxBody, &req) {
+		return
+	}
+	recs, err := s.CAS.OwnerHistory(r.PathValue("name"), req)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	s.writeHistory(w, recs)
+}
+
+func (s *Server) writeHistory(w http.ResponseWriter, recs []wire.Record) {
 	key, err := s.CAS.HistoryKey()
 	if err != nil {
 		fail(w, err)
@@ -129,9 +164,5 @@ func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.CAS.Attest(&req)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	respond(w, res, err)
 }

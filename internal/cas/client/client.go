@@ -7,6 +7,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -151,6 +152,22 @@ func (c *Client) LinkFor(ctx context.Context, name, digest string) (policy.Link,
 func (c *Client) History(ctx context.Context, name string) (*wire.History, error) {
 	var out wire.History
 	return &out, c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name)+"/history", nil, &out)
+}
+
+// ReadHistory is a policy's history with its documents, read with an
+// owner's key: GET /v1/challenge, then POST /v1/policies/{name}/read
+// with the owner's signature over the challenge.
+func (c *Client) ReadHistory(ctx context.Context, name string, owner *ecdsa.PrivateKey) (*wire.History, error) {
+	var ch wire.Challenge
+	if err := c.do(ctx, http.MethodGet, "/v1/challenge", nil, &ch); err != nil {
+		return nil, err
+	}
+	req, err := wire.SignRead(owner, name, ch.Challenge)
+	if err != nil {
+		return nil, err
+	}
+	var out wire.History
+	return &out, c.do(ctx, http.MethodPost, "/v1/policies/"+url.PathEscape(name)+"/read", req, &out)
 }
 
 // AttestRaw is POST /v1/attest.

@@ -108,6 +108,7 @@ type keys struct {
 	authority  *pki.Authority
 	encryption hpke.PrivateKey
 	history    *ecdsa.PrivateKey
+	challenge  []byte // authenticates read challenges
 	policies   map[string]*registered
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -478,5 +480,41 @@ func TestFileSealer(t *testing.T) {
 	}
 	if _, err := f.cas.Init([]*ecdsa.PublicKey{&f.owner.PublicKey}, 1); !errors.Is(err, ErrInitialized) {
 		t.Errorf("second init: %v", err)
+	}
+}
+
+// A read challenge is accepted until it expires, and only by the CAS that
+// made it (one with the same seed).
+func TestReadChallenge(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	clk := testingclock.NewFakeClock(time.Now())
+	f.cas.cfg.Clock = clk
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := f.cas.Challenge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := wire.SignRead(f.owner, "shop", ch.Challenge)
+	if h, err := f.cas.OwnerHistory("shop", req); err != nil || len(h) != 1 || h[0].Policy == "" {
+		t.Fatalf("a fresh challenge: %v", err)
+	}
+	// Signed for another policy name: refused.
+	other, _ := wire.SignRead(f.owner, "other", ch.Challenge)
+	if _, err := f.cas.OwnerHistory("shop", other); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "signature: does not verify") {
+		t.Errorf("a signature for another name: %v", err)
+	}
+	clk.Step(ChallengeTTL)
+	if _, err := f.cas.OwnerHistory("shop", req); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "challenge: expired") {
+		t.Errorf("an expired challenge: %v", err)
+	}
+	// Another CAS's challenge (another seed).
+	g := newFixture(t, NoSealer{}, 1, 1)
+	foreign, _ := g.cas.Challenge()
+	req, _ = wire.SignRead(f.owner, "shop", foreign.Challenge)
+	clk.SetTime(time.Now())
+	if _, err := f.cas.OwnerHistory("shop", req); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "not one this CAS made") {
+		t.Errorf("another CAS's challenge: %v", err)
 	}
 }

@@ -136,7 +136,7 @@ func (c *CAS) unlock(s seed.Seed) error {
 	if err != nil {
 		return err
 	}
-	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), policies: map[string]*registered{}}
+	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), challenge: s.Key("read-challenge", 32), policies: map[string]*registered{}}
 	if k.encryption, err = policy.NewEncryptionKey(s.Key("policy-encryption", 32)); err != nil {
 		return err
 	}

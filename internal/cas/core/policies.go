@@ -19,9 +19,12 @@ type registered struct {
 	Digest  string `json:"digest"`
 	// Predecessor is the digest of the version before, as its owners
 	// signed it; empty for version 1 and for versions signed before links.
-	Predecessor string        `json:"predecessor,omitempty"`
-	Signed      policy.Signed `json:"signed"`
-	doc         *policy.Document
+	Predecessor string `json:"predecessor,omitempty"`
+	// Sealed: a version of the policy came encrypted, so its owners want
+	// it read by nobody else, and no later version may say read: any.
+	Sealed bool          `json:"sealed,omitempty"`
+	Signed policy.Signed `json:"signed"`
+	doc    *policy.Document
 }
 
 func decodeRegistered(raw []byte) (*registered, error) {
@@ -49,7 +52,7 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return c.Register(s)
+	return c.register(s, true)
 }
 
 // Register adds a policy or a new version of one. The signatures are
@@ -58,7 +61,10 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 // version N-1 for version N. Only then is the link compared with what CAS
 // holds: the next version is stored, the current one again is a no-op,
 // an older one is superseded, and anything else is refused.
-func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
+func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) { return c.register(s, false) }
+
+// register registers s, which came encrypted if sealed.
+func (c *CAS) register(s *policy.Signed, sealed bool) (*wire.Registration, error) {
 	doc, err := policy.Parse([]byte(s.Policy))
 	if err != nil {
 		return nil, fmt.Errorf("%w: policy: %w", ErrInvalid, err)
@@ -96,6 +102,10 @@ func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 	if err := c.authorize(k, doc, s, current); err != nil {
 		return refuse(err)
 	}
+	if doc.ReadableByAnyone() && (sealed || (current != nil && current.Sealed)) {
+		return refuse(fmt.Errorf("%w: policy %s: read: any, but the policy came encrypted, so only its owners may read it: remove read: any",
+			ErrInvalid, doc.Name))
+	}
 	if s.Version <= held {
 		return c.earlier(k, doc, s, current, refuse)
 	}
@@ -103,7 +113,7 @@ func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) {
 		return refuse(fmt.Errorf("%w: policy %s version %d is signed to replace %q, but CAS's version %d is %s: sign it again%s",
 			ErrConflict, doc.Name, s.Version, s.Predecessor, held, current.Digest, after(current)))
 	}
-	return c.store(k, doc, s, current)
+	return c.store(k, doc, s, current, sealed)
 }
 
 // earlier answers a correctly signed submission of a version CAS has
@@ -135,11 +145,21 @@ func (c *CAS) earlier(k *keys, doc *policy.Document, s *policy.Signed, current *
 }
 
 // store appends the next version to the policy's history.
-func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered) (*wire.Registration, error) {
+func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered, sealed bool) (*wire.Registration, error) {
 	digest := doc.Digest()
-	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc}
+	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc,
+		Sealed: sealed || (current != nil && current.Sealed)}
+	// The history keeps the document as its author wrote it, unless it
+	// holds plain secret values: then the canonical form without them,
+	// so that no read of the history can ever return one.
+	text := s.Policy
+	redacted, removed := doc.Redacted()
+	if removed {
+		text = string(redacted.Canonical())
+	}
 	rec := wire.Record{Name: doc.Name, Version: s.Version, Digest: digest, Predecessor: s.Predecessor,
-		Policy: s.Policy, Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
+		Policy: text, PolicyHash: wire.HashText(text), Redacted: removed, Read: doc.ReadAccess(),
+		Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
 	err := c.cfg.Store.Update(func(tx store.Tx) error {
 		etx := k.enc.Tx(tx)
 		if current != nil {
@@ -242,7 +262,7 @@ func (c *CAS) document(k *keys, name string, v int) (*policy.Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading policy %s version %d: %w", name, v, err)
 	}
-	d, err := policy.Parse([]byte(rec.Policy))
+	d, err := policy.ParseOwners([]byte(rec.Policy))
 	if err != nil {
 		return nil, fmt.Errorf("policy %s version %d in the history: %w", name, v, err)
 	}
@@ -289,21 +309,27 @@ func (c *CAS) Policy(name string) (*wire.Record, error) {
 // History returns every version of a policy, oldest first.
 func (c *CAS) History(name string) ([]wire.Record, error) { return c.versions(name, false) }
 
+// current is a registered policy's current version, with the keys.
+func (c *CAS) current(name string) (*keys, *registered, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, err := c.ready()
+	if err != nil {
+		return nil, nil, err
+	}
+	current := k.policies[name]
+	if current == nil {
+		return nil, nil, fmt.Errorf("%w: policy %q", ErrNotFound, name)
+	}
+	return k, current, nil
+}
+
 // versions reads a policy's history: all of it, or only the current
 // version.
 func (c *CAS) versions(name string, currentOnly bool) ([]wire.Record, error) {
-	c.mu.RLock()
-	k, err := c.ready()
-	var current *registered
-	if err == nil {
-		current = k.policies[name]
-	}
-	c.mu.RUnlock()
+	k, current, err := c.current(name)
 	if err != nil {
 		return nil, err
-	}
-	if current == nil {
-		return nil, fmt.Errorf("%w: policy %q", ErrNotFound, name)
 	}
 	from := 1
 	if currentOnly {

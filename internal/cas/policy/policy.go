@@ -25,6 +25,11 @@ type Document struct {
 	// Name identifies the policy in CAS; updates keep it.
 	Name   string `json:"name"`
 	Owners Owners `json:"owners"`
+	// Read says who may read the document back from CAS: "owners" (the
+	// default: a request signed by an owner key) or "any". Everyone may
+	// read a version's public record: name, version, digest,
+	// predecessor, signers.
+	Read string `json:"read,omitempty"`
 	// AllowSimulation lets services attest with simulated (insecure)
 	// evidence; for development only.
 	AllowSimulation bool      `json:"allowSimulation,omitempty"`
@@ -76,6 +81,53 @@ type Certificate struct {
 	SANs []string `json:"sans"`
 	// Validity, a Go duration; default 24h, at most 8760h.
 	Validity string `json:"validity,omitempty"`
+}
+
+// Read access.
+const (
+	ReadOwners = "owners"
+	ReadAny    = "any"
+)
+
+// ReadableByAnyone says the document may be served without an owner's
+// signed request.
+func (d *Document) ReadableByAnyone() bool { return d.Read == ReadAny }
+
+// ReadAccess is Read with its default applied.
+func (d *Document) ReadAccess() string {
+	if d.Read == "" {
+		return ReadOwners
+	}
+	return d.Read
+}
+
+// Redacted is the document without the values of its plain secrets: what
+// CAS serves and keeps in its history, so no read ever returns a secret
+// value. It says whether anything was removed.
+func (d *Document) Redacted() (*Document, bool) {
+	out := *d
+	out.Secrets = append([]Secret(nil), d.Secrets...)
+	removed := false
+	for i := range out.Secrets {
+		if out.Secrets[i].Value != nil {
+			out.Secrets[i].Value, removed = nil, true
+		}
+	}
+	return &out, removed
+}
+
+// ParseOwners reads only what a stored (possibly redacted) version says
+// of its owners; it is for documents CAS itself wrote to its history,
+// which passed Parse when they were registered.
+func ParseOwners(data []byte) (*Document, error) {
+	var d Document
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		return nil, err
+	}
+	if _, err := d.OwnerKeys(); err != nil {
+		return nil, err
+	}
+	return &Document{Version: d.Version, Name: d.Name, Owners: d.Owners, Read: d.Read}, nil
 }
 
 // Secret kinds.

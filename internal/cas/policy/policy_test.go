@@ -94,6 +94,7 @@ func TestParseRejects(t *testing.T) {
 		{"unknown field", replace("name: payments", "name: payments\ndescription: x"), nil, `unknown field "description"`},
 		{"wrong version", replace("cloister.dev/policy/v1", "v2"), nil, `version: "v2", want "cloister.dev/policy/v1"`},
 		{"bad name", replace("name: payments", "name: Payments_1"), nil, `name: "Payments_1"`},
+		{"unknown read access", replace("name: payments", "name: payments\nread: everyone"), nil, `read: "everyone": use owners`},
 		{"a threshold without owners", nil, []string{}, "owners.threshold: 1, but no owner keys"},
 		{"owner key twice", nil, []string{owner, owner}, "owners.keys[1]: the same key as an earlier one"},
 		{"Ed25519 owner key", nil, []string{edKey}, "owners.keys[0]: a ed25519.PublicKey key: want ECDSA P-256"},
@@ -151,5 +152,18 @@ func TestCanonical(t *testing.T) {
 	c, _ := Parse([]byte(doc(t, []string{owner}, replace("validity: 12h", "validity: 11h"))))
 	if c.Digest() == a.Digest() {
 		t.Error("a changed validity has the same digest")
+	}
+}
+
+// Redacted drops exactly the plain secrets' values, and never changes the
+// document it was made from.
+func TestRedacted(t *testing.T) {
+	d := &Document{Secrets: []Secret{{Name: "a", Kind: Plain, Value: []byte("v")}, {Name: "b", Kind: SymmetricKey}}}
+	r, removed := d.Redacted()
+	if !removed || r.Secrets[0].Value != nil || d.Secrets[0].Value == nil || r.Secrets[1].Name != "b" {
+		t.Errorf("redacted %+v (removed %v), original %+v", r.Secrets, removed, d.Secrets)
+	}
+	if _, removed := r.Redacted(); removed {
+		t.Error("a redacted document had values left")
 	}
 }

@@ -55,6 +55,11 @@ func (d *Document) Validate() error {
 			bad("owners.threshold: %d, want 1..%d (the number of owner keys)", t, len(d.Owners.Keys))
 		}
 	}
+	switch d.Read {
+	case "", ReadOwners, ReadAny:
+	default:
+		bad("read: %q: use %s (only requests signed by an owner key read the document; the default) or %s (anyone may read it)", d.Read, ReadOwners, ReadAny)
+	}
 	if len(d.Services) == 0 || len(d.Services) > maxServices {
 		bad("services: %d, want 1..%d", len(d.Services), maxServices)
 	}
