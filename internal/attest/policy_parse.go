@@ -104,5 +104,31 @@ func (id *Identity) validate() error {
 			return fmt.Errorf("pcrs[%d] has %d bytes, a Nitro PCR (SHA-384) has 48 (96 hex digits)", i, len(v))
 		}
 	}
+	return id.measured()
+}
+
+// measured refuses a hardware identity that does not pin what was
+// launched: without it the identity admits any workload of that TEE
+// type, whoever built it. Host data and MRCONFIGID do not count, since
+// the host chooses them.
+func (id *Identity) measured() error {
+	switch id.Type {
+	case SGX:
+		if id.MRENCLAVE == nil && (id.MRSIGNER == nil || id.ISVProdID == nil) {
+			return errors.New("an sgx identity pins the enclave: give mrenclave, or mrsigner with isvProdID (the signer's key alone admits every enclave it ever signed)")
+		}
+	case TDX:
+		if id.MRTD == nil {
+			return errors.New("a tdx identity pins the TD's launch measurement: give mrtd (mrConfigID and rtmr add to it; the host chooses mrConfigID)")
+		}
+	case SNP:
+		if id.Measurement == nil {
+			return errors.New("an snp identity pins the guest's launch measurement: give measurement (hostData adds to it; the host chooses it)")
+		}
+	case Nitro:
+		if id.PCRs[0] == nil {
+			return errors.New("a nitro identity pins the enclave image: give pcrs[0] (without it any enclave of any AWS account matches)")
+		}
+	}
 	return nil
 }

@@ -8,13 +8,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/las/wire"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -62,17 +62,7 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 	var req wire.EvidenceRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
-	// Nothing may follow the value: not another value, nor a stray '}' or
-	// ']' (which dec.More does not count).
-	if err == nil {
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = errors.New("more than one JSON value")
-		}
-	}
-	if err != nil {
+	if err := strictjson.Decode(http.MaxBytesReader(w, r.Body, maxRequest), &req); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w; send {\"reportData\": \"<hex, up to 64 bytes>\"}", err))
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -118,16 +118,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 		writeError(w, http.StatusUnsupportedMediaType, wire.ReasonContentType, fmt.Errorf("content type %q: send application/json", r.Header.Get("Content-Type")))
 		return false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	// Nothing may follow the value: not another value, nor a stray '}' or
-	// ']' (which dec.More does not count).
-	if err == nil {
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = errors.New("more than one JSON value")
-		}
-	}
+	err := strictjson.Decode(http.MaxBytesReader(w, r.Body, limit), v)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

@@ -198,7 +198,7 @@ func TestAttestRejections(t *testing.T) {
 	noSim := f.policyText("")
 	noSim = strings.Replace(noSim, "allowSimulation: true\n", "", 1)
 	noSim = strings.Replace(noSim, "name: shop", "name: strict", 1)
-	noSim = strings.Replace(noSim, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: nitro}]}\n", 1)
+	noSim = strings.Replace(noSim, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: nitro, pcrs: {0: \""+strings.Repeat("ab", 48)+"\"}}]}\n", 1)
 	if _, err := f.register(noSim, f.owner); err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +246,21 @@ func TestSimulationRefusedByCAS(t *testing.T) {
 	_, err := f.cas.Attest(f.request("api", nil))
 	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "spec.simulation") {
 		t.Fatalf("simulated evidence at a CAS without simulation: %v", err)
+	}
+	// And it refuses a policy only simulated evidence could meet: its
+	// worker service has identities: [], which would read as "anyone".
+	// The policy CAS held from before is unchanged.
+	changed := strings.Replace(f.policyText(""), "validity: 2h", "validity: 3h", 1)
+	if _, err := f.register(changed, f.owner); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "services[1] (worker): no hardware identity") {
+		t.Errorf("a simulated-only service at a CAS without simulation: %v", err)
+	}
+	simOnly := strings.Replace(changed, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: sim, hostData: \""+strings.Repeat("ab", 32)+"\"}]}\n", 1)
+	if _, err := f.register(simOnly, f.owner); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "services[1] (worker): no hardware identity") {
+		t.Errorf("a sim identity at a CAS without simulation: %v", err)
+	}
+	hardware := strings.Replace(changed, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: snp, measurement: \""+strings.Repeat("ab", 48)+"\"}]}\n", 1)
+	if r, err := f.register(hardware, f.owner); err != nil || r.Version != 2 {
+		t.Errorf("measured identities at a CAS without simulation: %+v %v", r, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -102,6 +103,11 @@ func (c *CAS) register(s *policy.Signed, sealed bool) (*wire.Registration, error
 	if err := c.authorize(k, doc, s, current); err != nil {
 		return refuse(err)
 	}
+	if !c.cfg.AllowSimulation {
+		if err := hardwareOnly(doc); err != nil {
+			return refuse(err)
+		}
+	}
 	if doc.ReadableByAnyone() && (sealed || (current != nil && current.Sealed)) {
 		return refuse(fmt.Errorf("%w: policy %s: read: any, but the policy came encrypted, so only its owners may read it: remove read: any",
 			ErrInvalid, doc.Name))
@@ -114,6 +120,24 @@ func (c *CAS) register(s *policy.Signed, sealed bool) (*wire.Registration, error
 			ErrConflict, doc.Name, s.Version, s.Predecessor, held, current.Digest, after(current)))
 	}
 	return c.store(k, doc, s, current, sealed)
+}
+
+// hardwareOnly refuses services that only simulated evidence could meet,
+// for a CAS that refuses simulated evidence: with no identities such a
+// service reads as "anyone", and it could never attest here anyway.
+func hardwareOnly(doc *policy.Document) error {
+	for i := range doc.Services {
+		svc := &doc.Services[i]
+		hardware := false
+		for _, id := range svc.Attestation.Identities {
+			hardware = hardware || id.Type != attest.Sim
+		}
+		if !hardware {
+			return fmt.Errorf("%w: services[%d] (%s): no hardware identity, and this CAS does not accept simulated evidence: list the measurements the service may have (a simulated-only policy belongs on a CAS with simulation)",
+				ErrInvalid, i, svc.Name)
+		}
+	}
+	return nil
 }
 
 // earlier answers a correctly signed submission of a version CAS has

@@ -33,6 +33,14 @@ func ParseReferenceValues(data []byte) (*ReferenceValues, error) {
 	if err := yaml.UnmarshalStrict(data, &r); err != nil {
 		return nil, err
 	}
+	// The launch measurement is what pins the pods' guest: without it the
+	// manifest would admit any guest of the platform, and CAS refuses it.
+	if r.SNP != nil && len(r.SNP.Measurement) != 48 {
+		return nil, fmt.Errorf("snp.measurement: %d bytes: give the guest's launch measurement, 48 bytes (96 hex digits)", len(r.SNP.Measurement))
+	}
+	if r.TDX != nil && len(r.TDX.MRTD) != 48 {
+		return nil, fmt.Errorf("tdx.mrtd: %d bytes: give the TD's launch measurement, 48 bytes (96 hex digits)", len(r.TDX.MRTD))
+	}
 	return &r, nil
 }
 

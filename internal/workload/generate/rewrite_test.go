@@ -358,6 +358,11 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 	if _, err := (Manifest{Name: "shop", Platform: runtimeclass.SNP}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "snp.measurement") {
 		t.Errorf("snp without reference values: %v", err)
 	}
+	for _, bad := range []string{"snp: {}\n", "snp:\n  minTCB: {snp: 8}\n", "tdx:\n  rtmr: ['']\n", "tdx:\n  mrtd: abcd\n"} {
+		if _, err := ParseReferenceValues([]byte(bad)); err == nil || !strings.Contains(err.Error(), "launch measurement, 48 bytes") {
+			t.Errorf("reference values %q without a launch measurement: %v", bad, err)
+		}
+	}
 	ref, err := ParseReferenceValues([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
 	if err != nil {
 		t.Fatal(err)

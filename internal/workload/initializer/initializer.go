@@ -8,13 +8,14 @@ package initializer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
 // Config is what generate wrote into the initializer's environment; it
@@ -48,17 +49,37 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// parseExpect reads the expected CAS identity strictly: an unknown field
+// or a malformed measurement is an error, never a policy that would trust
+// whichever CAS answers.
+func parseExpect(text string) (*attest.Policy, error) {
+	if text == "" {
+		return nil, fmt.Errorf("%s is empty: the evidence CAS must show (cloister generate --cas-identity sets it)", initenv.EnvExpect)
+	}
+	var p attest.Policy
+	if err := strictjson.Unmarshal([]byte(text), &p); err != nil {
+		return nil, fmt.Errorf("%s: %w", initenv.EnvExpect, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", initenv.EnvExpect, err)
+	}
+	if len(p.Identities) == 0 && !p.AllowSimulation {
+		return nil, fmt.Errorf("%s names no CAS identity, so any CAS would do: give its measurements (cloister generate --cas-identity)", initenv.EnvExpect)
+	}
+	return &p, nil
+}
+
 // Run attests until it succeeds or ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	var expect casclient.Expect
-	if cfg.Expect != "" {
-		if err := json.Unmarshal([]byte(cfg.Expect), &expect.Policy); err != nil {
-			return fmt.Errorf("the expected CAS identity: %w", err)
-		}
+	p, err := parseExpect(cfg.Expect)
+	if err != nil {
+		return err
 	}
+	expect.Policy = *p
 	wait := cfg.MinRetry
 	if wait == 0 {
 		wait = time.Second

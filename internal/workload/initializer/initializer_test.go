@@ -103,13 +103,34 @@ func TestInitializerRefusesAnotherCAS(t *testing.T) {
 	logs := &testenv.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := Run(ctx, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{}`, Policy: "shop", Service: "web", LAS: "http://127.0.0.1:1", Out: dir,
+	err := Run(ctx, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "sgx", "mrenclave": "` + strings.Repeat("ab", 32) + `"}]}`, Policy: "shop", Service: "web", LAS: "http://127.0.0.1:1", Out: dir,
 		MinRetry: 50 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err == nil || !strings.Contains(err.Error(), "is not the CAS this pod expects") || !strings.Contains(err.Error(), "simulat") {
 		t.Errorf("error %v\n%s", err, logs)
 	}
 	if err := (&Config{CAS: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "policy service LAS output folder") {
 		t.Errorf("validate: %v", err)
+	}
+}
+
+// The expected CAS identity is read strictly: a typo is an error, never a
+// policy that trusts whichever CAS answers.
+func TestExpectIsStrict(t *testing.T) {
+	for _, tc := range []struct{ expect, want string }{
+		{"", "CLOISTER_CAS_EXPECT is empty"},
+		{`{}`, "names no CAS identity, so any CAS would do"},
+		{`{"identitys": [{"type": "sgx", "mrenclave": "` + strings.Repeat("ab", 32) + `"}]}`, `unknown field "identitys"`},
+		{`{"identities": [{"type": "sgx"}]}`, "an sgx identity pins the enclave"},
+		{`{"identities": [{"type": "sgx", "mrenclave": "abcd"}]}`, "mrenclave has 2 bytes"},
+		{`{"allowSimulation": true} {}`, "CLOISTER_CAS_EXPECT"},
+	} {
+		_, err := parseExpect(tc.expect)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.expect, err, tc.want)
+		}
+	}
+	if p, err := parseExpect(`{"allowSimulation":true}`); err != nil || !p.AllowSimulation {
+		t.Errorf("what cloister generate writes for sim: %+v %v", p, err)
 	}
 }
 
@@ -141,4 +162,18 @@ func BenchmarkInitializer(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// What the host puts into the pod's environment never panics the
+// initializer, and nothing it accepts trusts any CAS.
+func FuzzExpect(f *testing.F) {
+	for _, s := range []string{`{"allowSimulation":true}`, `{}`, `{"identities": [{"type": "sgx", "mrenclave": "` + strings.Repeat("ab", 32) + `"}]}`, `{"identities": [{"type": "nitro", "pcrs": {"0": ""}}]}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parseExpect(s)
+		if err == nil && len(p.Identities) == 0 && !p.AllowSimulation {
+			t.Errorf("%q accepted without an identity", s)
+		}
+	})
 }
