@@ -26,11 +26,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
@@ -137,40 +139,72 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, w
 	if err != nil {
 		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("TLS key: %w", err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "cloister-cas"},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
+	dns, ips := []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	for _, san := range sans {
 		if ip := net.ParseIP(san); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			ips = append(ips, ip)
 		} else if san != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, san)
+			dns = append(dns, san)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, wire.Identity{}, err
+	// The same certificate while the key and names stay: a client that
+	// pinned it (--cas-ca) must still reach CAS after a restart, which is
+	// exactly when the owners recover it.
+	certFile := filepath.Join(dir, tlsCertFile)
+	der, notAfter := reusableCert(certFile, key, dns, ips, time.Now())
+	if der == nil {
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(time.Now().UnixNano()),
+			Subject:      pkix.Name{CommonName: "cloister-cas"},
+			NotBefore:    time.Now().Add(-time.Minute),
+			NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			DNSNames:     dns,
+			IPAddresses:  ips,
+		}
+		if der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key); err != nil {
+			return tls.Certificate{}, wire.Identity{}, err
+		}
+		notAfter = tmpl.NotAfter
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, tlsCertFile), certPEM, 0o644); err != nil { //nolint:gosec // the TLS certificate is public
+	if _, err := atomicfile.WriteIfChanged(certFile, certPEM, 0o644); err != nil {
 		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("writing the TLS certificate: %w", err)
 	}
 	id := wire.Identity{TLSCertificate: string(certPEM)}
 	if simulation {
-		ev, err := selfEvidence(key, tmpl.NotAfter)
+		ev, err := selfEvidence(key, notAfter)
 		if err != nil {
 			return tls.Certificate{}, wire.Identity{}, err
 		}
 		id.Evidence = ev
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, id, nil
+}
+
+// renewBefore: a certificate closer than this to its end is made anew.
+const renewBefore = 30 * 24 * time.Hour
+
+// reusableCert is the certificate in file if it is for key, names exactly
+// dns and ips, and is valid for a while yet; else nil.
+func reusableCert(file string, key *ecdsa.PrivateKey, dns []string, ips []net.IP, now time.Time) ([]byte, time.Time) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, time.Time{}
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, time.Time{}
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || !key.PublicKey.Equal(cert.PublicKey) || now.Add(renewBefore).After(cert.NotAfter) || now.Before(cert.NotBefore) {
+		return nil, time.Time{}
+	}
+	if !slices.Equal(cert.DNSNames, dns) || !slices.EqualFunc(cert.IPAddresses, ips, func(a, b net.IP) bool { return a.Equal(b) }) {
+		return nil, time.Time{}
+	}
+	return block.Bytes, cert.NotAfter
 }
 
 // selfEvidence is simulated evidence whose report data is the SHA-256 of

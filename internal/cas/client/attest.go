@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -69,7 +70,11 @@ func (c *Client) Attest(ctx context.Context, policyName, service string, q Quote
 func write(dir string, res *wire.AttestResult, keyPEM []byte) error {
 	var env strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(res.Env)) {
-		fmt.Fprintf(&env, "%s=%s\n", k, res.Env[k])
+		line, err := envLine(k, res.Env[k])
+		if err != nil {
+			return err
+		}
+		env.WriteString(line)
 	}
 	files := map[string][]byte{
 		CertChainFile: []byte(res.Certificate),
@@ -95,4 +100,23 @@ func write(dir string, res *wire.AttestResult, keyPEM []byte) error {
 		}
 	}
 	return nil
+}
+
+var (
+	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envBare = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]*$`)
+)
+
+// envLine is one NAME=value line of the env file, which a POSIX shell
+// sources (set -a; . env): a value of plain characters as it is, any other
+// single-quoted, so no newline, quote or $ in a value can end it early
+// and add a variable or run a command.
+func envLine(name, value string) (string, error) {
+	if !envName.MatchString(name) {
+		return "", fmt.Errorf("CAS sent an environment variable with a bad name %q", name)
+	}
+	if envBare.MatchString(value) {
+		return name + "=" + value + "\n", nil
+	}
+	return name + "='" + strings.ReplaceAll(value, "'", `'\''`) + "'\n", nil
 }

@@ -1,0 +1,35 @@
+package cas
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/cas/client"
+)
+
+// A client that pinned CAS's tls.crt (cloister ... --cas-ca) reaches it
+// after a restart, when its owners need it most; new names make a new
+// certificate.
+func TestPinnedCertificateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	url, caFile, stop := StartForTest(t, dir, "none")
+	pinned, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	url, _, stop = StartForTest(t, dir, "none")
+	c, err := client.New(url, pinned, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublicKey(context.Background()); err != nil {
+		t.Fatalf("the pinned certificate after a restart: %v", err)
+	}
+	stop()
+	_, caFile, _ = StartConfigForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, TLSSANs: []string{"cas.shop.svc"}})
+	if now, _ := os.ReadFile(caFile); string(now) == string(pinned) {
+		t.Error("another name, the same certificate")
+	}
+}
