@@ -13,13 +13,13 @@ import (
 // certificate.
 func TestPinnedCertificateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	url, caFile, stop := StartForTest(t, dir, "none")
+	_, caFile, stop := StartForTest(t, dir, "none")
 	pinned, err := os.ReadFile(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	url, _, stop = StartForTest(t, dir, "none")
+	url, _, stop2 := StartForTest(t, dir, "none")
 	c, err := client.New(url, pinned, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestPinnedCertificateSurvivesRestart(t *testing.T) {
 	if _, err := c.PublicKey(context.Background()); err != nil {
 		t.Fatalf("the pinned certificate after a restart: %v", err)
 	}
-	stop()
+	stop2()
 	_, caFile, _ = StartConfigForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, TLSSANs: []string{"cas.shop.svc"}})
 	if now, _ := os.ReadFile(caFile); string(now) == string(pinned) {
 		t.Error("another name, the same certificate")
