@@ -224,7 +224,8 @@ demo_cas() {
 	fi
 	if [ ! -f "$CAS_DIR/shares.json" ]; then
 		[ -f "$CAS_DIR/recovery-owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/recovery-owner.pem" >"$CAS_DIR/recovery-owner.pub.pem"
-		cas init --recovery-owner "$CAS_DIR/recovery-owner.pub.pem" --threshold 1 --out "$CAS_DIR/shares.json"
+		cas init --recovery-owner "$CAS_DIR/recovery-owner.pub.pem" --threshold 1 --out "$CAS_DIR/shares.json" \
+			--init-token-file "$CAS_DIR/state/init-token"
 	fi
 	[ -f "$CAS_DIR/owner.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/owner.pem" >"$CAS_DIR/owner.pub.pem"
 	policy_doc >"$CAS_DIR/policy.yaml"

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestReadsByAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	recovery, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&recovery.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&recovery.PublicKey))}, 1, InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()

@@ -72,6 +72,40 @@ func BenchmarkAttest(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
 }
 
+// BenchmarkAttestNewConnection: one attestation per new client, so each
+// pays its TLS handshake, as a pod's initializer does.
+func BenchmarkAttestNewConnection(b *testing.B) {
+	c, url, ca := readyCASAt(b)
+	owner, _ := policy.NewKey()
+	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {
+		b.Fatal(err)
+	}
+	reqs := attestRequests(b, 64)
+	i := 0
+	for b.Loop() {
+		fresh, err := client.New(url, ca, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fresh.AttestRaw(context.Background(), reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		fresh.CloseIdleConnections()
+		i++
+	}
+}
+
+// BenchmarkAttestFreshRequest: each attestation with a key, CSR and
+// evidence made for it, as every pod start makes them.
+func BenchmarkAttestFreshRequest(b *testing.B) {
+	c, _ := benchCAS(b, 0)
+	for b.Loop() {
+		if _, err := c.AttestRaw(context.Background(), attestRequests(b, 1)[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAttestLatencyAt500: attestations sent at 500 per second; the
 // p50 and p99 of their latency.
 func BenchmarkAttestLatencyAt500(b *testing.B) {
@@ -119,9 +153,10 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // reports the CPU it spends per attestation, so the load generator's CPU
 // is not counted: server-capacity is what 2 cores of it would serve.
 func BenchmarkAttestServerCPU(b *testing.B) {
-	cmd, c := child(b, b.TempDir())
+	dir := b.TempDir()
+	cmd, c := child(b, dir)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(b, dir)); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {

@@ -10,6 +10,7 @@
 package cas
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,6 +18,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -54,6 +56,10 @@ type Config struct {
 	// (no TEE here to do it for real) and accepts simulated evidence from
 	// workloads whose policy allows it; without it CAS refuses simulation.
 	Simulation bool
+	// InitTokenFile holds the one-time init token (the operator mounts
+	// its Secret there). Empty: CAS makes one in the state folder while it
+	// is uninitialised and removes it once it is used.
+	InitTokenFile string
 	// Ready, when set, gets the address CAS listens on.
 	Ready func(addr string)
 }
@@ -63,6 +69,8 @@ type Config struct {
 const (
 	tlsKeyFile  = "tls.key"
 	tlsCertFile = "tls.crt"
+	// InitTokenFile is a standalone CAS's init token in its state folder.
+	InitTokenFile = "init-token"
 )
 
 // Run serves until ctx ends.
@@ -82,9 +90,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = db.Close() }()
-	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
+	token := &fileToken{path: cfg.InitTokenFile}
+	if token.path == "" {
+		token.path, token.own = filepath.Join(cfg.StateDir, InitTokenFile), true
+	}
+	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
 	if err != nil {
 		return err
+	}
+	if state, _ := cas.Status(); state == wire.Uninitialized && token.own {
+		if err := token.ensure(); err != nil {
+			return err
+		}
+		log.Info("uninitialised: the init token is in a file only the owners of this machine read; cloister cas init --init-token-file uses it", "initToken", token.path)
 	}
 	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs, cfg.Simulation)
 	if err != nil {
@@ -119,6 +137,40 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// fileToken is the init token in a file: one the operator mounts, or one
+// CAS makes in its state folder (own) and removes once used.
+type fileToken struct {
+	path string
+	own  bool
+}
+
+func (f *fileToken) Token() ([]byte, error) {
+	raw, err := os.ReadFile(f.path)
+	if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+		return nil, fmt.Errorf("none in %s, where this CAS expects it", f.path)
+	}
+	return raw, nil
+}
+
+func (f *fileToken) Consumed() {
+	if f.own {
+		_ = os.Remove(f.path) // a stale token opens nothing: CAS is initialised
+	}
+}
+
+// ensure makes a token unless one is there.
+func (f *fileToken) ensure() error {
+	if _, err := f.Token(); err == nil {
+		return nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	_, err := atomicfile.WriteIfChanged(f.path, []byte(base64.RawURLEncoding.EncodeToString(b)+"\n"), 0o600)
+	return err
 }
 
 // ParseSealer reads --sealer.

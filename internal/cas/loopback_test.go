@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,13 @@ import (
 // readyCAS is cloister-cas on loopback, initialised, with its client.
 func readyCAS(t testing.TB) *client.Client {
 	t.Helper()
+	c, _, _ := readyCASAt(t)
+	return c
+}
+
+// readyCASAt is readyCAS with its URL and TLS certificate.
+func readyCASAt(t testing.TB) (*client.Client, string, []byte) {
+	t.Helper()
 	url, caFile, _ := StartForTest(t, t.TempDir(), "none")
 	ca, _ := os.ReadFile(caFile)
 	c, err := client.New(url, ca, nil)
@@ -30,10 +38,10 @@ func readyCAS(t testing.TB) *client.Client {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, url, ca
 }
 
 func pemKey(k *ecdsa.PrivateKey) string {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +51,15 @@ func StartConfigForTest(t testing.TB, cfg Config) (url, caFile string, stop func
 		t.Fatal(err)
 	}
 	return url, caFile, stop
+}
+
+// InitTokenForTest is the init token a CAS started on state folder dir
+// made for itself.
+func InitTokenForTest(t testing.TB, dir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, InitTokenFile))
+	if err != nil {
+		t.Fatalf("the init token: %v", err)
+	}
+	return strings.TrimSpace(string(raw))
 }

@@ -33,7 +33,8 @@ func relay(t *testing.T, casURL string) string {
 // evidence only when asked, never a relay's key, and the key it saw is
 // pinned for every later connection.
 func TestAttestedConnection(t *testing.T) {
-	casURL, _, _ := StartForTest(t, t.TempDir(), "none")
+	dir := t.TempDir()
+	casURL, _, _ := StartForTest(t, dir, "none")
 	ctx := context.Background()
 	sim := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
 
@@ -45,7 +46,7 @@ func TestAttestedConnection(t *testing.T) {
 		t.Errorf("claims insecure=%v, state %q", got.Claims.Insecure, got.PublicKey.State)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dir)); err != nil {
 		t.Fatalf("init over the attested connection: %v", err)
 	}
 

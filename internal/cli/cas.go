@@ -59,7 +59,11 @@ func newCASInit(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			shares, err := initCAS(cmd.Context(), c, pems, threshold, out)
+			token, err := f.initToken(cmd.Context())
+			if err != nil {
+				return err
+			}
+			shares, err := initCAS(cmd.Context(), c, pems, threshold, token, out)
 			if err != nil {
 				return err
 			}
@@ -68,6 +72,7 @@ func newCASInit(s Streams) *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	f.addInitToken(cmd)
 	cmd.Flags().StringArrayVar(&owners, "recovery-owner", nil, "a recovery owner's public key (PEM, cloister policy keygen); repeat")
 	cmd.Flags().IntVar(&threshold, "threshold", 1, "how many owners' shares recover CAS")
 	cmd.Flags().StringVar(&out, "out", "", "where to write the sealed shares")
@@ -96,8 +101,8 @@ func newCASRecover(s Streams) *cobra.Command {
 
 // initCAS makes CAS generate its seed, split among the recovery owners,
 // and writes the sealed shares to path, the only place they are kept.
-func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshold int, path string) (*wire.Shares, error) {
-	shares, err := c.Init(ctx, owners, threshold)
+func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshold int, token, path string) (*wire.Shares, error) {
+	shares, err := c.Init(ctx, owners, threshold, token)
 	if err != nil {
 		return nil, err
 	}

@@ -39,12 +39,35 @@ func TestCASWorkflow(t *testing.T) {
 		initArgs = append(initArgs, "--recovery-owner", pubFile)
 	}
 	shares := filepath.Join(dir, "shares.json")
+	// Whoever reaches CAS first does not become its owner: init needs the
+	// token CAS wrote into its state folder, and takes it once.
+	tokenFile := filepath.Join(state, cas.InitTokenFile)
+	wrong := writeFile(t, dir, "wrong-token", "not-the-token\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--init-token-file is required"},
+		{[]string{"--init-token-file", wrong}, "not this CAS's init token (403, unauthorized)"},
+	} {
+		if _, _, err := run(t, append(append(append([]string{"cas", "init", "--out", shares}, casArgs...), initArgs...), tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("init with %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if info, err := os.Stat(tokenFile); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the init token file: %v %v", info, err)
+	}
+	keep := writeFile(t, dir, "token-copy", readFile(t, tokenFile))
+	initArgs = append(initArgs, "--init-token-file", tokenFile)
 	out := mustRun(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, casArgs...), initArgs...)...)
 	if !strings.Contains(out, "3 shares, any 2 recover it") {
 		t.Errorf("init: %s", out)
 	}
-	if _, _, err := run(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares + "2"}, casArgs...), initArgs...)...); err == nil || !strings.Contains(err.Error(), "409") {
-		t.Errorf("second init: %v", err)
+	if _, err := os.Stat(tokenFile); !os.IsNotExist(err) {
+		t.Errorf("the init token is still there after init: %v", err)
+	}
+	if _, _, err := run(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares + "2"}, casArgs...), append(initArgs[:len(initArgs)-2:len(initArgs)-2], "--init-token-file", keep)...)...); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("second init with the used token: %v", err)
 	}
 
 	owner, ownerPub := keygen(t, dir, "owner.pem")
@@ -186,7 +209,8 @@ func TestCASTrustedByEvidence(t *testing.T) {
 	if err := os.WriteFile(pubFile, []byte(pub), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	initArgs := []string{"cas", "init", "--recovery-owner", pubFile, "--out", filepath.Join(dir, "shares.json"), "--cas", url}
+	initArgs := []string{"cas", "init", "--recovery-owner", pubFile, "--out", filepath.Join(dir, "shares.json"), "--cas", url,
+		"--init-token-file", filepath.Join(dir, "state", cas.InitTokenFile)}
 
 	for _, tt := range []struct {
 		args []string

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -24,6 +27,49 @@ type casFlags struct {
 	url, ca, cluster, identity string
 	kubeconfig, kubeContext    string
 	insecureSimulated          bool
+	initTokenFile              string
+}
+
+// addInitToken adds the flag of the commands that may initialise CAS.
+func (f *casFlags) addInitToken(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.initTokenFile, "init-token-file", "", "the init token CAS was started with (a standalone CAS writes init-token in its state folder); --cluster reads it from the CAS resource's Secret")
+}
+
+// initToken is the init token from --init-token-file, or for --cluster
+// from the Secret the operator made for the CAS resource.
+func (f *casFlags) initToken(ctx context.Context) (string, error) {
+	if f.initTokenFile != "" {
+		raw, err := os.ReadFile(f.initTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--init-token-file: %w", err)
+		}
+		return strings.TrimSpace(string(raw)), nil
+	}
+	if f.cluster == "" {
+		return "", errors.New("--init-token-file is required: the init token CAS was started with (init-token in a standalone CAS's state folder)")
+	}
+	ref, err := conn.ParseRef(f.cluster)
+	if err != nil {
+		return "", fmt.Errorf("--cluster: %w", err)
+	}
+	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	name := conn.InitTokenSecret(ref.Name)
+	sec, err := cs.CoreV1().Secrets(ref.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading CAS's init token (Secret %s/%s; reading it is what entitles you to initialise CAS): %w", ref.Namespace, name, err)
+	}
+	token := strings.TrimSpace(string(sec.Data[conn.InitTokenKey]))
+	if token == "" {
+		return "", fmt.Errorf("the init token Secret %s/%s has no %s: the operator has not made it yet", ref.Namespace, name, conn.InitTokenKey)
+	}
+	return token, nil
 }
 
 func (f *casFlags) add(cmd *cobra.Command) {

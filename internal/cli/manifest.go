@@ -60,7 +60,7 @@ func newSet(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			if err := initIfNeeded(cmd.Context(), s, c, dir); err != nil {
+			if err := initIfNeeded(cmd.Context(), s, c, &f, dir); err != nil {
 				return err
 			}
 			signed := &policy.Signed{Policy: string(text)}
@@ -88,6 +88,7 @@ func newSet(s Streams) *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	f.addInitToken(cmd)
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml and the owner keys (cloister generate's)")
 	cmd.Flags().StringVar(&ownerKey, "workload-owner-key", "", "the key that signs the manifest (default: workload-owner.pem of the workspace)")
 	return cmd
@@ -255,7 +256,7 @@ func eachYAML(paths []string, do func(file string, data []byte) error) error {
 
 // initIfNeeded initialises an uninitialised CAS with the workspace's seed
 // share owner as its one recovery owner.
-func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, dir string) error {
+func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, f *casFlags, dir string) error {
 	pk, err := c.PublicKey(ctx)
 	if err != nil {
 		return err
@@ -267,8 +268,12 @@ func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, dir strin
 	if err != nil {
 		return fmt.Errorf("the seed share owner key: %w", err)
 	}
+	token, err := f.initToken(ctx)
+	if err != nil {
+		return fmt.Errorf("CAS is not initialised yet: %w", err)
+	}
 	path := filepath.Join(dir, seedSharesFile)
-	if _, err := initCAS(ctx, c, []string{pub}, 1, path); err != nil {
+	if _, err := initCAS(ctx, c, []string{pub}, 1, token, path); err != nil {
 		return fmt.Errorf("initialising CAS: %w", err)
 	}
 	_, _ = fmt.Fprintf(s.Err, "CAS initialised: its seed share, sealed to %s, is in %s; keep both to recover CAS\n", generate.SeedShareOwnerFile, path)

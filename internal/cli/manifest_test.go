@@ -38,7 +38,7 @@ func TestSetVerifyRecover(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	url, _, stop := cas.StartForTest(t, state, "none")
 	casArgs := []string{"-c", url, "--insecure-simulated-cas", "--workspace", work}
-	out, stderr, err := run(t, append(append([]string{"set"}, casArgs...), resources)...)
+	out, stderr, err := run(t, append(append([]string{"set", "--init-token-file", filepath.Join(state, cas.InitTokenFile)}, casArgs...), resources)...)
 	if err != nil || !strings.Contains(out, "manifest shop set: version 1") || !strings.Contains(stderr, "CAS initialised") {
 		t.Fatalf("set: %v\n%s\n%s", err, out, stderr)
 	}
@@ -170,8 +170,9 @@ func TestImmutableManifest(t *testing.T) {
 	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
-	url, _, _ := cas.StartForTest(t, filepath.Join(t.TempDir(), "state"), "none")
-	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--workspace", work, resources}
+	state := filepath.Join(t.TempDir(), "state")
+	url, _, _ := cas.StartForTest(t, state, "none")
+	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--workspace", work, "--init-token-file", filepath.Join(state, cas.InitTokenFile), resources}
 	if out := mustRun(t, set...); !strings.Contains(out, "version 1") {
 		t.Fatalf("set: %s", out)
 	}

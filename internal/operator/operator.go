@@ -226,7 +226,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &sgxplugin.Kind{Base: b} }, sgxplugin.Setup},
 		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
 		{"las", opts.Images.LAS, func(b service.Base) service.Kind { return &las.Kind{Base: b} }, las.Setup},
-		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b} }, cas.Setup},
+		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b, Secrets: mgr.GetClient()} }, cas.Setup},
 		{"confidentialruntime", opts.Images.NodeInstaller, func(b service.Base) service.Kind {
 			return &confidentialruntime.Kind{Base: b, Version: version.Get().Version}
 		}, confidentialruntime.Setup},

@@ -112,6 +112,12 @@ type CASStatus struct {
 	// recover) or ready.
 	// +optional
 	CASState string `json:"casState,omitempty"`
+
+	// InitializedAt is when the operator first saw CAS ready after an
+	// init; the init token was renewed then, so it opens nothing. A CAS
+	// that is uninitialised again after it lost its state says so.
+	// +optional
+	InitializedAt *metav1.Time `json:"initializedAt,omitempty"`
 }
 
 // CAS runs the attestation and configuration service: it holds policies,

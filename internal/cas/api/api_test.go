@@ -31,12 +31,12 @@ func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
 			t.Fatal(err)
 		}
 	})
-	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, AllowSimulation: true})
+	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, InitToken: core.FixedToken("t0ken"), AllowSimulation: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	owner, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1); err != nil {
+	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken"); err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewTLSServer((&Server{CAS: cas, PerClient: perClient}).Handler())

@@ -50,7 +50,7 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 		}
 		owners = append(owners, k)
 	}
-	shares, err := s.CAS.Init(owners, req.Threshold)
+	shares, err := s.CAS.Init(owners, req.Threshold, req.Token)
 	if err != nil {
 		fail(w, err)
 		return

@@ -99,10 +99,10 @@ func (c *Client) PublicKey(ctx context.Context) (*wire.PublicKey, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/public-key", nil, &out)
 }
 
-// Init is POST /v1/init.
-func (c *Client) Init(ctx context.Context, owners []string, threshold int) (*wire.Shares, error) {
+// Init is POST /v1/init, with the init token CAS was started with.
+func (c *Client) Init(ctx context.Context, owners []string, threshold int, token string) (*wire.Shares, error) {
 	var out wire.Shares
-	return &out, c.do(ctx, http.MethodPost, "/v1/init", wire.InitRequest{RecoveryOwners: owners, Threshold: threshold}, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/init", wire.InitRequest{RecoveryOwners: owners, Threshold: threshold, Token: token}, &out)
 }
 
 // Recover is POST /v1/recover with one opened share.

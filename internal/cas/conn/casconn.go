@@ -37,6 +37,14 @@ const (
 // PodName is the pod of the CAS called name.
 func PodName(name string) string { return ReleasePrefix + "-" + name + "-0" }
 
+// InitTokenSecret is the Secret holding CAS NAME's one-time init token
+// (key InitTokenKey): the operator makes it, the CAS pod mounts it, and
+// cloister cas init --cluster reads it.
+func InitTokenSecret(name string) string { return ReleasePrefix + "-" + name + "-init-token" }
+
+// InitTokenKey is the token's key in InitTokenSecret.
+const InitTokenKey = "token"
+
 // Ref names a CAS resource and the Service port an address uses.
 type Ref struct {
 	Namespace, Name string

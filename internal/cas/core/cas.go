@@ -70,10 +70,31 @@ type Sealer interface {
 // ErrNotSealed: the sealer holds no seed; recovery needs the owners.
 var ErrNotSealed = errors.New("no sealed seed")
 
+// InitToken is the one-time credential the first init must show: whoever
+// reaches an uninitialised CAS first would otherwise become its recovery
+// owner.
+type InitToken interface {
+	// Token is the current token, or why there is none (and where it is
+	// expected).
+	Token() ([]byte, error)
+	// Consumed is called once the init the token allowed has succeeded.
+	Consumed()
+}
+
+// FixedToken is an init token held in memory, for a CAS embedded in
+// another program (and tests); it is never consumed.
+type FixedToken string
+
+func (f FixedToken) Token() ([]byte, error) { return []byte(f), nil }
+func (FixedToken) Consumed()                {}
+
 // Config of a CAS.
 type Config struct {
 	Store  store.Store
 	Sealer Sealer
+	// InitToken authorises the first init; without one CAS cannot be
+	// initialised.
+	InitToken InitToken
 	// Name goes into the CA certificates' names.
 	Name string
 	// CollateralDir holds Intel PCS collateral / VCEKs for hardware

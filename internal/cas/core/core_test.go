@@ -47,7 +47,7 @@ func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
 		pubs = append(pubs, &key.PublicKey)
 	}
 	var err error
-	if f.shares, err = f.cas.Init(pubs, k); err != nil {
+	if f.shares, err = f.cas.Init(pubs, k, testToken); err != nil {
 		t.Fatal(err)
 	}
 	f.owner, _ = policy.NewKey()
@@ -67,10 +67,13 @@ func (f *fixture) open(sealer Sealer) {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { _ = f.db.Close() }) // closed already when the test reopened it
-	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, AllowSimulation: !f.noSimulation}); err != nil {
+	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, InitToken: FixedToken(testToken), AllowSimulation: !f.noSimulation}); err != nil {
 		f.t.Fatal(err)
 	}
 }
+
+// testToken is the fixtures' init token.
+const testToken = "fixture-init-token"
 
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ")
@@ -493,7 +496,7 @@ func TestFileSealer(t *testing.T) {
 	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {
 		t.Error(err)
 	}
-	if _, err := f.cas.Init([]*ecdsa.PublicKey{&f.owner.PublicKey}, 1); !errors.Is(err, ErrInitialized) {
+	if _, err := f.cas.Init([]*ecdsa.PublicKey{&f.owner.PublicKey}, 1, testToken); !errors.Is(err, ErrInitialized) {
 		t.Errorf("second init: %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,12 +19,17 @@ import (
 )
 
 // Init makes the seed, splits it among the recovery owners (threshold of
-// them recover it), and makes the CAs. Once only.
-func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*wire.Shares, error) {
+// them recover it), and makes the CAs. Once only, and only with the init
+// token.
+func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string) (*wire.Shares, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != wire.Uninitialized {
 		return nil, ErrInitialized
+	}
+	if err := c.checkInitToken(token); err != nil {
+		c.cfg.Log.Warn("audit: init refused", "reason", err.Error())
+		return nil, err
 	}
 	if len(owners) == 0 {
 		return nil, fmt.Errorf("%w: recoveryOwners: give at least one owner key", ErrInvalid)
@@ -83,8 +90,28 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int) (*wire.Shares, erro
 		return nil, err
 	}
 	out.RootCA = string(pemCert(authority.Root.Cert.Raw))
+	c.cfg.InitToken.Consumed()
 	c.cfg.Log.Info("audit: CAS initialised", "recoveryOwners", fps, "threshold", threshold, "insecureSealer", c.cfg.Sealer.Insecure())
 	return out, nil
+}
+
+// checkInitToken compares token with the configured one in constant time.
+func (c *CAS) checkInitToken(token string) error {
+	if c.cfg.InitToken == nil {
+		return fmt.Errorf("%w: this CAS was started without an init token, so it cannot be initialised", ErrUnauthorized)
+	}
+	want, err := c.cfg.InitToken.Token()
+	if err != nil {
+		return fmt.Errorf("%w: init token: %w", ErrUnauthorized, err)
+	}
+	if token == "" {
+		return fmt.Errorf("%w: token: missing: give the init token CAS was started with (cloister cas init --init-token-file; --cluster reads it from the CAS resource's Secret)", ErrUnauthorized)
+	}
+	got, exp := sha256.Sum256([]byte(token)), sha256.Sum256(bytes.TrimSpace(want))
+	if subtle.ConstantTimeCompare(got[:], exp[:]) != 1 {
+		return fmt.Errorf("%w: token: not this CAS's init token", ErrUnauthorized)
+	}
+	return nil
 }
 
 // Recover takes one owner's share in recovery mode; with enough of them

@@ -31,6 +31,8 @@ type InitRequest struct {
 	// RecoveryOwners are P-256 public keys (PEM), one share each.
 	RecoveryOwners []string `json:"recoveryOwners"`
 	Threshold      int      `json:"threshold"`
+	// Token is the one-time init token CAS was started with.
+	Token string `json:"token"`
 }
 
 // RecoverRequest is POST /v1/recover: one owner's opened share.

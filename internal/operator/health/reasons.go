@@ -60,8 +60,10 @@ const (
 	ReasonCASUnreachable   Reason = "CASUnreachable"
 	ReasonCASNotAttested   Reason = "CASNotAttested"
 	ReasonCASUninitialized Reason = "CASUninitialized"
-	ReasonCASRecovery      Reason = "CASRecovery"
-	ReasonCASReady         Reason = "CASReady"
+	// ReasonCASStateLost: uninitialised after it was initialised once.
+	ReasonCASStateLost Reason = "CASStateLost"
+	ReasonCASRecovery  Reason = "CASRecovery"
+	ReasonCASReady     Reason = "CASReady"
 	// Policies, judged from their registration with CAS.
 	ReasonCASAddress       Reason = "CASAddress"
 	ReasonPolicyRegistered Reason = "PolicyRegistered"

@@ -48,7 +48,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state"))); err != nil {
 		t.Fatal(err)
 	}
 	key, _ := keyfile.LoadOrCreate("")
@@ -145,7 +145,7 @@ func BenchmarkInitializer(b *testing.B) {
 		b.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(b, filepath.Join(dir, "state"))); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest, Link: policy.Link{Version: 1}}); err != nil {

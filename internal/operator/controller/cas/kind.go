@@ -7,7 +7,17 @@ package cas
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/tee"
@@ -22,6 +32,9 @@ import (
 // Kind adapts CAS to the service reconciler.
 type Kind struct {
 	service.Base
+	// Secrets makes and renews the CAS pod's init token Secret; the
+	// operator only ever creates and patches it, never reads it.
+	Secrets client.Writer
 	// Dial, when set, replaces dialling the CAS pod's address (tests run
 	// CAS on loopback).
 	Dial func(podAddress string) casclient.DialFunc
@@ -75,13 +88,61 @@ func (k *Kind) Release(obj service.Object, _ string) (string, map[string]any, er
 // connection trusted by CAS's evidence, and judges them.
 func (k *Kind) FillStatus(ctx context.Context, obj service.Object, _ []service.Owned) health.Observation {
 	c := as(obj)
+	if c.DeletionTimestamp == nil {
+		if err := k.initToken(ctx, c, false); err != nil {
+			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
+		}
+	}
 	p := k.probe(ctx, c)
+	was := c.Status.CASState
 	if p.Err != nil {
 		c.Status.CASState = ""
 	} else {
 		c.Status.CASState = string(p.State)
 	}
-	return judge(ref(c), c.Spec.Persistence.Enabled, p)
+	if p.Err == nil && p.State == wire.Ready && (was == string(wire.Uninitialized) || c.Status.InitializedAt == nil) {
+		// An init just used the token: renew it, so that it opens nothing
+		// if this CAS ever finds itself uninitialised again.
+		if err := k.initToken(ctx, c, true); err != nil {
+			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
+		}
+		now := metav1.Now()
+		c.Status.InitializedAt = &now
+	}
+	return judge(ref(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, p)
+}
+
+// initToken makes the CAS pod's init token Secret unless it is there, or
+// with renew replaces its token. The token is random and never leaves
+// the Secret through the operator.
+func (k *Kind) initToken(ctx context.Context, c *servicesv1beta1.CAS, renew bool) error {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	yes := true
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: conn.InitTokenSecret(c.Name), Namespace: c.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/name": "cloister-cas", "app.kubernetes.io/instance": c.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: servicesv1beta1.GroupVersion.String(), Kind: "CAS",
+				Name: c.Name, UID: c.UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{conn.InitTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))},
+	}
+	if renew {
+		patch, err := json.Marshal(map[string]any{"data": sec.Data})
+		if err != nil {
+			return err
+		}
+		if err := k.Secrets.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("renewing CAS's init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
+		}
+		return nil
+	}
+	if err := k.Secrets.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("making CAS's init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
+	}
+	return nil
 }
 
 func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {

@@ -3,6 +3,7 @@ package cas
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,12 +48,32 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		}
 		return conn.DialTo(casAddr)
 	}
-	k := &Kind{Base: service.Base{Reader: c}, Dial: dial}
-	cr := casCR(func(c *servicesv1beta1.CAS) { c.Namespace = "default"; c.Spec.Simulation = true })
+	k := &Kind{Base: service.Base{Reader: c}, Secrets: c, Dial: dial}
+	cr := casCR(func(c *servicesv1beta1.CAS) {
+		c.Namespace = "default"
+		c.Spec.Simulation = true
+		c.UID = "5e5e5e5e-0000-4000-8000-000000000001"
+	})
+	token := func() string {
+		var sec corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: conn.InitTokenSecret(cr.Name)}, &sec); err != nil {
+			t.Fatalf("the init token Secret: %v", err)
+		}
+		return string(sec.Data[conn.InitTokenKey])
+	}
 
 	obs := k.FillStatus(ctx, cr, nil)
 	if obs.Status != health.Unknown || obs.Reason != health.ReasonCASUnreachable {
 		t.Errorf("before the pod exists: %+v", obs)
+	}
+	// The init token is there before the pod that mounts it.
+	first := token()
+	if len(first) < 40 {
+		t.Errorf("init token %d characters", len(first))
+	}
+	k.FillStatus(ctx, cr, nil)
+	if token() != first {
+		t.Error("the init token changed before CAS was initialised")
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cas-probe", Labels: map[string]string{tee.LabelSimulatedNode: "true"}}}
 	if err := c.Create(ctx, node); err != nil {
@@ -98,12 +119,21 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
 		t.Fatal(err)
 	}
 	obs = k.FillStatus(ctx, cr, nil)
-	if obs.Status != health.True || !strings.Contains(obs.Message, "simulated evidence (insecure") || cr.Status.CASState != "ready" {
+	if obs.Status != health.True || !strings.Contains(obs.Message, "simulated evidence (insecure") || cr.Status.CASState != "ready" || cr.Status.InitializedAt == nil {
 		t.Errorf("initialised CAS: %+v, status %+v", obs, cr.Status)
+	}
+	// Used once, the token is renewed: it opens nothing later.
+	renewed := token()
+	if renewed == first || len(renewed) < 40 {
+		t.Errorf("the init token after init: %q (was %q)", renewed, first)
+	}
+	k.FillStatus(ctx, cr, nil)
+	if token() != renewed {
+		t.Error("the init token renewed again while CAS stayed ready")
 	}
 	if k.PollAfter(cr) != pollReady {
 		t.Errorf("a ready CAS is polled every %s", k.PollAfter(cr))

@@ -13,6 +13,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
 	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
@@ -86,9 +87,28 @@ func TestServiceHonoursTheSpec(t *testing.T) {
 	}
 }
 
+// CAS reads its init token from the Secret the operator makes, mounted
+// read-only for its group alone.
+func TestInitTokenMounted(t *testing.T) {
+	_, ss := render(t, casCR(nil))
+	vol := ss.Spec.Template.Spec.Volumes[0]
+	if vol.Secret == nil || vol.Secret.SecretName != conn.InitTokenSecret("cas") || vol.Secret.DefaultMode == nil || *vol.Secret.DefaultMode != 0o440 {
+		t.Errorf("init token volume %+v", vol)
+	}
+	c := ss.Spec.Template.Spec.Containers[0]
+	if args := strings.Join(c.Args, " "); !strings.Contains(args, "--init-token-file=/run/cloister/init-token/"+conn.InitTokenKey) {
+		t.Errorf("args %s", args)
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == vol.Name && (!m.ReadOnly || m.MountPath != "/run/cloister/init-token") {
+			t.Errorf("mount %+v", m)
+		}
+	}
+}
+
 func TestPersistence(t *testing.T) {
 	_, ss := render(t, casCR(nil))
-	if len(ss.Spec.VolumeClaimTemplates) != 0 || len(ss.Spec.Template.Spec.Volumes) != 1 || ss.Spec.Template.Spec.Volumes[0].EmptyDir == nil {
+	if len(ss.Spec.VolumeClaimTemplates) != 0 || len(ss.Spec.Template.Spec.Volumes) != 2 || ss.Spec.Template.Spec.Volumes[1].EmptyDir == nil {
 		t.Errorf("without persistence: claims %v, volumes %+v", ss.Spec.VolumeClaimTemplates, ss.Spec.Template.Spec.Volumes)
 	}
 	dash := "-"
@@ -99,7 +119,7 @@ func TestPersistence(t *testing.T) {
 		size := resource.MustParse("5Gi")
 		c.Spec.Persistence.Size = &size
 	}))
-	if len(ss.Spec.VolumeClaimTemplates) != 1 || len(ss.Spec.Template.Spec.Volumes) != 0 {
+	if len(ss.Spec.VolumeClaimTemplates) != 1 || len(ss.Spec.Template.Spec.Volumes) != 1 {
 		t.Fatalf("with persistence: claims %v, volumes %+v", ss.Spec.VolumeClaimTemplates, ss.Spec.Template.Spec.Volumes)
 	}
 	claim := ss.Spec.VolumeClaimTemplates[0]

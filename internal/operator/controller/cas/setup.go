@@ -14,6 +14,9 @@ import (
 // +kubebuilder:rbac:groups=services.cloister.dev,resources=cas/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// The init token Secret is made and renewed, never read: only the CAS pod
+// (which mounts it) and whoever initialises CAS read it.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
 
 // Setup registers the CAS controller. It watches the CAS pod too: its IP
 // and readiness (CAS initialised or recovered) change before the

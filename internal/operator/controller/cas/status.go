@@ -3,6 +3,9 @@ package cas
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
@@ -23,7 +26,7 @@ type Probe struct {
 
 // judge turns a probe into the IsHealthy observation, telling a human
 // what to run when CAS waits for one.
-func judge(ref conn.Ref, persistent bool, p Probe) health.Observation {
+func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, p Probe) health.Observation {
 	switch {
 	case p.Err != nil && (errors.Is(p.Err, client.ErrNoEvidence) || attest.CheckOf(p.Err) != ""):
 		return health.Obs(health.False, health.ReasonCASNotAttested, fmt.Sprintf(
@@ -38,6 +41,12 @@ func judge(ref conn.Ref, persistent bool, p Probe) health.Observation {
 	}
 	switch p.State {
 	case wire.Uninitialized:
+		if initialized != nil {
+			return health.Obs(health.False, health.ReasonCASStateLost, fmt.Sprintf(
+				"CAS was initialised at %s and has lost its state since (persistence off, or its volume gone): its policies, secrets and CAs are gone. "+
+					"Initialising it again makes a new CAS, which workloads and clients must trust anew: cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json",
+				initialized.UTC().Format(time.RFC3339), ref, trust))
+		}
 		return health.Obs(health.False, health.ReasonCASUninitialized, fmt.Sprintf(
 			"CAS is not initialised: run cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json", ref, trust))
 	case wire.RecoveryMode:

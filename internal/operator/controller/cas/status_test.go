@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,27 +19,30 @@ import (
 func TestJudge(t *testing.T) {
 	ref := conn.Ref{Namespace: "team", Name: "cas", Port: 8081}
 	for _, tt := range []struct {
-		name       string
-		persistent bool
-		probe      Probe
-		status     metav1.ConditionStatus
-		reason     health.Reason
-		says       []string
+		name        string
+		persistent  bool
+		initialized *metav1.Time
+		probe       Probe
+		status      metav1.ConditionStatus
+		reason      health.Reason
+		says        []string
 	}{
-		{"pod not running", true, Probe{Err: fmt.Errorf("x: %w", conn.ErrNotRunning)}, health.Unknown, health.ReasonCASUnreachable, []string{"not running"}},
-		{"connection refused", true, Probe{Err: errors.New("dial tcp: connection refused")}, health.Unknown, health.ReasonCASUnreachable, []string{"connection refused"}},
-		{"no evidence", true, Probe{Err: fmt.Errorf("CAS x: %w", client.ErrNoEvidence)}, health.False, health.ReasonCASNotAttested, []string{"offers no evidence", "spec.simulation"}},
-		{"simulated, not allowed", true, Probe{Err: fmt.Errorf("attesting: %w", attest.Reject(attest.CheckSimulation, "simulated"))}, health.False, health.ReasonCASNotAttested, []string{"simulation: simulated"}},
-		{"uninitialised", true, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --recovery-owner OWNER.pub.pem"}},
-		{"uninitialised, simulated", true, Probe{State: wire.Uninitialized, Insecure: true}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --insecure-simulated-cas"}},
-		{"recovery", true, Probe{State: wire.RecoveryMode, StateReason: "no sealed seed"}, health.False, health.ReasonCASRecovery, []string{"no sealed seed", "cloister cas recover --cluster team/cas"}},
-		{"ready", true, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
-		{"ready, simulated", true, Probe{State: wire.Ready, Insecure: true}, health.True, health.ReasonCASReady, []string{"insecure"}},
-		{"ready, no persistence", false, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"a restart loses every policy"}},
-		{"unknown state", true, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
+		{"pod not running", true, nil, Probe{Err: fmt.Errorf("x: %w", conn.ErrNotRunning)}, health.Unknown, health.ReasonCASUnreachable, []string{"not running"}},
+		{"connection refused", true, nil, Probe{Err: errors.New("dial tcp: connection refused")}, health.Unknown, health.ReasonCASUnreachable, []string{"connection refused"}},
+		{"no evidence", true, nil, Probe{Err: fmt.Errorf("CAS x: %w", client.ErrNoEvidence)}, health.False, health.ReasonCASNotAttested, []string{"offers no evidence", "spec.simulation"}},
+		{"simulated, not allowed", true, nil, Probe{Err: fmt.Errorf("attesting: %w", attest.Reject(attest.CheckSimulation, "simulated"))}, health.False, health.ReasonCASNotAttested, []string{"simulation: simulated"}},
+		{"uninitialised", true, nil, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --recovery-owner OWNER.pub.pem"}},
+		{"uninitialised, simulated", true, nil, Probe{State: wire.Uninitialized, Insecure: true}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --insecure-simulated-cas"}},
+		{"recovery", true, nil, Probe{State: wire.RecoveryMode, StateReason: "no sealed seed"}, health.False, health.ReasonCASRecovery, []string{"no sealed seed", "cloister cas recover --cluster team/cas"}},
+		{"ready", true, nil, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
+		{"ready, simulated", true, nil, Probe{State: wire.Ready, Insecure: true}, health.True, health.ReasonCASReady, []string{"insecure"}},
+		{"ready, no persistence", false, nil, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"a restart loses every policy"}},
+		{"uninitialised after it was initialised", false, &metav1.Time{Time: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASStateLost,
+			[]string{"initialised at 2026-11-26T10:00:00Z and has lost its state", "a new CAS", "cloister cas init --cluster team/cas"}},
+		{"unknown state", true, nil, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(ref, tt.persistent, tt.probe)
+			got := judge(ref, tt.persistent, tt.initialized, tt.probe)
 			if got.Status != tt.status || got.Reason != tt.reason {
 				t.Errorf("%s/%s, want %s/%s", got.Status, got.Reason, tt.status, tt.reason)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	}
 	if initialise {
 		rec, _ := policy.NewKey()
-		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1); err != nil {
+		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
 			t.Fatal(err)
 		}
 	}
