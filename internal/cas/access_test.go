@@ -135,9 +135,36 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 	}
 
 	// The workload gets the value it was given for.
-	res, err := c.AttestRaw(context.Background(), simRequest(t, "vault", "api", nil))
+	res, err := attestOpen(t, c, simRequest(t, "vault", "api", nil))
 	if err != nil || res.Env["PASSWORD"] != plainValue {
 		t.Errorf("the workload's secret: %v", err)
+	}
+
+	// A captured request replayed over HTTPS: CAS answers (it keeps no
+	// state to tell), but the answer holds the secret only sealed to the
+	// key the evidence binds, which the replayer does not have.
+	req := simRequest(t, "vault", "api", nil)
+	if _, err := attestOpen(t, c, req); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(req)
+	resp, err = anon.Post(url+"/v1/attest", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || bytes.Contains(body, []byte(`"env"`)) || bytes.Contains(body, []byte(`"secrets"`)) {
+		t.Errorf("a replayed attestation: %d %s", resp.StatusCode, body)
+	}
+	noSecret(t, "a replayed attestation", body)
+	var replayed wire.AttestResult
+	if err := json.Unmarshal(body, &replayed); err != nil || len(replayed.Sealed) == 0 {
+		t.Fatalf("a replayed attestation: %v", err)
+	}
+	thief, _ := policy.NewKey()
+	if err := replayed.Open(thief, "vault", "api"); err == nil {
+		t.Error("the replayer's own key opened what CAS sealed")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,8 +87,25 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wire.AttestRequest{Policy: policyName, Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+	req := &wire.AttestRequest{Policy: policyName, Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
+	requestKeys.Store(string(req.CSR), key)
+	return req
+}
+
+// requestKeys are the workload keys of simRequest's requests, by CSR.
+var requestKeys sync.Map
+
+// attestOpen attests req over HTTPS and opens the result with the
+// request's key, as the workload does.
+func attestOpen(t *testing.T, c *client.Client, req *wire.AttestRequest) (*wire.AttestResult, error) {
+	t.Helper()
+	res, err := c.AttestRaw(context.Background(), req)
+	if err != nil {
+		return nil, err
+	}
+	key, _ := requestKeys.Load(string(req.CSR))
+	return res, res.Open(key.(*ecdsa.PrivateKey), req.Policy, req.Service)
 }
 
 // Each rejection comes back over HTTPS as 403 with the failing check.
@@ -218,18 +236,18 @@ secrets: [{name: k, kind: symmetric-key}]
 	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, doc, owner)); err != nil {
 		t.Fatal(err)
 	}
-	first, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "api", nil))
+	first, err := attestOpen(t, c, simRequest(t, "shop", "api", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "api", nil))
+	second, err := attestOpen(t, c, simRequest(t, "shop", "api", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Env["K"] == "" || first.Env["K"] != second.Env["K"] || first.Secrets["k"]["Hex"] != second.Secrets["k"]["Hex"] {
 		t.Errorf("secret differs between attestations: %q %q", first.Env["K"], second.Env["K"])
 	}
-	worker, err := c.AttestRaw(context.Background(), simRequest(t, "shop", "worker", nil))
+	worker, err := attestOpen(t, c, simRequest(t, "shop", "worker", nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,9 @@ func (c *Client) Attest(ctx context.Context, policyName, service string, q Quote
 	if err != nil {
 		return nil, err
 	}
+	if err := res.Open(key, policyName, service); err != nil {
+		return nil, err
+	}
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func TestEnvFileEscapes(t *testing.T) {
 		"SPACES": "  a b  ",
 	}
 	dir := t.TempDir()
-	if err := write(dir, &wire.AttestResult{Env: env}, nil); err != nil {
+	if err := write(dir, &wire.AttestResult{Content: wire.Content{Env: env}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range env {
@@ -54,7 +54,7 @@ func TestEnvFileEscapes(t *testing.T) {
 	if raw, _ := os.ReadFile(filepath.Join(dir, EnvFile)); !strings.Contains(string(raw), "PLAIN=4141fc9a80227aa1\n") {
 		t.Errorf("a plain value is quoted: %s", raw)
 	}
-	if err := write(t.TempDir(), &wire.AttestResult{Env: map[string]string{"A;B": "x"}}, nil); err == nil || !strings.Contains(err.Error(), `bad name "A;B"`) {
+	if err := write(t.TempDir(), &wire.AttestResult{Content: wire.Content{Env: map[string]string{"A;B": "x"}}}, nil); err == nil || !strings.Contains(err.Error(), `bad name "A;B"`) {
 		t.Errorf("a bad variable name: %v", err)
 	}
 }

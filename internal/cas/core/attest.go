@@ -1,6 +1,7 @@
 package core
 
 import (
+	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,10 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	csrKey, ok := csr.PublicKey.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, "csr", fmt.Errorf("%w: csr: a %T key, but CAS seals the service's secrets to the CSR's key: use ECDSA P-256 or P-384", ErrInvalid, csr.PublicKey)
+	}
 	binding, err := wire.KeyBinding(csr.PublicKey)
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %w", ErrInvalid, err)
@@ -93,8 +98,8 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		Certificate: string(pemCert(leaf.Raw)) + string(pemCert(a.Mesh.Cert.Raw)) + string(pemCert(a.Intermediate.Cert.Raw)),
 		MeshCA:      string(pemCert(a.Mesh.Cert.Raw)),
 		RootCA:      string(pemCert(a.Root.Cert.Raw)),
-		Secrets:     map[string]map[string]string{},
 	}
+	content := wire.Content{Secrets: map[string]map[string]string{}}
 	err = c.cfg.Store.View(func(tx store.Tx) error {
 		for _, name := range svc.Secrets {
 			raw, err := k.enc.Tx(tx).Get(bucketSecrets, secretKey(req.Policy, name))
@@ -105,19 +110,24 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 			if raw == nil || json.Unmarshal(raw, &m) != nil {
 				return fmt.Errorf("secret %s of policy %s is missing from the state", name, req.Policy)
 			}
-			res.Secrets[name] = m.fields()
+			content.Secrets[name] = m.fields()
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, "error", err
 	}
-	data := policy.TemplateData{Secrets: res.Secrets}
-	if res.Env, err = render(svc.Env, data); err == nil {
-		res.Files, err = render(svc.Files, data)
+	data := policy.TemplateData{Secrets: content.Secrets}
+	if content.Env, err = render(svc.Env, data); err == nil {
+		content.Files, err = render(svc.Files, data)
 	}
 	if err != nil {
 		return nil, "error", err
+	}
+	// Sealed to the key the evidence binds: a replayed request gets a
+	// certificate for a key it does not hold and nothing it can open.
+	if res.Sealed, err = wire.Seal(csrKey, req.Policy, req.Service, content); err != nil {
+		return nil, "csr", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return res, "", nil
 }

@@ -5,9 +5,11 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,8 +159,25 @@ func (f *fixture) request(service string, edit func(*attest.Claims)) *wire.Attes
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return &wire.AttestRequest{Policy: "shop", Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
+	req := &wire.AttestRequest{Policy: "shop", Service: service, Evidence: attest.Evidence{Type: attest.Sim, Raw: ev},
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
+	requestKeys.Store(string(req.CSR), key)
+	return req
+}
+
+// requestKeys are the workload keys of the requests made, by CSR.
+var requestKeys sync.Map
+
+// attest attests req and opens the result with the request's key, as the
+// workload does.
+func (f *fixture) attest(req *wire.AttestRequest) (*wire.AttestResult, error) {
+	f.t.Helper()
+	res, err := f.cas.Attest(req)
+	if err != nil {
+		return nil, err
+	}
+	key, _ := requestKeys.Load(string(req.CSR))
+	return res, res.Open(key.(*ecdsa.PrivateKey), req.Policy, req.Service)
 }
 
 func TestAttest(t *testing.T) {
@@ -166,7 +185,7 @@ func TestAttest(t *testing.T) {
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.cas.Attest(f.request("api", nil))
+	res, err := f.attest(f.request("api", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,13 +202,39 @@ func TestAttest(t *testing.T) {
 	if len(res.Env["DB_KEY"]) != 64 || res.Env["DB_KEY"] != res.Secrets["dbKey"]["Hex"] || !strings.Contains(res.Files["/run/tls/key.pem"], "PRIVATE KEY") {
 		t.Errorf("env %v files %v", res.Env, res.Files)
 	}
-	again, err := f.cas.Attest(f.request("api", nil))
+	again, err := f.attest(f.request("api", nil))
 	if err != nil || again.Env["DB_KEY"] != res.Env["DB_KEY"] || again.Secrets["tls"]["Cert"] != res.Secrets["tls"]["Cert"] {
 		t.Errorf("a second attestation got other secrets: %v", err)
 	}
-	other, err := f.cas.Attest(f.request("worker", nil))
+	other, err := f.attest(f.request("worker", nil))
 	if err != nil || len(other.Secrets) != 0 || other.Env != nil {
 		t.Errorf("worker got secrets %v (%v)", other.Secrets, err)
+	}
+	// The same request again, as whoever captured it would send it: a
+	// certificate for a key the replayer does not hold, and secrets
+	// sealed to that key. Nothing of them is in clear, and no other key
+	// opens them.
+	req := f.request("api", nil)
+	if _, err := f.attest(req); err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := f.cas.Attest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(replayed)
+	for _, v := range []string{res.Env["DB_KEY"], res.Secrets["dbKey"]["Base64"], "PRIVATE KEY"} {
+		if strings.Contains(string(raw), v) {
+			t.Errorf("a replayed request's answer shows %q", v)
+		}
+	}
+	thief, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err := replayed.Open(thief, "shop", "api"); err == nil || replayed.Env != nil {
+		t.Errorf("another key opened the sealed result: %v", err)
+	}
+	key, _ := requestKeys.Load(string(req.CSR))
+	if err := replayed.Open(key.(*ecdsa.PrivateKey), "shop", "worker"); err == nil {
+		t.Error("the result opened as another service's")
 	}
 }
 
