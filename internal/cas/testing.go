@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,12 +22,21 @@ func StartForTest(t testing.TB, dir, sealer string) (url, caFile string, stop fu
 // and Ready are set here.
 func StartConfigForTest(t testing.TB, cfg Config) (url, caFile string, stop func()) {
 	t.Helper()
+	return StartLoggedForTest(t, cfg, io.Discard)
+}
+
+// StartLoggedForTest is StartConfigForTest with CAS's log (JSON) written
+// to w.
+func StartLoggedForTest(t testing.TB, cfg Config, w io.Writer) (url, caFile string, stop func()) {
+	t.Helper()
 	dir := cfg.StateDir
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	cfg.Listen, cfg.Ready = "127.0.0.1:0", func(a string) { addr <- a }
-	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}()
 	select {
 	case a := <-addr:
 		url = "https://" + a

@@ -1,0 +1,100 @@
+package cas
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
+)
+
+// No secret reaches CAS's log or its error answers: not the init token
+// (right or wrong), not a plain secret's value, not a generated secret,
+// through a journey that refuses and accepts each kind of request.
+func TestNoSecretsInLogsOrErrors(t *testing.T) {
+	logs := &testenv.Buffer{}
+	dir := t.TempDir()
+	url, caFile, _ := StartLoggedForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true}, logs)
+	ca, _ := os.ReadFile(caFile)
+	c, err := client.New(url, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := InitTokenForTest(t, dir)
+	secrets := []string{token, plainValue, base64.StdEncoding.EncodeToString([]byte(plainValue)), "a-guessed-init-token"}
+	var answers []string
+	note := func(err error) {
+		if err != nil {
+			answers = append(answers, err.Error())
+		}
+	}
+	recovery, _ := policy.NewKey()
+	owners := []string{string(policy.MarshalPublicKey(&recovery.PublicKey))}
+	_, err = c.Init(context.Background(), owners, 1, "a-guessed-init-token")
+	note(err)
+	if _, err := c.Init(context.Background(), owners, 1, token); err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	doc := `version: cloister.dev/policy/v1
+name: vault
+owners: {keys: ["` + pemKey(owner) + `"]}
+allowSimulation: true
+services: [{name: api, attestation: {identities: []}, certificate: {sans: [api.vault.svc]}, env: {PASSWORD: "{{ .Secrets.password.Raw }}", KEY: "{{ .Secrets.key.Hex }}"}, secrets: [password, key]}]
+secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToString([]byte(plainValue)) + `}, {name: key, kind: symmetric-key}]
+`
+	_, err = c.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: strings.Replace(doc, "kind: plain", "kind: plainn", 1), Link: policy.Link{Version: 1}})
+	note(err)
+	stranger, _ := policy.NewKey()
+	_, err = c.RegisterPolicy(context.Background(), sign(t, c, doc, stranger))
+	note(err)
+	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, doc, owner)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := attestOpen(t, c, simRequest(t, "vault", "api", nil))
+	if err != nil || res.Env["PASSWORD"] != plainValue {
+		t.Fatalf("attest: %v", err)
+	}
+	secrets = append(secrets, res.Env["KEY"], res.Secrets["key"]["Base64"])
+	_, err = attestOpen(t, c, simRequest(t, "vault", "nope", nil))
+	note(err)
+	_, err = c.ReadHistory(context.Background(), "vault", stranger)
+	note(err)
+	h, err := c.ReadHistory(context.Background(), "vault", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(h)
+	answers = append(answers, string(raw))
+	var apiErr *client.APIError
+	if _, err := c.Init(context.Background(), owners, 1, token); !errors.As(err, &apiErr) || apiErr.Reason != wire.ReasonInitialized {
+		t.Errorf("a second init: %v", err)
+	}
+	if !strings.Contains(logs.String(), "audit: init refused") || !strings.Contains(logs.String(), "audit: policy refused") {
+		t.Fatalf("the journey was not logged:\n%s", logs)
+	}
+	for _, s := range secrets {
+		if s == "" {
+			t.Fatal("an empty secret to look for")
+		}
+		if strings.Contains(logs.String(), s) {
+			t.Errorf("CAS's log holds a secret (%.6s...)", s)
+		}
+		for _, a := range answers {
+			if strings.Contains(a, s) {
+				t.Errorf("an answer holds a secret (%.6s...): %.200s", s, a)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, InitTokenFile)); !os.IsNotExist(err) {
+		t.Errorf("the used init token is still in the state folder: %v", err)
+	}
+}
