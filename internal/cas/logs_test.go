@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
 // No secret reaches CAS's log or its error answers: not the init token
