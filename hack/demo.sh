@@ -209,9 +209,12 @@ demo_workloads() {
 demo_cas() {
 	stop "$CAS_PIDFILE" cloister-cas
 	mkdir -p "$CAS_DIR/state"
+	# The developer's simulation key: CAS takes simulated evidence signed
+	# by it alone, so nothing else on the machine can forge a quote.
+	[ -f "$CAS_DIR/sim.pem" ] || "$CLOISTER" policy keygen --out "$CAS_DIR/sim.pem" >"$CAS_DIR/sim.pub.pem"
 	echo "Starting cloister-cas on $CAS_URL (log: $CAS_DIR/cas.log)"
 	nohup "$CAS_BIN" --listen "127.0.0.1:${CAS_PORT:-8081}" --state-dir "$CAS_DIR/state" \
-		--sealer "file:$CAS_DIR/state/seed" --simulation >"$CAS_DIR/cas.log" 2>&1 &
+		--sealer "file:$CAS_DIR/state/seed" --simulation --sim-keys "$CAS_DIR/sim.pub.pem" >"$CAS_DIR/cas.log" 2>&1 &
 	echo $! >"$CAS_PIDFILE"
 	for _ in $(seq 1 100); do
 		grep -q '"serving CAS"' "$CAS_DIR/cas.log" 2>/dev/null && break
@@ -234,7 +237,7 @@ demo_cas() {
 	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address "$CAS_URL" \
 		--cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
 	cas register "$CAS_DIR/signedpolicy.yaml"
-	cas attest --policy demo --service web --sim --out "$CAS_DIR/web"
+	cas attest --policy demo --service web --sim --sim-key "$CAS_DIR/sim.pem" --out "$CAS_DIR/web"
 }
 
 up() {

@@ -56,6 +56,10 @@ type Config struct {
 	// (no TEE here to do it for real) and accepts simulated evidence from
 	// workloads whose policy allows it; without it CAS refuses simulation.
 	Simulation bool
+	// SimKeys is a file, or a folder of files, of PEM public keys:
+	// the only keys whose simulated workload evidence CAS takes. Empty:
+	// any key (insecure even for simulation; said at start).
+	SimKeys string
 	// InitTokenFile holds the one-time init token (the operator mounts
 	// its Secret there). Empty: CAS makes one in the state folder while it
 	// is uninitialised and removes it once it is used.
@@ -94,7 +98,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if token.path == "" {
 		token.path, token.own = filepath.Join(cfg.StateDir, InitTokenFile), true
 	}
-	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
+	var simKeys core.SimKeys
+	if cfg.SimKeys != "" {
+		simKeys = pemKeys(cfg.SimKeys)
+		if keys, err := simKeys.Keys(); err != nil {
+			return fmt.Errorf("--sim-keys: %w", err)
+		} else {
+			log.Info("simulated evidence is taken from pinned keys only", "keys", len(keys), "from", cfg.SimKeys)
+		}
+	} else if cfg.Simulation {
+		log.Warn("simulated evidence is taken from any simulation key: a pod can claim another's identity; pin the LAS keys with --sim-keys")
+	}
+	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
 	if err != nil {
 		return err
 	}
@@ -137,6 +152,42 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// pemKeys is a file, or a folder of files, of PEM public keys, read at
+// each use so that keys added to a mounted ConfigMap count at once.
+type pemKeys string
+
+func (p pemKeys) Keys() ([]*ecdsa.PublicKey, error) {
+	files := []string{string(p)}
+	if entries, err := os.ReadDir(string(p)); err == nil {
+		files = files[:0]
+		for _, e := range entries {
+			// A mounted ConfigMap's own ..data links start with a dot.
+			if !strings.HasPrefix(e.Name(), ".") && !e.IsDir() {
+				files = append(files, filepath.Join(string(p), e.Name()))
+			}
+		}
+	}
+	var keys []*ecdsa.PublicKey
+	for _, f := range files {
+		rest, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+			k, err := keyfile.ParsePublic(pem.EncodeToMemory(block))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
 // fileToken is the init token in a file: one the operator mounts, or one

@@ -164,6 +164,7 @@ func newCASAttest(s Streams) *cobra.Command {
 	var f casFlags
 	var policyName, service, lasURL, out string
 	var simulate bool
+	var simKey string
 	cmd := &cobra.Command{
 		Use:   "attest (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --policy P --service S (--sim|--las URL) --out DIR",
 		Short: "Attest as a service and write its certificate, key, CAs, env and files into DIR",
@@ -177,9 +178,11 @@ func newCASAttest(s Streams) *cobra.Command {
 			case simulate && lasURL != "":
 				return errors.New("--sim and --las: choose one")
 			case simulate:
-				k, err := keyfile.LoadOrCreate("")
+				// A CAS that pins simulation keys takes this quote only when
+				// the key's public half is among them: name it explicitly.
+				k, err := keyfile.LoadOrCreate(simKey)
 				if err != nil {
-					return err
+					return fmt.Errorf("--sim-key: %w", err)
 				}
 				q = &sim.Quoter{Key: k}
 			case lasURL != "":
@@ -211,6 +214,7 @@ func newCASAttest(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&service, "service", "", "service in the policy")
 	cmd.Flags().StringVar(&lasURL, "las", "", "the node's LAS, http://HOST:18766")
 	cmd.Flags().BoolVar(&simulate, "sim", false, "simulated evidence (insecure; the policy must allow simulation)")
+	cmd.Flags().StringVar(&simKey, "sim-key", "", "with --sim: the simulation key (PEM, made if missing) to sign with, whose public key CAS pins (cloister-cas --sim-keys); default a new key each time")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the results")
 	return cmd
 }

@@ -26,7 +26,10 @@ func readFile(t *testing.T, path string) string {
 func TestCASWorkflow(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	url, ca, stop := cas.StartForTest(t, state, "none")
+	// The developer's simulation key, named to CAS explicitly.
+	simKey, simPub := keygen(t, dir, "sim.pem")
+	simPubFile := writeFile(t, dir, "sim.pub.pem", simPub)
+	url, ca, stop := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: simPubFile})
 	casArgs := []string{"--cas", url, "--cas-ca", ca}
 	var owners, initArgs []string
 	for _, name := range []string{"r1", "r2", "r3"} {
@@ -137,8 +140,12 @@ secrets:
 	}
 
 	attest := func(into string) (string, error) {
-		out, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", into}, casArgs...)...)
+		out, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--sim-key", simKey, "--out", into}, casArgs...)...)
 		return out, err
+	}
+	// A quote signed by any other key is refused by name.
+	if _, _, err := run(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", filepath.Join(dir, "forged")}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "which is not pinned: a forged quote") {
+		t.Errorf("a simulated quote by an unpinned key: %v", err)
 	}
 	first := filepath.Join(dir, "first")
 	if out, err := attest(first); err != nil || !strings.Contains(out, `certificate "CN=web.shop,O=Cloister CAS"`) {
@@ -164,7 +171,7 @@ secrets:
 
 	// Restart without a sealer: recovery mode until 2 of 3 owners.
 	stop()
-	url, ca, _ = cas.StartForTest(t, state, "none")
+	url, ca, _ = cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: simPubFile})
 	casArgs = []string{"--cas", url, "--cas-ca", ca}
 	if _, err := attest(filepath.Join(dir, "locked")); err == nil || !strings.Contains(err.Error(), "recovery") {
 		t.Errorf("attest in recovery mode: %v", err)

@@ -91,7 +91,8 @@ func Verify(raw []byte, at time.Time, trusted ...*ecdsa.PublicKey) (*attest.Clai
 		return nil, attest.Reject(attest.CheckSignature, "the simulated evidence's signature does not verify with its key")
 	}
 	if len(trusted) > 0 && !trustedKey(key, trusted) {
-		return nil, attest.Reject(attest.CheckChain, "signed by a simulation key that is not trusted")
+		h := sha256.Sum256(doc.Key)
+		return nil, attest.Reject(attest.CheckChain, "signed by simulation key sha256:%x, which is not pinned: a forged quote, or a LAS (or developer key) this verifier was not given", h)
 	}
 	if at.Before(doc.IssuedAt) || at.After(doc.NotAfter) {
 		return nil, attest.Reject(attest.CheckValidity, "valid from %s to %s, verified at %s",

@@ -23,11 +23,7 @@ func LoadOrCreate(path string) (*ecdsa.PrivateKey, error) {
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err == nil {
-			block, _ := pem.Decode(data)
-			if block == nil {
-				return nil, fmt.Errorf("%s: not PEM", path)
-			}
-			k, err := x509.ParseECPrivateKey(block.Bytes)
+			k, err := ParsePrivate(data)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}

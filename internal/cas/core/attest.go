@@ -66,7 +66,17 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %w", ErrInvalid, err)
 	}
-	claims, err := verify.Evidence(req.Evidence, verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir})
+	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir}
+	if req.Evidence.Type == attest.Sim && c.cfg.SimKeys != nil {
+		if opts.SimKeys, err = c.cfg.SimKeys.Keys(); err != nil {
+			return nil, "error", fmt.Errorf("reading the pinned simulation keys: %w", err)
+		}
+		if len(opts.SimKeys) == 0 {
+			err := attest.Reject(attest.CheckChain, "this CAS pins no simulation keys, so it takes no simulated evidence: give it the LAS keys (or a developer's key) to pin")
+			return nil, string(attest.CheckChain), fmt.Errorf("%w: %w", ErrRejected, err)
+		}
+	}
+	claims, err := verify.Evidence(req.Evidence, opts)
 	if err == nil {
 		p := reg.doc.Policy(svc)
 		p.ReportData = binding

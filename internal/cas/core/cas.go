@@ -88,6 +88,13 @@ type FixedToken string
 func (f FixedToken) Token() ([]byte, error) { return []byte(f), nil }
 func (FixedToken) Consumed()                {}
 
+// SimKeys are the simulation keys whose evidence CAS takes: the LAS node
+// keys of its cluster, or keys a developer names. Without them any pod
+// could sign a simulated quote claiming another pod's policy.
+type SimKeys interface {
+	Keys() ([]*ecdsa.PublicKey, error)
+}
+
 // Config of a CAS.
 type Config struct {
 	Store  store.Store
@@ -100,6 +107,9 @@ type Config struct {
 	// CollateralDir holds Intel PCS collateral / VCEKs for hardware
 	// evidence (as for cloister evidence verify).
 	CollateralDir string
+	// SimKeys pins the keys simulated evidence must be signed by; nil
+	// takes any key (a CAS whose LAS keys are not published yet).
+	SimKeys SimKeys
 	// AllowSimulation lets a policy's allowSimulation take effect. Without
 	// it CAS refuses simulated evidence whatever a policy says: a CAS that
 	// runs in a TEE never vouches for workloads no TEE vouches for.

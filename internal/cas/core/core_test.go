@@ -581,3 +581,32 @@ func TestReadChallenge(t *testing.T) {
 		t.Errorf("another CAS's challenge: %v", err)
 	}
 }
+
+type pinned []*ecdsa.PublicKey
+
+func (p pinned) Keys() ([]*ecdsa.PublicKey, error) { return p, nil }
+
+// A CAS that pins simulation keys takes simulated evidence signed by them
+// only: a pod that signs its own quote, claiming any identity, is refused
+// by name; a CAS that pins none takes no simulated evidence at all.
+func TestPinnedSimulationKeys(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	f.cas.cfg.SimKeys = pinned{&f.lasKey.PublicKey}
+	if _, err := f.attest(f.request("api", nil)); err != nil {
+		t.Fatalf("evidence from the pinned LAS key: %v", err)
+	}
+	las := f.lasKey
+	f.lasKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader) // a pod's own key
+	_, err := f.cas.Attest(f.request("api", nil))
+	if !errors.Is(err, ErrRejected) || attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "which is not pinned: a forged quote") {
+		t.Errorf("a forged simulated quote: %v", err)
+	}
+	f.lasKey = las
+	f.cas.cfg.SimKeys = pinned{}
+	if _, err := f.cas.Attest(f.request("api", nil)); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "pins no simulation keys") {
+		t.Errorf("a CAS that pins no keys: %v", err)
+	}
+}
