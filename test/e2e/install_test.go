@@ -254,7 +254,7 @@ func TestInstall(t *testing.T) {
 		}
 		// Its webhooks serve: an unparsable policy is refused.
 		bad := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}, Spec: casv1beta1.SignedPolicySpec{
-			CASAddress: "https://cas:8081", Policy: "name: [", Signatures: []casv1beta1.Signature{{Signer: "sha256:" + strings.Repeat("a", 64), Signature: strings.Repeat("A", 96)}}}}
+			CASAddress: "https://cas:8081", Policy: "name: [", Version: 1, Signatures: []casv1beta1.Signature{{Signer: "sha256:" + strings.Repeat("a", 64), Signature: strings.Repeat("A", 96)}}}}
 		waitFor(t, "the webhooks of the Helm release", time.Minute, func(ctx context.Context) (bool, string, error) {
 			err := c.Create(ctx, bad, client.DryRunAll)
 			return err != nil && strings.Contains(err.Error(), "spec.policy"), fmt.Sprint(err), nil

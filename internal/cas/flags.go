@@ -1,0 +1,26 @@
+package cas
+
+import (
+	"flag"
+	"strings"
+)
+
+// AddFlags defines cloister-cas's command line on fs, into c. The CAS
+// chart passes these flags; a test checks that it passes no other.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", DefaultListen, "address of the HTTPS API that workloads and the CLI call")
+	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/cloister-cas", "where CAS keeps its state (the CAS volume)")
+	fs.StringVar(&c.Sealer, "sealer", "none", "none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)")
+	fs.Func("tls-san", "extra DNS names / IPs of the TLS certificate, comma-separated", func(v string) error {
+		for _, san := range strings.Split(v, ",") {
+			if san != "" {
+				c.TLSSANs = append(c.TLSSANs, san)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.CollateralDir, "collateral-dir", "", "Intel PCS collateral / SNP VCEK for hardware evidence")
+	fs.StringVar(&c.InitTokenFile, "init-token-file", "", "file with the one-time init token (the operator mounts its Secret there); default: one CAS makes in --state-dir while uninitialised")
+	fs.StringVar(&c.SimKeys, "sim-keys", "", "file, or folder of files, of PEM public keys: the only simulation keys (LAS nodes', a developer's) whose evidence CAS takes; default any, which lets a pod claim another's identity")
+	fs.BoolVar(&c.Simulation, "simulation", false, "insecure, development only: vouch for the TLS key with simulated evidence and accept simulated evidence from workloads whose policy allows it (refused without this flag)")
+}
