@@ -558,7 +558,16 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 	cas := []string{"--cluster", "default/strict", "--cas-ca", ca}
 	pub := work.recoveryKeys[0] + ".pub"
 	e.mustCLI(t, append([]string{"cas", "init", "--recovery-owner", pub, "--out", filepath.Join(work.dir, "strict-shares.json")}, cas...)...)
-	signed := e.signPolicy(t, "strict-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")
+	// A policy only simulated evidence could meet is refused at once; with
+	// a measured identity it registers, and simulated evidence is still
+	// refused at attestation.
+	simOnly := e.signPolicy(t, "strict-shop-sim", policyDoc(work.ownerPub, "24h"), work.owner, "")
+	if out, err := e.cli(append([]string{"cas", "register", simOnly}, cas...)...); err == nil || !strings.Contains(err.Error(), "no hardware identity, and this CAS does not accept simulated evidence") {
+		t.Errorf("a simulated-only policy at a CAS without simulation: %v\n%s", err, out)
+	}
+	measured := strings.Replace(policyDoc(work.ownerPub, "24h"), "attestation: {identities: []}",
+		"attestation: {identities: [{type: sgx, mrenclave: \""+strings.Repeat("ab", 32)+"\"}]}", 1)
+	signed := e.signPolicy(t, "strict-shop", measured, work.owner, "")
 	e.mustCLI(t, append([]string{"cas", "register", signed}, cas...)...)
 	_, err = e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", filepath.Join(work.dir, "strict-out")}, cas...)...)
 	if err == nil || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "does not accept simulation") {

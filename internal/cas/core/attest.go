@@ -77,13 +77,16 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		}
 	}
 	claims, err := verify.Evidence(req.Evidence, opts)
-	if err == nil {
+	switch {
+	case err != nil:
+	case claims.Insecure && !c.cfg.AllowSimulation:
+		// CAS's own refusal comes first: it is the reason whatever the
+		// policy says.
+		err = attest.Reject(attest.CheckSimulation, "the evidence is simulated and this CAS does not accept simulation (it runs without --simulation; a CAS resource asks for it with spec.simulation)")
+	default:
 		p := reg.doc.Policy(svc)
 		p.ReportData = binding
 		err = p.Check(claims)
-		if err == nil && claims.Insecure && !c.cfg.AllowSimulation {
-			err = attest.Reject(attest.CheckSimulation, "the evidence is simulated and this CAS does not accept simulation (it runs without --simulation; a CAS resource asks for it with spec.simulation)")
-		}
 	}
 	if err != nil {
 		check := attest.CheckOf(err)
