@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -122,52 +121,6 @@ func (c *CAS) register(s *policy.Signed, sealed bool) (*wire.Registration, error
 	return c.store(k, doc, s, current, sealed)
 }
 
-// hardwareOnly refuses services that only simulated evidence could meet,
-// for a CAS that refuses simulated evidence: with no identities such a
-// service reads as "anyone", and it could never attest here anyway.
-func hardwareOnly(doc *policy.Document) error {
-	for i := range doc.Services {
-		svc := &doc.Services[i]
-		hardware := false
-		for _, id := range svc.Attestation.Identities {
-			hardware = hardware || id.Type != attest.Sim
-		}
-		if !hardware {
-			return fmt.Errorf("%w: services[%d] (%s): no hardware identity, and this CAS does not accept simulated evidence: list the measurements the service may have (a simulated-only policy belongs on a CAS with simulation)",
-				ErrInvalid, i, svc.Name)
-		}
-	}
-	return nil
-}
-
-// earlier answers a correctly signed submission of a version CAS has
-// already passed: the current one again is unchanged; an older one is
-// superseded; a document CAS never held at that version conflicts.
-func (c *CAS) earlier(k *keys, doc *policy.Document, s *policy.Signed, current *registered,
-	refuse func(error) (*wire.Registration, error)) (*wire.Registration, error) {
-	digest := doc.Digest()
-	var rec wire.Record
-	err := c.cfg.Store.View(func(tx store.Tx) error {
-		recs, err := records(k.enc.Tx(tx), doc.Name, s.Version, s.Version)
-		if err == nil {
-			rec = recs[0]
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading policy %s: %w", doc.Name, err)
-	}
-	if rec.Digest != digest || rec.Predecessor != s.Predecessor {
-		return refuse(fmt.Errorf("%w: CAS's version %d of policy %s is another document (%s after %q): sign this one as version %d%s",
-			ErrConflict, s.Version, doc.Name, rec.Digest, rec.Predecessor, current.Version+1, after(current)))
-	}
-	if s.Version < current.Version {
-		return refuse(fmt.Errorf("%w: policy %s version %d was replaced by version %d (%s); to return to it, its owners sign it again as version %d%s",
-			ErrSuperseded, doc.Name, s.Version, current.Version, current.Digest, current.Version+1, after(current)))
-	}
-	return &wire.Registration{Name: doc.Name, Version: current.Version, Digest: digest, Predecessor: current.Predecessor, Unchanged: true}, nil
-}
-
 // store appends the next version to the policy's history.
 func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered, sealed bool) (*wire.Registration, error) {
 	digest := doc.Digest()
@@ -226,87 +179,6 @@ func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *re
 	c.cfg.Metrics.policyChanges.WithLabelValues("accepted").Inc()
 	c.cfg.Log.Info("audit: policy registered", "policy", doc.Name, "version", r.Version, "digest", digest, "signers", signerList(s.Signatures))
 	return &wire.Registration{Name: doc.Name, Version: r.Version, Digest: digest, Predecessor: r.Predecessor}, nil
-}
-
-// authorize checks the signatures against the owners entitled to approve
-// s.Version: the document's own for version 1, those of version N-1 for
-// version N.
-func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current *registered) error {
-	owners, what := doc, "its owners"
-	switch {
-	case s.Version == 1 && doc.Immutable():
-		// Nobody could sign it; registering it first is all anyone can do,
-		// and a signature would claim an approval nobody can give.
-		if len(s.Signatures) > 0 {
-			return fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
-		}
-		return nil
-	case s.Version == 1:
-	case s.Version == current.Version+1:
-		owners = current.doc
-	case s.Version > 1:
-		prev, err := c.document(k, doc.Name, s.Version-1)
-		if err != nil {
-			return err
-		}
-		owners = prev
-	}
-	if s.Version > 1 {
-		what = fmt.Sprintf("the owners of version %d", s.Version-1)
-		if owners.Immutable() {
-			return fmt.Errorf("%w: policy %s has no owners, so version %d cannot be changed; register the new version under another name",
-				ErrUnauthorized, doc.Name, s.Version-1)
-		}
-	}
-	keys, err := owners.OwnerKeys()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	signers, err := policy.Signers(doc, s.Link, s.Signatures, keys)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
-	}
-	if need := owners.OwnerThreshold(); len(signers) < need {
-		return fmt.Errorf("%w: policy %s version %d is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
-			ErrUnauthorized, doc.Name, s.Version, len(signers), what, need)
-	}
-	return nil
-}
-
-// document reads version v of a policy from its history.
-func (c *CAS) document(k *keys, name string, v int) (*policy.Document, error) {
-	var rec wire.Record
-	err := c.cfg.Store.View(func(tx store.Tx) error {
-		recs, err := records(k.enc.Tx(tx), name, v, v)
-		if err == nil {
-			rec = recs[0]
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading policy %s version %d: %w", name, v, err)
-	}
-	d, err := policy.ParseOwners([]byte(rec.Policy))
-	if err != nil {
-		return nil, fmt.Errorf("policy %s version %d in the history: %w", name, v, err)
-	}
-	return d, nil
-}
-
-// describe is what CAS holds of a policy, for errors.
-func describe(r *registered) string {
-	if r == nil {
-		return "no version of it"
-	}
-	return fmt.Sprintf("version %d (%s)", r.Version, r.Digest)
-}
-
-// after is the predecessor a next version must name, for errors.
-func after(r *registered) string {
-	if r == nil {
-		return ""
-	}
-	return " after " + r.Digest + " (cloister policy sign --cas URL asks CAS)"
 }
 
 func historyKey(name string, version int) string {
