@@ -109,7 +109,7 @@ func TestRejections(t *testing.T) {
 	}{
 		{"flipped byte in the signed body", mutate(func(e *envelope) { e.Payload = bytes.Replace(e.Payload, []byte("6882"), []byte("6883"), 1) }), issued, nil, attest.CheckSignature, "does not verify"},
 		{"flipped byte in the signature", mutate(func(e *envelope) { e.Signature = flip(e.Signature, 10) }), issued, nil, attest.CheckSignature, ""},
-		{"foreign key", raw, issued, []*ecdsa.PublicKey{&other.PublicKey}, attest.CheckChain, "not trusted"},
+		{"foreign key", raw, issued, []*ecdsa.PublicKey{&other.PublicKey}, attest.CheckChain, "which is not pinned: a forged quote"},
 		{"after expiry", raw, issued.Add(2 * time.Hour), nil, attest.CheckValidity, "valid from 2026-11-22T12:00:00Z to 2026-11-22T13:00:00Z"},
 		{"before issue", raw, issued.Add(-time.Second), nil, attest.CheckValidity, ""},
 		{"trailing bytes", append(bytes.Clone(raw), []byte(` {}`)...), issued, nil, attest.CheckFormat, "trailing bytes"},
