@@ -10,8 +10,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,16 +26,7 @@ const plainValue = "correct-horse-battery-staple"
 // reads its document, nobody at all reads the secret's value; the owner's
 // signed read returns the document; the workload still gets the value.
 func TestReadsByAccess(t *testing.T) {
-	url, caFile, _ := StartForTest(t, t.TempDir(), "none")
-	ca, _ := os.ReadFile(caFile)
-	c, err := client.New(url, ca, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recovery, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&recovery.PublicKey))}, 1, InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
-		t.Fatal(err)
-	}
+	c, url, ca := readyCASAt(t)
 	owner, _ := policy.NewKey()
 	doc := func(read string) string {
 		return `version: cloister.dev/policy/v1

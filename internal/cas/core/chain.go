@@ -5,7 +5,6 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
-	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -33,17 +32,11 @@ func hardwareOnly(doc *policy.Document) error {
 func (c *CAS) earlier(k *keys, doc *policy.Document, s *policy.Signed, current *registered,
 	refuse func(error) (*wire.Registration, error)) (*wire.Registration, error) {
 	digest := doc.Digest()
-	var rec wire.Record
-	err := c.cfg.Store.View(func(tx store.Tx) error {
-		recs, err := records(k.enc.Tx(tx), doc.Name, s.Version, s.Version)
-		if err == nil {
-			rec = recs[0]
-		}
-		return err
-	})
+	recs, err := c.history(k, doc.Name, s.Version, s.Version)
 	if err != nil {
-		return nil, fmt.Errorf("reading policy %s: %w", doc.Name, err)
+		return nil, err
 	}
+	rec := recs[0]
 	if rec.Digest != digest || rec.Predecessor != s.Predecessor {
 		return refuse(fmt.Errorf("%w: CAS's version %d of policy %s is another document (%s after %q): sign this one as version %d%s",
 			ErrConflict, s.Version, doc.Name, rec.Digest, rec.Predecessor, current.Version+1, after(current)))
@@ -102,18 +95,11 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 
 // document reads version v of a policy from its history.
 func (c *CAS) document(k *keys, name string, v int) (*policy.Document, error) {
-	var rec wire.Record
-	err := c.cfg.Store.View(func(tx store.Tx) error {
-		recs, err := records(k.enc.Tx(tx), name, v, v)
-		if err == nil {
-			rec = recs[0]
-		}
-		return err
-	})
+	recs, err := c.history(k, name, v, v)
 	if err != nil {
-		return nil, fmt.Errorf("reading policy %s version %d: %w", name, v, err)
+		return nil, err
 	}
-	d, err := policy.ParseOwners([]byte(rec.Policy))
+	d, err := policy.ParseOwners([]byte(recs[0].Policy))
 	if err != nil {
 		return nil, fmt.Errorf("policy %s version %d in the history: %w", name, v, err)
 	}

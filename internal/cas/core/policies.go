@@ -231,12 +231,20 @@ func (c *CAS) versions(name string, currentOnly bool) ([]wire.Record, error) {
 	if currentOnly {
 		from = current.Version
 	}
-	var out []wire.Record
+	return c.history(k, name, from, current.Version)
+}
+
+// history reads versions from..to of a policy's history in a read
+// transaction of its own.
+func (c *CAS) history(k *keys, name string, from, to int) (out []wire.Record, err error) {
 	err = c.cfg.Store.View(func(tx store.Tx) error {
-		out, err = records(k.enc.Tx(tx), name, from, current.Version)
+		out, err = records(k.enc.Tx(tx), name, from, to)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, fmt.Errorf("reading policy %s versions %d..%d: %w", name, from, to, err)
+	}
+	return out, nil
 }
 
 // records reads versions from..to of a policy's history.
