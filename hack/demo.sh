@@ -89,6 +89,11 @@ wait_for() {
 # demo_cas_in_cluster: the SCONE journey as resources on the real node.
 demo_cas_in_cluster() {
 	mkdir -p "$CAS_DIR"
+	# First, so that CAS pins the LAS node keys from its start.
+	echo "LAS with simulated evidence (no SGX here): the operator reads each node's key and publishes it to the simulated CASes"
+	kube patch las/las --type=merge -p '{"spec":{"simulation":true}}' >/dev/null
+	wait_for "LAS with simulation" 120 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get pods -n cloister-system -l app.kubernetes.io/name=cloister-las -o jsonpath='{.items[*].spec.containers[0].args}' | grep -q -- --simulation"
+	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s las/las >/dev/null
 	echo "Creating a CAS resource (simulation: no TEE here; persistence on the real node's storage)"
 	kube apply -f - <<-EOF
 		apiVersion: services.cloister.dev/v1beta1
@@ -127,10 +132,10 @@ demo_cas_in_cluster() {
 	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=60s spol/demo >/dev/null
 	kube get spol demo
 	echo
-	echo "LAS with simulated evidence (no SGX here), then a pod that attests through its node's LAS"
-	kube patch las/las --type=merge -p '{"spec":{"simulation":true}}' >/dev/null
-	wait_for "LAS with simulation" 120 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get pods -n cloister-system -l app.kubernetes.io/name=cloister-las -o jsonpath='{.items[*].spec.containers[0].args}' | grep -q -- --simulation"
-	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=120s las/las >/dev/null
+	# CAS takes the pod's simulated evidence only from the LAS keys the
+	# operator read from the LAS pods and published to it.
+	wait_for "CAS to pin its node's LAS key" 240 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get cas cas -o jsonpath='{.status.simulationKeys}' | grep -q sha256:"
+	echo "A pod that attests through its node's LAS, trusting CAS by the simulation key the operator published"
 	local cas_ip cli_image pause_image
 	cas_ip=$(kube get pod cas-cas-0 -o jsonpath='{.status.podIP}')
 	cli_image=$(awk '$1=="cloister"{print $2}' "$IMAGES/pinned.txt")
@@ -148,16 +153,17 @@ demo_cas_in_cluster() {
 		  - name: attest
 		    image: $cli_image
 		    imagePullPolicy: Never
-		    args: [cas, attest, --cas, "https://cas.default.svc:8081", --insecure-simulated-cas, --policy, demo,
+		    args: [cas, attest, --cas, "https://cas.default.svc:8081", --insecure-simulated-cas,
+		           --cas-sim-key, /run/cloister-cas/cas.pem, --policy, demo,
 		           --service, web, --las, "http://\$(HOST_IP):18766", --out, /run/cloister]
 		    env: [{name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}]
-		    volumeMounts: [{name: tls, mountPath: /run/cloister}]
+		    volumeMounts: [{name: tls, mountPath: /run/cloister}, {name: cas-keys, mountPath: /run/cloister-cas, readOnly: true}]
 		  containers:
 		  - name: web
 		    image: $pause_image
 		    imagePullPolicy: Never
 		    volumeMounts: [{name: tls, mountPath: /run/cloister, readOnly: true}]
-		  volumes: [{name: tls, emptyDir: {medium: Memory}}]
+		  volumes: [{name: tls, emptyDir: {medium: Memory}}, {name: cas-keys, configMap: {name: cas-cas-simulation}}]
 	EOF
 	kube wait --for=jsonpath='{.status.phase}'=Running --timeout=120s pod/web >/dev/null
 	kube logs web -c attest
@@ -194,7 +200,8 @@ demo_workloads() {
 		    resources: {limits: {memory: 32Mi}}
 	EOF
 	echo "cloister generate --reference-values sim: initializer, pinned images, runtime class, policy annotation, manifest.yaml"
-	"$CLOISTER" generate --reference-values sim --offline --workspace "$ws" "$ws/resources"
+	kube get cas cas -o jsonpath='{.status.simulationKey}' >"$ws/cas-sim.pem"
+	"$CLOISTER" generate --reference-values sim --cas-sim-key "$ws/cas-sim.pem" --offline --workspace "$ws" "$ws/resources"
 	kube delete pod shop --ignore-not-found >/dev/null
 	kube apply -f "$ws/resources/shop.yaml" >/dev/null
 	echo "cloister set --cluster default/cas: the manifest is a CAS policy; the pod's initializer attests and gets its certificate"

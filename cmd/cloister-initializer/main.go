@@ -19,7 +19,7 @@ func main() { startup.Main("cloister-initializer", run) }
 
 func run(ctx context.Context) error {
 	cfg := initializer.Config{
-		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), Policy: os.Getenv(initenv.EnvPolicy),
+		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), SimKey: os.Getenv(initenv.EnvCASSimKey), Policy: os.Getenv(initenv.EnvPolicy),
 		Service: os.Getenv(initenv.EnvService), LAS: os.Getenv(laswire.EnvAddr),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)

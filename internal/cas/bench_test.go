@@ -35,7 +35,7 @@ func benchCAS(b *testing.B, n int) (*client.Client, []*wire.AttestRequest) {
 // attestRequests are n requests for policy bench, service web: each its
 // own key, CSR and sim evidence binding it.
 func attestRequests(b *testing.B, n int) []*wire.AttestRequest {
-	las, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	las := LASKeyForTest()
 	var reqs []*wire.AttestRequest
 	for range n {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -32,8 +31,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
@@ -64,6 +61,11 @@ type Config struct {
 	// its Secret there). Empty: CAS makes one in the state folder while it
 	// is uninitialised and removes it once it is used.
 	InitTokenFile string
+	// SimulationKeyFile, with Simulation, holds the key CAS signs its own
+	// evidence with (the operator mounts its Secret there). Empty:
+	// SimulationKeyFile in the state folder, made when missing, with its
+	// public key in SimulationPubKeyFile for clients to pin.
+	SimulationKeyFile string
 	// Ready, when set, gets the address CAS listens on.
 	Ready func(addr string)
 }
@@ -104,10 +106,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if keys, err := simKeys.Keys(); err != nil {
 			return fmt.Errorf("--sim-keys: %w", err)
 		} else {
-			log.Info("simulated evidence is taken from pinned keys only", "keys", len(keys), "from", cfg.SimKeys)
+			log.Info("simulated workload evidence is taken from the pinned keys only", "keys", len(keys), "from", cfg.SimKeys)
 		}
 	} else if cfg.Simulation {
-		log.Warn("simulated evidence is taken from any simulation key: a pod can claim another's identity; pin the LAS keys with --sim-keys")
+		log.Warn("no simulation keys pinned: simulated workload evidence is refused; pin the LAS keys (or a developer's) with --sim-keys")
 	}
 	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
 	if err != nil {
@@ -119,12 +121,31 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		log.Info("uninitialised: the init token is in a file only the owners of this machine read; cloister cas init --init-token-file uses it", "initToken", token.path)
 	}
-	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs, cfg.Simulation)
+	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs)
 	if err != nil {
 		return err
 	}
+	server := &api.Server{CAS: cas, Identity: id}
+	if cfg.Simulation {
+		keyFile := cfg.SimulationKeyFile
+		if keyFile == "" {
+			var pub string
+			if keyFile, pub, err = ownSimulationKey(cfg.StateDir); err != nil {
+				return err
+			}
+			log.Warn("simulation: CAS vouches for its TLS key with simulated evidence (insecure); clients pin its simulation key", "simulationKey", pub)
+		}
+		q, err := newSelfQuoter(keyFile, cert.PrivateKey.(*ecdsa.PrivateKey))
+		if err != nil {
+			return fmt.Errorf("--simulation-key-file: %w", err)
+		}
+		server.Evidence = q.Evidence
+	}
+	if p, ok := simKeys.(pemKeys); ok {
+		server.SimulationKeys = p.Fingerprints
+	}
 	srv := &http.Server{
-		Handler:           (&api.Server{CAS: cas, Identity: id}).Handler(),
+		Handler:           server.Handler(),
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}},
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -152,42 +173,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
-}
-
-// pemKeys is a file, or a folder of files, of PEM public keys, read at
-// each use so that keys added to a mounted ConfigMap count at once.
-type pemKeys string
-
-func (p pemKeys) Keys() ([]*ecdsa.PublicKey, error) {
-	files := []string{string(p)}
-	if entries, err := os.ReadDir(string(p)); err == nil {
-		files = files[:0]
-		for _, e := range entries {
-			// A mounted ConfigMap's own ..data links start with a dot.
-			if !strings.HasPrefix(e.Name(), ".") && !e.IsDir() {
-				files = append(files, filepath.Join(string(p), e.Name()))
-			}
-		}
-	}
-	var keys []*ecdsa.PublicKey
-	for _, f := range files {
-		rest, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		for {
-			var block *pem.Block
-			if block, rest = pem.Decode(rest); block == nil {
-				break
-			}
-			k, err := keyfile.ParsePublic(pem.EncodeToMemory(block))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
-			}
-			keys = append(keys, k)
-		}
-	}
-	return keys, nil
 }
 
 // fileToken is the init token in a file: one the operator mounts, or one
@@ -235,9 +220,9 @@ func ParseSealer(spec string) (core.Sealer, error) {
 	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)", spec)
 }
 
-// tlsIdentity loads or makes the TLS key, makes a certificate for the SANs
-// and, in simulation, evidence binding the key.
-func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, wire.Identity, error) {
+// tlsIdentity loads or makes the TLS key and makes (or keeps) a
+// certificate for the SANs.
+func tlsIdentity(dir string, sans []string) (tls.Certificate, wire.Identity, error) {
 	key, err := keyfile.LoadOrCreate(filepath.Join(dir, tlsKeyFile))
 	if err != nil {
 		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("TLS key: %w", err)
@@ -254,7 +239,7 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, w
 	// pinned it (--cas-ca) must still reach CAS after a restart, which is
 	// exactly when the owners recover it.
 	certFile := filepath.Join(dir, tlsCertFile)
-	der, notAfter := reusableCert(certFile, key, dns, ips, time.Now())
+	der := reusableCert(certFile, key, dns, ips, time.Now())
 	if der == nil {
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(time.Now().UnixNano()),
@@ -269,20 +254,12 @@ func tlsIdentity(dir string, sans []string, simulation bool) (tls.Certificate, w
 		if der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key); err != nil {
 			return tls.Certificate{}, wire.Identity{}, err
 		}
-		notAfter = tmpl.NotAfter
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	if _, err := atomicfile.WriteIfChanged(certFile, certPEM, 0o644); err != nil {
 		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("writing the TLS certificate: %w", err)
 	}
 	id := wire.Identity{TLSCertificate: string(certPEM)}
-	if simulation {
-		ev, err := selfEvidence(key, notAfter)
-		if err != nil {
-			return tls.Certificate{}, wire.Identity{}, err
-		}
-		id.Evidence = ev
-	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, id, nil
 }
 
@@ -291,39 +268,21 @@ const renewBefore = 30 * 24 * time.Hour
 
 // reusableCert is the certificate in file if it is for key, names exactly
 // dns and ips, and is valid for a while yet; else nil.
-func reusableCert(file string, key *ecdsa.PrivateKey, dns []string, ips []net.IP, now time.Time) ([]byte, time.Time) {
+func reusableCert(file string, key *ecdsa.PrivateKey, dns []string, ips []net.IP, now time.Time) []byte {
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return nil, time.Time{}
+		return nil
 	}
 	block, _ := pem.Decode(raw)
 	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, time.Time{}
+		return nil
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil || !key.PublicKey.Equal(cert.PublicKey) || now.Add(renewBefore).After(cert.NotAfter) || now.Before(cert.NotBefore) {
-		return nil, time.Time{}
+		return nil
 	}
 	if !slices.Equal(cert.DNSNames, dns) || !slices.EqualFunc(cert.IPAddresses, ips, func(a, b net.IP) bool { return a.Equal(b) }) {
-		return nil, time.Time{}
+		return nil
 	}
-	return block.Bytes, cert.NotAfter
-}
-
-// selfEvidence is simulated evidence whose report data is the SHA-256 of
-// the TLS key: insecure, but the same shape real evidence will have.
-func selfEvidence(tlsKey *ecdsa.PrivateKey, until time.Time) (*attest.Evidence, error) {
-	binding, err := wire.KeyBinding(&tlsKey.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	simKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := sim.Generate(simKey, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding}, time.Now(), time.Until(until))
-	if err != nil {
-		return nil, err
-	}
-	return &attest.Evidence{Type: attest.Sim, Raw: raw}, nil
+	return block.Bytes
 }

@@ -21,6 +21,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.CollateralDir, "collateral-dir", "", "Intel PCS collateral / SNP VCEK for hardware evidence")
 	fs.StringVar(&c.InitTokenFile, "init-token-file", "", "file with the one-time init token (the operator mounts its Secret there); default: one CAS makes in --state-dir while uninitialised")
-	fs.StringVar(&c.SimKeys, "sim-keys", "", "file, or folder of files, of PEM public keys: the only simulation keys (LAS nodes', a developer's) whose evidence CAS takes; default any, which lets a pod claim another's identity")
+	fs.StringVar(&c.SimKeys, "sim-keys", "", "file, or folder of files, of PEM public keys: the only simulation keys (LAS nodes', a developer's) whose workload evidence CAS takes; default none: simulated workload evidence is refused")
+	fs.StringVar(&c.SimulationKeyFile, "simulation-key-file", "", "with --simulation: the key CAS signs its own simulated evidence with, which clients pin (the operator mounts its Secret there); default "+SimulationKeyFile+" in --state-dir, made when missing, its public key in "+SimulationPubKeyFile)
 	fs.BoolVar(&c.Simulation, "simulation", false, "insecure, development only: vouch for the TLS key with simulated evidence and accept simulated evidence from workloads whose policy allows it (refused without this flag)")
 }

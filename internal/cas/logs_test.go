@@ -22,7 +22,7 @@ import (
 func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	logs := &testenv.Buffer{}
 	dir := t.TempDir()
-	url, caFile, _ := StartLoggedForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true}, logs)
+	url, caFile, _ := StartLoggedForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: LASPubFileForTest(t)}, logs)
 	ca, _ := os.ReadFile(caFile)
 	c, err := client.New(url, ca, nil)
 	if err != nil {

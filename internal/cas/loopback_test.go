@@ -82,8 +82,7 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 	if edit != nil {
 		edit(&c)
 	}
-	las, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ev, err := sim.Generate(las, c, time.Now(), time.Minute)
+	ev, err := sim.Generate(LASKeyForTest(), c, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,20 +2,68 @@ package cas
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 )
 
-// StartForTest runs a CAS on 127.0.0.1 with its state in dir until the
-// test ends or stop is called; it returns the URL and the TLS certificate
-// file to trust.
+// StartForTest runs a simulated CAS on 127.0.0.1 with its state in dir
+// until the test ends or stop is called, pinning LASKeyForTest; it
+// returns the URL and the TLS certificate file to trust.
 func StartForTest(t testing.TB, dir, sealer string) (url, caFile string, stop func()) {
 	t.Helper()
-	return StartConfigForTest(t, Config{StateDir: dir, Sealer: sealer, Simulation: true})
+	return StartConfigForTest(t, Config{StateDir: dir, Sealer: sealer, Simulation: true, SimKeys: LASPubFileForTest(t)})
+}
+
+// LASKeyForTest is the simulation key of the tests' LAS: StartForTest's
+// CAS takes simulated workload evidence signed by it.
+var LASKeyForTest = sync.OnceValue(func() *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// LASPubFileForTest is a file with LASKeyForTest's public key, for
+// Config.SimKeys.
+func LASPubFileForTest(t testing.TB) string {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(&LASKeyForTest().PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "las.pub.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// SimKeyForTest is the public key a simulated CAS on state folder dir
+// signs its own evidence with, for client.Expect.
+func SimKeyForTest(t testing.TB, dir string) *ecdsa.PublicKey {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, SimulationPubKeyFile))
+	if err != nil {
+		t.Fatalf("the CAS's simulation key: %v", err)
+	}
+	k, err := keyfile.ParsePublic(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // StartConfigForTest is StartForTest with the whole configuration; Listen

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -37,6 +38,7 @@ func TestAttestedConnection(t *testing.T) {
 	casURL, _, _ := StartForTest(t, dir, "none")
 	ctx := context.Background()
 	sim := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
+	sim.Verify.SimKeys = []*ecdsa.PublicKey{SimKeyForTest(t, dir)}
 
 	c, got, err := client.NewAttested(ctx, casURL, sim, nil)
 	if err != nil {
@@ -77,6 +79,32 @@ func TestAttestedConnection(t *testing.T) {
 	pinned.CloseIdleConnections()
 	if _, err := pinned.Version(ctx); err == nil || !strings.Contains(err.Error(), "another TLS key") {
 		t.Errorf("pinned client to the relay: %v", err)
+	}
+}
+
+// A simulated CAS is trusted only by the simulation key it is pinned to:
+// another simulated CAS at its address (whose key signs as well as any)
+// is refused by name, and so is every simulated CAS when no key is
+// given. The key stays across restarts, so a pin does too.
+func TestSimulatedCASIsPinned(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	casURL, _, stop := StartForTest(t, dir, "none")
+	forgedURL, _, _ := StartForTest(t, t.TempDir(), "none")
+	pin := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
+	pin.Verify.SimKeys = []*ecdsa.PublicKey{SimKeyForTest(t, dir)}
+
+	if _, _, err := client.NewAttested(ctx, forgedURL, pin, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "which is not pinned") {
+		t.Errorf("another simulated CAS: %v, want its key refused as not pinned", err)
+	}
+	unpinned := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
+	if _, _, err := client.NewAttested(ctx, casURL, unpinned, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "no key was given") {
+		t.Errorf("no simulation key given: %v", err)
+	}
+	stop()
+	casURL, _, _ = StartForTest(t, dir, "none")
+	if _, _, err := client.NewAttested(ctx, casURL, pin, nil); err != nil {
+		t.Errorf("the pinned key after a restart: %v", err)
 	}
 }
 

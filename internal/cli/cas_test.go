@@ -206,8 +206,9 @@ func mustRun(t *testing.T, args ...string) string {
 }
 
 // Without a certificate, CAS is trusted by its evidence: simulated
-// evidence only with --insecure-simulated-cas, which warns; the flags say
-// where and how when they are missing.
+// evidence only with --insecure-simulated-cas and the CAS's simulation key
+// (another's is refused), which warns; the flags say where and how when
+// they are missing.
 func TestCASTrustedByEvidence(t *testing.T) {
 	dir := t.TempDir()
 	url, _, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
@@ -216,6 +217,10 @@ func TestCASTrustedByEvidence(t *testing.T) {
 	if err := os.WriteFile(pubFile, []byte(pub), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	simPub := filepath.Join(dir, "state", cas.SimulationPubKeyFile)
+	other := filepath.Join(dir, "other")
+	cas.StartForTest(t, other, "none")
+	otherPub := filepath.Join(other, cas.SimulationPubKeyFile)
 	initArgs := []string{"cas", "init", "--recovery-owner", pubFile, "--out", filepath.Join(dir, "shares.json"), "--cas", url,
 		"--init-token-file", filepath.Join(dir, "state", cas.InitTokenFile)}
 
@@ -227,13 +232,17 @@ func TestCASTrustedByEvidence(t *testing.T) {
 		{[]string{"--cluster", "ns/cas"}, "say where CAS is"},
 		{[]string{"--cas-identity", writeFile(t, dir, "id.yaml", "identities: [{type: sgx}]\n")}, "simulation: "},
 		{[]string{"--cas-identity", writeFile(t, dir, "bad.yaml", "identitys: []\n")}, `--cas-identity`},
+		{[]string{"--insecure-simulated-cas"}, "name CAS's simulation key with --cas-sim-key"},
+		{[]string{"--cas-sim-key", simPub}, "--cas-sim-key goes with --insecure-simulated-cas"},
+		// Another simulated CAS's key: the one at the address is not it.
+		{[]string{"--insecure-simulated-cas", "--cas-sim-key", otherPub}, "which is not pinned"},
 	} {
 		_, _, err := run(t, append(append([]string{}, initArgs...), tt.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
 		}
 	}
-	out, errOut, err := run(t, append(initArgs, "--insecure-simulated-cas")...)
+	out, errOut, err := run(t, append(initArgs, "--insecure-simulated-cas", "--cas-sim-key", simPub)...)
 	if err != nil || !strings.Contains(out, "CAS initialised") || !strings.Contains(errOut, "simulated evidence") || !strings.Contains(errOut, "insecure") {
 		t.Errorf("init trusting simulated evidence: %v\n%s\n%s", err, out, errOut)
 	}

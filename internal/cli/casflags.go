@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 )
@@ -27,6 +29,7 @@ type casFlags struct {
 	url, ca, cluster, identity string
 	kubeconfig, kubeContext    string
 	insecureSimulated          bool
+	simKey                     string
 	initTokenFile              string
 }
 
@@ -78,7 +81,8 @@ func (f *casFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.cluster, "cluster", "", "a CAS resource, NAMESPACE/NAME, reached through the API server (port-forward): no LoadBalancer needed")
 	fl.StringVar(&f.ca, "cas-ca", "", "PEM certificate to trust for CAS's TLS (its tls.crt, or a CA that issued it)")
 	fl.StringVar(&f.identity, "cas-identity", "", "trust CAS by its evidence: a file (YAML or JSON) with the attestation policy CAS's evidence must meet (identities, acceptTCB)")
-	fl.BoolVar(&f.insecureSimulated, "insecure-simulated-cas", false, "trust a CAS that vouches for itself with simulated evidence (no TEE): insecure, development only")
+	fl.BoolVar(&f.insecureSimulated, "insecure-simulated-cas", false, "trust a CAS that vouches for itself with simulated evidence (no TEE), signed by its pinned simulation key: insecure, development only")
+	fl.StringVar(&f.simKey, "cas-sim-key", "", "with --insecure-simulated-cas and --cas: the PEM public key CAS signs its simulated evidence with (simulation.pub.pem in a standalone CAS's state folder; "+conn.CASKeyItem+" in a CAS resource's ConfigMap cas-NAME-simulation); --cluster takes it from the resource's status")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	fl.StringVar(&f.kubeContext, "context", "", "kubeconfig context for --cluster")
 }
@@ -89,15 +93,33 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 	if (f.url == "") == (f.cluster == "") {
 		return nil, done, errors.New("say where CAS is: --cas https://HOST:PORT or --cluster NAMESPACE/NAME (a CAS resource)")
 	}
+	if f.simKey != "" && (!f.insecureSimulated || f.cluster != "") {
+		return nil, done, errors.New("--cas-sim-key goes with --insecure-simulated-cas and --cas (--cluster takes the key from the CAS resource)")
+	}
 	if f.ca == "" && f.identity == "" && !f.insecureSimulated {
 		return nil, done, errors.New("say how to trust CAS: --cas-ca FILE (its certificate), --cas-identity FILE (the evidence it must show) or --insecure-simulated-cas (development)")
 	}
+	if f.insecureSimulated && f.url != "" && f.simKey == "" && f.ca == "" {
+		return nil, done, fmt.Errorf("--insecure-simulated-cas with --cas: name CAS's simulation key with --cas-sim-key FILE (simulation.pub.pem in a standalone CAS's state folder; %s in a CAS resource's ConfigMap cas-NAME-simulation): any key signs a simulated quote", conn.CASKeyItem)
+	}
 	url := f.url
 	var dial casclient.DialFunc
+	var simKey string
 	if f.cluster != "" {
-		if url, dial, done, err = f.forward(ctx); err != nil {
+		var res *servicesv1beta1.CAS
+		if url, dial, done, res, err = f.forward(ctx); err != nil {
 			return nil, func() {}, err
 		}
+		simKey = res.Status.SimulationKey
+		if f.insecureSimulated && res.Spec.Simulation && simKey == "" {
+			return nil, done, fmt.Errorf("--cluster %s: the operator has not published CAS's simulation key yet (status.simulationKey)", f.cluster)
+		}
+	} else if f.simKey != "" {
+		raw, err := os.ReadFile(f.simKey)
+		if err != nil {
+			return nil, done, fmt.Errorf("--cas-sim-key: %w", err)
+		}
+		simKey = string(raw)
 	}
 	defer func() {
 		if err != nil {
@@ -126,6 +148,13 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 		}
 	}
 	expect.Policy.AllowSimulation = f.insecureSimulated
+	if f.insecureSimulated && simKey != "" {
+		k, err := keyfile.ParsePublic([]byte(simKey))
+		if err != nil {
+			return nil, done, fmt.Errorf("CAS's simulation key: %w", err)
+		}
+		expect.Verify.SimKeys = []*ecdsa.PublicKey{k}
+	}
 	c, att, err := casclient.NewAttested(ctx, url, expect, dial)
 	if err != nil {
 		if attest.CheckOf(err) == attest.CheckSimulation {
@@ -141,33 +170,33 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 
 // forward finds the CAS resource of --cluster and port-forwards to its
 // pod; the URL keeps the Service's name, which CAS's certificate names.
-func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), error) {
+func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), *servicesv1beta1.CAS, error) {
 	ref, err := conn.ParseRef(f.cluster)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("--cluster: %w", err)
+		return "", nil, nil, nil, fmt.Errorf("--cluster: %w", err)
 	}
 	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, nil, err
 	}
 	scheme, err := schemeWith(servicesv1beta1.AddToScheme)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, nil, err
 	}
 	kc, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, nil, err
 	}
 	cas := &servicesv1beta1.CAS{}
 	if err := kc.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
-		return "", nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
 	}
 	ref.Port = int(cas.Spec.Service.ClientPort)
 	dial, stop, err := conn.PortForward(ctx, cfg, ref.Namespace, conn.PodName(ref.Name))
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
 	}
-	return ref.URL(), dial, stop, nil
+	return ref.URL(), dial, stop, cas, nil
 }
 
 // schemeWith is a scheme of the given API groups.

@@ -37,7 +37,7 @@ var MeshImage string
 
 type generateFlags struct {
 	platform, referenceFile, policyName, casAddress, dir string
-	casIdentity                                          string
+	casIdentity, casSimKey                               string
 	initializer, mesh, runtimeClass, overhead            string
 	addOwners                                            []string
 	disableUpdates, skipInit, skipMesh, fixResources     bool
@@ -69,6 +69,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.StringVar(&f.policyName, "policy", "workloads", "the manifest's policy name in CAS")
 	fl.StringVar(&f.casAddress, "cas-address", defaultCASAddress, "where the initializers reach CAS (SERVICE.NAMESPACE.svc:PORT)")
 	fl.StringVar(&f.casIdentity, "cas-identity", "", "the attestation policy (YAML or JSON: identities, acceptTCB) CAS's evidence must meet for the initializers to trust it; sim trusts a simulated CAS")
+	fl.StringVar(&f.casSimKey, "cas-sim-key", "", "sim: the PEM public key the simulated CAS signs its evidence with, which the initializers pin (a CAS resource's status.simulationKey; simulation.pub.pem in a standalone CAS's state folder)")
 	fl.StringVar(&f.dir, "workspace", ".", "folder of manifest.yaml, the owner keys and the image digest cache")
 	fl.StringSliceVar(&f.addOwners, "add-workload-owner-key", nil, "another public key (PEM) that may update the manifest")
 	fl.BoolVar(&f.disableUpdates, "disable-updates", false, "no workload owners: the manifest can never be changed")
@@ -98,7 +99,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			return fmt.Errorf("--reference-values-file %s: %w", f.referenceFile, err)
 		}
 	}
-	expect, err := f.casExpect(platform)
+	expect, simKey, err := f.casExpect(platform)
 	if err != nil {
 		return err
 	}
@@ -125,6 +126,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		SkipServiceMesh:  f.skipMesh,
 		CAS:              f.casAddress,
 		CASExpect:        expect,
+		CASSimKey:        simKey,
 		Policy:           f.policyName,
 		SkipInitializer:  f.skipInit,
 		FixResources:     f.fixResources,
@@ -198,27 +200,43 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	return nil
 }
 
-// casExpect is the initializers' expectation of CAS's evidence, JSON.
-func (f *generateFlags) casExpect(platform runtimeclass.Platform) (string, error) {
+// casExpect is the initializers' expectation of CAS's evidence, JSON,
+// and for a simulated CAS the key it signs its evidence with (PEM).
+func (f *generateFlags) casExpect(platform runtimeclass.Platform) (expect, simKey string, err error) {
 	var p attest.Policy
 	if f.casIdentity != "" {
 		data, err := os.ReadFile(f.casIdentity)
 		if err != nil {
-			return "", fmt.Errorf("--cas-identity: %w", err)
+			return "", "", fmt.Errorf("--cas-identity: %w", err)
 		}
 		parsed, err := attest.ParsePolicy(data)
 		if err != nil {
-			return "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
+			return "", "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
 		}
 		p = *parsed
 	} else if platform != runtimeclass.Sim {
-		return "", fmt.Errorf("--cas-identity: required for %s: the evidence CAS must show the initializers (its measurement)", platform)
+		return "", "", fmt.Errorf("--cas-identity: required for %s: the evidence CAS must show the initializers (its measurement)", platform)
 	}
 	// Simulated pods talk to a simulated CAS: both are the development
 	// setup the platform names.
 	p.AllowSimulation = platform == runtimeclass.Sim
+	switch {
+	case p.AllowSimulation && f.casSimKey == "":
+		return "", "", errors.New("--cas-sim-key: required for sim: the key the simulated CAS signs its evidence with, which the initializers pin (kubectl get cas NAME -o jsonpath='{.status.simulationKey}')")
+	case !p.AllowSimulation && f.casSimKey != "":
+		return "", "", fmt.Errorf("--cas-sim-key: only for sim, whose CAS is simulated; %s pods trust CAS by its measurement (--cas-identity)", platform)
+	case p.AllowSimulation:
+		raw, err := os.ReadFile(f.casSimKey)
+		if err != nil {
+			return "", "", fmt.Errorf("--cas-sim-key: %w", err)
+		}
+		if _, err := keyfile.ParsePublic(raw); err != nil {
+			return "", "", fmt.Errorf("--cas-sim-key %s: %w", f.casSimKey, err)
+		}
+		simKey = string(raw)
+	}
 	b, err := json.Marshal(p)
-	return string(b), err
+	return string(b), simKey, err
 }
 
 // owners are the manifest's owner keys: workload-owner.pem (made on first

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
@@ -56,7 +58,7 @@ func TestGenerate(t *testing.T) {
 	if err := os.WriteFile(plain, []byte("# untouched\nkind: ConfigMap\nmetadata: {name: x}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
+	args := []string{"generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--policy", "shop",
 		"--initializer-image", host + "/initializer:v1", resources}
 
 	_, stderr, err := run(t, args...)
@@ -119,10 +121,10 @@ func TestGenerateRefuses(t *testing.T) {
 		want string
 	}{
 		{"no platform", []string{resources}, `--reference-values: unknown platform ""`},
-		{"a tag offline", []string{"--reference-values", "sim", "--offline", resources}, `containers[0] (web): image "` + host + `/web:v1" names a tag`},
-		{"an unreadable owner key", []string{"--reference-values", "sim", "--add-workload-owner-key", "/nonexistent", resources}, "--add-workload-owner-key"},
+		{"a tag offline", []string{"--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--offline", resources}, `containers[0] (web): image "` + host + `/web:v1" names a tag`},
+		{"an unreadable owner key", []string{"--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--add-workload-owner-key", "/nonexistent", resources}, "--add-workload-owner-key"},
 		{"snp without CAS's identity", []string{"--reference-values", "snp", resources}, "--cas-identity: required for snp"},
-		{"no confidential pods", []string{"--reference-values", "sim", t.TempDir()}, "no pod template with runtimeClassName cloister-cc"},
+		{"no confidential pods", []string{"--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), t.TempDir()}, "no pod template with runtimeClassName cloister-cc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := run(t, append(base, tc.args...)...)
@@ -139,7 +141,7 @@ func TestGenerateDisableUpdates(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, err := run(t, "generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
+	_, stderr, err := run(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--disable-updates",
 		"--initializer-image", host+"/web:v1", resources)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
@@ -158,7 +160,7 @@ func TestGenerateStdin(t *testing.T) {
 	host := registryWith(t, "web", "initializer")
 	work := t.TempDir()
 	in := strings.ReplaceAll(shopYAML, "REGISTRY", host)
-	out, stderr, err := runWithInput(t, in, "generate", "--reference-values", "sim", "--workspace", work,
+	out, stderr, err := runWithInput(t, in, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work,
 		"--initializer-image", host+"/initializer:v1", "-")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
@@ -177,7 +179,7 @@ func TestGenerateServiceMesh(t *testing.T) {
 	host := registryWith(t, "web", "initializer", "mesh")
 	meshed := strings.Replace(strings.ReplaceAll(shopYAML, "REGISTRY", host), "metadata: {labels: {app: web}}",
 		"metadata: {labels: {app: web}, annotations: {cloister.dev/servicemesh-ingress: \"main#8001#false\"}}", 1)
-	out, stderr, err := runWithInput(t, meshed, "generate", "--reference-values", "sim", "--workspace", t.TempDir(),
+	out, stderr, err := runWithInput(t, meshed, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", t.TempDir(),
 		"--initializer-image", host+"/initializer:v1", "--mesh-image", host+"/mesh:v1", "-")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
@@ -185,7 +187,7 @@ func TestGenerateServiceMesh(t *testing.T) {
 	if strings.Count(out, "image: "+host+"/mesh@sha256:") != 2 || !strings.Contains(out, "VM memory 384Mi") && !strings.Contains(stderr, "VM memory 384Mi") {
 		t.Errorf("the mesh containers:\n%s\n%s", out, stderr)
 	}
-	out, stderr, err = runWithInput(t, meshed, "generate", "--reference-values", "sim", "--workspace", t.TempDir(),
+	out, stderr, err = runWithInput(t, meshed, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", t.TempDir(),
 		"--initializer-image", host+"/initializer:v1", "--mesh-image", host+"/mesh:v1", "--skip-service-mesh", "-")
 	if err != nil || strings.Contains(out, "/mesh") {
 		t.Errorf("skip-service-mesh: %v\n%s\n%s", err, out, stderr)
@@ -193,11 +195,11 @@ func TestGenerateServiceMesh(t *testing.T) {
 	// Offline, with the mesh image unknown: only a meshed pod needs it.
 	work := t.TempDir()
 	plain := strings.ReplaceAll(shopYAML, "REGISTRY", host)
-	if _, stderr, err := runWithInput(t, plain, "generate", "--reference-values", "sim", "--workspace", work,
+	if _, stderr, err := runWithInput(t, plain, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work,
 		"--initializer-image", host+"/initializer:v1", "--mesh-image", "mesh.example/mesh:v9", "-"); err != nil {
 		t.Fatalf("a pod without the mesh: %v\n%s", err, stderr)
 	}
-	if _, _, err := runWithInput(t, meshed, "generate", "--reference-values", "sim", "--workspace", work, "--offline",
+	if _, _, err := runWithInput(t, meshed, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--offline",
 		"--initializer-image", host+"/initializer:v1", "--mesh-image", "mesh.example/mesh:v9", "-"); err == nil ||
 		!strings.Contains(err.Error(), "(cloister-mesh-redirect): image \"mesh.example/mesh:v9\" names a tag") {
 		t.Errorf("a meshed pod offline without the mesh image: %v", err)
@@ -231,7 +233,7 @@ func TestGenerateWarnsOfKeysGitWouldCommit(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, stderr, err := run(t, "generate", "--reference-values", "sim", "--workspace", tree, "--policy", "shop",
+			_, stderr, err := run(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", tree, "--policy", "shop",
 				"--initializer-image", host+"/initializer:v1", resources)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
@@ -272,7 +274,7 @@ func TestGenerateWithoutPinnedImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The test binary is no release and has no pinned images.
-	_, _, err := run(t, "generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop", resources)
+	_, _, err := run(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--policy", "shop", resources)
 	if err == nil || !strings.Contains(err.Error(), "the initializer image (--initializer-image): this cloister (version ") ||
 		!strings.Contains(err.Error(), "make build") {
 		t.Errorf("without an initializer image: %v", err)
@@ -282,9 +284,20 @@ func TestGenerateWithoutPinnedImages(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(meshed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = run(t, "generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
+	_, _, err = run(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--policy", "shop",
 		"--initializer-image", host+"/initializer:v1", resources)
 	if !errors.Is(err, generate.ErrNoMeshImage) || !strings.Contains(err.Error(), "(--mesh-image): this cloister") {
 		t.Errorf("a meshed pod without a mesh image: %v", err)
 	}
+}
+
+// casSimKeyFile is a simulated CAS's public key in a file, for generate
+// --cas-sim-key.
+func casSimKeyFile(t *testing.T) string {
+	t.Helper()
+	k, err := keyfile.LoadOrCreate("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, t.TempDir(), "cas.pem", string(policy.MarshalPublicKey(&k.PublicKey)))
 }

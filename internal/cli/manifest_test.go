@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
@@ -13,7 +14,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
@@ -31,13 +31,13 @@ func TestSetVerifyRecover(t *testing.T) {
 	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--policy", "shop",
+	generateArgs := []string{"generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--policy", "shop",
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
 
 	state := filepath.Join(t.TempDir(), "state")
 	url, _, stop := cas.StartForTest(t, state, "none")
-	casArgs := []string{"-c", url, "--insecure-simulated-cas", "--workspace", work}
+	casArgs := []string{"-c", url, "--insecure-simulated-cas", "--cas-sim-key", filepath.Join(state, cas.SimulationPubKeyFile), "--workspace", work}
 	out, stderr, err := run(t, append(append([]string{"set", "--init-token-file", filepath.Join(state, cas.InitTokenFile)}, casArgs...), resources)...)
 	if err != nil || !strings.Contains(out, "manifest shop set: version 1") || !strings.Contains(stderr, "CAS initialised") {
 		t.Fatalf("set: %v\n%s\n%s", err, out, stderr)
@@ -59,13 +59,14 @@ func TestSetVerifyRecover(t *testing.T) {
 		return res.Workloads[0]
 	}
 	attestAs := func(digest string) error {
-		c, _, err := casclient.NewAttested(t.Context(), url, casclient.Expect{Policy: simulationOK()}, nil)
+		expect := casclient.Expect{Policy: simulationOK()}
+		expect.Verify.SimKeys = []*ecdsa.PublicKey{cas.SimKeyForTest(t, state)}
+		c, _, err := casclient.NewAttested(t.Context(), url, expect, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		key, _ := keyfile.LoadOrCreate("")
 		hostData, _ := hex.DecodeString(digest)
-		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&sim.Quoter{Key: key}, hostData}, filepath.Join(t.TempDir(), "out"))
+		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&sim.Quoter{Key: cas.LASKeyForTest()}, hostData}, filepath.Join(t.TempDir(), "out"))
 		return err
 	}
 	if err := attestAs(web().Digest); err != nil {
@@ -167,12 +168,12 @@ func TestImmutableManifest(t *testing.T) {
 	if err := os.WriteFile(yamlFile, []byte(strings.ReplaceAll(shopYAML, "REGISTRY", host)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	generateArgs := []string{"generate", "--reference-values", "sim", "--workspace", work, "--disable-updates",
+	generateArgs := []string{"generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--disable-updates",
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
 	state := filepath.Join(t.TempDir(), "state")
 	url, _, _ := cas.StartForTest(t, state, "none")
-	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--workspace", work, "--init-token-file", filepath.Join(state, cas.InitTokenFile), resources}
+	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--cas-sim-key", filepath.Join(state, cas.SimulationPubKeyFile), "--workspace", work, "--init-token-file", filepath.Join(state, cas.InitTokenFile), resources}
 	if out := mustRun(t, set...); !strings.Contains(out, "version 1") {
 		t.Fatalf("set: %s", out)
 	}

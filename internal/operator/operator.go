@@ -225,8 +225,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 	}{
 		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &sgxplugin.Kind{Base: b} }, sgxplugin.Setup},
 		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
-		{"las", opts.Images.LAS, func(b service.Base) service.Kind { return &las.Kind{Base: b} }, las.Setup},
-		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b, Secrets: mgr.GetClient()} }, cas.Setup},
+		{"las", opts.Images.LAS, func(b service.Base) service.Kind {
+			return &las.Kind{Base: b, Keys: &las.NodeKeys{Reader: mgr.GetClient()}}
+		}, las.Setup},
+		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b, Writer: mgr.GetClient()} }, cas.Setup},
 		{"confidentialruntime", opts.Images.NodeInstaller, func(b service.Base) service.Kind {
 			return &confidentialruntime.Kind{Base: b, Version: version.Get().Version}
 		}, confidentialruntime.Setup},

@@ -24,7 +24,6 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
-	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
@@ -87,7 +86,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 		b.Fatal(err)
 	}
 	cl, _, err := casclient.NewAttested(ctx, conn.Ref{Namespace: "default", Name: "cas", Port: 8081}.URL(),
-		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, conn.DialTo(pod.Status.PodIP+":8081"))
+		conn.Expect(cas), conn.DialTo(pod.Status.PodIP+":8081"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,6 +102,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
 	})
 	lasAt := &casclient.LAS{URL: "http://" + lasIP + ":18766"}
+	waitLASPinned(b, e, "cas")
 	casPID := 0
 	for _, line := range liveProcessesMentioning("--state-dir=/etc/cas/db") {
 		pid, _, _ := strings.Cut(line, ":")

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ import (
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/pki"
@@ -260,8 +262,12 @@ func (e *realNodeEnv) casHistory(t *testing.T, cas string) []string {
 		t.Fatal(err)
 	}
 	defer stop()
-	cl, _, err := casclient.NewAttested(ctx, conn.Ref{Namespace: "default", Name: cas, Port: 8081}.URL(),
-		casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, dial)
+	cr := &servicesv1beta1.CAS{}
+	if err := e.crs.Get(ctx, client.ObjectKey{Namespace: "default", Name: cas}, cr); err != nil {
+		t.Fatal(err)
+	}
+	// Its simulated evidence, signed by the key the operator made for it.
+	cl, _, err := casclient.NewAttested(ctx, conn.Ref{Namespace: "default", Name: cas, Port: 8081}.URL(), conn.Expect(cr), dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,6 +392,9 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 		p := pods.Items[0]
 		return podReady(&p) && strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), "--simulation"), podSummary(&p), nil
 	})
+	// CAS takes the pod's simulated evidence only once it pins its LAS's
+	// key, which the operator read from the LAS pod and published.
+	waitLASPinned(t, e, "cas")
 	casPod, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -400,10 +409,13 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 			HostAliases: []corev1.HostAlias{{IP: casPod.Status.PodIP, Hostnames: []string{"cas.default.svc"}}},
 			InitContainers: []corev1.Container{{
 				Name: "attest", Image: cliImg, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"cas", "attest", "--cas", "https://cas.default.svc:8081", "--insecure-simulated-cas",
+				// CAS's simulation key from the ConfigMap the operator
+				// publishes it in: another simulated CAS is not trusted.
+				Args: []string{"cas", "attest", "--cas", "https://cas.default.svc:8081", "--insecure-simulated-cas", "--cas-sim-key", "/run/cloister-cas/" + conn.CASKeyItem,
 					"--policy", "shop", "--service", "web", "--las", "http://$(HOST_IP):18766", "--out", "/run/cloister"},
-				Env:             []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister"}},
+				Env: []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister"},
+					{Name: "cas-keys", MountPath: "/run/cloister-cas", ReadOnly: true}},
 				SecurityContext: restricted(),
 			}},
 			Containers: []corev1.Container{{
@@ -411,7 +423,9 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 				VolumeMounts:    []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister", ReadOnly: true}},
 				SecurityContext: restricted(),
 			}},
-			Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
+			Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+				{Name: "cas-keys", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: conn.SimulationConfigMap("cas")}}}}},
 		}),
 	}
 	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
@@ -583,6 +597,10 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	cas := simCAS("cas-db")
 	cas.Spec.Persistence.Enabled = true
+	// A developer's simulation key, named to CAS: the CLI's own quoter
+	// signs with it. Any other key is refused.
+	devKey := filepath.Join(work.dir, "dev-sim.pem")
+	cas.Spec.SimulationKeys = []string{e.mustCLI(t, "policy", "keygen", "--out", devKey)}
 	if err := e.crs.Create(ctx, cas); err != nil {
 		t.Fatal(err)
 	}
@@ -597,8 +615,13 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 	waitState(t, e.crs, cas, common.StateHealthy)
 	signed := e.signPolicy(t, "db-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")
 	e.mustCLI(t, append([]string{"cas", "register", signed}, at...)...)
+	forged := filepath.Join(work.dir, "forged-sim.pem")
+	if _, err := e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--sim-key", forged, "--out", filepath.Join(work.dir, "forged")}, at...)...); err == nil ||
+		!strings.Contains(err.Error(), "which is not pinned: a forged quote") {
+		t.Errorf("a simulated quote signed by a key CAS does not pin: %v", err)
+	}
 	attestAs := func(dir string) map[string]string {
-		e.mustCLI(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", dir}, at...)...)
+		e.mustCLI(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--sim-key", devKey, "--out", dir}, at...)...)
 		out := map[string]string{}
 		for _, f := range []string{casclient.RootCAFile, casclient.EnvFile} {
 			b, err := os.ReadFile(filepath.Join(dir, f))
@@ -647,4 +670,53 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 		len(pvcs.Items) != 1 || pvcs.Items[0].Spec.StorageClassName == nil || *pvcs.Items[0].Spec.StorageClassName != "standard" {
 		t.Errorf("claims: %v %+v", err, pvcs.Items)
 	}
+}
+
+// waitLASPinned waits until the CAS called name reports that it pins the
+// simulation key of the real node's LAS: the operator read the key from
+// the LAS pod, published it, and the ConfigMap reached the CAS pod.
+func waitLASPinned(t testing.TB, e *realNodeEnv, name string) {
+	t.Helper()
+	waitFor(t, "CAS "+name+" to pin the real node's LAS key", 4*time.Minute, func(ctx context.Context) (bool, string, error) {
+		var lases basev1beta1.LASList
+		if err := e.crs.List(ctx, &lases); err != nil {
+			return false, "", err
+		}
+		var want []string
+		for _, l := range lases.Items {
+			if n, ok := l.Status.Nodes[e.node.Name]; ok && n.SimulationKey != "" {
+				k, err := keyfile.ParsePublic([]byte(n.SimulationKey))
+				if err != nil {
+					return false, "", fmt.Errorf("LAS %s's key for %s: %w", l.Name, e.node.Name, err)
+				}
+				want = append(want, sim.Fingerprint(k))
+			}
+		}
+		if len(want) == 0 {
+			return false, "the operator has read no LAS key on " + e.node.Name + " yet", nil
+		}
+		cas := &servicesv1beta1.CAS{}
+		if err := e.crs.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, cas); err != nil {
+			return false, "", err
+		}
+		for _, w := range want {
+			if !slices.Contains(cas.Status.SimulationKeys, w) {
+				return false, fmt.Sprintf("CAS pins %v, not yet %s", cas.Status.SimulationKeys, w), nil
+			}
+		}
+		return true, "", nil
+	})
+}
+
+// casSimKeyFile writes the simulation key the operator made for the CAS
+// called name (its status.simulationKey) into a file, for generate
+// --cas-sim-key.
+func casSimKeyFile(t *testing.T, e *realNodeEnv, name string) string {
+	t.Helper()
+	cas := &servicesv1beta1.CAS{}
+	waitFor(t, "CAS "+name+"'s simulation key", time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := e.crs.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, cas)
+		return err == nil && cas.Status.SimulationKey != "", "status.simulationKey is empty", err
+	})
+	return writeFile(t, filepath.Join(e.dir, name+"-sim.pem"), cas.Status.SimulationKey)
 }

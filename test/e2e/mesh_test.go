@@ -128,7 +128,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	writeFile(t, filepath.Join(ws, generate.DigestCacheFile), string(digests))
 	r := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casIP, "MESHAPP", imageRef(meshApp))
 	file := writeFile(t, filepath.Join(resources, "mesh.yaml"), r.Replace(meshPods))
-	e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "mesh",
+	e.mustCLI(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t, e, "cas-shop"), "--offline", "--workspace", ws, "--policy", "mesh",
 		"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"),
 		"--mesh-image", imageRef("cloister-mesh"), resources)
 	generated := mustRead(t, file)

@@ -103,6 +103,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	casPod := e.waitPod(t, "default", conn.PodName("cas-shop"), "to run on the real node", 2*time.Minute, func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
 	})
+	waitLASPinned(t, e, "cas-shop")
 	at := []string{"--cluster", "default/cas-shop", "--insecure-simulated-cas"}
 	// The images are on the node, not in a registry: the digest cache
 	// pins them, as a rerun of generate would find it.
@@ -126,7 +127,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	generateShop := func() {
-		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", ws, "--policy", "workloads",
+		e.mustCLI(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t, e, "cas-shop"), "--offline", "--workspace", ws, "--policy", "workloads",
 			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), resources)
 	}
 	generateShop()
@@ -286,7 +287,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	}
 	generateFrozen := func(tierVersion string) {
 		writeFile(t, filepath.Join(frozenRes, "shop.yaml"), strings.Replace(yaml, `value: "2"`, `value: "`+tierVersion+`"`, 1))
-		e.mustCLI(t, "generate", "--reference-values", "sim", "--offline", "--workspace", frozenWS, "--policy", "frozen", "--disable-updates",
+		e.mustCLI(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t, e, "cas-shop"), "--offline", "--workspace", frozenWS, "--policy", "frozen", "--disable-updates",
 			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), frozenRes)
 	}
 	generateFrozen("2")

@@ -43,6 +43,12 @@ type LASNode struct {
 	// Version is the LAS version the pod runs.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// SimulationKey, in simulation, is the PEM public key the pod signs
+	// simulated evidence with, read from the pod by the operator and
+	// published to the simulated CASes, which take simulated workload
+	// evidence from these keys only.
+	// +optional
+	SimulationKey string `json:"simulationKey,omitempty"`
 }
 
 // LASStatus reports the LAS pods. Counts are -1 when they cannot be

@@ -97,6 +97,15 @@ type CASSpec struct {
 	// CAS refuses simulated evidence from every workload.
 	// +optional
 	Simulation bool `json:"simulation,omitempty"`
+
+	// SimulationKeys are PEM public keys whose simulated workload evidence
+	// a simulated CAS takes besides its LAS nodes' (which the operator
+	// publishes itself): e.g. a developer's key for cloister cas attest
+	// --sim --sim-key. Each key named here can claim any pod's identity.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	SimulationKeys []string `json:"simulationKeys,omitempty"`
 }
 
 // CASStatus reports CAS.
@@ -118,6 +127,18 @@ type CASStatus struct {
 	// that is uninitialised again after it lost its state says so.
 	// +optional
 	InitializedAt *metav1.Time `json:"initializedAt,omitempty"`
+
+	// SimulationKey is the PEM public key a simulated CAS signs its own
+	// evidence with: the operator made it (its private half is only in
+	// the CAS pod's Secret), and clients pin it to trust this CAS.
+	// +optional
+	SimulationKey string `json:"simulationKey,omitempty"`
+
+	// SimulationKeys name (sha256:HEX) the keys whose simulated workload
+	// evidence the running CAS takes, as CAS reports them: its LAS nodes'
+	// and spec.simulationKeys, once they reached the pod.
+	// +optional
+	SimulationKeys []string `json:"simulationKeys,omitempty"`
 }
 
 // CAS runs the attestation and configuration service: it holds policies,

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -91,8 +92,7 @@ func Verify(raw []byte, at time.Time, trusted ...*ecdsa.PublicKey) (*attest.Clai
 		return nil, attest.Reject(attest.CheckSignature, "the simulated evidence's signature does not verify with its key")
 	}
 	if len(trusted) > 0 && !trustedKey(key, trusted) {
-		h := sha256.Sum256(doc.Key)
-		return nil, attest.Reject(attest.CheckChain, "signed by simulation key sha256:%x, which is not pinned: a forged quote, or a LAS (or developer key) this verifier was not given", h)
+		return nil, attest.Reject(attest.CheckChain, "signed by simulation key %s, which is not pinned: a forged quote, or a LAS (or developer key) this verifier was not given", fingerprint(doc.Key))
 	}
 	if at.Before(doc.IssuedAt) || at.After(doc.NotAfter) {
 		return nil, attest.Reject(attest.CheckValidity, "valid from %s to %s, verified at %s",
@@ -102,6 +102,20 @@ func Verify(raw []byte, at time.Time, trusted ...*ecdsa.PublicKey) (*attest.Clai
 	c.Type, c.Insecure = attest.Sim, true
 	c.NotBefore, c.NotAfter = doc.IssuedAt, doc.NotAfter
 	return &c, nil
+}
+
+// Fingerprint names a simulation key as verifiers report it:
+// sha256:HEX of its PKIX DER.
+func Fingerprint(key *ecdsa.PublicKey) string {
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return "sha256:?"
+	}
+	return fingerprint(der)
+}
+
+func fingerprint(der []byte) string {
+	return fmt.Sprintf("sha256:%x", sha256.Sum256(der))
 }
 
 func trustedKey(key *ecdsa.PublicKey, trusted []*ecdsa.PublicKey) bool {

@@ -39,6 +39,12 @@ type Server struct {
 	// Identity is what GET /v1/public-key says of the CAS besides its
 	// encryption key: its TLS certificate and evidence binding it.
 	Identity wire.Identity
+	// Evidence, when set, makes the evidence of Identity afresh for each
+	// request (a simulated CAS signs its own).
+	Evidence func() (*attest.Evidence, error)
+	// SimulationKeys, when set, names the simulation keys whose workload
+	// evidence CAS takes, so their owners can see what is pinned.
+	SimulationKeys func() ([]string, error)
 	// PerClient bounds concurrent requests per client address.
 	PerClient int
 

@@ -15,6 +15,22 @@ import (
 func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	state, why := s.CAS.Status()
 	out := wire.PublicKey{Identity: s.Identity, State: string(state), StateReason: why}
+	if s.Evidence != nil {
+		ev, err := s.Evidence()
+		if err != nil {
+			fail(w, fmt.Errorf("making CAS's evidence: %w", err))
+			return
+		}
+		out.Evidence = ev
+	}
+	if s.SimulationKeys != nil {
+		keys, err := s.SimulationKeys()
+		if err != nil {
+			fail(w, fmt.Errorf("reading the pinned simulation keys: %w", err))
+			return
+		}
+		out.SimulationKeys = keys
+	}
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}

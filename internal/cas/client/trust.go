@@ -34,7 +34,8 @@ type Expect struct {
 	// with AllowSimulation, whether simulated evidence is accepted.
 	// ReportData is set by the client (the TLS key it sees).
 	Policy attest.Policy
-	// Verify is how the evidence is verified (time, collateral).
+	// Verify is how the evidence is verified (time, collateral, and for a
+	// simulated CAS the simulation key it must be signed by: required).
 	Verify verify.Options
 }
 
@@ -85,7 +86,14 @@ func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFu
 	if err != nil {
 		return nil, nil, err
 	}
-	claims, err := verify.Evidence(*pk.Evidence, expect.Verify)
+	var claims *attest.Claims
+	if pk.Evidence.Type == attest.Sim && expect.Policy.AllowSimulation && len(expect.Verify.SimKeys) == 0 {
+		// Any key signs a simulated quote: without a pinned one, whoever
+		// answers at CAS's address would be taken for it.
+		err = attest.Reject(attest.CheckChain, "CAS vouches for itself with simulated evidence, which is taken only from the simulation key it is pinned to, and no key was given")
+	} else {
+		claims, err = verify.Evidence(*pk.Evidence, expect.Verify)
+	}
 	if err == nil {
 		p := expect.Policy
 		p.ReportData = binding

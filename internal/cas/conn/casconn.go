@@ -8,6 +8,7 @@ package conn
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 )
@@ -44,6 +46,25 @@ func InitTokenSecret(name string) string { return ReleasePrefix + "-" + name + "
 
 // InitTokenKey is the token's key in InitTokenSecret.
 const InitTokenKey = "token"
+
+// SimulationKeySecret is the Secret with the key a simulated CAS NAME
+// signs its own evidence with (key SimulationKeyKey): the operator makes
+// it, only the CAS pod mounts it.
+func SimulationKeySecret(name string) string { return ReleasePrefix + "-" + name + "-simulation-key" }
+
+// SimulationConfigMap is where the operator publishes a simulated CAS
+// NAME's simulation keys: CASKeyItem, the public key its own evidence is
+// signed by, for clients in pods to pin; WorkloadKeysItem, the keys whose
+// workload evidence CAS takes (its LAS nodes' and the resource's
+// spec.simulationKeys).
+func SimulationConfigMap(name string) string { return ReleasePrefix + "-" + name + "-simulation" }
+
+// Keys of SimulationKeySecret and SimulationConfigMap.
+const (
+	SimulationKeyKey = "key.pem"
+	CASKeyItem       = "cas.pem"
+	WorkloadKeysItem = "workloads.pem"
+)
 
 // Ref names a CAS resource and the Service port an address uses.
 type Ref struct {
@@ -95,9 +116,18 @@ func ParseRef(s string) (Ref, error) {
 
 // Expect is what a client demands of the CAS of cas: simulated evidence
 // only when the resource asks for simulation (and then the claims say
-// Insecure).
+// Insecure), signed by the simulation key the operator made for it
+// (status.simulationKey).
 func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
-	return casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
+	e := casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
+	if cas.Spec.Simulation {
+		// Unparsable or not published yet: no key, which the client
+		// refuses by name.
+		if k, err := keyfile.ParsePublic([]byte(cas.Status.SimulationKey)); err == nil {
+			e.Verify.SimKeys = []*ecdsa.PublicKey{k}
+		}
+	}
+	return e
 }
 
 // ErrNotRunning: the CAS pod is not (yet) there to be dialled.

@@ -67,10 +67,14 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		return nil, "csr", fmt.Errorf("%w: csr: %w", ErrInvalid, err)
 	}
 	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir}
-	if req.Evidence.Type == attest.Sim && c.cfg.SimKeys != nil {
-		if opts.SimKeys, err = c.cfg.SimKeys.Keys(); err != nil {
-			return nil, "error", fmt.Errorf("reading the pinned simulation keys: %w", err)
+	if req.Evidence.Type == attest.Sim && c.cfg.AllowSimulation {
+		if c.cfg.SimKeys != nil {
+			if opts.SimKeys, err = c.cfg.SimKeys.Keys(); err != nil {
+				return nil, "error", fmt.Errorf("reading the pinned simulation keys: %w", err)
+			}
 		}
+		// Unpinned, anyone's key would do: a pod could claim another's
+		// policy. No key pinned means no simulated evidence at all.
 		if len(opts.SimKeys) == 0 {
 			err := attest.Reject(attest.CheckChain, "this CAS pins no simulation keys, so it takes no simulated evidence: give it the LAS keys (or a developer's key) to pin")
 			return nil, string(attest.CheckChain), fmt.Errorf("%w: %w", ErrRejected, err)

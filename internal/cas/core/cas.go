@@ -108,7 +108,7 @@ type Config struct {
 	// evidence (as for cloister evidence verify).
 	CollateralDir string
 	// SimKeys pins the keys simulated evidence must be signed by; nil
-	// takes any key (a CAS whose LAS keys are not published yet).
+	// pins none, so no simulated workload evidence is taken.
 	SimKeys SimKeys
 	// AllowSimulation lets a policy's allowSimulation take effect. Without
 	// it CAS refuses simulated evidence whatever a policy says: a CAS that

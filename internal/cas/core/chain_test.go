@@ -123,7 +123,8 @@ func (p pinned) Keys() ([]*ecdsa.PublicKey, error) { return p, nil }
 
 // A CAS that pins simulation keys takes simulated evidence signed by them
 // only: a pod that signs its own quote, claiming any identity, is refused
-// by name; a CAS that pins none takes no simulated evidence at all.
+// by name; a CAS that pins none (not configured, or an empty set) takes
+// no simulated evidence at all.
 func TestPinnedSimulationKeys(t *testing.T) {
 	f := newFixture(t, NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
@@ -140,8 +141,10 @@ func TestPinnedSimulationKeys(t *testing.T) {
 		t.Errorf("a forged simulated quote: %v", err)
 	}
 	f.lasKey = las
-	f.cas.cfg.SimKeys = pinned{}
-	if _, err := f.cas.Attest(f.request("api", nil)); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "pins no simulation keys") {
-		t.Errorf("a CAS that pins no keys: %v", err)
+	for name, keys := range map[string]SimKeys{"an empty set": pinned{}, "none at all": nil} {
+		f.cas.cfg.SimKeys = keys
+		if _, err := f.cas.Attest(f.request("api", nil)); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "pins no simulation keys") {
+			t.Errorf("a CAS that pins %s: %v", name, err)
+		}
 	}
 }

@@ -39,6 +39,7 @@ type fixture struct {
 func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir()}
+	f.lasKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	f.open(sealer)
 	var pubs []*ecdsa.PublicKey
 	for range n {
@@ -51,7 +52,6 @@ func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
 		t.Fatal(err)
 	}
 	f.owner, _ = policy.NewKey()
-	f.lasKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	return f
 }
 
@@ -67,7 +67,7 @@ func (f *fixture) open(sealer Sealer) {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { _ = f.db.Close() }) // closed already when the test reopened it
-	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, InitToken: FixedToken(testToken), AllowSimulation: !f.noSimulation}); err != nil {
+	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, InitToken: FixedToken(testToken), SimKeys: pinned{&f.lasKey.PublicKey}, AllowSimulation: !f.noSimulation}); err != nil {
 		f.t.Fatal(err)
 	}
 }

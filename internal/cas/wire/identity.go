@@ -17,6 +17,10 @@ type PublicKey struct {
 	State string `json:"state"`
 	// StateReason says why CAS is in its state (e.g. what recovery waits for).
 	StateReason string `json:"stateReason,omitempty"`
+	// SimulationKeys name (sha256:HEX of the PKIX key) the simulation
+	// keys whose workload evidence a simulated CAS takes: its LAS nodes'
+	// and those named to it.
+	SimulationKeys []string `json:"simulationKeys,omitempty"`
 }
 
 // Error is the body of every error response.

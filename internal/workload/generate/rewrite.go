@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
@@ -45,7 +46,10 @@ type Options struct {
 	CAS, Policy     string
 	// CASExpect is the attestation policy (JSON) CAS's evidence must
 	// meet for the initializer to trust it.
-	CASExpect       string
+	CASExpect string
+	// CASSimKey, for an expectation that allows simulation, is the PEM
+	// public key the simulated CAS signs its evidence with.
+	CASSimKey       string
 	SkipInitializer bool
 	// FixResources sets memory requests to the limits instead of
 	// refusing pods whose requests differ.
@@ -260,6 +264,9 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 			{Name: initenv.EnvService, Value: service},
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: initenv.SecretsPath}},
+	}
+	if opts.CASSimKey != "" {
+		c.Env = slices.Insert(c.Env, 4, corev1.EnvVar{Name: initenv.EnvCASSimKey, Value: opts.CASSimKey})
 	}
 	inits := []corev1.Container{c}
 	for _, c := range pod.InitContainers {

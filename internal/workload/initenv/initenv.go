@@ -8,10 +8,13 @@ package initenv
 
 // The initializer's environment, as generate writes it.
 const (
-	EnvCAS     = "CLOISTER_CAS"
-	EnvExpect  = "CLOISTER_CAS_EXPECT"
-	EnvPolicy  = "CLOISTER_POLICY"
-	EnvService = "CLOISTER_SERVICE"
+	EnvCAS    = "CLOISTER_CAS"
+	EnvExpect = "CLOISTER_CAS_EXPECT"
+	// EnvCASSimKey is the PEM public key a simulated CAS signs its own
+	// evidence with, for an expectation that allows simulation.
+	EnvCASSimKey = "CLOISTER_CAS_SIM_KEY"
+	EnvPolicy    = "CLOISTER_POLICY"
+	EnvService   = "CLOISTER_SERVICE"
 )
 
 const (

@@ -8,11 +8,13 @@ package initializer
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
@@ -25,6 +27,10 @@ type Config struct {
 	CAS string
 	// Expect is the attestation policy CAS's evidence must meet (JSON).
 	Expect string
+	// SimKey is the PEM public key a simulated CAS signs its evidence
+	// with: required when Expect allows simulation, since any key signs
+	// a simulated quote.
+	SimKey string
 	// Policy and Service name the pod in CAS's manifest.
 	Policy, Service string
 	// LAS is the node's LAS URL.
@@ -69,6 +75,24 @@ func parseExpect(text string) (*attest.Policy, error) {
 	return &p, nil
 }
 
+// parseSimKey reads the simulated CAS's key: required exactly when the
+// expectation allows simulation.
+func parseSimKey(text string, simulation bool) ([]*ecdsa.PublicKey, error) {
+	switch {
+	case !simulation && text != "":
+		return nil, fmt.Errorf("%s is set but %s does not allow simulation: remove one (cloister generate sets both for sim)", initenv.EnvCASSimKey, initenv.EnvExpect)
+	case !simulation:
+		return nil, nil
+	case text == "":
+		return nil, fmt.Errorf("%s is empty: a simulated CAS is trusted only by the key it signs its evidence with (cloister generate --cas-sim-key sets it)", initenv.EnvCASSimKey)
+	}
+	k, err := keyfile.ParsePublic([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", initenv.EnvCASSimKey, err)
+	}
+	return []*ecdsa.PublicKey{k}, nil
+}
+
 // Run attests until it succeeds or ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
@@ -80,6 +104,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	expect.Policy = *p
+	if expect.Verify.SimKeys, err = parseSimKey(cfg.SimKey, p.AllowSimulation); err != nil {
+		return err
+	}
 	wait := cfg.MinRetry
 	if wait == 0 {
 		wait = time.Second

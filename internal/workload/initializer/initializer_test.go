@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -51,12 +51,11 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state"))); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := keyfile.LoadOrCreate("")
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: key}}).Handler())
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
 	t.Cleanup(las.Close)
 
 	out := filepath.Join(dir, "cloister", "tls-config")
-	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, Policy: "shop", Service: "shop-deployment-web",
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web",
 		LAS: las.URL, Out: out, MinRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond}
 	logs := &testenv.Buffer{}
 	done := make(chan error, 1)
@@ -151,10 +150,9 @@ func BenchmarkInitializer(b *testing.B) {
 	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest, Link: policy.Link{Version: 1}}); err != nil {
 		b.Fatal(err)
 	}
-	key, _ := keyfile.LoadOrCreate("")
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: key}}).Handler())
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
 	b.Cleanup(las.Close)
-	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, Policy: "shop", Service: "shop-deployment-web",
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(b, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web",
 		LAS: las.URL, Out: filepath.Join(dir, "out")}
 	log := slog.New(slog.DiscardHandler)
 	for b.Loop() {
@@ -162,6 +160,17 @@ func BenchmarkInitializer(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// casSimKey is the simulation key of the CAS on state folder dir, as
+// generate writes it into the initializer's environment.
+func casSimKey(tb testing.TB, dir string) string {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, cas.SimulationPubKeyFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(raw)
 }
 
 // What the host puts into the pod's environment never panics the
@@ -176,4 +185,29 @@ func FuzzExpect(f *testing.F) {
 			t.Errorf("%q accepted without an identity", s)
 		}
 	})
+}
+
+// The simulated CAS's key is required exactly when the expectation allows
+// simulation, and must be a P-256 public key.
+func TestParseSimKey(t *testing.T) {
+	pub := string(policy.MarshalPublicKey(&cas.LASKeyForTest().PublicKey))
+	for _, tt := range []struct {
+		name, text string
+		simulation bool
+		want       string
+	}{
+		{"simulation with the key", pub, true, ""},
+		{"no simulation, no key", "", false, ""},
+		{"simulation without a key", "", true, "a simulated CAS is trusted only by the key"},
+		{"a key without simulation", pub, false, "does not allow simulation"},
+		{"not a key", "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n", true, initenv.EnvCASSimKey},
+	} {
+		keys, err := parseSimKey(tt.text, tt.simulation)
+		if tt.want == "" && (err != nil || (tt.simulation && len(keys) != 1)) {
+			t.Errorf("%s: %v, %d keys", tt.name, err, len(keys))
+		}
+		if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
 }

@@ -32,9 +32,13 @@ import (
 // Kind adapts CAS to the service reconciler.
 type Kind struct {
 	service.Base
-	// Secrets makes and renews the CAS pod's init token Secret; the
-	// operator only ever creates and patches it, never reads it.
-	Secrets client.Writer
+	// Writer makes the CAS pod's Secrets (init token, simulation key) and
+	// its simulation ConfigMap; the operator only ever creates and
+	// patches the Secrets, never reads them.
+	Writer client.Writer
+	// keys holds, per simulated CAS, a simulation key made but not yet
+	// in its Secret (simulation.go).
+	keys pendingKeys
 	// Dial, when set, replaces dialling the CAS pod's address (tests run
 	// CAS on loopback).
 	Dial func(podAddress string) casclient.DialFunc
@@ -92,6 +96,9 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, _ []service.O
 		if err := k.initToken(ctx, c, false); err != nil {
 			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
 		}
+		if err := k.simulation(ctx, c); err != nil {
+			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
+		}
 	}
 	p := k.probe(ctx, c)
 	was := c.Status.CASState
@@ -120,26 +127,22 @@ func (k *Kind) initToken(ctx context.Context, c *servicesv1beta1.CAS, renew bool
 	if _, err := rand.Read(b); err != nil {
 		return err
 	}
-	yes := true
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: conn.InitTokenSecret(c.Name), Namespace: c.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/name": "cloister-cas", "app.kubernetes.io/instance": c.Name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: servicesv1beta1.GroupVersion.String(), Kind: "CAS",
-				Name: c.Name, UID: c.UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{conn.InitTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))},
+		ObjectMeta: k.owned(c, conn.InitTokenSecret(c.Name)),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{conn.InitTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))},
 	}
 	if renew {
 		patch, err := json.Marshal(map[string]any{"data": sec.Data})
 		if err != nil {
 			return err
 		}
-		if err := k.Secrets.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := k.Writer.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("renewing CAS's init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
 		}
 		return nil
 	}
-	if err := k.Secrets.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := k.Writer.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("making CAS's init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
 	}
 	return nil
@@ -158,6 +161,7 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 		return Probe{Err: err}
 	}
 	c.Status.Version = version
+	c.Status.SimulationKeys = att.PublicKey.SimulationKeys
 	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure}
 }
 

@@ -4,15 +4,21 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/cas"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
@@ -26,7 +32,7 @@ import (
 var envConfig *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{}, &envConfig))
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirectoryPaths: []string{"../../../../charts/cloister-operator/files/crds"}}, &envConfig))
 }
 
 // The CAS kind reads the state of a real cloister-cas through the pod the
@@ -36,19 +42,24 @@ func TestMain(m *testing.M) {
 // that did not ask for simulation.
 func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.New(envConfig, client.Options{})
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, basev1beta1.AddToScheme, servicesv1beta1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(envConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, caFile, _ := cas.StartForTest(t, t.TempDir(), "none")
-	casAddr := strings.TrimPrefix(url, "https://")
+	var url, caFile, casAddr string
 	dial := func(podAddress string) casclient.DialFunc {
 		if podAddress != "10.9.8.7:8081" {
 			t.Errorf("dialled %s, want the pod's IP and CAS's port", podAddress)
 		}
 		return conn.DialTo(casAddr)
 	}
-	k := &Kind{Base: service.Base{Reader: c}, Secrets: c, Dial: dial}
+	k := &Kind{Base: service.Base{Reader: c}, Writer: c, Dial: dial}
 	cr := casCR(func(c *servicesv1beta1.CAS) {
 		c.Namespace = "default"
 		c.Spec.Simulation = true
@@ -75,6 +86,38 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	if token() != first {
 		t.Error("the init token changed before CAS was initialised")
 	}
+	// The simulation key: published in the status, then in the Secret
+	// the pod mounts and the ConfigMap with the LAS nodes' keys.
+	published := cr.Status.SimulationKey
+	if _, err := keyfile.ParsePublic([]byte(published)); err != nil {
+		t.Fatalf("status.simulationKey %q: %v", published, err)
+	}
+	lasKey := cas.LASKeyForTest()
+	lasCR := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "las"}}
+	if err := c.Create(ctx, lasCR); err != nil {
+		t.Fatal(err)
+	}
+	lasCR.Status.Nodes = map[string]basev1beta1.LASNode{"node-a": {Pod: "las-x", Ready: true, SimulationKey: string(policy.MarshalPublicKey(&lasKey.PublicKey))}}
+	if err := c.Status().Update(ctx, lasCR); err != nil {
+		t.Fatal(err)
+	}
+	k.FillStatus(ctx, cr, nil)
+	if cr.Status.SimulationKey != published {
+		t.Errorf("the simulation key changed: %q, was %q", cr.Status.SimulationKey, published)
+	}
+	state := t.TempDir()
+	keyFile, workloadsFile := mounted(t, c, cr, state)
+	priv, err := keyfile.LoadOrCreate(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub := string(policy.MarshalPublicKey(&priv.PublicKey)); pub != published {
+		t.Errorf("the Secret's key is not status.simulationKey's:\n%s\n%s", pub, published)
+	}
+	// Another simulated CAS (its own key) at the pod's address is not
+	// this one.
+	impostor, _, _ := cas.StartForTest(t, t.TempDir(), "none")
+	casAddr = strings.TrimPrefix(impostor, "https://")
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cas-probe", Labels: map[string]string{tee.LabelSimulatedNode: "true"}}}
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatal(err)
@@ -103,8 +146,17 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.Dial = dial
-
 	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Reason != health.ReasonCASNotAttested || !strings.Contains(obs.Message, "which is not pinned") {
+		t.Errorf("a simulated CAS signing with another key: %+v", obs)
+	}
+
+	url, caFile, _ = cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimulationKeyFile: keyFile, SimKeys: workloadsFile})
+	casAddr = strings.TrimPrefix(url, "https://")
+	obs = k.FillStatus(ctx, cr, nil)
+	if want := []string{sim.Fingerprint(&lasKey.PublicKey)}; !slices.Equal(cr.Status.SimulationKeys, want) {
+		t.Errorf("status.simulationKeys %v, want the LAS node's %v", cr.Status.SimulationKeys, want)
+	}
 	if obs.Reason != health.ReasonCASUninitialized || !strings.Contains(obs.Message, "cloister cas init --cluster default/cas") ||
 		cr.Status.CASState != "uninitialized" || cr.Status.Version == "" {
 		t.Errorf("uninitialised CAS: %+v, status %+v", obs, cr.Status)
@@ -141,7 +193,37 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 
 	cr.Spec.Simulation = false
 	obs = k.FillStatus(ctx, cr, nil)
+	if cr.Status.SimulationKey != "" {
+		t.Errorf("status.simulationKey %q without simulation", cr.Status.SimulationKey)
+	}
 	if obs.Status != health.False || obs.Reason != health.ReasonCASNotAttested || !strings.Contains(obs.Message, "simulation") || cr.Status.CASState != "" {
 		t.Errorf("a simulated CAS under a CR without simulation: %+v, state %q", obs, cr.Status.CASState)
 	}
+}
+
+// mounted writes the simulation key Secret and the workload keys of the
+// ConfigMap the operator made for cr into dir, as the kubelet mounts
+// them into the CAS pod.
+func mounted(t *testing.T, c client.Client, cr *servicesv1beta1.CAS, dir string) (keyFile, workloadsFile string) {
+	t.Helper()
+	ctx := context.Background()
+	var sec corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cr.Namespace, Name: conn.SimulationKeySecret(cr.Name)}, &sec); err != nil {
+		t.Fatalf("the simulation key Secret: %v", err)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cr.Namespace, Name: conn.SimulationConfigMap(cr.Name)}, &cm); err != nil {
+		t.Fatalf("the simulation ConfigMap: %v", err)
+	}
+	if cm.Data[conn.CASKeyItem] != cr.Status.SimulationKey {
+		t.Errorf("the ConfigMap's %s is not status.simulationKey", conn.CASKeyItem)
+	}
+	keyFile, workloadsFile = filepath.Join(dir, "key.pem"), filepath.Join(dir, "workloads.pem")
+	if err := os.WriteFile(keyFile, sec.Data[conn.SimulationKeyKey], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(workloadsFile, []byte(cm.Data[conn.WorkloadKeysItem]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, workloadsFile
 }

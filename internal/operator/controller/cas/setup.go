@@ -1,10 +1,16 @@
 package cas
 
 import (
+	"context"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
@@ -17,14 +23,35 @@ import (
 // The init token Secret is made and renewed, never read: only the CAS pod
 // (which mounts it) and whoever initialises CAS read it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
+// A simulated CAS's simulation keys, for its pod and its clients' pods.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
 
 // Setup registers the CAS controller. It watches the CAS pod too: its IP
 // and readiness (CAS initialised or recovered) change before the
-// StatefulSet's status does.
+// StatefulSet's status does; and every LAS, whose node keys the simulated
+// CASes take workload evidence from.
 func Setup(mgr ctrl.Manager, r *service.Reconciler) error {
 	b := service.NewControllerManagedBy(mgr, "cas", &servicesv1beta1.CAS{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
-		Owns(&corev1.ServiceAccount{})
+		Owns(&corev1.ServiceAccount{}).
+		Watches(&basev1beta1.LAS{}, handler.EnqueueRequestsFromMapFunc(simulated(mgr.GetClient())))
 	return service.OwnPods(b, "CAS").Complete(r)
+}
+
+// simulated maps any event to the simulated CASes.
+func simulated(r client.Reader) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list servicesv1beta1.CASList
+		if err := r.List(ctx, &list); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, c := range list.Items {
+			if c.Spec.Simulation {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+			}
+		}
+		return out
+	}
 }

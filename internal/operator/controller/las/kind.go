@@ -5,8 +5,13 @@ package las
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
@@ -18,9 +23,26 @@ import (
 // Kind adapts LAS to the service reconciler.
 type Kind struct {
 	service.Base
+	// Keys reads the LAS pods' simulation keys; nil: none are read.
+	Keys *NodeKeys
 }
 
-var _ service.Kind = (*Kind)(nil)
+var (
+	_ service.Kind   = (*Kind)(nil)
+	_ service.Poller = (*Kind)(nil)
+)
+
+// keyRetry is how soon a LAS pod's simulation key that could not be
+// read is read again.
+const keyRetry = 10 * time.Second
+
+// PollAfter reads again soon while a LAS pod's simulation key is missing.
+func (k *Kind) PollAfter(obj service.Object) time.Duration {
+	if k.Keys != nil && as(obj).Spec.Simulation && k.Keys.Pending() {
+		return keyRetry
+	}
+	return 0
+}
 
 func (k *Kind) Name() string                 { return "LAS" }
 func (k *Kind) ReleasePrefix() string        { return "las" }
@@ -55,8 +77,45 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	}
 	st, healthy := Replicas(ds, pods.Items)
 	st.ServiceStatus = l.Status.ServiceStatus
+	if l.Spec.Simulation && k.Keys != nil {
+		if missing := k.simulationKeys(ctx, pods.Items, int(l.Spec.HostPort), st.Nodes); missing != "" && healthy.Status == health.True {
+			healthy.Message += "; " + missing
+		}
+	}
 	l.Status = st
 	return healthy
+}
+
+// simulationKeys puts each ready pod's simulation key into nodes, and
+// says which could not be read (simulated CASes refuse those nodes'
+// workloads until they are).
+func (k *Kind) simulationKeys(ctx context.Context, pods []corev1.Pod, port int, nodes map[string]basev1beta1.LASNode) string {
+	live := map[types.UID]bool{}
+	var missing []string
+	for i := range pods {
+		p := &pods[i]
+		n, ok := nodes[p.Spec.NodeName]
+		if !ok || n.Pod != p.Name || !n.Ready {
+			continue
+		}
+		live[p.UID] = true
+		key, err := k.Keys.Key(ctx, p, port)
+		if errors.Is(err, ErrSimulatedNode) {
+			continue
+		}
+		if err != nil {
+			missing = append(missing, err.Error())
+			continue
+		}
+		n.SimulationKey = key
+		nodes[p.Spec.NodeName] = n
+	}
+	k.Keys.Forget(live)
+	slices.Sort(missing)
+	if len(missing) == 0 {
+		return ""
+	}
+	return "simulated CASes take no evidence from these nodes yet: " + strings.Join(missing, "; ")
 }
 
 // Metrics exports every metric and alert field.

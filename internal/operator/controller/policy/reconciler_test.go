@@ -66,7 +66,9 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	url, caFile, _ := cas.StartForTest(t, t.TempDir(), "none")
+	state := t.TempDir()
+	url, caFile, _ := cas.StartForTest(t, state, "none")
+	simPub := filepath.Join(state, cas.SimulationPubKeyFile)
 	ca, _ := os.ReadFile(caFile)
 	admin, err := casclient.New(url, ca, nil)
 	if err != nil {
@@ -80,6 +82,16 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	}
 	cas := &servicesv1beta1.CAS{ObjectMeta: metav1.ObjectMeta{Name: "cas", Namespace: ns}, Spec: servicesv1beta1.CASSpec{Simulation: true}}
 	if err := c.Create(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+	// The key CAS signs its simulated evidence with, as the operator
+	// publishes the one it made.
+	simKey, err := os.ReadFile(simPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas.Status.SimulationKey = string(simKey)
+	if err := c.Status().Update(ctx, cas); err != nil {
 		t.Fatal(err)
 	}
 	// On a node, as a running pod is: the connector refuses simulated ones.

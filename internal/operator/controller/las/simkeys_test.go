@@ -1,0 +1,89 @@
+package las
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/las"
+)
+
+// The operator reads each LAS pod's simulation key from the pod itself (a
+// real LAS server here, its pod IP standing for loopback), once per pod;
+// a pod on a simulated node is never dialled; a pod whose key cannot be
+// read is read again.
+func TestNodeKeys(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.New(testenv.Start(t, testenv.Options{}), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keyfile.LoadOrCreate("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: t.TempDir()}, Quoter: &sim.Quoter{Key: key}}).Handler())
+	t.Cleanup(srv.Close)
+	var asked []string
+	up := true
+	n := &NodeKeys{Reader: c, Get: func(ctx context.Context, url string) ([]byte, error) {
+		asked = append(asked, url)
+		if !up {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return httpGet(ctx, srv.URL+strings.TrimPrefix(url, "http://10.1.2.3:18766"))
+	}}
+	for name, simulated := range map[string]bool{"real": false, "kwok": true} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if simulated {
+			node.Labels = map[string]string{tee.LabelSimulatedNode: "true"}
+		}
+		if err := c.Create(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(uid, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "las-" + uid, UID: types.UID("uid-" + uid)},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{PodIP: "10.1.2.3"}}
+	}
+
+	up = false
+	if _, err := n.Key(ctx, pod("a", "real"), 18766); err == nil || !n.Pending() {
+		t.Errorf("LAS not answering: %v, pending %v", err, n.Pending())
+	}
+	up = true
+	got, err := n.Key(ctx, pod("a", "real"), 18766)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if want := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})); got != want || n.Pending() {
+		t.Errorf("key %q, want LAS's %q (pending %v)", got, want, n.Pending())
+	}
+	if len(asked) != 2 || asked[1] != "http://10.1.2.3:18766/v1/simulation-key" {
+		t.Errorf("asked %v", asked)
+	}
+	if _, err := n.Key(ctx, pod("a", "real"), 18766); err != nil || len(asked) != 2 {
+		t.Errorf("a pod's key is read once: %v, asked %d times", err, len(asked))
+	}
+	if _, err := n.Key(ctx, pod("b", "kwok"), 18766); err == nil || !strings.Contains(err.Error(), "simulated node") || len(asked) != 2 {
+		t.Errorf("a pod on a simulated node: %v, asked %d times", err, len(asked))
+	}
+	n.Forget(nil)
+	if _, err := n.Key(ctx, pod("a", "real"), 18766); err != nil || len(asked) != 3 {
+		t.Errorf("after its pod went: %v, asked %d times", err, len(asked))
+	}
+}
