@@ -2,10 +2,12 @@ package charts
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -97,6 +99,15 @@ func TestLASSimulationIsExplicit(t *testing.T) {
 		}
 		if token := ds.Spec.Template.Spec.AutomountServiceAccountToken; token == nil || *token != want {
 			t.Errorf("simulation %v: automountServiceAccountToken %v", sim, token)
+		}
+		// The simulation key outlives a container restart (the operator
+		// reads it once per pod), in memory, writable on a read-only root.
+		c := ds.Spec.Template.Spec.Containers[0]
+		keyVolume := slices.ContainsFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+			return v.Name == "simulation-key" && v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory
+		}) && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "simulation-key" && m.MountPath == "/run/las" })
+		if strings.Contains(args, "--key-file=/run/las/simulation.key") != want || keyVolume != want {
+			t.Errorf("simulation %v: args %s, key volume %v", sim, args, keyVolume)
 		}
 		out, err := Render("las", "las-x", "ns", map[string]any{"simulation": sim})
 		if err != nil {

@@ -214,7 +214,7 @@ func newCASAttest(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&service, "service", "", "service in the policy")
 	cmd.Flags().StringVar(&lasURL, "las", "", "the node's LAS, http://HOST:18766")
 	cmd.Flags().BoolVar(&simulate, "sim", false, "simulated evidence (insecure; the policy must allow simulation)")
-	cmd.Flags().StringVar(&simKey, "sim-key", "", "with --sim: the simulation key (PEM, made if missing) to sign with, whose public key CAS pins (cloister-cas --sim-keys); default a new key each time")
+	cmd.Flags().StringVar(&simKey, "sim-key", "", "with --sim: the simulation key (PEM, made if missing) to sign with, whose public key CAS pins (cloister-cas --sim-keys, a CAS resource's spec.simulationKeys); default a new key each time, which no CAS takes")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the results")
 	return cmd
 }
