@@ -116,7 +116,7 @@ func TestAttestRejectionsOverHTTPS(t *testing.T) {
 name: ` + name + `
 owners: {keys: ["` + pemKey(owner) + `"]}
 ` + sim + `
-services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + strings.Repeat("11", 32) + `"}]}, certificate: {sans: [api]}}]
+services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + strings.Repeat("11", 32) + `"}]}, certificate: {sans: [api.` + name + `]}}]
 `
 	}
 	for _, d := range []string{doc("lax", "allowSimulation: true"), doc("strict", "")} {

@@ -125,14 +125,14 @@ secrets:
 	// The same policy under another name, sealed to this CAS with the key
 	// it publishes.
 	sealedSrc := filepath.Join(dir, "sealed-policy.yaml")
-	if err := os.WriteFile(sealedSrc, []byte(strings.Replace(readFile(t, policyFile), "name: shop", "name: shop-sealed", 1)), 0o644); err != nil {
+	if err := os.WriteFile(sealedSrc, []byte(strings.NewReplacer("name: shop", "name: shop-sealed", "web.shop.svc", "web.shop-sealed.svc").Replace(readFile(t, policyFile))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sealed := filepath.Join(dir, "encrypted.yaml")
 	if err := os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, casArgs...)...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(readFile(t, sealed), "web.shop.svc") {
+	if strings.Contains(readFile(t, sealed), "web.shop-sealed.svc") {
 		t.Error("the EncryptedPolicy shows the policy")
 	}
 	if out := mustRun(t, append([]string{"cas", "register", sealed}, casArgs...)...); !strings.Contains(out, "policy shop-sealed registered: version 1") {

@@ -275,6 +275,8 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	verifyHistory("after the recovery")
 
 	// A manifest generated without owner keys is set once and never changed.
+	// Its workloads are other services than the shop's: a certificate name
+	// belongs to the one policy that holds it.
 	frozenWS, frozenRes := filepath.Join(e.dir, "frozen-workspace"), filepath.Join(e.dir, "frozen-resources")
 	if err := os.MkdirAll(frozenWS, 0o755); err != nil {
 		t.Fatal(err)
@@ -286,7 +288,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	generateFrozen := func(tierVersion string) {
-		writeFile(t, filepath.Join(frozenRes, "shop.yaml"), strings.Replace(yaml, `value: "2"`, `value: "`+tierVersion+`"`, 1))
+		writeFile(t, filepath.Join(frozenRes, "shop.yaml"), strings.ReplaceAll(strings.Replace(yaml, `value: "2"`, `value: "`+tierVersion+`"`, 1), "shop-", "frozen-"))
 		e.mustCLI(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t, e, "cas-shop"), "--offline", "--workspace", frozenWS, "--policy", "frozen", "--disable-updates",
 			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), frozenRes)
 	}

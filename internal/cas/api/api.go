@@ -149,6 +149,8 @@ func fail(w http.ResponseWriter, err error) {
 		code, reason = http.StatusConflict, wire.ReasonConflict
 	case errors.Is(err, core.ErrSuperseded):
 		code, reason = http.StatusConflict, wire.ReasonSuperseded
+	case errors.Is(err, core.ErrNameTaken):
+		code, reason = http.StatusConflict, wire.ReasonNameTaken
 	case errors.Is(err, core.ErrInvalid):
 		code, reason = http.StatusBadRequest, wire.ReasonInvalid
 	case errors.Is(err, core.ErrNotFound):

@@ -37,6 +37,8 @@ var (
 	ErrConflict = errors.New("version conflict")
 	// ErrSuperseded: a policy version CAS held and has since replaced.
 	ErrSuperseded = errors.New("superseded")
+	// ErrNameTaken: a name another policy holds.
+	ErrNameTaken = errors.New("name taken")
 )
 
 // Buckets of the store; meta is in the clear (it is needed before the

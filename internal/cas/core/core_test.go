@@ -244,6 +244,7 @@ func TestAttestRejections(t *testing.T) {
 	noSim := f.policyText("")
 	noSim = strings.Replace(noSim, "allowSimulation: true\n", "", 1)
 	noSim = strings.Replace(noSim, "name: shop", "name: strict", 1)
+	noSim = strings.NewReplacer("api.shop.svc, 10.1.2.3", "api.strict.svc", "worker.shop.svc", "worker.strict.svc").Replace(noSim)
 	noSim = strings.Replace(noSim, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: nitro, pcrs: {0: \""+strings.Repeat("ab", 48)+"\"}}]}\n", 1)
 	if _, err := f.register(noSim, f.owner); err != nil {
 		t.Fatal(err)

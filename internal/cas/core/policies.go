@@ -114,6 +114,12 @@ func (c *CAS) register(s *policy.Signed, sealed bool) (*wire.Registration, error
 	if s.Version <= held {
 		return c.earlier(k, doc, s, current, refuse)
 	}
+	c.mu.RLock()
+	err = certificateNames(k.policies, doc)
+	c.mu.RUnlock()
+	if err != nil {
+		return refuse(err)
+	}
 	if current != nil && s.Predecessor != current.Digest {
 		return refuse(fmt.Errorf("%w: policy %s version %d is signed to replace %q, but CAS's version %d is %s: sign it again%s",
 			ErrConflict, doc.Name, s.Version, s.Predecessor, held, current.Digest, after(current)))

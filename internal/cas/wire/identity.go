@@ -48,4 +48,6 @@ const (
 	ReasonConflict = "version-conflict"
 	// ReasonSuperseded: a policy version CAS held and has replaced since.
 	ReasonSuperseded = "superseded"
+	// ReasonNameTaken: a name (a certificate's) that another policy holds.
+	ReasonNameTaken = "name-taken"
 )
