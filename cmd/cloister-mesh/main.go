@@ -10,11 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/mesh"
+	"github.com/cloister-cc/cloister/internal/mesh/proxy"
 )
 
 func main() { startup.Main("cloister-mesh", run) }
@@ -36,9 +38,14 @@ func run(ctx context.Context) error {
 	fs.StringVar(&cfg.Certs, "certs", initenv.DefaultOut, "the folder of the workload certificate, key and mesh CA the initializer wrote")
 	proxyPort := fs.Uint("proxy-port", mesh.DefaultProxyPort, "where the ingress proxy listens (the redirect's target)")
 	adminPort := fs.Uint("admin-port", mesh.DefaultAdminPort, "the plain admin port: /healthz, /metrics")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", proxy.DefaultMaxConnections, "open connections per listener; one more is closed at once (counted as limited)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", proxy.DefaultIdleTimeout, "end a connection neither side sent on for this long")
 	log, err := startup.ParseFlags(fs, os.Args[2:], os.Stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.MaxConnections < 1 || cfg.IdleTimeout < time.Second {
+		return errors.New("--max-connections is at least 1 and --idle-timeout at least 1s")
 	}
 	for _, p := range []*uint{proxyPort, adminPort} {
 		if *p == 0 || *p > 65535 {

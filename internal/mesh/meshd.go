@@ -47,6 +47,10 @@ type Config struct {
 	// Certs is the initializer's folder of certificates.
 	Certs                string
 	ProxyPort, AdminPort uint16
+	// MaxConnections caps each listener's open connections, IdleTimeout
+	// ends connections no side sends on (0: the proxy's defaults).
+	MaxConnections int
+	IdleTimeout    time.Duration
 }
 
 func (c Config) parse() (annotation.Config, error) {
@@ -107,10 +111,11 @@ func Proxy(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	conns := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cloister_mesh_connections_total",
-		Help: "Connections through the mesh proxy, by direction (ingress, egress) and outcome (forwarded, refused, unreachable)."},
+		Help: "Connections through the mesh proxy, by direction (ingress, egress) and outcome (forwarded, refused, unreachable, limited: closed at once at the listener's connection cap)."},
 		[]string{"direction", "outcome"})
 	reg.MustRegister(conns)
-	p := &proxy.Proxy{Log: log, Count: func(d, o string) { conns.WithLabelValues(d, o).Inc() }}
+	p := &proxy.Proxy{Log: log, Count: func(d, o string) { conns.WithLabelValues(d, o).Inc() },
+		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout}
 
 	// Listen on everything first: once /healthz answers, every port does.
 	type listener struct {
@@ -156,7 +161,9 @@ func Proxy(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+	// Only the probe and the metrics, each request bounded.
+	srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
 	if err := listen(net.JoinHostPort("", strconv.Itoa(int(cfg.AdminPort))), func(ctx context.Context, ln net.Listener) error {
 		go func() { //nolint:gosec // shuts the server down after ctx is done, so it needs a context of its own
 			<-ctx.Done()

@@ -3,71 +3,14 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 )
 
 // handshakeTimeout bounds a TLS handshake: a client that never finishes
 // one does not hold a goroutine for long.
 const handshakeTimeout = 10 * time.Second
-
-// halfCloser is a connection whose writing side closes alone (TCP, TLS).
-type halfCloser interface {
-	CloseWrite() error
-}
-
-// pipe copies both ways until both directions end, passing each EOF on as
-// a half-close, then closes both connections.
-func pipe(a, b net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	oneWay := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if hc, ok := dst.(halfCloser); ok {
-			_ = hc.CloseWrite()
-		} else {
-			_ = dst.Close()
-		}
-	}
-	go oneWay(a, b)
-	go oneWay(b, a)
-	wg.Wait()
-	_ = a.Close()
-	_ = b.Close()
-}
-
-// serve accepts on ln until ctx ends and hands every connection to handle.
-func serve(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
-	go func() {
-		<-ctx.Done()
-		_ = ln.Close()
-	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			handle(conn)
-		}()
-	}
-}
 
 // Route is where one ingress connection goes.
 type Route struct {
@@ -94,6 +37,13 @@ type Proxy struct {
 	// Count, if set, counts each connection by direction (Ingress,
 	// Egress) and outcome.
 	Count func(direction, outcome string)
+	// MaxConnections caps the open connections of each listener (0:
+	// DefaultMaxConnections); one over it is closed at once, counted
+	// Limited and logged, while the open ones go on.
+	MaxConnections int
+	// IdleTimeout ends a connection neither side has sent on for this
+	// long (0: DefaultIdleTimeout).
+	IdleTimeout time.Duration
 }
 
 // Directions and outcomes of connections, as counted.
@@ -106,6 +56,8 @@ const (
 	Forwarded   = "forwarded"
 	Refused     = "refused"
 	Unreachable = "unreachable"
+	// Limited: closed at once, the listener being at its connection cap.
+	Limited = "limited"
 )
 
 func (p *Proxy) count(direction, outcome string) {
@@ -118,7 +70,7 @@ func (p *Proxy) count(direction, outcome string) {
 // terminating TLS first where it says so.
 func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) error {
 	log := p.Log
-	return serve(ctx, ln, func(conn net.Conn) {
+	return p.serve(ctx, ln, DirIngress, func(conn net.Conn) {
 		from := conn.RemoteAddr().String()
 		r, err := route(conn)
 		if err != nil {
@@ -158,7 +110,7 @@ func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) erro
 			return
 		}
 		p.count(DirIngress, Forwarded)
-		pipe(conn, app)
+		p.pipe(conn, app)
 	})
 }
 
@@ -171,7 +123,7 @@ func (p *Proxy) Egress(ctx context.Context, ln net.Listener, upstream string, ce
 	if err != nil {
 		return err
 	}
-	return serve(ctx, ln, func(conn net.Conn) {
+	return p.serve(ctx, ln, DirEgress, func(conn net.Conn) {
 		cfg, err := certs.ClientConfig(host)
 		if err != nil {
 			log.Warn("egress without certificates", "upstream", upstream, "error", err.Error())
@@ -188,6 +140,6 @@ func (p *Proxy) Egress(ctx context.Context, ln net.Listener, upstream string, ce
 			return
 		}
 		p.count(DirEgress, Forwarded)
-		pipe(conn, up)
+		p.pipe(conn, up)
 	})
 }
