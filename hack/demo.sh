@@ -126,7 +126,9 @@ demo_cas_in_cluster() {
 	# cannot change, so a second demo applies the same resource again.
 	if [ ! -s "$CAS_DIR/signedpolicy-cluster.yaml" ]; then
 		policy_doc >"$CAS_DIR/policy.yaml"
-		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --version 1 --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-cluster.yaml"
+		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --version 1 --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-owner.yaml"
+		# A new name: the board (the recovery owner, by default) approves it.
+		"$CLOISTER" policy sign --key "$CAS_DIR/recovery-owner.pem" "$CAS_DIR/signedpolicy-owner.yaml" >"$CAS_DIR/signedpolicy-cluster.yaml"
 	fi
 	kube apply -f "$CAS_DIR/signedpolicy-cluster.yaml"
 	kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=60s spol/demo >/dev/null
@@ -205,7 +207,8 @@ demo_workloads() {
 	kube delete pod shop --ignore-not-found >/dev/null
 	kube apply -f "$ws/resources/shop.yaml" >/dev/null
 	echo "cloister set --cluster default/cas: the manifest is a CAS policy; the pod's initializer attests and gets its certificate"
-	"$CLOISTER" set --cluster default/cas --insecure-simulated-cas --kubeconfig "$KUBECONFIG_PATH" --workspace "$ws" "$ws/resources"
+	"$CLOISTER" set --cluster default/cas --insecure-simulated-cas --kubeconfig "$KUBECONFIG_PATH" --workspace "$ws" \
+		--board-key "$CAS_DIR/recovery-owner.pem" "$ws/resources"
 	kube wait --for=jsonpath='{.status.phase}'=Running --timeout=120s pod/shop >/dev/null
 	kube logs shop -c cloister-initializer | tail -n 1
 	kube get pod shop -o wide
@@ -242,7 +245,9 @@ demo_cas() {
 	# Signed where CAS says the document goes: version 1, or the current
 	# version's own place when a demo before registered it already.
 	"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --cas-address "$CAS_URL" \
-		--cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy.yaml"
+		--cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt" "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-owner.yaml"
+	# Version 1, a new name: the board (the recovery owner) approves it.
+	"$CLOISTER" policy sign --key "$CAS_DIR/recovery-owner.pem" "$CAS_DIR/signedpolicy-owner.yaml" >"$CAS_DIR/signedpolicy.yaml"
 	cas register "$CAS_DIR/signedpolicy.yaml"
 	cas attest --policy demo --service web --sim --sim-key "$CAS_DIR/sim.pem" --out "$CAS_DIR/web"
 }

@@ -3,6 +3,7 @@ package cas
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -45,8 +46,10 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 	casKey, _ := policy.DecodePublicKey(pk.EncryptionKey)
 	seal := func(text string) wire.PolicyRequest {
 		s := &policy.Signed{Policy: text, Link: policy.Link{Version: 1}}
-		if err := policy.Sign(s, owner); err != nil {
-			t.Fatal(err)
+		for _, k := range []*ecdsa.PrivateKey{owner, BoardKeyForTest()} {
+			if err := policy.Sign(s, k); err != nil {
+				t.Fatal(err)
+			}
 		}
 		e, err := policy.Encrypt(s, casKey)
 		if err != nil {
@@ -87,7 +90,7 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 		t.Fatal(err)
 	}
 	key, _ := policy.ParsePublicKey([]byte(h.HistoryKey))
-	if err := wire.VerifyHistory(h.Records, key); err != nil || h.Records[0].Policy != "" || h.Records[0].Read != policy.ReadOwners || len(h.Records[0].Signatures) != 1 {
+	if err := wire.VerifyHistory(h.Records, key); err != nil || h.Records[0].Policy != "" || h.Records[0].Read != policy.ReadOwners || len(h.Records[0].Signatures) != 2 { // the owner's and the board's
 		t.Errorf("the public history: %+v, %v", h.Records, err)
 	}
 

@@ -156,7 +156,7 @@ func BenchmarkAttestServerCPU(b *testing.B) {
 	dir := b.TempDir()
 	cmd, c := child(b, dir)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(b, dir)); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(b, dir), BoardPEMForTest()); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {

@@ -88,7 +88,7 @@ func TestKillDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	cmd, c := child(t, dir)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(t, dir)); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(t, dir), BoardPEMForTest()); err != nil {
 		t.Fatal(err)
 	}
 	const writers, perWriter = 8, 400

@@ -40,7 +40,7 @@ func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	owners := []string{string(policy.MarshalPublicKey(&recovery.PublicKey))}
 	_, err = c.Init(context.Background(), owners, 1, "a-guessed-init-token")
 	note(err)
-	if _, err := c.Init(context.Background(), owners, 1, token); err != nil {
+	if _, err := c.Init(context.Background(), owners, 1, token, BoardPEMForTest()); err != nil {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()

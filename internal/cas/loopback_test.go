@@ -39,7 +39,7 @@ func readyCASAt(t testing.TB) (*client.Client, string, []byte) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, filepath.Dir(caFile)), BoardPEMForTest()); err != nil {
 		t.Fatal(err)
 	}
 	return c, url, ca
@@ -61,6 +61,9 @@ func sign(t *testing.T, c *client.Client, doc string, keys ...*ecdsa.PrivateKey)
 		t.Fatal(err)
 	}
 	s := &policy.Signed{Policy: doc, Link: link}
+	if link.Version == 1 {
+		keys = append(keys, BoardKeyForTest()) // a new name: the board approves it
+	}
 	for _, k := range keys {
 		if err := policy.Sign(s, k); err != nil {
 			t.Fatal(err)

@@ -36,6 +36,25 @@ var LASKeyForTest = sync.OnceValue(func() *ecdsa.PrivateKey {
 	return k
 })
 
+// BoardKeyForTest is the board of the tests' CASes (given at init with
+// BoardPEMForTest): it approves their new policy names.
+var BoardKeyForTest = sync.OnceValue(func() *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// BoardPEMForTest is BoardKeyForTest's public key, for an init request.
+func BoardPEMForTest() string {
+	der, err := x509.MarshalPKIXPublicKey(&BoardKeyForTest().PublicKey)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
 // LASPubFileForTest is a file with LASKeyForTest's public key, for
 // Config.SimKeys.
 func LASPubFileForTest(t testing.TB) string {

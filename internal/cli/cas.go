@@ -29,30 +29,28 @@ func newCAS(s Streams) *cobra.Command {
 
 func newCASInit(s Streams) *cobra.Command {
 	var f casFlags
-	var owners []string
+	var owners, board []string
 	var threshold int
 	var out string
 	cmd := &cobra.Command{
-		Use:   "init (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --recovery-owner PUB.pem... --threshold K --out shares.json",
+		Use:   "init (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --recovery-owner PUB.pem... [--board PUB.pem...] --threshold K --out shares.json",
 		Short: "Make CAS generate its seed and split it among the recovery owners",
 		Long: "CAS generates its root secret and splits it k-of-n among the recovery owners, each\n" +
 			"share sealed to its owner's key. The shares are written to --out and kept by nobody\n" +
-			"else: after a restart without a sealer, k owners recover CAS with them.",
+			"else: after a restart without a sealer, k owners recover CAS with them. The board\n" +
+			"(--board; default the recovery owners) approves every new policy name.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(owners) == 0 || out == "" {
 				return errors.New("--recovery-owner (at least one) and --out are required")
 			}
-			var pems []string
-			for _, o := range owners {
-				b, err := os.ReadFile(o)
-				if err != nil {
-					return fmt.Errorf("--recovery-owner: %w", err)
-				}
-				if _, err := policy.ParsePublicKey(b); err != nil {
-					return fmt.Errorf("--recovery-owner %s: %w", o, err)
-				}
-				pems = append(pems, string(b))
+			pems, err := readPublicKeys("--recovery-owner", owners)
+			if err != nil {
+				return err
+			}
+			boardPEMs, err := readPublicKeys("--board", board)
+			if err != nil {
+				return err
 			}
 			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
@@ -63,7 +61,7 @@ func newCASInit(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			shares, err := initCAS(cmd.Context(), c, pems, threshold, token, out)
+			shares, err := initCAS(cmd.Context(), c, pems, threshold, token, out, boardPEMs...)
 			if err != nil {
 				return err
 			}
@@ -74,6 +72,7 @@ func newCASInit(s Streams) *cobra.Command {
 	f.add(cmd)
 	f.addInitToken(cmd)
 	cmd.Flags().StringArrayVar(&owners, "recovery-owner", nil, "a recovery owner's public key (PEM, cloister policy keygen); repeat")
+	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the board, which approves every new policy name (its first version); repeat; default the recovery owners")
 	cmd.Flags().IntVar(&threshold, "threshold", 1, "how many owners' shares recover CAS")
 	cmd.Flags().StringVar(&out, "out", "", "where to write the sealed shares")
 	return cmd
@@ -101,8 +100,8 @@ func newCASRecover(s Streams) *cobra.Command {
 
 // initCAS makes CAS generate its seed, split among the recovery owners,
 // and writes the sealed shares to path, the only place they are kept.
-func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshold int, token, path string) (*wire.Shares, error) {
-	shares, err := c.Init(ctx, owners, threshold, token)
+func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshold int, token, path string, board ...string) (*wire.Shares, error) {
+	shares, err := c.Init(ctx, owners, threshold, token, board...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +110,23 @@ func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshol
 		return nil, fmt.Errorf("writing the shares: %w (they are lost: CAS keeps none; it works until it restarts)", err)
 	}
 	return shares, nil
+}
+
+// readPublicKeys reads the PEM public keys in files, named by flag in
+// errors.
+func readPublicKeys(flag string, files []string) ([]string, error) {
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if _, err := policy.ParsePublicKey(b); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", flag, f, err)
+		}
+		out = append(out, string(b))
+	}
+	return out, nil
 }
 
 // ownShare opens the share sealed to the owner key in keyFile.

@@ -99,6 +99,14 @@ secrets:
 	if err := os.WriteFile(signed, []byte(mustRun(t, append([]string{"policy", "sign", "--key", owner, policyFile}, casArgs...)...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A new name: its owner alone does not make it; a board member (the
+	// recovery owners, by default) signs it too.
+	if _, _, err := run(t, append([]string{"cas", "register", signed}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "is a new name") {
+		t.Errorf("a new name without the board: %v", err)
+	}
+	if err := os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owners[0], signed)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
 		t.Errorf("register: %s", out)
 	}
@@ -129,7 +137,8 @@ secrets:
 		t.Fatal(err)
 	}
 	sealed := filepath.Join(dir, "encrypted.yaml")
-	if err := os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owner, sealedSrc}, casArgs...)...)), 0o644); err != nil {
+	sealedSigned := writeFile(t, dir, "sealed-signed.yaml", mustRun(t, "policy", "sign", "--key", owner, "--version", "1", sealedSrc))
+	if err := os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owners[0], sealedSigned}, casArgs...)...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(readFile(t, sealed), "web.shop-sealed.svc") {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 
@@ -28,7 +29,7 @@ const (
 
 func newSet(s Streams) *cobra.Command {
 	var f casFlags
-	var dir, ownerKey string
+	var dir, ownerKey, boardKey string
 	cmd := &cobra.Command{
 		Use:   "set (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] PATH...",
 		Short: "Check the YAML against manifest.yaml, attest CAS and set the manifest there",
@@ -36,7 +37,9 @@ func newSet(s Streams) *cobra.Command {
 			"(by its evidence or a pinned certificate), initialises it on first use with the seed share\n" +
 			"owner's key (the sealed share is written to seedshares.json), registers the manifest\n" +
 			"signed by the workload owner and writes root-ca.pem and mesh-ca.pem. Pods waiting in\n" +
-			"their initializer start once it is set.",
+			"their initializer start once it is set. A new manifest name needs CAS's board too:\n" +
+			"--board-key, or the seed share owner's key when it is on the board (it is when set\n" +
+			"initialised CAS).",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			doc, text, err := readWorkspaceManifest(dir)
@@ -72,6 +75,11 @@ func newSet(s Streams) *cobra.Command {
 					return err
 				}
 			}
+			if signed.Version == 1 {
+				if err := approveName(cmd.Context(), c, signed, dir, boardKey); err != nil {
+					return err
+				}
+			}
 			reg, err := c.RegisterPolicy(cmd.Context(), wire.PolicyRequest{Policy: signed.Policy, Link: signed.Link, Signatures: signed.Signatures})
 			if err != nil {
 				return fmt.Errorf("setting the manifest: %w", err)
@@ -91,7 +99,34 @@ func newSet(s Streams) *cobra.Command {
 	f.addInitToken(cmd)
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml and the owner keys (cloister generate's)")
 	cmd.Flags().StringVar(&ownerKey, "workload-owner-key", "", "the key that signs the manifest (default: workload-owner.pem of the workspace)")
+	cmd.Flags().StringVar(&boardKey, "board-key", "", "a key of CAS's board, which approves a new manifest name (default: the workspace's seedshare-owner.pem when it is on the board)")
 	return cmd
+}
+
+// approveName adds the board's signature to the first version of a
+// manifest: with boardKey, or else the workspace's seed share owner key
+// when CAS has it on its board. Without either CAS refuses the new name
+// and says why.
+func approveName(ctx context.Context, c *casclient.Client, signed *policy.Signed, dir, boardKey string) error {
+	if boardKey != "" {
+		key, err := policy.ReadKeyFile(boardKey)
+		if err != nil {
+			return fmt.Errorf("--board-key: %w", err)
+		}
+		return policy.Sign(signed, key)
+	}
+	key, err := policy.ReadKeyFile(filepath.Join(dir, generate.SeedShareOwnerFile))
+	if err != nil {
+		return nil //nolint:nilerr // no seed share owner here: CAS says what the new name needs
+	}
+	pk, err := c.PublicKey(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(pk.Board, policy.Fingerprint(&key.PublicKey)) {
+		return policy.Sign(signed, key)
+	}
+	return nil
 }
 
 func newVerify(s Streams) *cobra.Command {

@@ -70,6 +70,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 		b.Fatal(err)
 	}
 	e.mustCLI(b, "cas", "init", "--cluster", "default/cas", "--insecure-simulated-cas", "--recovery-owner", rec+".pub", "--out", filepath.Join(work.dir, "shares.json"))
+	work.recoveryKeys = []string{rec} // the board too: it approves the policy's name
 	waitState(b, e.crs, cas, common.StateHealthy)
 
 	work.owner = filepath.Join(work.dir, "owner.pem")

@@ -222,7 +222,8 @@ func policyDoc(ownerPub, validity string) string {
 }
 
 // signPolicy writes the SignedPolicy resource name for doc signed by key
-// as the version after the SignedPolicy file after, or as version 1.
+// as the version after the SignedPolicy file after, or as version 1, a new
+// name, which a board member (the first recovery owner) signs too.
 func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key, after string) string {
 	t.Helper()
 	src := filepath.Join(work.dir, name+".policy.yaml")
@@ -237,6 +238,11 @@ func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key, after string) str
 	file := filepath.Join(work.dir, name+".yaml")
 	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if after == "" {
+		if err := os.WriteFile(file, []byte(e.mustCLI(t, "policy", "sign", "--key", work.recoveryKeys[0], file)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return file
 }

@@ -136,7 +136,10 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 		t.Fatalf("generate did not inject the mesh as annotated:\n%s", generated)
 	}
 	at := []string{"--cluster", "default/cas-shop", "--insecure-simulated-cas"}
-	if out := e.mustCLI(t, append(append([]string{"set"}, at...), "--workspace", ws, resources)...); !strings.Contains(out, "manifest mesh set: version 1") {
+	// A new name at a CAS the shop's workspace initialised: its seed share
+	// owner, on the board, approves it.
+	board := filepath.Join(e.dir, "shop-workspace", generate.SeedShareOwnerFile)
+	if out := e.mustCLI(t, append(append([]string{"set"}, at...), "--workspace", ws, "--board-key", board, resources)...); !strings.Contains(out, "manifest mesh set: version 1") {
 		t.Fatalf("set: %s", out)
 	}
 	// The backend first: the app's host alias needs its address, which

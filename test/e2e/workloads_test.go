@@ -293,7 +293,12 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 			"--cas-address", "cas-shop.default.svc:8081", "--initializer-image", imageRef("cloister-initializer"), frozenRes)
 	}
 	generateFrozen("2")
-	frozenSet := append(append([]string{"set"}, at...), "--workspace", frozenWS, frozenRes)
+	// Its name is new: the board (the shop workspace's seed share owner,
+	// which initialised CAS) approves it, and nobody else could.
+	if _, err := e.cli(append(append([]string{"set"}, at...), "--workspace", frozenWS, frozenRes)...); err == nil || !strings.Contains(err.Error(), "is a new name") {
+		t.Errorf("a new manifest name without the board: %v", err)
+	}
+	frozenSet := append(append([]string{"set"}, at...), "--workspace", frozenWS, "--board-key", filepath.Join(ws, generate.SeedShareOwnerFile), frozenRes)
 	if out := e.mustCLI(t, frozenSet...); !strings.Contains(out, "manifest frozen set: version 1") {
 		t.Errorf("set an immutable manifest: %s", out)
 	}

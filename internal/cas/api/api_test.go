@@ -36,7 +36,7 @@ func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
 		t.Fatal(err)
 	}
 	owner, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken"); err != nil {
+	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken", &boardKey.PublicKey); err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewTLSServer((&Server{CAS: cas, PerClient: perClient}).Handler())
@@ -57,6 +57,9 @@ func post(t *testing.T, ts *httptest.Server, path, contentType string, body io.R
 	}
 	return resp.StatusCode, e
 }
+
+// boardKey approves the tests' new policy names.
+var boardKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 
 func TestBadInput(t *testing.T) {
 	ts, cas := server(t, 0)
@@ -97,8 +100,10 @@ services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}
 	}
 	// With the policy there, a bad CSR is named as such.
 	s := &policy.Signed{Policy: valid, Link: policy.Link{Version: 1}}
-	if err := policy.Sign(s, key); err != nil {
-		t.Fatal(err)
+	for _, k := range []*ecdsa.PrivateKey{key, boardKey} { // its owner; the board, for its name
+		if err := policy.Sign(s, k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := cas.Register(s); err != nil {
 		t.Fatal(err)

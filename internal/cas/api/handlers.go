@@ -34,6 +34,9 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}
+	if board, err := s.CAS.Board(); err == nil {
+		out.Board = board
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -57,21 +60,35 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, maxBody, &req) {
 		return
 	}
-	var owners []*ecdsa.PublicKey
-	for i, o := range req.RecoveryOwners {
-		k, err := policy.ParsePublicKey([]byte(o))
-		if err != nil {
-			fail(w, fmt.Errorf("%w: recoveryOwners[%d]: %w", core.ErrInvalid, i, err))
-			return
-		}
-		owners = append(owners, k)
+	owners, err := publicKeys("recoveryOwners", req.RecoveryOwners)
+	if err != nil {
+		fail(w, err)
+		return
 	}
-	shares, err := s.CAS.Init(owners, req.Threshold, req.Token)
+	board, err := publicKeys("board", req.Board)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	shares, err := s.CAS.Init(owners, req.Threshold, req.Token, board...)
 	if err != nil {
 		fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, shares)
+}
+
+// publicKeys parses the PEM keys of a request's field.
+func publicKeys(field string, pems []string) ([]*ecdsa.PublicKey, error) {
+	out := make([]*ecdsa.PublicKey, 0, len(pems))
+	for i, p := range pems {
+		k, err := policy.ParsePublicKey([]byte(p))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s[%d]: %w", core.ErrInvalid, field, i, err)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 func (s *Server) recover(w http.ResponseWriter, r *http.Request) {

@@ -100,9 +100,9 @@ func (c *Client) PublicKey(ctx context.Context) (*wire.PublicKey, error) {
 }
 
 // Init is POST /v1/init, with the init token CAS was started with.
-func (c *Client) Init(ctx context.Context, owners []string, threshold int, token string) (*wire.Shares, error) {
+func (c *Client) Init(ctx context.Context, owners []string, threshold int, token string, board ...string) (*wire.Shares, error) {
 	var out wire.Shares
-	return &out, c.do(ctx, http.MethodPost, "/v1/init", wire.InitRequest{RecoveryOwners: owners, Threshold: threshold, Token: token}, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/init", wire.InitRequest{RecoveryOwners: owners, Threshold: threshold, Token: token, Board: board}, &out)
 }
 
 // Recover is POST /v1/recover with one opened share.

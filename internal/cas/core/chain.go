@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -55,12 +56,16 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 	owners, what := doc, "its owners"
 	switch {
 	case s.Version == 1 && doc.Immutable():
-		// Nobody could sign it; registering it first is all anyone can do,
-		// and a signature would claim an approval nobody can give.
-		if len(s.Signatures) > 0 {
+		// Nobody owns it: the board's approval of the name is the only
+		// signature it can carry, and the one it needs.
+		signers, err := policy.Signers(doc, s.Link, s.Signatures, k.board)
+		if err != nil {
+			return fmt.Errorf("%w: policy %s has no owners, so only the board signs it (for its name): %w", ErrUnauthorized, doc.Name, err)
+		}
+		if k.board == nil && len(s.Signatures) > 0 {
 			return fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
 		}
-		return nil
+		return approveNew(k.board, doc, signers)
 	case s.Version == 1:
 	case s.Version == current.Version+1:
 		owners = current.doc
@@ -82,13 +87,27 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	signers, err := policy.Signers(doc, s.Link, s.Signatures, keys)
+	approvers := keys
+	if s.Version == 1 {
+		// A new name: the board signs it besides the owners.
+		approvers = append(slices.Clip(keys), k.board...)
+	}
+	signers, err := policy.Signers(doc, s.Link, s.Signatures, approvers)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
-	if need := owners.OwnerThreshold(); len(signers) < need {
+	byOwners := 0
+	for _, o := range keys {
+		if signers[policy.Fingerprint(o)] {
+			byOwners++
+		}
+	}
+	if need := owners.OwnerThreshold(); byOwners < need {
 		return fmt.Errorf("%w: policy %s version %d is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
-			ErrUnauthorized, doc.Name, s.Version, len(signers), what, need)
+			ErrUnauthorized, doc.Name, s.Version, byOwners, what, need)
+	}
+	if s.Version == 1 {
+		return approveNew(k.board, doc, signers)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestPolicyChainRefusesReplay(t *testing.T) {
 		want    error
 		msg     string
 	}{
-		{"v1 replayed as signed", v1text, policy.Link{Version: 1}, []*ecdsa.PrivateKey{f.owner}, ErrSuperseded, "version 1 was replaced by version 2"},
+		{"v1 replayed as signed", v1text, policy.Link{Version: 1}, []*ecdsa.PrivateKey{f.owner, f.rec[0]}, ErrSuperseded, "version 1 was replaced by version 2"},
 		{"v1's signature claimed for version 3", v1text, policy.Link{Version: 3, Predecessor: v2.Digest}, nil, ErrUnauthorized, "does not verify over this policy as version 3"},
 		{"stranger's copy of v2", v2text, policy.Link{Version: 2, Predecessor: v1.Digest}, []*ecdsa.PrivateKey{stranger}, ErrUnauthorized, "is not among the keys that may approve version 2"},
 		{"owner and stranger on v2", v2text, policy.Link{Version: 2, Predecessor: v1.Digest}, []*ecdsa.PrivateKey{f.owner, stranger}, ErrUnauthorized, "not among the keys"},

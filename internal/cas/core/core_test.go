@@ -109,7 +109,13 @@ secrets:
 // version's own place for the same document), as cloister set does.
 func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*wire.Registration, error) {
 	f.t.Helper()
-	return f.registerAt(text, f.next(text), signers...)
+	link := f.next(text)
+	if link.Version == 1 {
+		// A new name: the board (the recovery owners by default) approves
+		// it, as cloister policy sign --key BOARD.pem does.
+		signers = append(signers, f.rec[0])
+	}
+	return f.registerAt(text, link, signers...)
 }
 
 func (f *fixture) next(text string) policy.Link {
@@ -371,7 +377,7 @@ func TestImmutablePolicy(t *testing.T) {
 	}
 	r, err := f.register(immutable)
 	if err != nil || r.Version != 1 {
-		t.Fatalf("unsigned registration of an owner-less policy: %+v %v", r, err)
+		t.Fatalf("an owner-less policy approved by the board alone: %+v %v", r, err)
 	}
 	if r, err := f.register(immutable); err != nil || !r.Unchanged {
 		t.Errorf("the same again: %+v %v", r, err)
@@ -393,8 +399,10 @@ func TestEncryptedPolicy(t *testing.T) {
 	pub, _ := f.cas.EncryptionKey()
 	casKey, _ := policy.DecodePublicKey(pub)
 	s := &policy.Signed{Policy: f.policyText(""), Link: policy.Link{Version: 1}}
-	if err := policy.Sign(s, f.owner); err != nil {
-		t.Fatal(err)
+	for _, k := range []*ecdsa.PrivateKey{f.owner, f.rec[0]} { // its owner, and the board for its name
+		if err := policy.Sign(s, k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e, _ := policy.Encrypt(s, casKey)
 	if r, err := f.cas.RegisterEncrypted(e); err != nil || r.Name != "shop" {
@@ -477,5 +485,10 @@ func TestFileSealer(t *testing.T) {
 	}
 	if _, err := f.cas.Init([]*ecdsa.PublicKey{&f.owner.PublicKey}, 1, testToken); !errors.Is(err, ErrInitialized) {
 		t.Errorf("second init: %v", err)
+	}
+	// The board is state too: after the restart a new name still needs it.
+	other := strings.NewReplacer("name: shop", "name: other", "api.shop.svc, 10.1.2.3", "api.other.svc", "worker.shop.svc", "worker.other.svc").Replace(f.policyText(""))
+	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "is a new name") {
+		t.Errorf("a new name without the board after a restart: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // Init makes the seed, splits it among the recovery owners (threshold of
 // them recover it), and makes the CAs. Once only, and only with the init
 // token.
-func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string) (*wire.Shares, error) {
+func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board ...*ecdsa.PublicKey) (*wire.Shares, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != wire.Uninitialized {
@@ -43,6 +43,13 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string) (*wir
 		}
 		seen[fp] = true
 		fps = append(fps, fp)
+	}
+	if len(board) == 0 {
+		board = owners
+	}
+	boardRaw, err := marshalBoard(board)
+	if err != nil {
+		return nil, fmt.Errorf("%w: board: %w", ErrInvalid, err)
 	}
 	s := seed.New()
 	shares, commitment, err := s.Split(threshold, len(owners))
@@ -78,6 +85,9 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string) (*wir
 	}
 	err = c.cfg.Store.Update(func(tx store.Tx) error {
 		if err := tx.Put(bucketMeta, "seed", raw); err != nil {
+			return err
+		}
+		if err := enc.Tx(tx).Put(bucketCA, boardRecord, boardRaw); err != nil {
 			return err
 		}
 		return enc.Tx(tx).Put(bucketCA, "certificates", authority.Marshal())
@@ -175,6 +185,16 @@ func (c *CAS) unlock(s seed.Seed) error {
 		}
 		if k.authority, err = pki.Load(s, certs); err != nil {
 			return err
+		}
+		switch raw, err := etx.Get(bucketCA, boardRecord); {
+		case err == nil && raw == nil:
+			c.cfg.Log.Warn("this CAS was initialised before boards: a new policy name needs no board approval, so names are first come")
+		case err != nil:
+			return err
+		default:
+			if k.board, err = parseBoard(raw); err != nil {
+				return err
+			}
 		}
 		return etx.ForEach(bucketPolicies, func(name string, raw []byte) error {
 			r, err := decodeRegistered(raw)

@@ -21,6 +21,9 @@ type PublicKey struct {
 	// keys whose workload evidence a simulated CAS takes: its LAS nodes'
 	// and those named to it.
 	SimulationKeys []string `json:"simulationKeys,omitempty"`
+	// Board names (fingerprints) the keys that approve new policy names,
+	// once CAS is ready.
+	Board []string `json:"board,omitempty"`
 }
 
 // Error is the body of every error response.

@@ -33,6 +33,9 @@ type InitRequest struct {
 	Threshold      int      `json:"threshold"`
 	// Token is the one-time init token CAS was started with.
 	Token string `json:"token"`
+	// Board are P-256 public keys (PEM) that approve new policy names;
+	// empty: the recovery owners.
+	Board []string `json:"board,omitempty"`
 }
 
 // RecoverRequest is POST /v1/recover: one owner's opened share.

@@ -48,7 +48,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state"))); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state")), cas.BoardPEMForTest()); err != nil {
 		t.Fatal(err)
 	}
 	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
@@ -78,7 +78,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 	default:
 	}
 
-	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest, Link: policy.Link{Version: 1}}); err != nil {
+	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, manifest)); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -144,10 +144,10 @@ func BenchmarkInitializer(b *testing.B) {
 		b.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(b, filepath.Join(dir, "state"))); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(b, filepath.Join(dir, "state")), cas.BoardPEMForTest()); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: manifest, Link: policy.Link{Version: 1}}); err != nil {
+	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(b, manifest)); err != nil {
 		b.Fatal(err)
 	}
 	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
@@ -160,6 +160,17 @@ func BenchmarkInitializer(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// boardApproved is the owner-less manifest as version 1, which the
+// board of the tests' CASes approves.
+func boardApproved(tb testing.TB, text string) wire.PolicyRequest {
+	tb.Helper()
+	s := &policy.Signed{Policy: text, Link: policy.Link{Version: 1}}
+	if err := policy.Sign(s, cas.BoardKeyForTest()); err != nil {
+		tb.Fatal(err)
+	}
+	return wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}
 }
 
 // casSimKey is the simulation key of the CAS on state folder dir, as

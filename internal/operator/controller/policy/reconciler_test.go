@@ -76,7 +76,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	}
 	if initialise {
 		rec, _ := policy.NewKey()
-		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
+		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile)), cas.BoardPEMForTest()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,6 +146,9 @@ func (f *fixture) sign(doc string, keys ...*ecdsa.PrivateKey) *policy.Signed {
 	}
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	if s.Version == 1 {
+		keys = append(keys, cas.BoardKeyForTest()) // a new name: the board approves it
 	}
 	for _, k := range keys {
 		if err := policy.Sign(s, k); err != nil {
