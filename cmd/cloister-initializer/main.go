@@ -20,7 +20,7 @@ func main() { startup.Main("cloister-initializer", run) }
 func run(ctx context.Context) error {
 	cfg := initializer.Config{
 		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), SimKey: os.Getenv(initenv.EnvCASSimKey), Policy: os.Getenv(initenv.EnvPolicy),
-		Service: os.Getenv(initenv.EnvService), LAS: os.Getenv(laswire.EnvAddr),
+		Service: os.Getenv(initenv.EnvService), PolicyOwners: os.Getenv(initenv.EnvPolicyOwners), LAS: os.Getenv(laswire.EnvAddr),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)
 	fs.StringVar(&cfg.Out, "out", initenv.DefaultOut, "folder for the certificate, key, CAs, env and files")

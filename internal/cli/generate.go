@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 	"github.com/cloister-cc/cloister/internal/workload/imagepin"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -143,6 +145,9 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		opts.RuntimeClass = runtimeclass.ClassName(platform, version.Get().Version)
 	}
 	if manifest.OwnerKeys, err = f.owners(s); err != nil {
+		return err
+	}
+	if opts.PolicyOwners, err = pinnedOwners(manifest.OwnerKeys); err != nil {
 		return err
 	}
 	if _, made, err := generate.EnsureKey(filepath.Join(f.dir, generate.SeedShareOwnerFile)); err != nil {
@@ -269,6 +274,22 @@ func (f *generateFlags) owners(s Streams) ([]string, error) {
 		keys = append(keys, strings.TrimSpace(string(data))+"\n")
 	}
 	return keys, nil
+}
+
+// pinnedOwners is the initializers' pin of the manifest's owners.
+func pinnedOwners(keys []string) (string, error) {
+	if len(keys) == 0 {
+		return initenv.NoOwners, nil
+	}
+	fps := make([]string, 0, len(keys))
+	for _, k := range keys {
+		pub, err := keyfile.ParsePublic([]byte(k))
+		if err != nil {
+			return "", err
+		}
+		fps = append(fps, policy.Fingerprint(pub))
+	}
+	return strings.Join(fps, ","), nil
 }
 
 func rewriteFile(ctx context.Context, file string, opts generate.Options, all *generate.Result) error {

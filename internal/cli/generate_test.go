@@ -12,6 +12,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
 // registryWith serves a real registry holding one image per name (tag
@@ -89,6 +90,11 @@ func TestGenerate(t *testing.T) {
 	}
 	if doc.Name != "shop" || len(doc.Owners.Keys) != 1 || doc.Service("shop-deployment-web") == nil {
 		t.Errorf("manifest %+v", doc)
+	}
+	// The initializer pins the manifest's owner.
+	if owners, err := doc.OwnerKeys(); err != nil || len(owners) != 1 ||
+		!strings.Contains(string(out), "name: "+initenv.EnvPolicyOwners+"\n          value: "+policy.Fingerprint(owners[0])) {
+		t.Errorf("the initializer's %s (%v) in:\n%s", initenv.EnvPolicyOwners, err, out)
 	}
 	manifest, _ := os.ReadFile(filepath.Join(work, "manifest.yaml"))
 

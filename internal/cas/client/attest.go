@@ -39,6 +39,37 @@ const (
 // Attest makes a key and CSR, gets evidence binding the key, attests as
 // service of policy and writes the result into dir.
 func (c *Client) Attest(ctx context.Context, policyName, service string, q Quoter, dir string) (*wire.AttestResult, error) {
+	return c.AttestPinned(ctx, policyName, service, nil, q, dir)
+}
+
+// PinnedOwners is the owners a workload expects of its policy: One of
+// Owners (fingerprints) among the policy's, or with none the policy has
+// none either (an immutable manifest).
+type PinnedOwners struct{ Owners []string }
+
+// check refuses a result of a policy the pinned owners do not own.
+func (p *PinnedOwners) check(policyName string, got []string) error {
+	if p == nil {
+		return nil
+	}
+	if len(p.Owners) == 0 {
+		if len(got) > 0 {
+			return fmt.Errorf("policy %s has owners %v, but this workload was made for an owner-less one: it is another policy under the same name", policyName, got)
+		}
+		return nil
+	}
+	for _, o := range p.Owners {
+		if slices.Contains(got, o) {
+			return nil
+		}
+	}
+	return fmt.Errorf("policy %s is owned by %v, none of them the owners this workload was made for (%v): it is another policy under the same name", policyName, got, p.Owners)
+}
+
+// AttestPinned is Attest for a workload that pins its policy's owners:
+// a result of a policy they do not own is refused before anything is
+// written.
+func (c *Client) AttestPinned(ctx context.Context, policyName, service string, pin *PinnedOwners, q Quoter, dir string) (*wire.AttestResult, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -58,6 +89,9 @@ func (c *Client) Attest(ctx context.Context, policyName, service string, q Quote
 	res, err := c.AttestRaw(ctx, &wire.AttestRequest{Policy: policyName, Service: service, Evidence: ev,
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
 	if err != nil {
+		return nil, err
+	}
+	if err := pin.check(policyName, res.Owners); err != nil {
 		return nil, err
 	}
 	if err := res.Open(key, policyName, service); err != nil {

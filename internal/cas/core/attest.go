@@ -116,6 +116,11 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		MeshCA:      string(pemCert(a.Mesh.Cert.Raw)),
 		RootCA:      string(pemCert(a.Root.Cert.Raw)),
 	}
+	if owners, err := reg.doc.OwnerKeys(); err == nil {
+		for _, o := range owners {
+			res.Owners = append(res.Owners, policy.Fingerprint(o))
+		}
+	}
 	content := wire.Content{Secrets: map[string]map[string]string{}}
 	err = c.cfg.Store.View(func(tx store.Tx) error {
 		for _, name := range svc.Secrets {

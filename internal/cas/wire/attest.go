@@ -35,6 +35,11 @@ type AttestResult struct {
 	Certificate string `json:"certificate"`
 	MeshCA      string `json:"meshCA"`
 	RootCA      string `json:"rootCA"`
+	// Owners name (fingerprints) the owners of the policy version the
+	// workload attested against; none for an owner-less policy. A
+	// workload pins them (the initializer's CLOISTER_POLICY_OWNERS), so a
+	// policy of its name that others own gives it nothing it uses.
+	Owners []string `json:"owners,omitempty"`
 	// Sealed is the service's Content, sealed (HPKE) to the CSR's key:
 	// only the workload holding the key its evidence binds can open it,
 	// so a replayed request yields nothing usable, and CAS keeps no state

@@ -49,7 +49,10 @@ type Options struct {
 	CASExpect string
 	// CASSimKey, for an expectation that allows simulation, is the PEM
 	// public key the simulated CAS signs its evidence with.
-	CASSimKey       string
+	CASSimKey string
+	// PolicyOwners is the manifest's owners for the initializer to pin
+	// (initenv.EnvPolicyOwners).
+	PolicyOwners    string
 	SkipInitializer bool
 	// FixResources sets memory requests to the limits instead of
 	// refusing pods whose requests differ.
@@ -262,6 +265,7 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 			{Name: initenv.EnvExpect, Value: opts.CASExpect},
 			{Name: initenv.EnvPolicy, Value: opts.Policy},
 			{Name: initenv.EnvService, Value: service},
+			{Name: initenv.EnvPolicyOwners, Value: opts.PolicyOwners},
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: initenv.SecretsPath}},
 	}

@@ -13,9 +13,16 @@ const (
 	// EnvCASSimKey is the PEM public key a simulated CAS signs its own
 	// evidence with, for an expectation that allows simulation.
 	EnvCASSimKey = "CLOISTER_CAS_SIM_KEY"
-	EnvPolicy    = "CLOISTER_POLICY"
-	EnvService   = "CLOISTER_SERVICE"
+	// EnvPolicyOwners names (fingerprints, comma-separated) the owners
+	// of the manifest the pod was made for, or NoOwners: a policy of its
+	// name owned by anyone else gives the pod nothing.
+	EnvPolicyOwners = "CLOISTER_POLICY_OWNERS"
+	EnvPolicy       = "CLOISTER_POLICY"
+	EnvService      = "CLOISTER_SERVICE"
 )
+
+// NoOwners is EnvPolicyOwners for an owner-less (immutable) manifest.
+const NoOwners = "none"
 
 const (
 	// SecretsPath is where the shared in-memory volume is mounted in

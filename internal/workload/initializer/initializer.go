@@ -11,6 +11,8 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -33,6 +35,9 @@ type Config struct {
 	SimKey string
 	// Policy and Service name the pod in CAS's manifest.
 	Policy, Service string
+	// PolicyOwners pins the manifest's owners (fingerprints,
+	// comma-separated) or says it has none (initenv.NoOwners).
+	PolicyOwners string
 	// LAS is the node's LAS URL.
 	LAS string
 	// Out is the folder for the results (under the shared volume).
@@ -44,7 +49,7 @@ type Config struct {
 // Validate names the missing settings.
 func (c *Config) Validate() error {
 	var missing []string
-	for _, f := range []struct{ name, v string }{{"CAS", c.CAS}, {"policy", c.Policy}, {"service", c.Service}, {"LAS", c.LAS}, {"output folder", c.Out}} {
+	for _, f := range []struct{ name, v string }{{"CAS", c.CAS}, {"policy", c.Policy}, {"service", c.Service}, {"policy owners", c.PolicyOwners}, {"LAS", c.LAS}, {"output folder", c.Out}} {
 		if f.v == "" {
 			missing = append(missing, f.name)
 		}
@@ -75,6 +80,23 @@ func parseExpect(text string) (*attest.Policy, error) {
 	return &p, nil
 }
 
+// parseOwners reads the pinned owners: fingerprints, or NoOwners.
+func parseOwners(text string) (*casclient.PinnedOwners, error) {
+	if text == initenv.NoOwners {
+		return &casclient.PinnedOwners{}, nil
+	}
+	pin := &casclient.PinnedOwners{}
+	for _, fp := range strings.Split(text, ",") {
+		if !ownerRE.MatchString(fp) {
+			return nil, fmt.Errorf("%s: %q is not an owner fingerprint (sha256:<64 hex>) nor %q: cloister generate sets it", initenv.EnvPolicyOwners, fp, initenv.NoOwners)
+		}
+		pin.Owners = append(pin.Owners, fp)
+	}
+	return pin, nil
+}
+
+var ownerRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
 // parseSimKey reads the simulated CAS's key: required exactly when the
 // expectation allows simulation.
 func parseSimKey(text string, simulation bool) ([]*ecdsa.PublicKey, error) {
@@ -104,6 +126,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	expect.Policy = *p
+	pin, err := parseOwners(cfg.PolicyOwners)
+	if err != nil {
+		return err
+	}
 	if expect.Verify.SimKeys, err = parseSimKey(cfg.SimKey, p.AllowSimulation); err != nil {
 		return err
 	}
@@ -117,7 +143,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	last := ""
 	for attempt := 1; ; attempt++ {
-		err := attestOnce(ctx, cfg, expect, log)
+		err := attestOnce(ctx, cfg, expect, pin, log)
 		if err == nil {
 			return nil
 		}
@@ -136,7 +162,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 }
 
-func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, log *slog.Logger) error {
+func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, log *slog.Logger) error {
 	c, att, err := casclient.NewAttested(ctx, "https://"+cfg.CAS, expect, nil)
 	if err != nil {
 		if attest.CheckOf(err) != "" {
@@ -148,7 +174,7 @@ func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, log *s
 	if att.Claims.Insecure {
 		log.Warn("CAS is trusted by simulated evidence: insecure, development only")
 	}
-	res, err := c.Attest(ctx, cfg.Policy, cfg.Service, &casclient.LAS{URL: cfg.LAS}, cfg.Out)
+	res, err := c.AttestPinned(ctx, cfg.Policy, cfg.Service, pin, &casclient.LAS{URL: cfg.LAS}, cfg.Out)
 	if err != nil {
 		return fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
 	}

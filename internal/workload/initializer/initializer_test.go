@@ -55,7 +55,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 	t.Cleanup(las.Close)
 
 	out := filepath.Join(dir, "cloister", "tls-config")
-	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web",
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners,
 		LAS: las.URL, Out: out, MinRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond}
 	logs := &testenv.Buffer{}
 	done := make(chan error, 1)
@@ -102,12 +102,12 @@ func TestInitializerRefusesAnotherCAS(t *testing.T) {
 	logs := &testenv.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := Run(ctx, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "sgx", "mrenclave": "` + strings.Repeat("ab", 32) + `"}]}`, Policy: "shop", Service: "web", LAS: "http://127.0.0.1:1", Out: dir,
+	err := Run(ctx, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "sgx", "mrenclave": "` + strings.Repeat("ab", 32) + `"}]}`, Policy: "shop", Service: "web", PolicyOwners: initenv.NoOwners, LAS: "http://127.0.0.1:1", Out: dir,
 		MinRetry: 50 * time.Millisecond}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err == nil || !strings.Contains(err.Error(), "is not the CAS this pod expects") || !strings.Contains(err.Error(), "simulat") {
 		t.Errorf("error %v\n%s", err, logs)
 	}
-	if err := (&Config{CAS: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "policy service LAS output folder") {
+	if err := (&Config{CAS: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "policy service policy owners LAS output folder") {
 		t.Errorf("validate: %v", err)
 	}
 }
@@ -152,7 +152,7 @@ func BenchmarkInitializer(b *testing.B) {
 	}
 	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
 	b.Cleanup(las.Close)
-	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(b, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web",
+	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(b, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners,
 		LAS: las.URL, Out: filepath.Join(dir, "out")}
 	log := slog.New(slog.DiscardHandler)
 	for b.Loop() {
@@ -219,6 +219,48 @@ func TestParseSimKey(t *testing.T) {
 		}
 		if tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// The pod pins its manifest's owners: against a policy of its name that
+// others own (or that has owners when it was made for none) it gets and
+// writes nothing, and says why.
+func TestPolicyOwnersPinned(t *testing.T) {
+	dir := t.TempDir()
+	url, ca, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state")), cas.BoardPEMForTest()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, manifest)); err != nil {
+		t.Fatal(err)
+	}
+	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
+	t.Cleanup(las.Close)
+	someone, _ := policy.NewKey()
+	for _, tc := range []struct{ owners, want string }{
+		{policy.Fingerprint(&someone.PublicKey), "none of them the owners this workload was made for"},
+		{"sha256:abc", "is not an owner fingerprint"},
+		{"", "policy owners"},
+	} {
+		out := filepath.Join(dir, "out-"+strings.ReplaceAll(tc.owners, ":", "-"))
+		cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, filepath.Join(dir, "state")),
+			Policy: "shop", Service: "shop-deployment-web", PolicyOwners: tc.owners, LAS: las.URL, Out: out, MinRetry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond}
+		logs := &testenv.Buffer{}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
+		cancel()
+		if err == nil || !strings.Contains(err.Error()+logs.String(), tc.want) {
+			t.Errorf("owners %q: %v\n%s, want %q", tc.owners, err, logs, tc.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("owners %q: the output folder was written: %v", tc.owners, err)
 		}
 	}
 }
