@@ -41,22 +41,9 @@ secrets:
 // writes the pod's certificate, CAs and secret once one is set.
 func TestInitializerWaitsForTheManifest(t *testing.T) {
 	dir := t.TempDir()
-	url, ca, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
-	caPEM, _ := os.ReadFile(ca)
-	admin, err := casclient.New(url, caPEM, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state")), cas.BoardPEMForTest()); err != nil {
-		t.Fatal(err)
-	}
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
-	t.Cleanup(las.Close)
-
+	admin, cfg := onLoopback(t, dir)
 	out := filepath.Join(dir, "cloister", "tls-config")
-	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners,
-		LAS: las.URL, Out: out, MinRetry: 50 * time.Millisecond, MaxRetry: 200 * time.Millisecond}
+	cfg.Out, cfg.MinRetry, cfg.MaxRetry = out, 50*time.Millisecond, 200*time.Millisecond
 	logs := &testenv.Buffer{}
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -137,29 +124,39 @@ func TestExpectIsStrict(t *testing.T) {
 // trusted by its evidence, LAS's evidence, attestation, the files.
 func BenchmarkInitializer(b *testing.B) {
 	dir := b.TempDir()
-	url, ca, _ := cas.StartForTest(b, filepath.Join(dir, "state"), "none")
-	caPEM, _ := os.ReadFile(ca)
-	admin, err := casclient.New(url, caPEM, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(b, filepath.Join(dir, "state")), cas.BoardPEMForTest()); err != nil {
-		b.Fatal(err)
-	}
+	admin, cfg := onLoopback(b, dir)
 	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(b, manifest)); err != nil {
 		b.Fatal(err)
 	}
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
-	b.Cleanup(las.Close)
-	cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(b, filepath.Join(dir, "state")), Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners,
-		LAS: las.URL, Out: filepath.Join(dir, "out")}
+	cfg.Out = filepath.Join(dir, "out")
 	log := slog.New(slog.DiscardHandler)
 	for b.Loop() {
 		if err := Run(context.Background(), cfg, log); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// onLoopback starts a simulated CAS (initialised, its board the tests')
+// and a simulated LAS on loopback, and returns CAS's client and the
+// initializer's configuration for the manifest's web service.
+func onLoopback(tb testing.TB, dir string) (*casclient.Client, Config) {
+	tb.Helper()
+	state := filepath.Join(dir, "state")
+	url, ca, _ := cas.StartForTest(tb, state, "none")
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(tb, state), cas.BoardPEMForTest()); err != nil {
+		tb.Fatal(err)
+	}
+	l := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
+	tb.Cleanup(l.Close)
+	return admin, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(tb, state),
+		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, LAS: l.URL}
 }
 
 // boardApproved is the owner-less manifest as version 1, which the
@@ -228,21 +225,10 @@ func TestParseSimKey(t *testing.T) {
 // writes nothing, and says why.
 func TestPolicyOwnersPinned(t *testing.T) {
 	dir := t.TempDir()
-	url, ca, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
-	caPEM, _ := os.ReadFile(ca)
-	admin, err := casclient.New(url, caPEM, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Join(dir, "state")), cas.BoardPEMForTest()); err != nil {
-		t.Fatal(err)
-	}
+	admin, base := onLoopback(t, dir)
 	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, manifest)); err != nil {
 		t.Fatal(err)
 	}
-	las := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
-	t.Cleanup(las.Close)
 	someone, _ := policy.NewKey()
 	for _, tc := range []struct{ owners, want string }{
 		{policy.Fingerprint(&someone.PublicKey), "none of them the owners this workload was made for"},
@@ -250,8 +236,8 @@ func TestPolicyOwnersPinned(t *testing.T) {
 		{"", "policy owners"},
 	} {
 		out := filepath.Join(dir, "out-"+strings.ReplaceAll(tc.owners, ":", "-"))
-		cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, filepath.Join(dir, "state")),
-			Policy: "shop", Service: "shop-deployment-web", PolicyOwners: tc.owners, LAS: las.URL, Out: out, MinRetry: 10 * time.Millisecond, MaxRetry: 20 * time.Millisecond}
+		cfg := base
+		cfg.PolicyOwners, cfg.Out, cfg.MinRetry, cfg.MaxRetry = tc.owners, out, 10*time.Millisecond, 20*time.Millisecond
 		logs := &testenv.Buffer{}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
