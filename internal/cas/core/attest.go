@@ -105,6 +105,7 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	}
 	leaf, err := k.authority.Issue(pki.Request{
 		PublicKey: csr.PublicKey, CommonName: req.Service + "." + req.Policy, SANs: svc.Certificate.SANs,
+		Identity: pki.Identity{Policy: req.Policy, Service: req.Service},
 		Validity: svc.CertificateValidity(), Claims: claimsJSON, Now: c.cfg.Clock.Now(),
 	})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -69,7 +70,10 @@ type Request struct {
 	// CommonName and SANs come from the policy, not the CSR.
 	CommonName string
 	SANs       []string
-	Validity   time.Duration
+	// Identity is the workload's mesh identity (a URI SAN); its trust
+	// domain is the authority's.
+	Identity Identity
+	Validity time.Duration
 	// Claims (JSON) go into the ClaimsOID extension.
 	Claims []byte
 	Now    time.Time
@@ -130,6 +134,11 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, san)
 		}
+	}
+	if r.Identity != (Identity{}) {
+		id := r.Identity
+		id.TrustDomain = a.TrustDomain()
+		tmpl.URIs = []*url.URL{id.URI()}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Mesh.Cert, r.PublicKey, a.Mesh.Key)
 	if err != nil {
