@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"maps"
@@ -34,6 +35,8 @@ const (
 	RootCAFile    = "root-ca.pem"
 	EnvFile       = "env"
 	FilesDir      = "files"
+	// MeshFile is the service's mesh authorization (wire.MeshAuthz, JSON).
+	MeshFile = "mesh.json"
 )
 
 // Attest makes a key and CSR, gets evidence binding the key, attests as
@@ -113,12 +116,17 @@ func write(dir string, res *wire.AttestResult, keyPEM []byte) error {
 		}
 		env.WriteString(line)
 	}
+	mesh, err := json.Marshal(res.Mesh)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
 		CertChainFile: []byte(res.Certificate),
 		KeyFile:       keyPEM,
 		MeshCAFile:    []byte(res.MeshCA),
 		RootCAFile:    []byte(res.RootCA),
 		EnvFile:       []byte(env.String()),
+		MeshFile:      mesh,
 	}
 	for p, content := range res.Files {
 		rel := filepath.Clean(strings.TrimPrefix(p, "/"))

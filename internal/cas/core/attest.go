@@ -105,7 +105,7 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	}
 	leaf, err := k.authority.Issue(pki.Request{
 		PublicKey: csr.PublicKey, CommonName: req.Service + "." + req.Policy, SANs: svc.Certificate.SANs,
-		Identity: pki.Identity{Policy: req.Policy, Service: req.Service},
+		Identity: wire.MeshID{Policy: req.Policy, Service: req.Service},
 		Validity: svc.CertificateValidity(), Claims: claimsJSON, Now: c.cfg.Clock.Now(),
 	})
 	if err != nil {
@@ -117,6 +117,7 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		MeshCA:      string(pemCert(a.Mesh.Cert.Raw)),
 		RootCA:      string(pemCert(a.Root.Cert.Raw)),
 	}
+	res.Mesh.Allow, res.Mesh.Upstreams = svc.MeshAuthz(req.Policy)
 	if owners, err := reg.doc.OwnerKeys(); err == nil {
 		for _, o := range owners {
 			res.Owners = append(res.Owners, policy.Fingerprint(o))

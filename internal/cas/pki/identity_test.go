@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // A workload certificate names its workload: one spiffe URI SAN with the
@@ -25,38 +26,25 @@ func TestWorkloadIdentity(t *testing.T) {
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	leaf, err := a.Issue(Request{PublicKey: &key.PublicKey, CommonName: "web.shop", SANs: []string{"web.shop.svc"},
-		Identity: Identity{TrustDomain: "forged.example", Policy: "shop", Service: "web"}, Validity: 24 * time.Hour, Now: now})
+		Identity: wire.MeshID{TrustDomain: "forged.example", Policy: "shop", Service: "web"}, Validity: 24 * time.Hour, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := WorkloadIdentity(leaf)
-	if want := (Identity{TrustDomain: a.TrustDomain(), Policy: "shop", Service: "web"}); err != nil || id != want {
+	id, err := wire.CertMeshID(leaf)
+	if want := (wire.MeshID{TrustDomain: a.TrustDomain(), Policy: "shop", Service: "web"}); err != nil || id != want {
 		t.Errorf("identity %+v (%v), want %+v: the authority's own trust domain", id, err, want)
 	}
 	if got := id.String(); got != "spiffe://"+a.TrustDomain()+"/policy/shop/service/web" {
 		t.Errorf("URI %s", got)
 	}
 	plain, _ := a.Issue(Request{PublicKey: &key.PublicKey, CommonName: "x", Validity: time.Hour, Now: now})
-	if _, err := WorkloadIdentity(plain); err == nil || !strings.Contains(err.Error(), "has 0 workload identities") {
+	if _, err := wire.CertMeshID(plain); err == nil || !strings.Contains(err.Error(), "has 0 workload identities") {
 		t.Errorf("a certificate without an identity: %v", err)
 	}
 	for _, bad := range []string{"https://d/policy/p/service/s", "spiffe:///policy/p/service/s", "spiffe://d/policy/p", "spiffe://d/policy//service/s",
 		"spiffe://d/policy/p/service/s/x", "spiffe://u@d/policy/p/service/s", "spiffe://d/policy/p/service/s?q=1"} {
-		if _, err := ParseIdentity(bad); err == nil {
+		if _, err := wire.ParseMeshID(bad); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
 	}
-}
-
-// Whatever a peer's certificate carries, ParseIdentity returns an
-// identity with every part set, or an error.
-func FuzzParseIdentity(f *testing.F) {
-	f.Add("spiffe://cas-0011223344556677.cloister/policy/shop/service/web")
-	f.Add("spiffe://d/policy/p/service/s/x")
-	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseIdentity(s)
-		if err == nil && (id.TrustDomain == "" || id.Policy == "" || id.Service == "") {
-			t.Fatalf("%q: %+v", s, id)
-		}
-	})
 }

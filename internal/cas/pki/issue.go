@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Marshal is the CA certificates as PEM (root, intermediate, mesh), as
@@ -72,7 +73,7 @@ type Request struct {
 	SANs       []string
 	// Identity is the workload's mesh identity (a URI SAN); its trust
 	// domain is the authority's.
-	Identity Identity
+	Identity wire.MeshID
 	Validity time.Duration
 	// Claims (JSON) go into the ClaimsOID extension.
 	Claims []byte
@@ -135,7 +136,7 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, san)
 		}
 	}
-	if r.Identity != (Identity{}) {
+	if r.Identity != (wire.MeshID{}) {
 		id := r.Identity
 		id.TrustDomain = a.TrustDomain()
 		tmpl.URIs = []*url.URL{id.URI()}

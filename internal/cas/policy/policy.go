@@ -38,8 +38,8 @@ type Document struct {
 }
 
 // Owners may update the policy: Threshold of Keys must sign a change.
-// Without keys the policy is immutable: registered once, unsigned, and
-// never changed.
+// Without keys the policy is immutable: registered once, with the board's
+// signature alone, and never changed.
 type Owners struct {
 	// Keys are ECDSA P-256 public keys, PEM ("cloister policy keygen").
 	Keys []string `json:"keys"`
@@ -60,6 +60,30 @@ type Service struct {
 	Files map[string]string `json:"files,omitempty"`
 	// Secrets the service may read, by name.
 	Secrets []string `json:"secrets,omitempty"`
+	// Mesh is what the service's mesh admits.
+	Mesh Mesh `json:"mesh,omitempty"`
+}
+
+// Mesh is a service's mesh authorization, by mesh identities of this CAS:
+// POLICY/SERVICE, or POLICY/* for every service of a policy. Each
+// defaults to every service of its own policy.
+type Mesh struct {
+	// Allow are the callers its ingress admits.
+	Allow []string `json:"allow,omitempty"`
+	// Upstreams are the workloads its egress connects to.
+	Upstreams []string `json:"upstreams,omitempty"`
+}
+
+// MeshAuthz is the service's Mesh with the defaults applied.
+func (s *Service) MeshAuthz(policy string) (allow, upstreams []string) {
+	allow, upstreams = s.Mesh.Allow, s.Mesh.Upstreams
+	if len(allow) == 0 {
+		allow = []string{policy + "/*"}
+	}
+	if len(upstreams) == 0 {
+		upstreams = []string{policy + "/*"}
+	}
+	return allow, upstreams
 }
 
 // Attestation is the part of attest.Policy a policy author sets; CAS adds

@@ -23,6 +23,7 @@ var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	secretRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	allowRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$`)
 	dnsRE    = regexp.MustCompile(`^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
@@ -153,6 +154,13 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Minute || d > maxValidity {
 			bad("certificate.validity: %q: use a duration from 1m to 8760h, e.g. 24h", v)
+		}
+	}
+	for field, list := range map[string][]string{"allow": s.Mesh.Allow, "upstreams": s.Mesh.Upstreams} {
+		for i, a := range list {
+			if !allowRE.MatchString(a) {
+				bad("mesh.%s[%d]: %q: name a workload as POLICY/SERVICE or POLICY/* (lowercase letters, digits and '-')", field, i, a)
+			}
 		}
 	}
 	for i, name := range s.Secrets {

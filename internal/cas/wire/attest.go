@@ -40,6 +40,8 @@ type AttestResult struct {
 	// workload pins them (the initializer's CLOISTER_POLICY_OWNERS), so a
 	// policy of its name that others own gives it nothing it uses.
 	Owners []string `json:"owners,omitempty"`
+	// Mesh is what the service's mesh admits.
+	Mesh MeshAuthz `json:"mesh"`
 	// Sealed is the service's Content, sealed (HPKE) to the CSR's key:
 	// only the workload holding the key its evidence binds can open it,
 	// so a replayed request yields nothing usable, and CAS keeps no state

@@ -9,9 +9,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -19,14 +21,22 @@ import (
 	"time"
 
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
-// CA is a mesh CA.
+// CA is a mesh CA. Its workloads' mesh identities are of TrustDomain,
+// of policy Policy unless a call names another.
 type CA struct {
 	key  *ecdsa.PrivateKey
 	cert *x509.Certificate
 	PEM  []byte
 }
+
+// The test CA's trust domain and default policy.
+const (
+	TrustDomain = "test.cloister"
+	Policy      = "mesh"
+)
 
 // NewCA makes a CA valid for an hour.
 func NewCA(t testing.TB) *CA {
@@ -54,15 +64,16 @@ var serial atomic.Int64
 
 func init() { serial.Store(100) }
 
-// issue makes a workload certificate for cn (and 127.0.0.1): its PEM
-// chain and key, and its serial number.
-func (ca *CA) issue(t testing.TB, cn string) (chain, key []byte, n int64) {
+// issue makes a workload certificate for cn (and 127.0.0.1), service cn
+// of policy: its PEM chain and key, and its serial number.
+func (ca *CA) issue(t testing.TB, cn, policy string) (chain, key []byte, n int64) {
 	t.Helper()
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	n = serial.Add(1)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		DNSNames: []string{cn}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		URIs:        []*url.URL{wire.MeshID{TrustDomain: TrustDomain, Policy: policy, Service: cn}.URI()},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
 	if err != nil {
@@ -72,10 +83,17 @@ func (ca *CA) issue(t testing.TB, cn string) (chain, key []byte, n int64) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), n
 }
 
-// Issue is a workload certificate for cn, for a TLS client or server.
+// Issue is a workload certificate for cn (service cn of Policy), for a
+// TLS client or server.
 func (ca *CA) Issue(t testing.TB, cn string) tls.Certificate {
 	t.Helper()
-	chain, key, _ := ca.issue(t, cn)
+	return ca.IssueAs(t, cn, Policy)
+}
+
+// IssueAs is Issue for service cn of policy.
+func (ca *CA) IssueAs(t testing.TB, cn, policy string) tls.Certificate {
+	t.Helper()
+	chain, key, _ := ca.issue(t, cn, policy)
 	c, err := tls.X509KeyPair(chain, key)
 	if err != nil {
 		t.Fatal(err)
@@ -83,14 +101,23 @@ func (ca *CA) Issue(t testing.TB, cn string) tls.Certificate {
 	return c
 }
 
-// Write issues a workload certificate for cn into dir as the initializer
-// writes it (each file renamed over the old one), and returns its serial
-// number.
+// Write issues a workload certificate for cn (service cn of Policy,
+// admitting and connecting to its own policy's workloads) into dir as the
+// initializer writes it (each file renamed over the old one), and returns
+// its serial number.
 func (ca *CA) Write(t testing.TB, dir, cn string) int64 {
 	t.Helper()
-	chain, key, n := ca.issue(t, cn)
+	return ca.WriteAs(t, dir, cn, Policy, wire.MeshAuthz{Allow: []string{Policy + "/*"}, Upstreams: []string{Policy + "/*"}})
+}
+
+// WriteAs is Write for service cn of policy with its mesh authorization.
+func (ca *CA) WriteAs(t testing.TB, dir, cn, policy string, authz wire.MeshAuthz) int64 {
+	t.Helper()
+	chain, key, n := ca.issue(t, cn, policy)
+	mesh, _ := json.Marshal(authz)
 	_ = os.MkdirAll(dir, 0o700)
-	for name, data := range map[string][]byte{casclient.CertChainFile: chain, casclient.KeyFile: key, casclient.MeshCAFile: ca.PEM} {
+	for name, data := range map[string][]byte{casclient.CertChainFile: chain, casclient.KeyFile: key, casclient.MeshCAFile: ca.PEM,
+		casclient.MeshFile: mesh} {
 		tmp := filepath.Join(dir, "."+name)
 		if err := os.WriteFile(tmp, data, 0o600); err != nil {
 			t.Fatal(err)

@@ -1,10 +1,11 @@
 // Package proxy is the service mesh proxy of confidential pods
 // (cloister-mesh): the ingress terminates TLS for the app's ports with the
 // workload certificate the initializer wrote (requiring a client
-// certificate from the mesh CA unless a port says otherwise), the egress
-// listens on loopback addresses for the app and opens mTLS to upstreams,
-// verifying them against the mesh CA. Certificates are read again when
-// the initializer's files change.
+// certificate from the mesh CA unless a port says otherwise, and a caller
+// whose mesh identity the service's policy admits), the egress listens on
+// loopback addresses for the app and opens mTLS to upstreams, verifying
+// them against the mesh CA, by name and by the mesh identity the policy
+// lists. Certificates are read again when the initializer's files change.
 package proxy
 
 import (
@@ -15,10 +16,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Certs are the workload's certificate and key and the mesh CA in the
@@ -37,6 +41,48 @@ type Certs struct {
 type loaded struct {
 	cert tls.Certificate
 	ca   *x509.CertPool
+	// self is the workload's mesh identity; authz who it admits and
+	// connects to (of self's trust domain).
+	self  wire.MeshID
+	authz wire.MeshAuthz
+}
+
+// admits refuses a caller whose certificate names no workload of this
+// CAS, or one the service does not allow.
+func (l *loaded) admits(peer *x509.Certificate) error {
+	id, err := l.sameCAS(peer)
+	if err != nil {
+		return err
+	}
+	if !wire.Admits(l.authz.Allow, id) {
+		return fmt.Errorf("caller %s is not among the callers %s admits (%s)", id, l.self, strings.Join(l.authz.Allow, ", "))
+	}
+	return nil
+}
+
+// upstream refuses an upstream that is no workload of this CAS, or not
+// one the service connects to.
+func (l *loaded) upstream(peer *x509.Certificate) error {
+	id, err := l.sameCAS(peer)
+	if err != nil {
+		return err
+	}
+	if !wire.Admits(l.authz.Upstreams, id) {
+		return fmt.Errorf("upstream %s is not among the workloads %s connects to (%s)", id, l.self, strings.Join(l.authz.Upstreams, ", "))
+	}
+	return nil
+}
+
+// sameCAS is the peer's identity when a workload of this CAS.
+func (l *loaded) sameCAS(peer *x509.Certificate) (wire.MeshID, error) {
+	id, err := wire.CertMeshID(peer)
+	if err != nil {
+		return wire.MeshID{}, err
+	}
+	if id.TrustDomain != l.self.TrustDomain {
+		return wire.MeshID{}, fmt.Errorf("peer %s is a workload of another CAS than %s", id, l.self.TrustDomain)
+	}
+	return id, nil
 }
 
 type fileStamp struct {
@@ -45,7 +91,8 @@ type fileStamp struct {
 }
 
 func (c *Certs) files() []string {
-	return []string{filepath.Join(c.Dir, casclient.CertChainFile), filepath.Join(c.Dir, casclient.KeyFile), filepath.Join(c.Dir, casclient.MeshCAFile)}
+	return []string{filepath.Join(c.Dir, casclient.CertChainFile), filepath.Join(c.Dir, casclient.KeyFile), filepath.Join(c.Dir, casclient.MeshCAFile),
+		filepath.Join(c.Dir, casclient.MeshFile)}
 }
 
 // current returns the certificates, read again if a file changed.
@@ -124,7 +171,23 @@ func load(files []string) (*loaded, error) {
 	if !ca.AppendCertsFromPEM(bytes.TrimSpace(caPEM)) {
 		return nil, errors.New("the mesh CA file holds no certificate")
 	}
-	return &loaded{cert: cert, ca: ca}, nil
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	self, err := wire.CertMeshID(leaf)
+	if err != nil {
+		return nil, fmt.Errorf("the workload certificate: %w", err)
+	}
+	l := &loaded{cert: cert, ca: ca, self: self}
+	raw, err := os.ReadFile(files[3])
+	if err != nil {
+		return nil, err
+	}
+	if err := strictjson.Unmarshal(raw, &l.authz); err != nil {
+		return nil, fmt.Errorf("%s: %w", casclient.MeshFile, err)
+	}
+	return l, nil
 }
 
 // ServerConfig is the TLS configuration of an ingress port: TLS 1.3, the
@@ -141,6 +204,14 @@ func (c *Certs) ServerConfig(clientAuth bool) *tls.Config {
 			cfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{l.cert}}
 			if clientAuth {
 				cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, l.ca
+				// The mesh CA vouches for a workload; the policy says which
+				// workloads may call this one.
+				cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+					if len(cs.PeerCertificates) == 0 {
+						return errors.New("no client certificate")
+					}
+					return l.admits(cs.PeerCertificates[0])
+				}
 			}
 			return cfg, nil
 		},
@@ -158,5 +229,12 @@ func (c *Certs) ClientConfig(serverName string) (*tls.Config, error) {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13, ServerName: serverName, RootCAs: l.ca,
 		Certificates: []tls.Certificate{l.cert},
+		// Its name, and that it is a workload of this CAS.
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no server certificate")
+			}
+			return l.upstream(cs.PeerCertificates[0])
+		},
 	}, nil
 }
