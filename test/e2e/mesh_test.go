@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/mesh/redirect"
@@ -203,6 +204,23 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	if out, err := get("outsider", "http://"+backend.Status.PodIP+":4001/"); err == nil {
 		t.Errorf("plain HTTP to the backend answered: %s", out)
 	}
+	// A workload of another policy of the same CAS has a certificate of the
+	// same mesh CA, but the backend's policy admits only its own policy's
+	// callers: its mTLS does not complete.
+	intruder := intruderCertificate(t, e, at, board)
+	outsiderRoot := containerRoot(t, "outsider")
+	for _, f := range []string{casclient.CertChainFile, casclient.KeyFile} {
+		if err := os.WriteFile(filepath.Join(outsiderRoot, "intruder-"+f), mustReadBytes(t, filepath.Join(intruder, f)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := get("outsider", "--insecure", "--cert", "/intruder-"+casclient.CertChainFile, "--key", "/intruder-"+casclient.KeyFile, backendURL); err == nil || strings.Contains(out, "backend 4001") {
+		t.Errorf("a workload of another policy reached the backend: %v\n%s", err, out)
+	}
+	waitFor(t, "the backend's ingress to refuse the other policy's workload by its identity", time.Minute, func(ctx context.Context) (bool, string, error) {
+		logs, _ := kubectl(t, e.c, "logs", "-n", "default", "backend", "-c", generate.MeshName)
+		return strings.Contains(logs, "/policy/intruder/service/intruder is not among the callers"), logs, nil
+	})
 
 	// Rotation: the app's files replaced (here by the client's
 	// certificate, as the initializer would write a new one) are served
@@ -318,4 +336,44 @@ func namespacesWithRedirect(t *testing.T) int {
 func fileOwner(info os.FileInfo) (int, int) {
 	st := info.Sys().(*syscall.Stat_t)
 	return int(st.Uid), int(st.Gid)
+}
+
+// intruderCertificate registers policy intruder at cas-shop (its own
+// owner, the board's approval of its name) and attests as its one
+// service through the real node's LAS, from the host; it returns the
+// folder of the workload certificate and key.
+func intruderCertificate(t *testing.T, e *realNodeEnv, at []string, board string) string {
+	t.Helper()
+	dir := filepath.Join(e.dir, "intruder")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	owner := filepath.Join(dir, "owner.pem")
+	ownerPub := e.mustCLI(t, "policy", "keygen", "--out", owner)
+	doc := writeFile(t, filepath.Join(dir, "policy.yaml"), "version: cloister.dev/policy/v1\nname: intruder\nowners:\n  keys:\n  - |\n"+indent(ownerPub, "    ")+
+		"allowSimulation: true\nservices:\n- name: intruder\n  attestation: {identities: []}\n  certificate: {sans: [intruder.default.svc]}\n")
+	signed := writeFile(t, filepath.Join(dir, "signed.yaml"), e.mustCLI(t, "policy", "sign", "--key", owner, "--version", "1", "--cas-address", "cas-shop.default.svc:8081", doc))
+	signed = writeFile(t, filepath.Join(dir, "approved.yaml"), e.mustCLI(t, "policy", "sign", "--key", board, signed))
+	e.mustCLI(t, append([]string{"cas", "register", signed}, at...)...)
+	var lasIP string
+	waitFor(t, "the LAS pod's address", time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, pods), nil
+		}
+		lasIP = pods.Items[0].Status.PodIP
+		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
+	})
+	out := filepath.Join(dir, "out")
+	e.mustCLI(t, append([]string{"cas", "attest", "--policy", "intruder", "--service", "intruder", "--las", "http://" + lasIP + ":18766", "--out", out}, at...)...)
+	return out
+}
+
+func mustReadBytes(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
