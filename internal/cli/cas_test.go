@@ -104,8 +104,13 @@ secrets:
 	if _, _, err := run(t, append([]string{"cas", "register", signed}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "is a new name") {
 		t.Errorf("a new name without the board: %v", err)
 	}
-	if err := os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owners[0], signed)), 0o644); err != nil {
+	if err := os.WriteFile(signed, []byte(mustRun(t, "policy", "sign", "--key", owners[0], "--name", "shop-v1", signed)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// A SignedPolicy signed again keeps its name: it is the same resource.
+	approved := mustRun(t, "policy", "sign", "--key", owners[1], signed)
+	if !strings.Contains(approved, "\n  name: shop-v1\n") {
+		t.Errorf("the SignedPolicy signed again lost its name:\n%s", approved)
 	}
 	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
 		t.Errorf("register: %s", out)

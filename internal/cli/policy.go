@@ -69,11 +69,14 @@ func newPolicySign(s Streams) *cobra.Command {
 			"threshold of the current owners' signatures.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			signed, address, err := readSigned(cmd.Context(), s, args[0], o.key, o.casAddress, &o.link, &o.cas)
+			signed, address, name, err := readSigned(cmd.Context(), s, args[0], o.key, o.casAddress, &o.link, &o.cas)
 			if err != nil {
 				return err
 			}
-			return printResource(s.Out, signed.Policy, o.name, func(name string) any {
+			if o.name != "" {
+				name = o.name
+			}
+			return printResource(s.Out, signed.Policy, name, func(name string) any {
 				sigs := make([]casv1beta1.Signature, len(signed.Signatures))
 				for i, sg := range signed.Signatures {
 					sigs[i] = casv1beta1.Signature{Signer: sg.Signer, Signature: sg.Signature}
@@ -118,15 +121,18 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", source, err)
 			}
-			signed, address, err := readSigned(cmd.Context(), s, args[0], o.key, o.casAddress, &o.link, &o.cas)
+			signed, address, name, err := readSigned(cmd.Context(), s, args[0], o.key, o.casAddress, &o.link, &o.cas)
 			if err != nil {
 				return err
+			}
+			if o.name != "" {
+				name = o.name
 			}
 			sealed, err := policy.Encrypt(signed, casKey)
 			if err != nil {
 				return err
 			}
-			return printResource(s.Out, signed.Policy, o.name, func(name string) any {
+			return printResource(s.Out, signed.Policy, name, func(name string) any {
 				return &casv1beta1.EncryptedPolicy{
 					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "EncryptedPolicy"},
 					ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -180,39 +186,39 @@ func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, s
 }
 
 // readSigned reads a policy document or a SignedPolicy resource and adds
-// the signature of the key in keyFile; it returns the CAS address:
-// casAddress when given, else the resource's, else the default. A
-// document is signed at the link the flags give; a SignedPolicy keeps
-// its own.
-func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string, link *linkFlags, cas *casFlags) (*policy.Signed, string, error) {
+// the signature of the key in keyFile; it returns the CAS address
+// (casAddress when given, else the resource's, else the default) and the
+// resource's name (empty for a document). A document is signed at the
+// link the flags give; a SignedPolicy keeps its own, and its name.
+func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string, link *linkFlags, cas *casFlags) (signed *policy.Signed, address, name string, err error) {
 	if keyFile == "" {
-		return nil, "", errors.New("--key is required: the owner's private key (cloister policy keygen)")
+		return nil, "", "", errors.New("--key is required: the owner's private key (cloister policy keygen)")
 	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		return nil, "", fmt.Errorf("--key: %w", err)
+		return nil, "", "", fmt.Errorf("--key: %w", err)
 	}
 	key, err := policy.ParseKey(keyPEM)
 	if err != nil {
-		return nil, "", fmt.Errorf("--key %s: %w", keyFile, err)
+		return nil, "", "", fmt.Errorf("--key %s: %w", keyFile, err)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	signed, address := &policy.Signed{Policy: string(data)}, defaultCASAddress
+	signed, address = &policy.Signed{Policy: string(data)}, defaultCASAddress
 	var head struct {
 		Kind string `json:"kind"`
 	}
 	if yaml.Unmarshal(data, &head) == nil && head.Kind == "SignedPolicy" {
 		var sp casv1beta1.SignedPolicy
 		if err := yaml.UnmarshalStrict(data, &sp); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", file, err)
+			return nil, "", "", fmt.Errorf("%s: %w", file, err)
 		}
 		if link.given() {
-			return nil, "", fmt.Errorf("%s is a SignedPolicy of version %d: its version is signed already; drop --version, --predecessor and --after", file, sp.Spec.Version)
+			return nil, "", "", fmt.Errorf("%s is a SignedPolicy of version %d: its version is signed already; drop --version, --predecessor and --after", file, sp.Spec.Version)
 		}
-		signed.Policy, address = sp.Spec.Policy, sp.Spec.CASAddress
+		signed.Policy, address, name = sp.Spec.Policy, sp.Spec.CASAddress, sp.Name
 		signed.Link = policy.Link{Version: sp.Spec.Version, Predecessor: sp.Spec.Predecessor}
 		for _, sg := range sp.Spec.Signatures {
 			signed.Signatures = append(signed.Signatures, policy.Signature{Signer: sg.Signer, Signature: sg.Signature})
@@ -220,19 +226,19 @@ func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string
 	} else {
 		doc, err := policy.Parse(data)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", file, err)
+			return nil, "", "", fmt.Errorf("%s: %w", file, err)
 		}
 		if signed.Link, err = link.resolve(ctx, s, doc, cas); err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 	}
 	if err := policy.Sign(signed, key); err != nil {
-		return nil, "", fmt.Errorf("%s: %w", file, err)
+		return nil, "", "", fmt.Errorf("%s: %w", file, err)
 	}
 	if casAddress != "" {
 		address = casAddress
 	}
-	return signed, address, nil
+	return signed, address, name, nil
 }
 
 // printResource writes the resource named after the policy as YAML.
