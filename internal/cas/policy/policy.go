@@ -60,8 +60,9 @@ type Service struct {
 	Files map[string]string `json:"files,omitempty"`
 	// Secrets the service may read, by name.
 	Secrets []string `json:"secrets,omitempty"`
-	// Mesh is what the service's mesh admits.
-	Mesh Mesh `json:"mesh,omitempty"`
+	// Mesh is what the service's mesh admits. A pointer, so that a
+	// policy without it keeps the canonical form (and digest) it had.
+	Mesh *Mesh `json:"mesh,omitempty"`
 }
 
 // Mesh is a service's mesh authorization, by mesh identities of this CAS:
@@ -76,7 +77,9 @@ type Mesh struct {
 
 // MeshAuthz is the service's Mesh with the defaults applied.
 func (s *Service) MeshAuthz(policy string) (allow, upstreams []string) {
-	allow, upstreams = s.Mesh.Allow, s.Mesh.Upstreams
+	if s.Mesh != nil {
+		allow, upstreams = s.Mesh.Allow, s.Mesh.Upstreams
+	}
 	if len(allow) == 0 {
 		allow = []string{policy + "/*"}
 	}

@@ -167,3 +167,29 @@ func TestRedacted(t *testing.T) {
 		t.Error("a redacted document had values left")
 	}
 }
+
+// A field added to the document never changes the canonical form (and so
+// the digest every owner signed) of a policy that does not use it, as the
+// signed sample in config/samples also shows; one that uses it is part
+// of it, and is validated.
+func TestNewFieldsKeepOldDigests(t *testing.T) {
+	const doc = "version: cloister.dev/policy/v1\nname: shop\nowners: {keys: []}\nservices:\n- name: web\n  attestation: {identities: [{type: sgx, mrenclave: \"" +
+		"1111111111111111111111111111111111111111111111111111111111111111\"}]}\n  certificate: {sans: [web.shop.svc]}\n"
+	d, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := string(d.Canonical()); strings.Contains(c, "mesh") {
+		t.Errorf("a policy without a mesh section has one in its canonical form: %s", c)
+	}
+	m, err := Parse([]byte(doc + "  mesh: {allow: [billing/*]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Digest() == d.Digest() || !strings.Contains(string(m.Canonical()), `"mesh":{"allow":["billing/*"]}`) {
+		t.Errorf("the mesh section is not part of the canonical form: %s", m.Canonical())
+	}
+	if _, err := Parse([]byte(doc + "  mesh: {allow: [\"billing\"]}\n")); err == nil || !strings.Contains(err.Error(), "mesh.allow[0]") {
+		t.Errorf("a malformed allow entry: %v", err)
+	}
+}

@@ -156,7 +156,11 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 			bad("certificate.validity: %q: use a duration from 1m to 8760h, e.g. 24h", v)
 		}
 	}
-	for field, list := range map[string][]string{"allow": s.Mesh.Allow, "upstreams": s.Mesh.Upstreams} {
+	mesh := s.Mesh
+	if mesh == nil {
+		mesh = &Mesh{}
+	}
+	for field, list := range map[string][]string{"allow": mesh.Allow, "upstreams": mesh.Upstreams} {
 		for i, a := range list {
 			if !allowRE.MatchString(a) {
 				bad("mesh.%s[%d]: %q: name a workload as POLICY/SERVICE or POLICY/* (lowercase letters, digits and '-')", field, i, a)
