@@ -28,23 +28,11 @@ func StartForTest(t testing.TB, dir, sealer string) (url, caFile string, stop fu
 
 // LASKeyForTest is the simulation key of the tests' LAS: StartForTest's
 // CAS takes simulated workload evidence signed by it.
-var LASKeyForTest = sync.OnceValue(func() *ecdsa.PrivateKey {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	return k
-})
+var LASKeyForTest = sync.OnceValue(testKey)
 
 // BoardKeyForTest is the board of the tests' CASes (given at init with
 // BoardPEMForTest): it approves their new policy names.
-var BoardKeyForTest = sync.OnceValue(func() *ecdsa.PrivateKey {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	return k
-})
+var BoardKeyForTest = sync.OnceValue(testKey)
 
 // BoardPEMForTest is BoardKeyForTest's public key, for an init request.
 func BoardPEMForTest() string {
@@ -53,6 +41,15 @@ func BoardPEMForTest() string {
 		panic(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+// testKey makes one of the tests' fixed keys.
+func testKey() *ecdsa.PrivateKey {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return k
 }
 
 // LASPubFileForTest is a file with LASKeyForTest's public key, for
