@@ -194,7 +194,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	}
 	waitFor(t, "the backend's ingress to log the app's identity", time.Minute, func(ctx context.Context) (bool, string, error) {
 		logs, _ := kubectl(t, e.c, "logs", "-n", "default", "backend", "-c", generate.MeshName)
-		return strings.Contains(logs, `"peer":"default-pod-app.mesh"`), logs, nil
+		return strings.Contains(logs, `"peer":"spiffe://cas-`) && strings.Contains(logs, `.cloister/policy/mesh/service/default-pod-app"`), logs, nil
 	})
 	// A pod without a mesh certificate is refused by the backend.
 	backendURL := "https://" + backend.Status.PodIP + ":4001/"

@@ -3,10 +3,23 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
+
+// peerName is what the access log calls a caller: its workload identity,
+// which the ingress authorized, or the certificate's subject when it has
+// none (a route that does not authorize by identity).
+func peerName(c *x509.Certificate) string {
+	if id, err := wire.CertMeshID(c); err == nil {
+		return id.String()
+	}
+	return c.Subject.CommonName
+}
 
 // handshakeTimeout bounds a TLS handshake: a client that never finishes
 // one does not hold a goroutine for long.
@@ -92,7 +105,7 @@ func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) erro
 				return
 			}
 			if peers := tc.ConnectionState().PeerCertificates; len(peers) > 0 {
-				peer = peers[0].Subject.CommonName
+				peer = peerName(peers[0])
 			}
 			conn = tc
 		}

@@ -102,7 +102,7 @@ func TestEgressToIngress(t *testing.T) {
 		t.Fatalf("through the mesh: %q %v", got, err)
 	}
 	_ = conn.Close() // a network peer may have closed first
-	if !strings.Contains(logs.String(), "peer=web.default") {
+	if !strings.Contains(logs.String(), "peer=spiffe://"+meshtest.TrustDomain+"/policy/"+meshtest.Policy+"/service/web.default") {
 		t.Errorf("the ingress did not see the caller's identity:\n%s", logs)
 	}
 

@@ -222,7 +222,7 @@ func TestRedirectToIngress(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", c.name, got, err, c.want)
 		}
 	}
-	if !strings.Contains(logs.String(), "peer=client.default") {
+	if !strings.Contains(logs.String(), "peer=spiffe://"+meshtest.TrustDomain+"/policy/"+meshtest.Policy+"/service/client.default") {
 		t.Errorf("the access log does not name the client's workload:\n%s", logs)
 	}
 
