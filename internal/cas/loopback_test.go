@@ -221,6 +221,42 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 	}
 }
 
+// A policy named NAMESPACE/NAME travels in one path segment: it is
+// registered, read, updated and attested as itself, and its workloads'
+// identity names it whole.
+func TestNamespacedPolicyOverHTTPS(t *testing.T) {
+	c := readyCAS(t)
+	a, _ := policy.NewKey()
+	doc := func(validity string) string {
+		return "version: cloister.dev/policy/v1\nname: team/shop\nowners: {keys: [\"" + pemKey(a) + "\"]}\nallowSimulation: true\n" +
+			"services: [{name: api, attestation: {identities: []}, certificate: {sans: [api.team], validity: " + validity + "}}]\n"
+	}
+	ctx := context.Background()
+	for _, v := range []string{"1h", "2h"} {
+		if _, err := c.RegisterPolicy(ctx, sign(t, c, doc(v), a)); err != nil {
+			t.Fatalf("validity %s: %v", v, err)
+		}
+	}
+	if h, err := c.ReadHistory(ctx, "team/shop", a); err != nil || len(h.Records) != 2 || h.Records[1].Name != "team/shop" {
+		t.Fatalf("history of team/shop: %+v %v", h, err)
+	}
+	if _, err := c.History(ctx, "team"); err == nil {
+		t.Error("the namespace reads as a policy of its own")
+	}
+	res, err := attestOpen(t, c, simRequest(t, "team/shop", "api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(res.Certificate))
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := wire.CertMeshID(cert); err != nil || id.Policy != "team/shop" || id.Service != "api" {
+		t.Errorf("the workload's identity: %+v %v", id, err)
+	}
+}
+
 // Over HTTPS: a service gets its secrets, the same on every attestation;
 // another service of the policy gets none of them.
 func TestSecretsOverHTTPS(t *testing.T) {

@@ -70,3 +70,52 @@ func TestNewNamesNeedTheBoard(t *testing.T) {
 		t.Errorf("the board given at init: %v", err)
 	}
 }
+
+// A namespace's policy holds it: once the board approved the namespace,
+// its owners approve the names in it (team/shop), and nobody else does;
+// a name in a namespace nobody holds still needs the board.
+func TestNamespaceOwnersApproveItsNames(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	teamOwner, _ := policy.NewKey()
+	stranger, _ := policy.NewKey()
+	team := "version: cloister.dev/policy/v1\nname: team\nowners:\n  keys:\n  - |\n" +
+		indent(string(policy.MarshalPublicKey(&teamOwner.PublicKey))) + "\nservices: []\n"
+	if _, err := f.registerAt(team, policy.Link{Version: 1}, teamOwner); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("a namespace the board did not approve: %v", err)
+	}
+	if _, err := f.registerAt(team, policy.Link{Version: 1}, teamOwner, f.rec[0]); err != nil {
+		t.Fatalf("the namespace with the board's approval: %v", err)
+	}
+	shop := strings.Replace(f.policyText(""), "name: shop", "name: team/shop", 1)
+	for _, tc := range []struct {
+		what    string
+		signers []*ecdsa.PrivateKey
+		want    string
+	}{
+		{"its owner alone", []*ecdsa.PrivateKey{f.owner}, "is a new name in namespace team, so its version 1 needs the signatures of 1 of the owners of policy team (it has 0)"},
+		{"its owner and a stranger", []*ecdsa.PrivateKey{f.owner, stranger}, "is not among the keys that may approve version 1"},
+	} {
+		if _, err := f.registerAt(shop, policy.Link{Version: 1}, tc.signers...); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.what, err, tc.want)
+		}
+	}
+	if _, err := f.registerAt(shop, policy.Link{Version: 1}, f.owner, teamOwner); err != nil {
+		t.Fatalf("approved by the namespace's owner: %v", err)
+	}
+	if _, err := f.cas.Policy("team/shop"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Nobody holds namespace other: its owner is nobody's approver, the
+	// board still is.
+	other := strings.NewReplacer("name: shop", "name: other/shop", "api.shop.svc, 10.1.2.3", "api.other.svc", "worker.shop.svc", "worker.other.svc").Replace(f.policyText(""))
+	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner, teamOwner); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("another namespace's name approved by team's owner: %v", err)
+	}
+	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner); err == nil || !strings.Contains(err.Error(), "or the owners of policy other once the board has approved that namespace") {
+		t.Errorf("a name in a namespace nobody holds: %v", err)
+	}
+	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner, f.rec[0]); err != nil {
+		t.Errorf("the board approves a name in any namespace: %v", err)
+	}
+}

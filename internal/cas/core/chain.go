@@ -1,6 +1,7 @@
 package core
 
 import (
+	"crypto/ecdsa"
 	"fmt"
 	"slices"
 
@@ -58,14 +59,15 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 	case s.Version == 1 && doc.Immutable():
 		// Nobody owns it: the board's approval of the name is the only
 		// signature it can carry, and the one it needs.
-		signers, err := policy.Signers(doc, s.Link, s.Signatures, k.board)
+		approvers, parent := c.nameApprovers(k, doc)
+		signers, err := policy.Signers(doc, s.Link, s.Signatures, approvers)
 		if err != nil {
-			return fmt.Errorf("%w: policy %s has no owners, so only the board signs it (for its name): %w", ErrUnauthorized, doc.Name, err)
+			return fmt.Errorf("%w: policy %s has no owners, so only those who approve its name sign it: %w", ErrUnauthorized, doc.Name, err)
 		}
-		if k.board == nil && len(s.Signatures) > 0 {
+		if approvers == nil && len(s.Signatures) > 0 {
 			return fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
 		}
-		return approveNew(k.board, doc, signers)
+		return approveNew(k.board, parent, doc, signers)
 	case s.Version == 1:
 	case s.Version == current.Version+1:
 		owners = current.doc
@@ -87,10 +89,13 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	approvers := keys
+	approvers, parent := keys, (*policy.Document)(nil)
 	if s.Version == 1 {
-		// A new name: the board signs it besides the owners.
-		approvers = append(slices.Clip(keys), k.board...)
+		// A new name: the board, or its namespace's owners, sign it
+		// besides its owners.
+		var more []*ecdsa.PublicKey
+		more, parent = c.nameApprovers(k, doc)
+		approvers = append(slices.Clip(keys), more...)
 	}
 	signers, err := policy.Signers(doc, s.Link, s.Signatures, approvers)
 	if err != nil {
@@ -107,7 +112,7 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 			ErrUnauthorized, doc.Name, s.Version, byOwners, what, need)
 	}
 	if s.Version == 1 {
-		return approveNew(k.board, doc, signers)
+		return approveNew(k.board, parent, doc, signers)
 	}
 	return nil
 }

@@ -78,6 +78,18 @@ func TestParseValid(t *testing.T) {
 	if p := d.Policy(api); p.AllowSimulation || len(p.Identities) != 1 {
 		t.Errorf("attest policy %+v", p)
 	}
+
+	// A name in a namespace, a mesh peer in one, and a namespace's own
+	// policy, which has no services.
+	d, err = Parse([]byte(doc(t, []string{ownerPEM(t)}, replace("name: payments", "name: bank/payments"),
+		replace("  env:\n", "  mesh: {allow: [bank/payments/*, bank/web/api, web/api]}\n  env:\n"))))
+	if err != nil || d.Name != "bank/payments" || Namespace(d.Name) != "bank" || !Within(d.Name, "bank") || Within("bank", "bank") {
+		t.Fatalf("a namespaced name: %v", err)
+	}
+	ns := "version: cloister.dev/policy/v1\nname: bank\nowners:\n  keys:\n  - |\n" + strings.ReplaceAll(strings.TrimSpace(ownerPEM(t)), "\n", "\n    ") + "\nservices: []\n"
+	if _, err := Parse([]byte(strings.Replace(ns, "  - |\n", "  - |\n    ", 1))); err != nil {
+		t.Errorf("a namespace's policy without services: %v", err)
+	}
 }
 
 func TestParseRejects(t *testing.T) {
@@ -94,6 +106,11 @@ func TestParseRejects(t *testing.T) {
 		{"unknown field", replace("name: payments", "name: payments\ndescription: x"), nil, `unknown field "description"`},
 		{"wrong version", replace("cloister.dev/policy/v1", "v2"), nil, `version: "v2", want "cloister.dev/policy/v1"`},
 		{"bad name", replace("name: payments", "name: Payments_1"), nil, `name: "Payments_1"`},
+		{"two namespaces deep", replace("name: payments", "name: bank/payments/eu"), nil, `name: "bank/payments/eu": use NAME or NAMESPACE/NAME`},
+		{"empty namespace", replace("name: payments", "name: /payments"), nil, `name: "/payments"`},
+		{"empty name in a namespace", replace("name: payments", "name: bank/"), nil, `name: "bank/"`},
+		{"namespace of 64 characters", replace("name: payments", "name: "+strings.Repeat("b", 64)+"/payments"), nil, `at most 63 characters`},
+		{"allow of a policy two namespaces deep", replace("  env:\n", "  mesh: {allow: [bank/payments/eu/api]}\n  env:\n"), nil, `mesh.allow[0]: "bank/payments/eu/api"`},
 		{"unknown read access", replace("name: payments", "name: payments\nread: everyone"), nil, `read: "everyone": use owners`},
 		{"a threshold without owners", nil, []string{}, "owners.threshold: 1, but no owner keys"},
 		{"owner key twice", nil, []string{owner, owner}, "owners.keys[1]: the same key as an earlier one"},

@@ -23,7 +23,7 @@ var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	secretRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	allowRE  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$`)
+	allowRE  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?/([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$`)
 	dnsRE    = regexp.MustCompile(`^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
@@ -43,8 +43,8 @@ func (d *Document) Validate() error {
 	if d.Version != Version {
 		bad("version: %q, want %q", d.Version, Version)
 	}
-	if !nameRE.MatchString(d.Name) || len(d.Name) > 63 {
-		bad("name: %q: use lowercase letters, digits and '-', at most 63 characters", d.Name)
+	if err := ValidName(d.Name); err != nil {
+		bad("name: %w", err)
 	}
 	if _, err := d.OwnerKeys(); err != nil {
 		errs = append(errs, err)
@@ -61,8 +61,10 @@ func (d *Document) Validate() error {
 	default:
 		bad("read: %q: use %s (only requests signed by an owner key read the document; the default) or %s (anyone may read it)", d.Read, ReadOwners, ReadAny)
 	}
-	if len(d.Services) == 0 || len(d.Services) > maxServices {
-		bad("services: %d, want 1..%d", len(d.Services), maxServices)
+	// A policy without services holds its namespace: its owners approve
+	// new names in it.
+	if len(d.Services) > maxServices {
+		bad("services: %d, at most %d", len(d.Services), maxServices)
 	}
 	if len(d.Secrets) > maxSecrets {
 		bad("secrets: %d, at most %d", len(d.Secrets), maxSecrets)
@@ -163,7 +165,7 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 	for field, list := range map[string][]string{"allow": mesh.Allow, "upstreams": mesh.Upstreams} {
 		for i, a := range list {
 			if !allowRE.MatchString(a) {
-				bad("mesh.%s[%d]: %q: name a workload as POLICY/SERVICE or POLICY/* (lowercase letters, digits and '-')", field, i, a)
+				bad("mesh.%s[%d]: %q: name a workload as POLICY/SERVICE or POLICY/*, where POLICY may be NAMESPACE/NAME (lowercase letters, digits and '-')", field, i, a)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -48,12 +49,14 @@ func ParseMeshID(s string) (MeshID, error) {
 	if err != nil {
 		return MeshID{}, fmt.Errorf("workload identity %q: %w", s, err)
 	}
+	// POLICY is NAME or NAMESPACE/NAME: policy/P[/Q]/service/S.
 	parts := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")
+	n := len(parts)
 	if u.Scheme != "spiffe" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
-		len(parts) != 4 || parts[0] != "policy" || parts[2] != "service" || parts[1] == "" || parts[3] == "" {
+		(n != 4 && n != 5) || parts[0] != "policy" || parts[n-2] != "service" || slices.Contains(parts, "") {
 		return MeshID{}, fmt.Errorf("workload identity %q: want spiffe://DOMAIN/policy/POLICY/service/SERVICE", s)
 	}
-	return MeshID{TrustDomain: u.Host, Policy: parts[1], Service: parts[3]}, nil
+	return MeshID{TrustDomain: u.Host, Policy: strings.Join(parts[1:n-2], "/"), Service: parts[n-1]}, nil
 }
 
 // MeshAuthz is a service's mesh authorization, by mesh identities of its
@@ -68,7 +71,11 @@ type MeshAuthz struct {
 // Admits says whether id is among list.
 func Admits(list []string, id MeshID) bool {
 	for _, a := range list {
-		p, s, _ := strings.Cut(a, "/")
+		i := strings.LastIndexByte(a, '/')
+		if i < 0 {
+			continue
+		}
+		p, s := a[:i], a[i+1:]
 		if p == id.Policy && (s == "*" || s == id.Service) {
 			return true
 		}
