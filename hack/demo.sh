@@ -58,7 +58,7 @@ cas() { "$CLOISTER" cas "$@" --cas "$CAS_URL" --cas-ca "$CAS_DIR/state/tls.crt";
 policy_doc() {
 	cat <<-EOF
 		version: cloister.dev/policy/v1
-		name: demo
+		name: default/demo
 		owners:
 		  keys:
 		  - |
@@ -123,8 +123,9 @@ demo_cas_in_cluster() {
 	kube get cas cas
 	echo
 	# Signed once: a signature differs each time, and a SignedPolicy's spec
-	# cannot change, so a second demo applies the same resource again.
-	if [ ! -s "$CAS_DIR/signedpolicy-cluster.yaml" ]; then
+	# cannot change, so a second demo applies the same resource again. The
+	# policy is named within the resource's namespace, default.
+	if ! grep -q 'name: default/demo$' "$CAS_DIR/signedpolicy-cluster.yaml" 2>/dev/null; then
 		policy_doc >"$CAS_DIR/policy.yaml"
 		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --version 1 --cas-address cas.default.svc:8081 --name demo "$CAS_DIR/policy.yaml" >"$CAS_DIR/signedpolicy-owner.yaml"
 		# A new name: the board (the recovery owner, by default) approves it.
@@ -156,7 +157,7 @@ demo_cas_in_cluster() {
 		    image: $cli_image
 		    imagePullPolicy: Never
 		    args: [cas, attest, --cas, "https://cas.default.svc:8081", --insecure-simulated-cas,
-		           --cas-sim-key, /run/cloister-cas/cas.pem, --policy, demo,
+		           --cas-sim-key, /run/cloister-cas/cas.pem, --policy, default/demo,
 		           --service, web, --las, "http://\$(HOST_IP):18766", --out, /run/cloister]
 		    env: [{name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}]
 		    volumeMounts: [{name: tls, mountPath: /run/cloister}, {name: cas-keys, mountPath: /run/cloister-cas, readOnly: true}]
@@ -249,7 +250,7 @@ demo_cas() {
 	# Version 1, a new name: the board (the recovery owner) approves it.
 	"$CLOISTER" policy sign --key "$CAS_DIR/recovery-owner.pem" "$CAS_DIR/signedpolicy-owner.yaml" >"$CAS_DIR/signedpolicy.yaml"
 	cas register "$CAS_DIR/signedpolicy.yaml"
-	cas attest --policy demo --service web --sim --sim-key "$CAS_DIR/sim.pem" --out "$CAS_DIR/web"
+	cas attest --policy default/demo --service web --sim --sim-key "$CAS_DIR/sim.pem" --out "$CAS_DIR/web"
 }
 
 up() {

@@ -76,14 +76,14 @@ func newPolicySign(s Streams) *cobra.Command {
 			if o.name != "" {
 				name = o.name
 			}
-			return printResource(s.Out, signed.Policy, name, func(name string) any {
+			return printResource(s.Out, signed.Policy, name, func(meta metav1.ObjectMeta) any {
 				sigs := make([]casv1beta1.Signature, len(signed.Signatures))
 				for i, sg := range signed.Signatures {
 					sigs[i] = casv1beta1.Signature{Signer: sg.Signer, Signature: sg.Signature}
 				}
 				return &casv1beta1.SignedPolicy{
 					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "SignedPolicy"},
-					ObjectMeta: metav1.ObjectMeta{Name: name},
+					ObjectMeta: meta,
 					Spec: casv1beta1.SignedPolicySpec{CASAddress: address, Policy: signed.Policy,
 						Version: signed.Version, Predecessor: signed.Predecessor, Signatures: sigs},
 				}
@@ -132,10 +132,10 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printResource(s.Out, signed.Policy, name, func(name string) any {
+			return printResource(s.Out, signed.Policy, name, func(meta metav1.ObjectMeta) any {
 				return &casv1beta1.EncryptedPolicy{
 					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "EncryptedPolicy"},
-					ObjectMeta: metav1.ObjectMeta{Name: name},
+					ObjectMeta: meta,
 					Spec:       casv1beta1.EncryptedPolicySpec{CASAddress: address, Policy: sealed.Policy, EncryptionKey: sealed.EncryptionKey},
 				}
 			})
@@ -244,22 +244,25 @@ func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string
 // printResource writes the resource named after the policy as YAML.
 // nameHelp: every version of a policy is a resource of its own (the spec
 // cannot change), so versions need names of their own.
-const nameHelp = "name of the printed resource (default: the policy's name); each version of a policy is a new resource, e.g. shop-v2"
+const nameHelp = "name of the printed resource (default: the policy's name without its namespace); each version of a policy is a new resource, e.g. shop-v2"
 
 // printResource prints the resource build makes, named name or else as
-// the policy.
-func printResource(w io.Writer, text, name string, build func(name string) any) error {
+// the policy, in the Kubernetes namespace of the policy's name (shop for
+// shop/web): the operator registers a resource's policy only under its
+// own namespace.
+func printResource(w io.Writer, text, name string, build func(metav1.ObjectMeta) any) error {
 	d, err := policy.Parse([]byte(text))
 	if err != nil {
 		return err
 	}
-	if name == "" {
-		name = d.Name
+	meta := metav1.ObjectMeta{Name: name, Namespace: policy.Namespace(d.Name)}
+	if meta.Name == "" {
+		meta.Name = strings.TrimPrefix(d.Name, meta.Namespace+"/")
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("--name %q: %s", name, strings.Join(errs, "; "))
+	if errs := validation.IsDNS1123Subdomain(meta.Name); len(errs) > 0 {
+		return fmt.Errorf("--name %q: %s", meta.Name, strings.Join(errs, "; "))
 	}
-	out, err := yaml.Marshal(build(name))
+	out, err := yaml.Marshal(build(meta))
 	if err != nil {
 		return err
 	}

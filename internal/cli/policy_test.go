@@ -128,7 +128,7 @@ func TestPolicyBadInput(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := keygen(t, dir, "k.pem")
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("version: cloister.dev/policy/v1\nname: x\nowners: {keys: []}\nservices: []\n"), 0o644); err != nil {
+	if err := os.WriteFile(bad, []byte("version: cloister.dev/policy/v1\nname: x\nowners: {keys: []}\nallowSimulation: true\nservices: [{name: a, attestation: {identities: []}, certificate: {sans: []}}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good.yaml")
@@ -146,7 +146,7 @@ func TestPolicyBadInput(t *testing.T) {
 		{[]string{"policy", "keygen"}, "--out is required"},
 		{[]string{"policy", "sign", bad}, "--key is required"},
 		{[]string{"policy", "sign", "--key", notKey, bad}, "--key " + notKey + ": not PEM"},
-		{[]string{"policy", "sign", "--key", key, bad}, "services: 0, want 1..256"},
+		{[]string{"policy", "sign", "--key", key, bad}, "certificate.sans: none"},
 		{[]string{"policy", "sign", "--key", key, "--version", "2", "--predecessor", "abc", good}, "--version/--predecessor: predecessor: \"abc\""},
 		{[]string{"policy", "sign", "--key", key, "--after", good, good}, "--after " + good + ": not a SignedPolicy"},
 		{[]string{"policy", "encrypt", "--key", key, bad}, "--cas-public-key FILE, --cas URL or --cluster NAMESPACE/NAME is required"},

@@ -147,6 +147,6 @@ func attestRequest(b *testing.B, las *casclient.LAS) *wire.AttestRequest {
 	if err != nil {
 		b.Error(err)
 	}
-	return &wire.AttestRequest{Policy: "shop", Service: "web", Evidence: ev,
+	return &wire.AttestRequest{Policy: "default/shop", Service: "web", Evidence: ev,
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
 }

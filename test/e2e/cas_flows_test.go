@@ -215,7 +215,7 @@ func testCASServiceFields(t *testing.T, e *realNodeEnv) {
 
 // policyDoc is the shop policy owned by ownerPub; validity makes versions.
 func policyDoc(ownerPub, validity string) string {
-	return "version: cloister.dev/policy/v1\nname: shop\nowners:\n  keys:\n  - |\n" + indent(ownerPub, "    ") +
+	return "version: cloister.dev/policy/v1\nname: default/shop\nowners:\n  keys:\n  - |\n" + indent(ownerPub, "    ") +
 		"allowSimulation: true\nservices:\n- name: web\n  attestation: {identities: []}\n" +
 		"  certificate: {sans: [web.shop.svc], validity: " + validity + "}\n  env: {TOKEN: \"{{ .Secrets.token.Hex }}\"}\n  secrets: [token]\n" +
 		"secrets:\n- {name: token, kind: symmetric-key, size: 16}\n"
@@ -277,7 +277,7 @@ func (e *realNodeEnv) casHistory(t *testing.T, cas string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := cl.History(ctx, "shop")
+	h, err := cl.History(ctx, "default/shop")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func testPolicies(t *testing.T, e *realNodeEnv) {
 	v1 := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "shop-v1", Namespace: "default"}}
 	waitState(t, e.crs, v1, common.StateHealthy)
 	t.Logf("SignedPolicy HEALTHY %s after kubectl apply", time.Since(start).Round(time.Millisecond))
-	if v1.Status.Hash == "" || v1.Status.Revision != 1 || v1.Status.PolicyName != "shop" || v1.Status.Predecessor != "" {
+	if v1.Status.Hash == "" || v1.Status.Revision != 1 || v1.Status.PolicyName != "default/shop" || v1.Status.Predecessor != "" {
 		t.Errorf("v1 status %+v", v1.Status)
 	}
 	if got, err := kubectl(t, e.c, "get", "spol", "shop-v1", "-n", "default"); err != nil || !strings.Contains(got, v1.Status.Hash) {
@@ -418,7 +418,7 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 				// CAS's simulation key from the ConfigMap the operator
 				// publishes it in: another simulated CAS is not trusted.
 				Args: []string{"cas", "attest", "--cas", "https://cas.default.svc:8081", "--insecure-simulated-cas", "--cas-sim-key", "/run/cloister-cas/" + conn.CASKeyItem,
-					"--policy", "shop", "--service", "web", "--las", "http://$(HOST_IP):18766", "--out", "/run/cloister"},
+					"--policy", "default/shop", "--service", "web", "--las", "http://$(HOST_IP):18766", "--out", "/run/cloister"},
 				Env: []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/run/cloister"},
 					{Name: "cas-keys", MountPath: "/run/cloister-cas", ReadOnly: true}},
@@ -589,7 +589,7 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 		"attestation: {identities: [{type: sgx, mrenclave: \""+strings.Repeat("ab", 32)+"\"}]}", 1)
 	signed := e.signPolicy(t, "strict-shop", measured, work.owner, "")
 	e.mustCLI(t, append([]string{"cas", "register", signed}, cas...)...)
-	_, err = e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--out", filepath.Join(work.dir, "strict-out")}, cas...)...)
+	_, err = e.cli(append([]string{"cas", "attest", "--policy", "default/shop", "--service", "web", "--sim", "--out", filepath.Join(work.dir, "strict-out")}, cas...)...)
 	if err == nil || !strings.Contains(err.Error(), "simulation: ") || !strings.Contains(err.Error(), "does not accept simulation") {
 		t.Errorf("simulated evidence at a CAS without simulation: %v", err)
 	}
@@ -622,12 +622,12 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 	signed := e.signPolicy(t, "db-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")
 	e.mustCLI(t, append([]string{"cas", "register", signed}, at...)...)
 	forged := filepath.Join(work.dir, "forged-sim.pem")
-	if _, err := e.cli(append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--sim-key", forged, "--out", filepath.Join(work.dir, "forged")}, at...)...); err == nil ||
+	if _, err := e.cli(append([]string{"cas", "attest", "--policy", "default/shop", "--service", "web", "--sim", "--sim-key", forged, "--out", filepath.Join(work.dir, "forged")}, at...)...); err == nil ||
 		!strings.Contains(err.Error(), "which is not pinned: a forged quote") {
 		t.Errorf("a simulated quote signed by a key CAS does not pin: %v", err)
 	}
 	attestAs := func(dir string) map[string]string {
-		e.mustCLI(t, append([]string{"cas", "attest", "--policy", "shop", "--service", "web", "--sim", "--sim-key", devKey, "--out", dir}, at...)...)
+		e.mustCLI(t, append([]string{"cas", "attest", "--policy", "default/shop", "--service", "web", "--sim", "--sim-key", devKey, "--out", dir}, at...)...)
 		out := map[string]string{}
 		for _, f := range []string{casclient.RootCAFile, casclient.EnvFile} {
 			b, err := os.ReadFile(filepath.Join(dir, f))

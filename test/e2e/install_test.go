@@ -367,6 +367,13 @@ func testInstalledWebhooks(t *testing.T, e *realNodeEnv) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &now); err != nil || now.Spec.CASAddress != stored.Spec.CASAddress || now.Generation != stored.Generation {
 		t.Errorf("the stored policy changed: %+v (generation %d -> %d) %v", now.Spec.CASAddress, stored.Generation, now.Generation, err)
 	}
+	// A tenant's resources name only its policies: the sample (policy
+	// default/sample) in another namespace is refused at admission.
+	elsewhere := sp.DeepCopy()
+	elsewhere.ObjectMeta = metav1.ObjectMeta{Name: "sample", Namespace: "kube-system"}
+	if err := c.Create(ctx, elsewhere); err == nil || !strings.Contains(err.Error(), "the policy is named default/sample, outside namespace kube-system") {
+		t.Errorf("a policy of another namespace: %v", err)
+	}
 	bad := sp.DeepCopy()
 	bad.ObjectMeta = metav1.ObjectMeta{Name: "unparsable", Namespace: "default"}
 	bad.Spec.Policy = "name: ["

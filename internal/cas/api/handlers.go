@@ -118,9 +118,9 @@ func (s *Server) registerPolicy(w http.ResponseWriter, r *http.Request) {
 	case req.EncryptionKey != "" && req.Link != (policy.Link{}):
 		err = fmt.Errorf("%w: an encrypted policy carries its version inside: send encryptionKey or version, not both", core.ErrInvalid)
 	case req.EncryptionKey != "":
-		reg, err = s.CAS.RegisterEncrypted(&policy.Encrypted{Policy: req.Policy, EncryptionKey: req.EncryptionKey})
+		reg, err = s.CAS.RegisterEncrypted(&policy.Encrypted{Policy: req.Policy, EncryptionKey: req.EncryptionKey}, req.Namespace)
 	default:
-		reg, err = s.CAS.Register(&policy.Signed{Policy: req.Policy, Link: req.Link, Signatures: req.Signatures})
+		reg, err = s.CAS.RegisterWithin(&policy.Signed{Policy: req.Policy, Link: req.Link, Signatures: req.Signatures}, req.Namespace)
 	}
 	if err != nil {
 		fail(w, err)

@@ -405,12 +405,12 @@ func TestEncryptedPolicy(t *testing.T) {
 		}
 	}
 	e, _ := policy.Encrypt(s, casKey)
-	if r, err := f.cas.RegisterEncrypted(e); err != nil || r.Name != "shop" {
+	if r, err := f.cas.RegisterEncrypted(e, ""); err != nil || r.Name != "shop" {
 		t.Fatalf("encrypted: %+v %v", r, err)
 	}
 	otherKey, _ := policy.NewEncryptionKey([]byte("another CAS, another key........"))
 	e2, _ := policy.Encrypt(s, otherKey.PublicKey())
-	if _, err := f.cas.RegisterEncrypted(e2); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "sealed to key") {
+	if _, err := f.cas.RegisterEncrypted(e2, ""); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "sealed to key") {
 		t.Errorf("sealed to another CAS: %v", err)
 	}
 }

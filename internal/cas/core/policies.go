@@ -41,7 +41,8 @@ func decodeRegistered(raw []byte) (*registered, error) {
 }
 
 // RegisterEncrypted opens a policy sealed to this CAS and registers it.
-func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error) {
+// Within a namespace (not ""), a policy named otherwise is refused.
+func (c *CAS) RegisterEncrypted(e *policy.Encrypted, namespace string) (*wire.Registration, error) {
 	c.mu.RLock()
 	k, err := c.ready()
 	c.mu.RUnlock()
@@ -52,7 +53,7 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return c.register(s, true)
+	return c.register(s, true, namespace)
 }
 
 // Register adds a policy or a new version of one. The signatures are
@@ -61,13 +62,25 @@ func (c *CAS) RegisterEncrypted(e *policy.Encrypted) (*wire.Registration, error)
 // version N-1 for version N. Only then is the link compared with what CAS
 // holds: the next version is stored, the current one again is a no-op,
 // an older one is superseded, and anything else is refused.
-func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) { return c.register(s, false) }
+func (c *CAS) Register(s *policy.Signed) (*wire.Registration, error) { return c.register(s, false, "") }
 
-// register registers s, which came encrypted if sealed.
-func (c *CAS) register(s *policy.Signed, sealed bool) (*wire.Registration, error) {
+// RegisterWithin is Register for a policy that must be named within
+// namespace: the operator registers a SignedPolicy only under its
+// Kubernetes namespace, so a tenant's resources name only its own.
+func (c *CAS) RegisterWithin(s *policy.Signed, namespace string) (*wire.Registration, error) {
+	return c.register(s, false, namespace)
+}
+
+// register registers s, which came encrypted if sealed, within namespace
+// unless "".
+func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.Registration, error) {
 	doc, err := policy.Parse([]byte(s.Policy))
 	if err != nil {
 		return nil, fmt.Errorf("%w: policy: %w", ErrInvalid, err)
+	}
+	if namespace != "" && !policy.Within(doc.Name, namespace) {
+		return nil, fmt.Errorf("%w: policy %s is not named within namespace %s, the only one this request may register in "+
+			"(a policy resource registers under its Kubernetes namespace): name it %s/NAME", ErrInvalid, doc.Name, namespace, namespace)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -40,3 +40,17 @@ func Namespace(name string) string {
 // Within says whether name is a name in namespace ns: "shop/web" is in
 // "shop", "shop" itself is not.
 func Within(name, ns string) bool { return Namespace(name) == ns }
+
+// InNamespace says why a policy resource of Kubernetes namespace ns may
+// not register name: a tenant's resources register only its own names.
+func InNamespace(name, ns string) error {
+	if Within(name, ns) {
+		return nil
+	}
+	_, base, _ := strings.Cut(name, "/")
+	if base == "" {
+		base = name
+	}
+	return fmt.Errorf("the policy is named %s, outside namespace %s: a policy resource registers only policies named %s/NAME in CAS; name it %s/%s and sign it again",
+		name, ns, ns, ns, base)
+}

@@ -106,6 +106,10 @@ type PolicyRequest struct {
 	policy.Link
 	Signatures    []policy.Signature `json:"signatures,omitempty"`
 	EncryptionKey string             `json:"encryptionKey,omitempty"`
+	// Namespace, when set, confines the request to policies named
+	// NAMESPACE/NAME: the operator sends its resource's Kubernetes
+	// namespace, so that a tenant's resources register only its names.
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // History is GET /v1/policies/{name}/history: the records, oldest first,

@@ -34,7 +34,7 @@ func signed(t testing.TB) *casv1beta1.SignedPolicy {
 		t.Fatal(err)
 	}
 	pub := string(policy.MarshalPublicKey(&key.PublicKey))
-	doc := "version: cloister.dev/policy/v1\nname: sample\nowners:\n  keys:\n  - |\n    " +
+	doc := "version: cloister.dev/policy/v1\nname: default/sample\nowners:\n  keys:\n  - |\n    " +
 		strings.ReplaceAll(strings.TrimSpace(pub), "\n", "\n    ") + `
 services:
 - name: app
@@ -49,7 +49,7 @@ services:
 	if err := policy.Sign(s, key); err != nil {
 		t.Fatal(err)
 	}
-	p := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: casv1beta1.SignedPolicySpec{CASAddress: "https://cas:8081", Policy: s.Policy, Version: 1}}
+	p := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: casv1beta1.SignedPolicySpec{CASAddress: "https://cas:8081", Policy: s.Policy, Version: 1}}
 	for _, sig := range s.Signatures {
 		p.Spec.Signatures = append(p.Spec.Signatures, casv1beta1.Signature{Signer: sig.Signer, Signature: sig.Signature})
 	}
@@ -70,6 +70,11 @@ func TestSignedPolicy(t *testing.T) {
 		}, []string{"spec.policy: Invalid value: the policy document is invalid: services[0] (App_1): name: use lowercase"}},
 		{"an unknown field", func(p *casv1beta1.SignedPolicy) { p.Spec.Policy += "colour: blue\n" },
 			[]string{`spec.policy: Invalid value: the policy document is invalid: error unmarshaling JSON: while decoding JSON: json: unknown field "colour"`}},
+		{"a policy of another namespace", func(p *casv1beta1.SignedPolicy) { p.Namespace = "shop" },
+			[]string{"spec.policy: Invalid value: the policy is named default/sample, outside namespace shop: a policy resource registers only policies named shop/NAME in CAS; name it shop/sample"}},
+		{"a policy of no namespace", func(p *casv1beta1.SignedPolicy) {
+			p.Spec.Policy = strings.Replace(p.Spec.Policy, "name: default/sample", "name: sample", 1)
+		}, []string{"the policy is named sample, outside namespace default", "name it default/sample"}},
 		{"a signer that is not a fingerprint", func(p *casv1beta1.SignedPolicy) { p.Spec.Signatures[0].Signer = "alice" },
 			[]string{`spec.signatures[0].signer: Invalid value: "alice": want the owner key's fingerprint`}},
 		{"a signature that is not base64", func(p *casv1beta1.SignedPolicy) { p.Spec.Signatures[0].Signature = "not base64!" },

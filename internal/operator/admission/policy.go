@@ -25,9 +25,11 @@ const minSignature, maxSignature = 8, 72
 func SignedPolicy(p *casv1beta1.SignedPolicy) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
-	if _, err := policy.Parse([]byte(p.Spec.Policy)); err != nil {
+	if doc, err := policy.Parse([]byte(p.Spec.Policy)); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("policy"), field.OmitValueType{},
 			fmt.Sprintf("the policy document is invalid: %v", err)))
+	} else if err := policy.InNamespace(doc.Name, p.Namespace); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("policy"), field.OmitValueType{}, err.Error()))
 	}
 	if err := (policy.Link{Version: p.Spec.Version, Predecessor: p.Spec.Predecessor}).Validate(); err != nil {
 		errs = append(errs, field.Invalid(spec.Child("predecessor"), p.Spec.Predecessor, err.Error()))

@@ -68,6 +68,8 @@ const (
 	ReasonCASAddress       Reason = "CASAddress"
 	ReasonPolicyRegistered Reason = "PolicyRegistered"
 	ReasonPolicyRefused    Reason = "PolicyRefused"
+	// ReasonPolicyNamespace: named outside the resource's namespace.
+	ReasonPolicyNamespace  Reason = "PolicyNamespace"
 	ReasonPolicySuperseded Reason = "PolicySuperseded"
 	ReasonCASNotReady      Reason = "CASNotReady"
 	// NitroEnclaveDeployment, judged from its Deployment and enclave pods.

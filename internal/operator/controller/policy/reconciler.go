@@ -142,6 +142,10 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 	}
 	req, err := request(obj)
 	if err != nil {
+		var ns namespaceError
+		if errors.As(err, &ns) {
+			return nil, err
+		}
 		return nil, addressError{err}
 	}
 	// Always CAS's answer, never a guess from its history: CAS checks the
@@ -167,17 +171,23 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 func request(obj Object) (wire.PolicyRequest, error) {
 	switch p := obj.(type) {
 	case *casv1beta1.SignedPolicy:
-		if _, err := policy.Parse([]byte(p.Spec.Policy)); err != nil {
+		doc, err := policy.Parse([]byte(p.Spec.Policy))
+		if err != nil {
 			return wire.PolicyRequest{}, fmt.Errorf("spec.policy: %w", err)
+		}
+		if err := policy.InNamespace(doc.Name, p.Namespace); err != nil {
+			return wire.PolicyRequest{}, namespaceError{fmt.Errorf("spec.policy: %w", err)}
 		}
 		sigs := make([]policy.Signature, len(p.Spec.Signatures))
 		for i, s := range p.Spec.Signatures {
 			sigs[i] = policy.Signature{Signer: s.Signer, Signature: s.Signature}
 		}
 		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy,
-			Link: policy.Link{Version: p.Spec.Version, Predecessor: p.Spec.Predecessor}, Signatures: sigs}, nil
+			Link: policy.Link{Version: p.Spec.Version, Predecessor: p.Spec.Predecessor}, Signatures: sigs, Namespace: p.Namespace}, nil
 	case *casv1beta1.EncryptedPolicy:
-		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey}, nil
+		// Sealed: CAS alone reads the name, and refuses it outside the
+		// namespace.
+		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy, EncryptionKey: p.Spec.EncryptionKey, Namespace: p.Namespace}, nil
 	}
 	return wire.PolicyRequest{}, fmt.Errorf("unknown policy kind %T", obj)
 }

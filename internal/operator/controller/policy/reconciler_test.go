@@ -48,6 +48,7 @@ type fixture struct {
 	events  *testenv.Events
 	owner   *ecdsa.PrivateKey
 	address string
+	ns      string // of the CAS resource and the policies
 }
 
 func newFixture(t *testing.T, ns string, initialise bool) *fixture {
@@ -111,15 +112,17 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	conn := &conn.Connector{Reader: c, Dial: func(string) casclient.DialFunc { return conn.DialTo(strings.TrimPrefix(url, "https://")) }}
 	ev := &testenv.Events{}
 	owner, _ := policy.NewKey()
-	return &fixture{t: t, c: c, admin: admin, events: ev, owner: owner, address: "cas." + ns + ".svc:8081",
+	return &fixture{t: t, c: c, admin: admin, events: ev, owner: owner, address: "cas." + ns + ".svc:8081", ns: ns,
 		signed: &Reconciler{Client: c, Connector: conn, Recorder: ev, New: func() Object { return &casv1beta1.SignedPolicy{} }},
 		sealed: &Reconciler{Client: c, Connector: conn, Recorder: ev, New: func() Object { return &casv1beta1.EncryptedPolicy{} }},
 	}
 }
 
+// doc is policy NS/shop, the name a policy resource of namespace NS may
+// register.
 func (f *fixture) doc(validity string) string {
 	return `version: cloister.dev/policy/v1
-name: shop
+name: ` + f.ns + `/shop
 owners:
   keys:
   - |
@@ -187,7 +190,7 @@ func (f *fixture) reconcile(r *Reconciler, obj Object) ctrl.Result {
 
 func (f *fixture) history() []string {
 	f.t.Helper()
-	h, err := f.admin.History(context.Background(), "shop")
+	h, err := f.admin.History(context.Background(), f.ns+"/shop")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -214,7 +217,7 @@ func TestSignedPolicyVersions(t *testing.T) {
 	f := newFixture(t, "versions", true)
 	v1 := f.apply("shop-v1", "versions", f.sign(f.doc("1h"), f.owner), f.address)
 	h := f.history()
-	if v1.Status.State != common.StateHealthy || v1.Status.PolicyName != "shop" || v1.Status.Revision != 1 ||
+	if v1.Status.State != common.StateHealthy || v1.Status.PolicyName != "versions/shop" || v1.Status.Revision != 1 ||
 		len(h) != 1 || v1.Status.Hash != h[0] || v1.Status.Predecessor != "" {
 		t.Fatalf("v1: %+v (history %v)", v1.Status, h)
 	}
@@ -341,8 +344,47 @@ func TestEncryptedPolicySealedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reconcile(f.sealed, ok)
-	if ok.Status.State != common.StateHealthy || ok.Status.PolicyName != "shop" || ok.Status.Revision != 1 || ok.Status.Hash == "" {
+	if ok.Status.State != common.StateHealthy || ok.Status.PolicyName != "sealed/shop" || ok.Status.Revision != 1 || ok.Status.Hash == "" {
 		t.Errorf("sealed to this CAS: %+v", ok.Status)
+	}
+}
+
+// A tenant's resources register only its names: a SignedPolicy named
+// outside its namespace is refused before CAS is asked, an EncryptedPolicy
+// (whose name only CAS reads) by CAS; CAS holds neither.
+func TestPoliciesOnlyWithinTheirNamespace(t *testing.T) {
+	f := newFixture(t, "tenant", true)
+	theirs := strings.Replace(f.doc("1h"), "name: tenant/shop", "name: bank/shop", 1)
+	sp := f.apply("bank-shop", "tenant", f.sign(theirs, f.owner), f.address)
+	if c := cond(&sp.Status); sp.Status.State != common.StateUnhealthy || c.Reason != string(health.ReasonPolicyNamespace) ||
+		!strings.Contains(c.Message, "the policy is named bank/shop, outside namespace tenant") {
+		t.Errorf("a SignedPolicy named in another namespace: %+v", sp.Status)
+	}
+	top := f.apply("top", "tenant", f.sign(strings.Replace(f.doc("1h"), "name: tenant/shop", "name: shop", 1), f.owner), f.address)
+	if c := cond(&top.Status); top.Status.State != common.StateUnhealthy || c.Reason != string(health.ReasonPolicyNamespace) {
+		t.Errorf("a SignedPolicy of no namespace: %+v", top.Status)
+	}
+
+	pk, err := f.admin.PublicKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := policy.DecodePublicKey(pk.EncryptionKey)
+	e, _ := policy.Encrypt(f.sign(theirs, f.owner), mine)
+	ep := &casv1beta1.EncryptedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bank-shop", Namespace: "tenant"},
+		Spec: casv1beta1.EncryptedPolicySpec{CASAddress: f.address, Policy: e.Policy, EncryptionKey: e.EncryptionKey}}
+	if err := f.c.Create(context.Background(), ep); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(f.sealed, ep)
+	if c := cond(&ep.Status); ep.Status.State != common.StateUnhealthy || c.Reason != string(health.ReasonPolicyRefused) ||
+		!strings.Contains(c.Message, "policy bank/shop is not named within namespace tenant") {
+		t.Errorf("an EncryptedPolicy named in another namespace: %+v", ep.Status)
+	}
+	for _, name := range []string{"bank/shop", "shop"} {
+		if _, err := f.admin.History(context.Background(), name); err == nil {
+			t.Errorf("CAS holds %s", name)
+		}
 	}
 }
 

@@ -38,10 +38,17 @@ type addressError struct{ err error }
 
 func (e addressError) Error() string { return e.err.Error() }
 
+// namespaceError: the policy is named outside the resource's namespace;
+// only a policy signed under another name can fix it.
+type namespaceError struct{ err error }
+
+func (e namespaceError) Error() string { return e.err.Error() }
+
 // judge is the Registered condition of a pass that registered reg or
 // failed with err.
 func judge(reg *Registration, err error) health.Observation {
 	var addr addressError
+	var ns namespaceError
 	var api *casclient.APIError
 	switch {
 	case err == nil:
@@ -52,6 +59,8 @@ func judge(reg *Registration, err error) health.Observation {
 		return health.Obs(health.True, health.ReasonPolicyRegistered, msg)
 	case errors.As(err, &addr):
 		return health.Obs(health.False, health.ReasonCASAddress, err.Error())
+	case errors.As(err, &ns):
+		return health.Obs(health.False, health.ReasonPolicyNamespace, err.Error())
 	case errors.Is(err, errNoCAS):
 		return health.Obs(health.Unknown, health.ReasonCASAddress, err.Error())
 	case errors.Is(err, errCASNotReady):
