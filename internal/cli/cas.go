@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 
@@ -23,7 +25,7 @@ import (
 
 func newCAS(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "cas", Short: "Initialise, recover and attest to a CAS"}
-	cmd.AddCommand(newCASInit(s), newCASRecover(s), newCASRegister(s), newCASAttest(s))
+	cmd.AddCommand(newCASInit(s), newCASRecover(s), newCASBoard(s), newCASRegister(s), newCASAttest(s))
 	return cmd
 }
 
@@ -95,6 +97,55 @@ func newCASRecover(s Streams) *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
 	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
+	return cmd
+}
+
+func newCASBoard(s Streams) *cobra.Command {
+	var f casFlags
+	var members, board []string
+	cmd := &cobra.Command{
+		Use:   "board (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --key MEMBER.pem... --board PUB.pem...",
+		Short: "Replace the board that approves new policy names, signed by a majority of the current board",
+		Long: "The board's members (--key, repeat) sign the new board (--board, repeat) as the board's\n" +
+			"next version for this CAS, so the change cannot be replayed later or elsewhere. CAS\n" +
+			"needs the signatures of a majority of the current board.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(members) == 0 || len(board) == 0 {
+				return errors.New("--key (a member of the current board; repeat) and --board (repeat) are required")
+			}
+			pems, err := readPublicKeys("--board", board)
+			if err != nil {
+				return err
+			}
+			var keys []*ecdsa.PrivateKey
+			for _, m := range members {
+				raw, err := os.ReadFile(m)
+				if err != nil {
+					return fmt.Errorf("--key: %w", err)
+				}
+				k, err := policy.ParseKey(raw)
+				if err != nil {
+					return fmt.Errorf("--key %s: %w", m, err)
+				}
+				keys = append(keys, k)
+			}
+			c, done, err := f.client(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.ChangeBoard(cmd.Context(), pems, keys...)
+			if err != nil {
+				return err
+			}
+			_, _ = fmt.Fprintf(s.Out, "the board is at version %d: %s\n", res.Version, strings.Join(res.Board, ", "))
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringArrayVar(&members, "key", nil, "a current board member's private key; repeat")
+	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the new board; repeat")
 	return cmd
 }
 

@@ -270,3 +270,44 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	}
 	return p
 }
+
+// cloister cas board: a minority of the board changes nothing; a
+// majority replaces it, and then only the new board approves new names.
+func TestCASBoardCommand(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	url, ca, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none"})
+	casArgs := []string{"--cas", url, "--cas-ca", ca}
+	initArgs := []string{"cas", "init", "--out", filepath.Join(dir, "shares.json"), "--init-token-file", filepath.Join(state, cas.InitTokenFile)}
+	var members []string
+	for _, name := range []string{"r1", "r2", "r3"} {
+		key, pub := keygen(t, dir, name+".pem")
+		members = append(members, key)
+		initArgs = append(initArgs, "--recovery-owner", writeFile(t, dir, name+".pub.pem", pub))
+	}
+	mustRun(t, append(initArgs, casArgs...)...)
+	newKey, newPub := keygen(t, dir, "new-board.pem")
+	newPubFile := writeFile(t, dir, "new-board.pub.pem", newPub)
+
+	if _, _, err := run(t, append([]string{"cas", "board", "--key", members[0], "--board", newPubFile}, casArgs...)...); err == nil ||
+		!strings.Contains(err.Error(), "signed by 1 of the board's 3 keys, 2 (a majority) needed") {
+		t.Errorf("one of three: %v", err)
+	}
+	out := mustRun(t, append([]string{"cas", "board", "--key", members[0], "--key", members[2], "--board", newPubFile}, casArgs...)...)
+	if !strings.Contains(out, "the board is at version 1: sha256:") {
+		t.Errorf("a majority: %s", out)
+	}
+
+	owner, ownerPub := keygen(t, dir, "owner.pem")
+	policyFile := writeFile(t, dir, "policy.yaml", "version: cloister.dev/policy/v1\nname: shop\nowners:\n  keys:\n  - |\n"+indent(ownerPub)+
+		"\nservices: []\n")
+	signed := writeFile(t, dir, "signed.yaml", mustRun(t, "policy", "sign", "--key", owner, "--version", "1", policyFile))
+	byOld := writeFile(t, dir, "by-old.yaml", mustRun(t, "policy", "sign", "--key", members[1], signed))
+	if _, _, err := run(t, append([]string{"cas", "register", byOld}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "is not among the keys that may approve version 1") {
+		t.Errorf("a new name approved by a member of the old board: %v", err)
+	}
+	byNew := writeFile(t, dir, "by-new.yaml", mustRun(t, "policy", "sign", "--key", newKey, signed))
+	if out := mustRun(t, append([]string{"cas", "register", byNew}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
+		t.Errorf("a new name approved by the new board: %s", out)
+	}
+}

@@ -66,6 +66,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/ca", s.cas)
 	mux.HandleFunc("POST /v1/init", s.init)
 	mux.HandleFunc("POST /v1/recover", s.recover)
+	mux.HandleFunc("POST /v1/board", s.changeBoard)
 	mux.HandleFunc("POST /v1/policies", s.registerPolicy)
 	mux.HandleFunc("GET /v1/policies/{name}", s.getPolicy)
 	mux.HandleFunc("GET /v1/policies/{name}/history", s.history)

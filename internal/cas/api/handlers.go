@@ -34,8 +34,8 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}
-	if board, err := s.CAS.Board(); err == nil {
-		out.Board = board
+	if board, version, err := s.CAS.Board(); err == nil {
+		out.Board, out.BoardVersion = board, version
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -103,6 +103,17 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	}
 	state, _ := s.CAS.Status()
 	writeJSON(w, http.StatusOK, wire.RecoverResponse{Needed: need, State: string(state)})
+}
+
+// changeBoard is POST /v1/board: the board's next keys, signed by a
+// majority of the current board.
+func (s *Server) changeBoard(w http.ResponseWriter, r *http.Request) {
+	var req wire.BoardChange
+	if !decode(w, r, maxBody, &req) {
+		return
+	}
+	board, err := s.CAS.ChangeBoard(&req)
+	respond(w, wire.Board{Board: board, Version: req.Version}, err)
 }
 
 func (s *Server) registerPolicy(w http.ResponseWriter, r *http.Request) {

@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,6 +170,36 @@ func (c *Client) ReadHistory(ctx context.Context, name string, owner *ecdsa.Priv
 	}
 	var out wire.History
 	return &out, c.do(ctx, http.MethodPost, "/v1/policies/"+url.PathEscape(name)+"/read", req, &out)
+}
+
+// ChangeBoard replaces CAS's board by keys (PEM), signed by members of
+// the current board: GET /v1/public-key for the board's version and the
+// CAS the change is bound to, then POST /v1/board. CAS needs a majority
+// of the current board among members.
+func (c *Client) ChangeBoard(ctx context.Context, keys []string, members ...*ecdsa.PrivateKey) (*wire.Board, error) {
+	pk, err := c.PublicKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := wire.BoardChange{Version: pk.BoardVersion + 1, Keys: keys}
+	fps := make([]string, len(keys))
+	for i, p := range keys {
+		k, err := policy.ParsePublicKey([]byte(p))
+		if err != nil {
+			return nil, fmt.Errorf("board key %d: %w", i, err)
+		}
+		fps[i] = policy.Fingerprint(k)
+	}
+	digest := wire.BoardDigest(pk.EncryptionKey, req.Version, fps)
+	for _, m := range members {
+		sig, err := ecdsa.SignASN1(rand.Reader, m, digest)
+		if err != nil {
+			return nil, err
+		}
+		req.Signatures = append(req.Signatures, policy.Signature{Signer: policy.Fingerprint(&m.PublicKey), Signature: base64.StdEncoding.EncodeToString(sig)})
+	}
+	var out wire.Board
+	return &out, c.do(ctx, http.MethodPost, "/v1/board", req, &out)
 }
 
 // AttestRaw is POST /v1/attest.

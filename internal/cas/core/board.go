@@ -2,11 +2,14 @@ package core
 
 import (
 	"crypto/ecdsa"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // The board approves new policy names: the first version of a name needs
@@ -19,53 +22,153 @@ const boardRecord = "board" // in bucketCA
 
 type boardKeys struct {
 	Keys []string `json:"keys"` // PEM public keys
+	// Version counts changes: a change is signed for the next one.
+	Version int `json:"version,omitempty"`
 }
 
-func marshalBoard(keys []*ecdsa.PublicKey) ([]byte, error) {
-	b := boardKeys{}
-	for _, k := range keys {
-		b.Keys = append(b.Keys, string(policy.MarshalPublicKey(k)))
+// boardState is the current board.
+type boardState struct {
+	keys    []*ecdsa.PublicKey
+	version int
+}
+
+func marshalBoard(b boardState) ([]byte, error) {
+	if len(b.keys) == 0 || len(b.keys) > wire.MaxBoard {
+		return nil, fmt.Errorf("%d keys, want 1..%d", len(b.keys), wire.MaxBoard)
 	}
-	return json.Marshal(b)
+	out := boardKeys{Version: b.version}
+	seen := map[string]bool{}
+	for i, k := range b.keys {
+		fp := policy.Fingerprint(k)
+		if seen[fp] {
+			return nil, fmt.Errorf("keys[%d]: the same key as an earlier one", i)
+		}
+		seen[fp] = true
+		out.Keys = append(out.Keys, string(policy.MarshalPublicKey(k)))
+	}
+	return json.Marshal(out)
 }
 
-func parseBoard(raw []byte) ([]*ecdsa.PublicKey, error) {
+func parseBoard(raw []byte) (boardState, error) {
 	var b boardKeys
 	if err := json.Unmarshal(raw, &b); err != nil {
-		return nil, fmt.Errorf("the board: %w", err)
+		return boardState{}, fmt.Errorf("the board: %w", err)
 	}
-	out := make([]*ecdsa.PublicKey, 0, len(b.Keys))
+	out := boardState{version: b.Version}
 	for i, p := range b.Keys {
 		k, err := policy.ParsePublicKey([]byte(p))
 		if err != nil {
-			return nil, fmt.Errorf("the board's key %d: %w", i, err)
+			return boardState{}, fmt.Errorf("the board's key %d: %w", i, err)
 		}
-		out = append(out, k)
+		out.keys = append(out.keys, k)
 	}
 	return out, nil
 }
 
-// Board names (fingerprints) the keys that approve new policy names; nil
-// for a CAS initialised before boards, which takes new names without one.
-func (c *CAS) Board() ([]string, error) {
+// Board names (fingerprints) the keys that approve new policy names, and
+// counts the board's changes; nil for a CAS initialised before boards,
+// which takes new names without one.
+func (c *CAS) Board() ([]string, int, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	k, err := c.ready()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []string
-	for _, b := range k.board {
+	for _, b := range k.board.keys {
 		out = append(out, policy.Fingerprint(b))
 	}
-	return out, nil
+	return out, k.board.version, nil
+}
+
+// ChangeBoard replaces the board by the keys a majority of the current
+// board signed for its next version (wire.BoardDigest). A CAS initialised
+// before boards has none to sign a change.
+func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
+	c.regMu.Lock() // no registration is approved by a board half changed
+	defer c.regMu.Unlock()
+	c.mu.RLock()
+	k, err := c.ready()
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	refuse := func(err error) ([]string, error) {
+		c.cfg.Log.Warn("audit: board change refused", "version", req.Version, "reason", err.Error())
+		return nil, err
+	}
+	next, raw, err := checkBoardChange(k.board, policy.EncodePublicKey(k.encryption.PublicKey()), req)
+	if err != nil {
+		return refuse(err)
+	}
+	err = c.cfg.Store.Update(func(tx store.Tx) error { return k.enc.Tx(tx).Put(bucketCA, boardRecord, raw) })
+	if err != nil {
+		return nil, fmt.Errorf("storing the board: %w", err)
+	}
+	c.mu.Lock()
+	k.board = next
+	c.mu.Unlock()
+	fps := make([]string, len(next.keys))
+	for i, key := range next.keys {
+		fps[i] = policy.Fingerprint(key)
+	}
+	c.cfg.Log.Info("audit: board changed", "version", next.version, "board", fps, "signers", len(req.Signatures))
+	return fps, nil
+}
+
+// checkBoardChange is the board req makes of current, for the CAS whose
+// encryption key is casKey, and its stored form; or why not.
+func checkBoardChange(current boardState, casKey string, req *wire.BoardChange) (boardState, []byte, error) {
+	if current.keys == nil {
+		return boardState{}, nil, fmt.Errorf("%w: this CAS was initialised before boards, so no board can approve a change: it takes new names without one", ErrConflict)
+	}
+	if want := current.version + 1; req.Version != want {
+		return boardState{}, nil, fmt.Errorf("%w: version: %d, but the board is at version %d: sign the change as version %d", ErrConflict, req.Version, current.version, want)
+	}
+	next := boardState{version: req.Version}
+	fps := make([]string, 0, len(req.Keys))
+	for i, p := range req.Keys {
+		key, err := policy.ParsePublicKey([]byte(p))
+		if err != nil {
+			return boardState{}, nil, fmt.Errorf("%w: keys[%d]: %w", ErrInvalid, i, err)
+		}
+		next.keys = append(next.keys, key)
+		fps = append(fps, policy.Fingerprint(key))
+	}
+	raw, err := marshalBoard(next)
+	if err != nil {
+		return boardState{}, nil, fmt.Errorf("%w: keys: %w", ErrInvalid, err)
+	}
+	digest := wire.BoardDigest(casKey, req.Version, fps)
+	members := map[string]*ecdsa.PublicKey{}
+	for _, b := range current.keys {
+		members[policy.Fingerprint(b)] = b
+	}
+	signed := map[string]bool{}
+	for i, sig := range req.Signatures {
+		key := members[sig.Signer]
+		if key == nil {
+			return boardState{}, nil, fmt.Errorf("%w: signatures[%d]: %s is not a key of the board: only its members sign a change", ErrUnauthorized, i, sig.Signer)
+		}
+		der, err := base64.StdEncoding.DecodeString(sig.Signature)
+		if err != nil || signed[sig.Signer] || !ecdsa.VerifyASN1(key, digest, der) {
+			return boardState{}, nil, fmt.Errorf("%w: signatures[%d]: the signature of %s does not verify over this change as version %d of this CAS's board (or signs twice): sign it again (cloister cas board)",
+				ErrUnauthorized, i, sig.Signer, req.Version)
+		}
+		signed[sig.Signer] = true
+	}
+	if need := len(current.keys)/2 + 1; len(signed) < need {
+		return boardState{}, nil, fmt.Errorf("%w: the change is signed by %d of the board's %d keys, %d (a majority) needed", ErrUnauthorized, len(signed), len(current.keys), need)
+	}
+	return next, raw, nil
 }
 
 // nameApprovers are the keys that may approve a new name besides its
 // owners: the board's, and for NAMESPACE/NAME the current owners of the
 // policy NAMESPACE, which holds that namespace.
 func (c *CAS) nameApprovers(k *keys, doc *policy.Document) (approvers []*ecdsa.PublicKey, parent *policy.Document) {
-	approvers = slices.Clip(k.board)
+	approvers = slices.Clip(k.board.keys)
 	if ns := policy.Namespace(doc.Name); ns != "" {
 		c.mu.RLock()
 		r := k.policies[ns]

@@ -1,12 +1,17 @@
 package core
 
 import (
+	"bytes"
 	"crypto/ecdsa"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // A new name needs the board: its owners alone, or a stranger who makes
@@ -37,7 +42,7 @@ func TestNewNamesNeedTheBoard(t *testing.T) {
 	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, f.rec[0]); err != nil {
 		t.Fatalf("owner and board: %v", err)
 	}
-	board, err := f.cas.Board()
+	board, _, err := f.cas.Board()
 	if err != nil || len(board) != 1 || board[0] != policy.Fingerprint(&f.rec[0].PublicKey) {
 		t.Errorf("the board %v (%v), want the recovery owner", board, err)
 	}
@@ -118,4 +123,103 @@ func TestNamespaceOwnersApproveItsNames(t *testing.T) {
 	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner, f.rec[0]); err != nil {
 		t.Errorf("the board approves a name in any namespace: %v", err)
 	}
+}
+
+// boardChange is the change to keys at version, signed by members for
+// this CAS, as cloister cas board makes it.
+func (f *fixture) boardChange(version int, keys []*ecdsa.PublicKey, members ...*ecdsa.PrivateKey) *wire.BoardChange {
+	f.t.Helper()
+	enc, err := f.cas.EncryptionKey()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req := &wire.BoardChange{Version: version}
+	var fps []string
+	for _, k := range keys {
+		req.Keys = append(req.Keys, string(policy.MarshalPublicKey(k)))
+		fps = append(fps, policy.Fingerprint(k))
+	}
+	for _, m := range members {
+		sig, err := ecdsa.SignASN1(rand.Reader, m, wire.BoardDigest(enc, version, fps))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		req.Signatures = append(req.Signatures, policy.Signature{Signer: policy.Fingerprint(&m.PublicKey), Signature: base64.StdEncoding.EncodeToString(sig)})
+	}
+	return req
+}
+
+// The board is changed by a majority of itself, for its next version of
+// this CAS only: a minority, a stranger, a change signed for another
+// version or another CAS, and the accepted change replayed are refused
+// and leave the board as it was; the new board approves new names, the
+// old one no longer does, and the change survives a restart.
+func TestBoardChangedByItsMajority(t *testing.T) {
+	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	f := newFixture(t, sealer, 1, 3) // the board: the three recovery owners
+	next, _ := policy.NewKey()
+	stranger, _ := policy.NewKey()
+	nextKeys := []*ecdsa.PublicKey{&next.PublicKey}
+	otherCAS := newFixture(t, NoSealer{}, 1, 1)
+	otherCAS.rec = f.rec
+	for _, tc := range []struct {
+		what string
+		req  *wire.BoardChange
+		want error
+	}{
+		{"one of three", f.boardChange(1, nextKeys, f.rec[0]), ErrUnauthorized},
+		{"a stranger with one member", f.boardChange(1, nextKeys, f.rec[0], stranger), ErrUnauthorized},
+		{"one member twice", f.boardChange(1, nextKeys, f.rec[0], f.rec[0]), ErrUnauthorized},
+		{"for version 2", f.boardChange(2, nextKeys, f.rec[0], f.rec[1]), ErrConflict},
+		{"for version 0", f.boardChange(0, nextKeys, f.rec[0], f.rec[1]), ErrConflict},
+		{"for another CAS", otherCAS.boardChange(1, nextKeys, f.rec[0], f.rec[1]), ErrUnauthorized},
+		{"no keys", f.boardChange(1, nil, f.rec[0], f.rec[1]), ErrInvalid},
+		{"a key twice", f.boardChange(1, []*ecdsa.PublicKey{&next.PublicKey, &next.PublicKey}, f.rec[0], f.rec[1]), ErrInvalid},
+	} {
+		if _, err := f.cas.ChangeBoard(tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.what, err, tc.want)
+		}
+		if board, v, _ := f.cas.Board(); len(board) != 3 || v != 0 {
+			t.Fatalf("%s changed the board: %v at version %d", tc.what, board, v)
+		}
+	}
+	change := f.boardChange(1, nextKeys, f.rec[2], f.rec[0])
+	if got, err := f.cas.ChangeBoard(change); err != nil || len(got) != 1 || got[0] != policy.Fingerprint(&next.PublicKey) {
+		t.Fatalf("a majority's change: %v %v", got, err)
+	}
+	if _, err := f.cas.ChangeBoard(change); !errors.Is(err, ErrConflict) {
+		t.Errorf("the change replayed: %v", err)
+	}
+	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, f.rec[0]); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("a new name approved by the old board: %v", err)
+	}
+	f.open(sealer)
+	if board, v, err := f.cas.Board(); err != nil || len(board) != 1 || board[0] != policy.Fingerprint(&next.PublicKey) || v != 1 {
+		t.Fatalf("after a restart the board is %v at version %d (%v)", board, v, err)
+	}
+	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, next); err != nil {
+		t.Errorf("a new name approved by the new board: %v", err)
+	}
+	// One member of a board of one is its majority.
+	if _, err := f.cas.ChangeBoard(f.boardChange(2, []*ecdsa.PublicKey{&f.rec[0].PublicKey}, next)); err != nil {
+		t.Errorf("a board of one changed by its member: %v", err)
+	}
+}
+
+// Whatever a request to change the board holds, it makes no board unless
+// a majority of the current board signed it: no input forges one.
+func FuzzChangeBoard(f *testing.F) {
+	member, _ := policy.NewKey()
+	current := boardState{keys: []*ecdsa.PublicKey{&member.PublicKey}}
+	f.Add([]byte(`{"version":1,"keys":["x"],"signatures":[{"signer":"` + policy.Fingerprint(&member.PublicKey) + `","signature":"AA=="}]}`))
+	f.Add([]byte(`{"version":1,"keys":[],"signatures":[]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var req wire.BoardChange
+		if err := strictjson.Decode(bytes.NewReader(raw), &req); err != nil {
+			return
+		}
+		if next, _, err := checkBoardChange(current, "cas", &req); err == nil {
+			t.Fatalf("%s made the board %+v", raw, next)
+		}
+	})
 }

@@ -143,9 +143,9 @@ type keys struct {
 	history    *ecdsa.PrivateKey
 	challenge  []byte // authenticates read challenges
 	policies   map[string]*registered
-	// board approves new policy names (board.go); nil for a CAS
+	// board approves new policy names (board.go); no keys for a CAS
 	// initialised before boards.
-	board []*ecdsa.PublicKey
+	board boardState
 }
 
 // Open reads the state: uninitialised, or initialised and then unsealed by

@@ -47,7 +47,7 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	if len(board) == 0 {
 		board = owners
 	}
-	boardRaw, err := marshalBoard(board)
+	boardRaw, err := marshalBoard(boardState{keys: board})
 	if err != nil {
 		return nil, fmt.Errorf("%w: board: %w", ErrInvalid, err)
 	}

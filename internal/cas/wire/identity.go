@@ -24,6 +24,8 @@ type PublicKey struct {
 	// Board names (fingerprints) the keys that approve new policy names,
 	// once CAS is ready.
 	Board []string `json:"board,omitempty"`
+	// BoardVersion counts the board's changes (0: as given at init).
+	BoardVersion int `json:"boardVersion,omitempty"`
 }
 
 // Error is the body of every error response.
