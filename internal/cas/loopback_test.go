@@ -257,6 +257,53 @@ func TestNamespacedPolicyOverHTTPS(t *testing.T) {
 	}
 }
 
+// Against a real CAS over HTTPS: a certificate name another policy holds
+// is refused (409 name-taken), a wildcard its owners alone signed is
+// refused (400), and an address its owners signed (a LoadBalancer IP)
+// enters the workload's certificate.
+func TestCertificateNamesOverHTTPS(t *testing.T) {
+	c := readyCAS(t)
+	shopOwner, _ := policy.NewKey()
+	stranger, _ := policy.NewKey()
+	doc := func(name string, owner *ecdsa.PrivateKey, sans string) string {
+		return "version: cloister.dev/policy/v1\nname: " + name + "\nowners: {keys: [\"" + pemKey(owner) + "\"]}\nallowSimulation: true\n" +
+			"services: [{name: api, attestation: {identities: []}, certificate: {sans: [" + sans + "]}}]\n"
+	}
+	ctx := context.Background()
+	if _, err := c.RegisterPolicy(ctx, sign(t, c, doc("shop", shopOwner, "api.shop.svc"), shopOwner)); err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *client.APIError
+	_, err := c.RegisterPolicy(ctx, sign(t, c, doc("ledger", stranger, "api.shop.svc"), stranger))
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Reason != wire.ReasonNameTaken || !strings.Contains(apiErr.Message, "held by policy shop") {
+		t.Errorf("a name the shop holds: %v", err)
+	}
+	_, err = c.RegisterPolicy(ctx, sign(t, c, doc("shop", shopOwner, `api.shop.svc, "*.svc"`), shopOwner))
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, `"*.svc" is a wildcard`) {
+		t.Errorf("a wildcard without the board: %v", err)
+	}
+	const lbIP = "203.0.113.10" // TEST-NET-3: a documentation address, never routed
+	if _, err := c.RegisterPolicy(ctx, sign(t, c, doc("shop", shopOwner, "api.shop.svc, "+lbIP), shopOwner)); err != nil {
+		t.Fatalf("the owners' LoadBalancer IP: %v", err)
+	}
+	res, err := attestOpen(t, c, simRequest(t, "shop", "api", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(res.Certificate))
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cert.VerifyHostname(lbIP); err != nil {
+		t.Errorf("the workload's certificate does not name the LoadBalancer IP: %v", err)
+	}
+	_, err = c.RegisterPolicy(ctx, sign(t, c, doc("ledger", stranger, lbIP), stranger))
+	if !errors.As(err, &apiErr) || apiErr.Reason != wire.ReasonNameTaken {
+		t.Errorf("the shop's LoadBalancer IP taken by another policy: %v", err)
+	}
+}
+
 // Over HTTPS: a service gets its secrets, the same on every attestation;
 // another service of the policy gets none of them.
 func TestSecretsOverHTTPS(t *testing.T) {

@@ -53,7 +53,11 @@ func (c *CAS) earlier(k *keys, doc *policy.Document, s *policy.Signed, current *
 // authorize checks the signatures against the owners entitled to approve
 // s.Version: the document's own for version 1, those of version N-1 for
 // version N.
-func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current *registered) error {
+//
+// It returns the keys (fingerprints) whose signatures verified. A version
+// whose certificates name a wildcard may carry a board key's signature
+// too, whatever its number: the board allows the wildcard.
+func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current *registered) (map[string]bool, error) {
 	owners, what := doc, "its owners"
 	switch {
 	case s.Version == 1 && doc.Immutable():
@@ -62,32 +66,32 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 		approvers, parent := c.nameApprovers(k, doc)
 		signers, err := policy.Signers(doc, s.Link, s.Signatures, approvers)
 		if err != nil {
-			return fmt.Errorf("%w: policy %s has no owners, so only those who approve its name sign it: %w", ErrUnauthorized, doc.Name, err)
+			return nil, fmt.Errorf("%w: policy %s has no owners, so only those who approve its name sign it: %w", ErrUnauthorized, doc.Name, err)
 		}
 		if approvers == nil && len(s.Signatures) > 0 {
-			return fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
+			return nil, fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
 		}
-		return approveNew(k.board.keys, parent, doc, signers)
+		return signers, approveNew(k.board.keys, parent, doc, signers)
 	case s.Version == 1:
 	case s.Version == current.Version+1:
 		owners = current.doc
 	case s.Version > 1:
 		prev, err := c.document(k, doc.Name, s.Version-1)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		owners = prev
 	}
 	if s.Version > 1 {
 		what = fmt.Sprintf("the owners of version %d", s.Version-1)
 		if owners.Immutable() {
-			return fmt.Errorf("%w: policy %s has no owners, so version %d cannot be changed; register the new version under another name",
+			return nil, fmt.Errorf("%w: policy %s has no owners, so version %d cannot be changed; register the new version under another name",
 				ErrUnauthorized, doc.Name, s.Version-1)
 		}
 	}
 	keys, err := owners.OwnerKeys()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	approvers, parent := keys, (*policy.Document)(nil)
 	if s.Version == 1 {
@@ -96,10 +100,12 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 		var more []*ecdsa.PublicKey
 		more, parent = c.nameApprovers(k, doc)
 		approvers = append(slices.Clip(keys), more...)
+	} else if hasWildcard(doc) {
+		approvers = append(slices.Clip(keys), k.board.keys...)
 	}
 	signers, err := policy.Signers(doc, s.Link, s.Signatures, approvers)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
 	byOwners := 0
 	for _, o := range keys {
@@ -108,13 +114,13 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 		}
 	}
 	if need := owners.OwnerThreshold(); byOwners < need {
-		return fmt.Errorf("%w: policy %s version %d is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
+		return nil, fmt.Errorf("%w: policy %s version %d is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
 			ErrUnauthorized, doc.Name, s.Version, byOwners, what, need)
 	}
 	if s.Version == 1 {
-		return approveNew(k.board.keys, parent, doc, signers)
+		return signers, approveNew(k.board.keys, parent, doc, signers)
 	}
-	return nil
+	return signers, nil
 }
 
 // document reads version v of a policy from its history.

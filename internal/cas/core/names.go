@@ -1,6 +1,7 @@
 package core
 
 import (
+	"crypto/ecdsa"
 	"fmt"
 	"net"
 	"strings"
@@ -9,10 +10,13 @@ import (
 )
 
 // certificateNames refuses a document whose certificates would name what
-// it does not own: a wildcard, which names every service under it, or a
-// name (DNS or IP) that another policy's current version holds. A name is
-// held by one policy until that policy's owners drop it.
-func certificateNames(policies map[string]*registered, doc *policy.Document) error {
+// it does not own: a name (DNS or IP) that another policy's current
+// version holds, or covers with a wildcard; or a wildcard, which names
+// every service under it, unless the board allowed it by signing this
+// version (boardSigned), and then only where no other policy holds a name
+// it covers. A name is held by one policy until that policy's owners drop
+// it.
+func certificateNames(policies map[string]*registered, doc *policy.Document, boardSigned bool) error {
 	held := map[string]string{}
 	for name, r := range policies {
 		if name == doc.Name || r.doc == nil {
@@ -27,17 +31,55 @@ func certificateNames(policies map[string]*registered, doc *policy.Document) err
 	for _, svc := range doc.Services {
 		for i, san := range svc.Certificate.SANs {
 			field := fmt.Sprintf("services[%s].certificate.sans[%d]", svc.Name, i)
-			if strings.HasPrefix(san, "*.") {
-				return fmt.Errorf("%w: policy %s: %s: %q is a wildcard, which would name every service under %s, other policies' too: list the names the service is reached by",
+			san = canonicalSAN(san)
+			if isWildcard(san) && !boardSigned {
+				return fmt.Errorf("%w: policy %s: %s: %q is a wildcard, which would name every service under %s, other policies' too: list the names the service is reached by, or have the board allow it by signing this version",
 					ErrInvalid, doc.Name, field, san, strings.TrimPrefix(san, "*."))
 			}
-			if other, ok := held[canonicalSAN(san)]; ok {
-				return fmt.Errorf("%w: policy %s: %s: %q is held by policy %s, whose workloads it names: use a name of your own, or have that policy's owners drop it first",
-					ErrNameTaken, doc.Name, field, san, other)
+			for name, other := range held {
+				if name == san || covers(name, san) || covers(san, name) {
+					return fmt.Errorf("%w: policy %s: %s: %q is held by policy %s (as %q), whose workloads it names: use a name of your own, or have that policy's owners drop it first",
+						ErrNameTaken, doc.Name, field, san, other, name)
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// isWildcard: *.DOMAIN.
+func isWildcard(san string) bool { return strings.HasPrefix(san, "*.") }
+
+// covers says whether wildcard names name, as a TLS client matches it:
+// *.shop.svc covers api.shop.svc, not shop.svc nor a.b.shop.svc.
+func covers(wildcard, name string) bool {
+	if !isWildcard(wildcard) || isWildcard(name) {
+		return false
+	}
+	label, rest, ok := strings.Cut(name, ".")
+	return ok && label != "" && rest == wildcard[2:]
+}
+
+// hasWildcard says whether doc's certificates name a wildcard.
+func hasWildcard(doc *policy.Document) bool {
+	for _, svc := range doc.Services {
+		for _, san := range svc.Certificate.SANs {
+			if isWildcard(san) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// signedByBoard says whether a board key is among the signers.
+func signedByBoard(board []*ecdsa.PublicKey, signers map[string]bool) bool {
+	for _, b := range board {
+		if signers[policy.Fingerprint(b)] {
+			return true
+		}
+	}
+	return false
 }
 
 // canonicalSAN is one spelling per name: an IP address in its shortest

@@ -9,23 +9,25 @@ import (
 )
 
 // A certificate name belongs to the policy that holds it: another policy
-// naming it (in any spelling) is refused, a wildcard is refused, the
-// holder keeps it across its versions, and once its owners drop it
-// another policy may take it.
+// naming it (in any spelling, or under a wildcard) is refused, a wildcard
+// is refused unless the board signed the version, the holder keeps its
+// names across its versions, and once its owners drop one another policy
+// may take it.
 func TestCertificateNamesAreOwned(t *testing.T) {
 	f := newFixture(t, NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
 	stranger, _ := policy.NewKey()
-	other := func(sans string) string {
+	named := func(name, sans string) string {
 		return `version: cloister.dev/policy/v1
-name: ledger
+name: ` + name + `
 owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&stranger.PublicKey)), "\n", `\n`) + `"]}
 allowSimulation: true
 services: [{name: api, attestation: {identities: []}, certificate: {sans: [` + sans + `]}}]
 `
 	}
+	other := func(sans string) string { return named("ledger", sans) }
 	for _, tt := range []struct {
 		name, sans string
 		want       error
@@ -33,15 +35,30 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [` + s
 	}{
 		{"a name the shop holds", "api.ledger.svc, api.shop.svc", ErrNameTaken, `sans[1]: "api.shop.svc" is held by policy shop`},
 		{"the shop's IP in another spelling", `"::ffff:10.1.2.3"`, ErrNameTaken, "held by policy shop"},
-		{"a wildcard", `"*.svc"`, ErrInvalid, `"*.svc" is a wildcard`},
+		{"a wildcard over the shop's names, though the board signs", `"*.shop.svc"`, ErrNameTaken, `"*.shop.svc" is held by policy shop (as "api.shop.svc")`},
 	} {
-		_, err := f.register(other(tt.sans), stranger)
+		_, err := f.register(other(tt.sans), stranger) // version 1: the board signs it too
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%s: %v, want %v naming %q", tt.name, err, tt.want, tt.field)
 		}
 	}
 	if _, err := f.cas.Policy("ledger"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a refused policy was stored: %v", err)
+	}
+	// A wildcard of its own: only with the board's signature on the
+	// version that names it.
+	if _, err := f.register(other("api.ledger.svc"), stranger); err != nil {
+		t.Fatal(err)
+	}
+	wild := other(`api.ledger.svc, "*.ledger.svc"`)
+	if _, err := f.registerAt(wild, f.next(wild), stranger); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"*.ledger.svc" is a wildcard`) {
+		t.Errorf("a wildcard its owners alone signed: %v", err)
+	}
+	if _, err := f.registerAt(wild, f.next(wild), stranger, f.rec[0]); err != nil {
+		t.Fatalf("a wildcard the board allowed: %v", err)
+	}
+	if _, err := f.register(named("web", "pay.ledger.svc"), stranger); !errors.Is(err, ErrNameTaken) || !strings.Contains(err.Error(), `held by policy ledger (as "*.ledger.svc")`) {
+		t.Errorf("a name under another policy's wildcard: %v", err)
 	}
 	// The shop's own next version keeps its names; once it drops one, the
 	// name is free.
@@ -51,5 +68,23 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [` + s
 	}
 	if _, err := f.register(other(`"::ffff:10.1.2.3"`), stranger); err != nil {
 		t.Errorf("a name its holder dropped: %v", err)
+	}
+}
+
+func TestWildcardCovers(t *testing.T) {
+	for _, c := range []struct {
+		wildcard, name string
+		want           bool
+	}{
+		{"*.shop.svc", "api.shop.svc", true},
+		{"*.shop.svc", "shop.svc", false},
+		{"*.shop.svc", "a.b.shop.svc", false},
+		{"*.shop.svc", "*.shop.svc", false}, // equal, compared as such
+		{"api.shop.svc", "api.shop.svc", false},
+		{"*.svc", "api.shop.svc", false},
+	} {
+		if got := covers(c.wildcard, c.name); got != c.want {
+			t.Errorf("%s covers %s: %v", c.wildcard, c.name, got)
+		}
 	}
 }

@@ -112,7 +112,8 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 		return refuse(fmt.Errorf("%w: policy %s is signed as version %d, but CAS holds %s: sign it as version %d%s",
 			ErrConflict, doc.Name, s.Version, describe(current), held+1, after(current)))
 	}
-	if err := c.authorize(k, doc, s, current); err != nil {
+	signers, err := c.authorize(k, doc, s, current)
+	if err != nil {
 		return refuse(err)
 	}
 	if !c.cfg.AllowSimulation {
@@ -128,7 +129,7 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 		return c.earlier(k, doc, s, current, refuse)
 	}
 	c.mu.RLock()
-	err = certificateNames(k.policies, doc)
+	err = certificateNames(k.policies, doc, signedByBoard(k.board.keys, signers))
 	c.mu.RUnlock()
 	if err != nil {
 		return refuse(err)
