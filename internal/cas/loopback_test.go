@@ -95,6 +95,25 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 	return req
 }
 
+// attestedCert attests service of policyName with sim evidence and
+// returns the workload's certificate.
+func attestedCert(t *testing.T, c *client.Client, policyName, service string) *x509.Certificate {
+	t.Helper()
+	res, err := attestOpen(t, c, simRequest(t, policyName, service, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(res.Certificate))
+	if block == nil {
+		t.Fatalf("no certificate in %q", res.Certificate)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
 // requestKeys are the workload keys of simRequest's requests, by CSR.
 var requestKeys sync.Map
 
@@ -243,15 +262,7 @@ func TestNamespacedPolicyOverHTTPS(t *testing.T) {
 	if _, err := c.History(ctx, "team"); err == nil {
 		t.Error("the namespace reads as a policy of its own")
 	}
-	res, err := attestOpen(t, c, simRequest(t, "team/shop", "api", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode([]byte(res.Certificate))
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := attestedCert(t, c, "team/shop", "api")
 	if id, err := wire.CertMeshID(cert); err != nil || id.Policy != "team/shop" || id.Service != "api" {
 		t.Errorf("the workload's identity: %+v %v", id, err)
 	}
@@ -286,15 +297,7 @@ func TestCertificateNamesOverHTTPS(t *testing.T) {
 	if _, err := c.RegisterPolicy(ctx, sign(t, c, doc("shop", shopOwner, "api.shop.svc, "+lbIP), shopOwner)); err != nil {
 		t.Fatalf("the owners' LoadBalancer IP: %v", err)
 	}
-	res, err := attestOpen(t, c, simRequest(t, "shop", "api", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode([]byte(res.Certificate))
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := attestedCert(t, c, "shop", "api")
 	if err := cert.VerifyHostname(lbIP); err != nil {
 		t.Errorf("the workload's certificate does not name the LoadBalancer IP: %v", err)
 	}
