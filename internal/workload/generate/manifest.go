@@ -138,6 +138,7 @@ func sans(w Workload, services []Service) []string {
 			continue
 		}
 		out = append(out, s.Name, s.Name+"."+s.Namespace, s.Name+"."+s.Namespace+".svc", s.Name+"."+s.Namespace+".svc.cluster.local")
+		out = append(out, s.Addresses...)
 	}
 	if len(out) == 0 {
 		out = []string{w.Name + "." + w.Namespace}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 
@@ -73,6 +74,12 @@ type Result struct {
 type Service struct {
 	Namespace, Name string
 	Selector        map[string]string
+	// Addresses are the ones the YAML gives it beyond its cluster name:
+	// spec.loadBalancerIP, spec.externalIPs and status.loadBalancer's
+	// ingress (as kubectl get -o yaml exports a LoadBalancer's). They go
+	// into the manifest, so an address enters a certificate only as the
+	// owners sign it (cloister set).
+	Addresses []string
 }
 
 // Rewrite rewrites every confidential pod template of a multi-document
@@ -153,6 +160,11 @@ func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error,
 				return fmt.Errorf("Service %s/%s: spec.selector: %w", namespace, svc.Name, err)
 			}
 		}
+		addrs, err := serviceAddresses(doc)
+		if err != nil {
+			return fmt.Errorf("Service %s/%s: %w", namespace, svc.Name, err)
+		}
+		svc.Addresses = addrs
 		res.Services = append(res.Services, svc)
 		return nil
 	}
@@ -360,4 +372,60 @@ func setNode(n *kyaml.RNode, v any) error {
 	}
 	merge(n.YNode(), want.YNode())
 	return nil
+}
+
+// serviceAddresses reads a Service's external addresses: IPs, and the
+// host names a load balancer's ingress names.
+func serviceAddresses(doc *kyaml.RNode) ([]string, error) {
+	var fields struct {
+		Spec struct {
+			LoadBalancerIP string   `json:"loadBalancerIP"`
+			ExternalIPs    []string `json:"externalIPs"`
+		} `json:"spec"`
+		Status struct {
+			LoadBalancer struct {
+				Ingress []struct {
+					IP       string `json:"ip"`
+					Hostname string `json:"hostname"`
+				} `json:"ingress"`
+			} `json:"loadBalancer"`
+		} `json:"status"`
+	}
+	raw, err := doc.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	var out []string
+	add := func(field, v string, ip bool) error {
+		if v == "" {
+			return nil
+		}
+		if ip && net.ParseIP(v) == nil {
+			return fmt.Errorf("%s: %q is not an IP address", field, v)
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+		return nil
+	}
+	if err := add("spec.loadBalancerIP", fields.Spec.LoadBalancerIP, true); err != nil {
+		return nil, err
+	}
+	for i, v := range fields.Spec.ExternalIPs {
+		if err := add(fmt.Sprintf("spec.externalIPs[%d]", i), v, true); err != nil {
+			return nil, err
+		}
+	}
+	for i, in := range fields.Status.LoadBalancer.Ingress {
+		if err := add(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), in.IP, true); err != nil {
+			return nil, err
+		}
+		if err := add(fmt.Sprintf("status.loadBalancer.ingress[%d].hostname", i), in.Hostname, false); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

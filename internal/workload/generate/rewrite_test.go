@@ -351,6 +351,24 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 	if db := doc.Service("shop-statefulset-db"); db == nil || strings.Join(db.Certificate.SANs, ",") != "db.shop" {
 		t.Errorf("db without a Service: %+v", db)
 	}
+
+	// A LoadBalancer's addresses, as kubectl get -o yaml exports them,
+	// are proposed in the manifest: the owners sign them with it.
+	lb := strings.Replace(threeTier, "spec:\n  selector:\n    app: web\n",
+		"spec:\n  type: LoadBalancer\n  loadBalancerIP: 203.0.113.10\n  externalIPs: [203.0.113.11]\n  selector:\n    app: web\n", 1)
+	lb = strings.Replace(lb, "  - port: 443\n", "  - port: 443\nstatus:\n  loadBalancer:\n    ingress: [{ip: 203.0.113.10}, {hostname: web.example.test}]\n", 1)
+	_, lbRes := rewrite(t, lb, options())
+	lbDoc, err := Manifest{Name: "shop", Platform: runtimeclass.Sim, OwnerKeys: []string{owner}}.Document(lbRes.Workloads, lbRes.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(lbDoc.Service("shop-deployment-web").Certificate.SANs, ","); got != "web,web.shop,web.shop.svc,web.shop.svc.cluster.local,203.0.113.10,203.0.113.11,web.example.test" {
+		t.Errorf("the LoadBalancer's SANs: %s", got)
+	}
+	bad := strings.Replace(lb, "loadBalancerIP: 203.0.113.10", "loadBalancerIP: somewhere", 1)
+	if _, _, err := Rewrite(context.Background(), []byte(bad), options()); err == nil || !strings.Contains(err.Error(), `Service shop/web: spec.loadBalancerIP: "somewhere" is not an IP address`) {
+		t.Errorf("a LoadBalancer IP that is none: %v", err)
+	}
 	if web.Files[WorkloadSecretFile] != "{{ .Secrets.workload_shop_deployment_web.Hex }}" {
 		t.Errorf("files %v", web.Files)
 	}
