@@ -3,7 +3,9 @@ package core
 import (
 	"crypto/ecdsa"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -36,15 +38,35 @@ func certificateNames(policies map[string]*registered, doc *policy.Document, boa
 				return fmt.Errorf("%w: policy %s: %s: %q is a wildcard, which would name every service under %s, other policies' too: list the names the service is reached by, or have the board allow it by signing this version",
 					ErrInvalid, doc.Name, field, san, strings.TrimPrefix(san, "*."))
 			}
-			for name, other := range held {
-				if name == san || covers(name, san) || covers(san, name) {
-					return fmt.Errorf("%w: policy %s: %s: %q is held by policy %s (as %q), whose workloads it names: use a name of your own, or have that policy's owners drop it first",
-						ErrNameTaken, doc.Name, field, san, other, name)
-				}
+			if name, other := holder(held, san); other != "" {
+				return fmt.Errorf("%w: policy %s: %s: %q is held by policy %s (as %q), whose workloads it names: use a name of your own, or have that policy's owners drop it first",
+					ErrNameTaken, doc.Name, field, san, other, name)
 			}
 		}
 	}
 	return nil
+}
+
+// holder is the held name that san is, is covered by, or covers, and the
+// policy holding it. Only a wildcard's own check looks at every name.
+func holder(held map[string]string, san string) (name, policy string) {
+	if p, ok := held[san]; ok {
+		return san, p
+	}
+	if !isWildcard(san) {
+		if _, rest, ok := strings.Cut(san, "."); ok {
+			if p, ok := held["*."+rest]; ok {
+				return "*." + rest, p
+			}
+		}
+		return "", ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(held)) { // the first, in an order that does not change
+		if covers(san, name) {
+			return name, held[name]
+		}
+	}
+	return "", ""
 }
 
 // isWildcard: *.DOMAIN.
