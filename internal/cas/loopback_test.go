@@ -266,6 +266,9 @@ func TestNamespacedPolicyOverHTTPS(t *testing.T) {
 	if id, err := wire.CertMeshID(cert); err != nil || id.Policy != "team/shop" || id.Service != "api" {
 		t.Errorf("the workload's identity: %+v %v", id, err)
 	}
+	if cert.Subject.CommonName != "api.shop.team" {
+		t.Errorf("the workload's subject: %s", cert.Subject)
+	}
 }
 
 // Against a real CAS over HTTPS: a certificate name another policy holds

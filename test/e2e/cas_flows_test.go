@@ -446,8 +446,8 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 	})
 	files := podFiles(t, "/run/cloister", casclient.CertChainFile, casclient.RootCAFile, casclient.EnvFile)
 	leaf := verifyChain(t, files[casclient.CertChainFile], files[casclient.RootCAFile], "web.shop.svc")
-	if leaf.Subject.CommonName != "web.shop" {
-		t.Errorf("subject %s, want web.shop", leaf.Subject)
+	if leaf.Subject.CommonName != "web.shop.default" {
+		t.Errorf("subject %s, want web.shop.default (service web of policy default/shop)", leaf.Subject)
 	}
 	var claims string
 	for _, ext := range leaf.Extensions {

@@ -104,7 +104,7 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		return nil, "error", err
 	}
 	leaf, err := k.authority.Issue(pki.Request{
-		PublicKey: csr.PublicKey, CommonName: req.Service + "." + req.Policy, SANs: svc.Certificate.SANs,
+		PublicKey: csr.PublicKey, CommonName: wire.CommonName(req.Policy, req.Service), SANs: svc.Certificate.SANs,
 		Identity: wire.MeshID{Policy: req.Policy, Service: req.Service},
 		Validity: svc.CertificateValidity(), Claims: claimsJSON, Now: c.cfg.Clock.Now(),
 	})

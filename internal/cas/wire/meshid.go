@@ -28,6 +28,16 @@ func (id MeshID) URI() *url.URL {
 
 func (id MeshID) String() string { return id.URI().String() }
 
+// CommonName is a workload certificate's subject name: the service, then
+// its policy's name, most specific first as in DNS ("web.shop" of policy
+// shop; "web.shop.team" of team/shop). It informs; the mesh identity
+// authorizes.
+func CommonName(policy, service string) string {
+	parts := strings.Split(policy, "/")
+	slices.Reverse(parts)
+	return service + "." + strings.Join(parts, ".")
+}
+
 // CertMeshID reads a workload certificate's identity: its one spiffe URI
 // SAN.
 func CertMeshID(c *x509.Certificate) (MeshID, error) {

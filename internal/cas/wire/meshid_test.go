@@ -71,3 +71,11 @@ func TestAdmitsNamespacedPolicies(t *testing.T) {
 		}
 	}
 }
+
+func TestCommonName(t *testing.T) {
+	for policy, want := range map[string]string{"shop": "web.shop", "team/shop": "web.shop.team"} {
+		if got := CommonName(policy, "web"); got != want {
+			t.Errorf("%s: %s, want %s", policy, got, want)
+		}
+	}
+}
