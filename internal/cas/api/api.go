@@ -33,6 +33,11 @@ const (
 // flight.
 const DefaultPerClient = 32
 
+// DefaultMaxInFlight is how many requests CAS serves at once from all
+// clients: each holds a goroutine, a body of up to a policy's size and,
+// for an attestation, a verification's CPU.
+const DefaultMaxInFlight = 256
+
 // Server serves a CAS.
 type Server struct {
 	CAS *core.CAS
@@ -47,10 +52,15 @@ type Server struct {
 	SimulationKeys func() ([]string, error)
 	// PerClient bounds concurrent requests per client address.
 	PerClient int
+	// MaxInFlight bounds concurrent requests from all clients together,
+	// so that many addresses cannot exhaust CAS either; the probes and
+	// metrics are always served.
+	MaxInFlight int
 
 	once     sync.Once
 	mu       sync.Mutex
 	inFlight map[string]int
+	total    int
 }
 
 // Handler is the API.
@@ -76,33 +86,54 @@ func (s *Server) Handler() http.Handler {
 	return s.limit(mux)
 }
 
-// limit refuses a client's requests beyond PerClient in flight.
+// unlimited are the paths the limits never refuse: the kubelet's probes
+// and the metrics scrape, which must work most when CAS is busy.
+var unlimited = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// limit refuses a client's requests beyond PerClient in flight, and
+// anyone's beyond MaxInFlight.
 func (s *Server) limit(next http.Handler) http.Handler {
 	s.once.Do(func() {
 		s.inFlight = map[string]int{}
 		if s.PerClient == 0 {
 			s.PerClient = DefaultPerClient
 		}
+		if s.MaxInFlight == 0 {
+			s.MaxInFlight = DefaultMaxInFlight
+		}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && unlimited[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
 		client, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			client = r.RemoteAddr
 		}
 		s.mu.Lock()
-		if s.inFlight[client] >= s.PerClient {
+		var refused error
+		switch {
+		case s.inFlight[client] >= s.PerClient:
+			refused = fmt.Errorf("more than %d requests in flight from %s", s.PerClient, client)
+		case s.total >= s.MaxInFlight:
+			refused = fmt.Errorf("CAS has %d requests in flight, its limit", s.MaxInFlight)
+		}
+		if refused != nil {
 			s.mu.Unlock()
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, fmt.Errorf("more than %d requests in flight from %s", s.PerClient, client))
+			writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, refused)
 			return
 		}
 		s.inFlight[client]++
+		s.total++
 		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
 			if s.inFlight[client]--; s.inFlight[client] == 0 {
 				delete(s.inFlight, client)
 			}
+			s.total--
 			s.mu.Unlock()
 		}()
 		next.ServeHTTP(w, r)
@@ -150,6 +181,8 @@ func fail(w http.ResponseWriter, err error) {
 		code, reason = http.StatusConflict, wire.ReasonConflict
 	case errors.Is(err, core.ErrSuperseded):
 		code, reason = http.StatusConflict, wire.ReasonSuperseded
+	case errors.Is(err, core.ErrQuota):
+		code, reason = http.StatusForbidden, wire.ReasonQuota
 	case errors.Is(err, core.ErrNameTaken):
 		code, reason = http.StatusConflict, wire.ReasonNameTaken
 	case errors.Is(err, core.ErrInvalid):

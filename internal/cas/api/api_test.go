@@ -20,7 +20,7 @@ import (
 )
 
 // server is a ready CAS behind the API on a real TLS listener.
-func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
+func server(t *testing.T, perClient int, maxInFlight ...int) (*httptest.Server, *core.CAS) {
 	t.Helper()
 	db, err := store.OpenBolt(t.TempDir())
 	if err != nil {
@@ -39,7 +39,11 @@ func server(t *testing.T, perClient int) (*httptest.Server, *core.CAS) {
 	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken", &boardKey.PublicKey); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewTLSServer((&Server{CAS: cas, PerClient: perClient}).Handler())
+	srv := &Server{CAS: cas, PerClient: perClient}
+	if len(maxInFlight) > 0 {
+		srv.MaxInFlight = maxInFlight[0]
+	}
+	ts := httptest.NewTLSServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts, cas
 }
@@ -184,6 +188,51 @@ func TestPerClientLimit(t *testing.T) {
 	if code, _ := post(t, ts, "/v1/attest", "application/json", bytes.NewReader([]byte(`{}`))); code == http.StatusTooManyRequests {
 		t.Error("still limited after the first request ended")
 	}
+}
+
+// With MaxInFlight requests in flight CAS refuses the next, whoever
+// sends it, with 429; its probes and metrics are served all the same.
+func TestGlobalLimit(t *testing.T) {
+	ts, _ := server(t, 100, 1)
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/attest", pr)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if _, err := pw.Write([]byte(`{"policy": `)); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	var e wire.Error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if code, e = post(t, ts, "/v1/attest", "application/json", bytes.NewReader([]byte(`{}`))); code == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if code != http.StatusTooManyRequests || !strings.Contains(e.Error, "CAS has 1 requests in flight, its limit") {
+		t.Errorf("a request beyond the global limit: %d %+v", code, e)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			t.Errorf("%s refused at the limit", path)
+		}
+	}
+	_, _ = pw.Write([]byte(`"x"}`))
+	_ = pw.Close()
+	<-done
 }
 
 func jsonString(s string) string {

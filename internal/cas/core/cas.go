@@ -39,6 +39,8 @@ var (
 	ErrSuperseded = errors.New("superseded")
 	// ErrNameTaken: a name another policy holds.
 	ErrNameTaken = errors.New("name taken")
+	// ErrQuota: a new name beyond CAS's or its namespace's quota.
+	ErrQuota = errors.New("quota exceeded")
 )
 
 // Buckets of the store; meta is in the clear (it is needed before the
@@ -116,9 +118,12 @@ type Config struct {
 	// it CAS refuses simulated evidence whatever a policy says: a CAS that
 	// runs in a TEE never vouches for workloads no TEE vouches for.
 	AllowSimulation bool
-	Log             *slog.Logger
-	Clock           clock.PassiveClock
-	Metrics         *Metrics
+	// MaxPolicies and MaxPerNamespace bound the names CAS holds, in all
+	// and in one namespace (NAMESPACE/NAME); 0 means the default.
+	MaxPolicies, MaxPerNamespace int
+	Log                          *slog.Logger
+	Clock                        clock.PassiveClock
+	Metrics                      *Metrics
 }
 
 // CAS is the attestation and configuration service.

@@ -34,6 +34,8 @@ type fixture struct {
 	lasKey *ecdsa.PrivateKey   // signs sim evidence
 	// noSimulation opens CAS without AllowSimulation.
 	noSimulation bool
+	// maxPolicies and maxPerNamespace are CAS's quotas (0: default).
+	maxPolicies, maxPerNamespace int
 }
 
 func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
@@ -67,7 +69,8 @@ func (f *fixture) open(sealer Sealer) {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { _ = f.db.Close() }) // closed already when the test reopened it
-	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, InitToken: FixedToken(testToken), SimKeys: pinned{&f.lasKey.PublicKey}, AllowSimulation: !f.noSimulation}); err != nil {
+	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, InitToken: FixedToken(testToken), SimKeys: pinned{&f.lasKey.PublicKey}, AllowSimulation: !f.noSimulation,
+		MaxPolicies: f.maxPolicies, MaxPerNamespace: f.maxPerNamespace}); err != nil {
 		f.t.Fatal(err)
 	}
 }

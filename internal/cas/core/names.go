@@ -69,6 +69,43 @@ func holder(held map[string]string, san string) (name, policy string) {
 	return "", ""
 }
 
+// Default quotas of names. A policy costs CAS its history, its secrets
+// and, at each registration, a look at every certificate name; board
+// approval keeps strangers out, the quotas keep approved tenants from
+// crowding each other out.
+const (
+	DefaultMaxPolicies     = 10000
+	DefaultMaxPerNamespace = 1000
+)
+
+// quota refuses a new name beyond CAS's quota or its namespace's.
+func (c *CAS) quota(policies map[string]*registered, name string) error {
+	limit, perNS := c.cfg.MaxPolicies, c.cfg.MaxPerNamespace
+	if limit == 0 {
+		limit = DefaultMaxPolicies
+	}
+	if perNS == 0 {
+		perNS = DefaultMaxPerNamespace
+	}
+	if len(policies) >= limit {
+		return fmt.Errorf("%w: CAS holds %d policies, its limit: a new name needs one dropped or a higher limit", ErrQuota, len(policies))
+	}
+	ns := policy.Namespace(name)
+	if ns == "" {
+		return nil
+	}
+	n := 0
+	for other := range policies {
+		if policy.Within(other, ns) {
+			n++
+		}
+	}
+	if n >= perNS {
+		return fmt.Errorf("%w: namespace %s holds %d policies, the limit of one namespace", ErrQuota, ns, n)
+	}
+	return nil
+}
+
 // isWildcard: *.DOMAIN.
 func isWildcard(san string) bool { return strings.HasPrefix(san, "*.") }
 

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"crypto/ecdsa"
 	"errors"
 	"strings"
 	"testing"
@@ -86,5 +87,40 @@ func TestWildcardCovers(t *testing.T) {
 		if got := covers(c.wildcard, c.name); got != c.want {
 			t.Errorf("%s covers %s: %v", c.wildcard, c.name, got)
 		}
+	}
+}
+
+// New names stop at CAS's quota and at a namespace's; a policy already
+// held still takes its next version.
+func TestNameQuotas(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), maxPolicies: 3, maxPerNamespace: 1}
+	f.lasKey, _ = policy.NewKey()
+	f.open(NoSealer{})
+	rec, _ := policy.NewKey()
+	f.rec = []*ecdsa.PrivateKey{rec}
+	if _, err := f.cas.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, testToken); err != nil {
+		t.Fatal(err)
+	}
+	f.owner, _ = policy.NewKey()
+	owner := indent(string(policy.MarshalPublicKey(&f.owner.PublicKey)))
+	doc := func(name, extra string) string {
+		return "version: cloister.dev/policy/v1\nname: " + name + "\nowners:\n  keys:\n  - |\n" + owner + "\nservices: []\n" + extra
+	}
+	for _, name := range []string{"team", "team/a"} {
+		if _, err := f.register(doc(name, ""), f.owner); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, err := f.register(doc("team/b", ""), f.owner); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "namespace team holds 1 policies") {
+		t.Errorf("a second name in a namespace of quota 1: %v", err)
+	}
+	if _, err := f.register(doc("solo", ""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.register(doc("more", ""), f.owner); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "CAS holds 3 policies, its limit") {
+		t.Errorf("a name beyond CAS's quota: %v", err)
+	}
+	if _, err := f.register(doc("solo", "read: any\n"), f.owner); err != nil {
+		t.Errorf("the next version of a policy held at the quota: %v", err)
 	}
 }

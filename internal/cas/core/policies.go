@@ -130,6 +130,9 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 	}
 	c.mu.RLock()
 	err = certificateNames(k.policies, doc, signedByBoard(k.board.keys, signers))
+	if err == nil && current == nil {
+		err = c.quota(k.policies, doc.Name)
+	}
 	c.mu.RUnlock()
 	if err != nil {
 		return refuse(err)

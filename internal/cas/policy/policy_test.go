@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,15 @@ secrets:
 		y = e(y)
 	}
 	return y
+}
+
+// rsaSecrets lists n RSA certificate secrets.
+func rsaSecrets(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "- name: rsa%d\n  kind: rsa-cert\n  size: 4096\n", i)
+	}
+	return b.String()
 }
 
 func replace(old, new string) func(string) string {
@@ -111,6 +121,7 @@ func TestParseRejects(t *testing.T) {
 		{"empty name in a namespace", replace("name: payments", "name: bank/"), nil, `name: "bank/"`},
 		{"namespace of 64 characters", replace("name: payments", "name: "+strings.Repeat("b", 64)+"/payments"), nil, `at most 63 characters`},
 		{"allow of a policy two namespaces deep", replace("  env:\n", "  mesh: {allow: [bank/payments/eu/api]}\n  env:\n"), nil, `mesh.allow[0]: "bank/payments/eu/api"`},
+		{"nine RSA keys", replace("- name: tls\n  kind: ecdsa-cert\n", strings.Repeat("- name: tls\n  kind: ecdsa-cert\n", 1)+rsaSecrets(9)), nil, "secrets: 10 certificates, 9 of them RSA: at most 32, and 8 RSA"},
 		{"unknown read access", replace("name: payments", "name: payments\nread: everyone"), nil, `read: "everyone": use owners`},
 		{"a threshold without owners", nil, []string{}, "owners.threshold: 1, but no owner keys"},
 		{"owner key twice", nil, []string{owner, owner}, "owners.keys[1]: the same key as an earlier one"},

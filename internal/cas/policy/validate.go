@@ -33,8 +33,27 @@ const (
 	maxServices    = 256
 	maxSecrets     = 256
 	maxPlainSecret = 64 << 10
+	// A generated key pair costs CAS time at registration: an RSA-4096
+	// key up to seconds.
+	maxCertSecrets = 32
+	maxRSASecrets  = 8
 	maxValidity    = 365 * 24 * time.Hour
 )
+
+// countKinds counts the secrets that are key pairs with certificates,
+// and the RSA ones among them.
+func countKinds(secrets []Secret) (certs, rsaCerts int) {
+	for _, s := range secrets {
+		switch s.Kind {
+		case RSACert:
+			rsaCerts++
+			certs++
+		case ECDSACert:
+			certs++
+		}
+	}
+	return certs, rsaCerts
+}
 
 // Validate checks the document; the error lists every bad field.
 func (d *Document) Validate() error {
@@ -80,6 +99,9 @@ func (d *Document) Validate() error {
 			bad("%s: name used twice", field)
 		}
 		secrets[s.Name] = s
+	}
+	if certs, rsaCerts := countKinds(d.Secrets); certs > maxCertSecrets || rsaCerts > maxRSASecrets {
+		bad("secrets: %d certificates, %d of them RSA: at most %d, and %d RSA (CAS generates each key when the policy is registered)", certs, rsaCerts, maxCertSecrets, maxRSASecrets)
 	}
 	seen := map[string]bool{}
 	for i := range d.Services {

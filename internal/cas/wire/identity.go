@@ -55,4 +55,6 @@ const (
 	ReasonSuperseded = "superseded"
 	// ReasonNameTaken: a name (a certificate's) that another policy holds.
 	ReasonNameTaken = "name-taken"
+	// ReasonQuota: a new policy name beyond CAS's or its namespace's quota.
+	ReasonQuota = "quota-exceeded"
 )
