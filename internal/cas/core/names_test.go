@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
@@ -122,5 +123,48 @@ func TestNameQuotas(t *testing.T) {
 	}
 	if _, err := f.register(doc("solo", "read: any\n"), f.owner); err != nil {
 		t.Errorf("the next version of a policy held at the quota: %v", err)
+	}
+}
+
+// Making a policy's secrets holds no lock: while one registration makes
+// its keys, another registers; then the first stores its version with
+// the keys it made.
+func TestSecretsMadeOutsideTheLock(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	making, release := make(chan struct{}), make(chan struct{})
+	testHookMakeSecrets = func(name string) {
+		if name == "shop" {
+			close(making)
+			<-release
+		}
+	}
+	t.Cleanup(func() { testHookMakeSecrets = nil })
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.register(f.policyText(""), f.owner)
+		done <- err
+	}()
+	<-making
+	other := "version: cloister.dev/policy/v1\nname: other\nowners:\n  keys:\n  - |\n" +
+		indent(string(policy.MarshalPublicKey(&f.owner.PublicKey))) + "\nservices: []\n"
+	registered := make(chan error, 1)
+	go func() {
+		_, err := f.register(other, f.owner)
+		registered <- err
+	}()
+	select {
+	case err := <-registered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a registration waited while another made its keys")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {
+		t.Errorf("the version stored with the secrets made outside the lock: %v", err)
 	}
 }

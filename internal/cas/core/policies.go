@@ -85,6 +85,32 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	// The checks run under the registration lock; the secrets the version
+	// needs are made outside it and outside any transaction (an RSA key
+	// takes up to seconds), then the checks run again and the version is
+	// stored with them.
+	var made map[string]*material
+	for range maxSecretRounds {
+		reg, need, err := c.registerOnce(doc, s, sealed, made)
+		if err != nil || len(need) == 0 {
+			return reg, err
+		}
+		if made, err = c.makeSecrets(doc, need); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: policy %s: its secrets changed at CAS while CAS made them, %d times: register it again", ErrConflict, doc.Name, maxSecretRounds)
+}
+
+// maxSecretRounds bounds how often a registration makes its secrets
+// afresh because the stored ones changed meanwhile (only a concurrent
+// registration of the same policy does that).
+const maxSecretRounds = 3
+
+// registerOnce checks and stores s under the registration lock, with
+// the secret material made; or, when the version needs material made
+// lacks, names those secrets and stores nothing.
+func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, made map[string]*material) (*wire.Registration, []*policy.Secret, error) {
 	// One registration at a time; attestations go on meanwhile.
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -96,13 +122,13 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 	}
 	c.mu.RUnlock()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	digest := doc.Digest()
-	refuse := func(err error) (*wire.Registration, error) {
+	refuse := func(err error) (*wire.Registration, []*policy.Secret, error) {
 		c.cfg.Log.Warn("audit: policy refused", "policy", doc.Name, "version", s.Version, "digest", digest, "reason", err.Error())
 		c.cfg.Metrics.policyChanges.WithLabelValues("refused").Inc()
-		return nil, err
+		return nil, nil, err
 	}
 	held := 0
 	if current != nil {
@@ -126,7 +152,11 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 			ErrInvalid, doc.Name))
 	}
 	if s.Version <= held {
-		return c.earlier(k, doc, s, current, refuse)
+		reg, err := c.earlier(k, doc, s, current, func(err error) (*wire.Registration, error) {
+			_, _, err = refuse(err)
+			return nil, err
+		})
+		return reg, nil, err
 	}
 	c.mu.RLock()
 	err = certificateNames(k.policies, doc, signedByBoard(k.board.keys, signers))
@@ -141,11 +171,16 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 		return refuse(fmt.Errorf("%w: policy %s version %d is signed to replace %q, but CAS's version %d is %s: sign it again%s",
 			ErrConflict, doc.Name, s.Version, s.Predecessor, held, current.Digest, after(current)))
 	}
-	return c.store(k, doc, s, current, sealed)
+	need, err := c.secretsToMake(k, doc, made)
+	if err != nil || len(need) > 0 {
+		return nil, need, err
+	}
+	reg, err := c.store(k, doc, s, current, sealed, made)
+	return reg, nil, err
 }
 
 // store appends the next version to the policy's history.
-func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered, sealed bool) (*wire.Registration, error) {
+func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered, sealed bool, made map[string]*material) (*wire.Registration, error) {
 	digest := doc.Digest()
 	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc,
 		Sealed: sealed || (current != nil && current.Sealed)}
@@ -175,7 +210,7 @@ func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *re
 			return err
 		}
 		rec.Signature = sig
-		if err := ensureSecrets(etx, k, doc, c.cfg.Clock.Now()); err != nil {
+		if err := putSecrets(etx, doc, made); err != nil {
 			return err
 		}
 		for _, w := range []struct {

@@ -40,26 +40,82 @@ func (m *material) fields() map[string]string {
 
 func secretKey(policyName, secret string) string { return policyName + "/" + secret }
 
-// ensureSecrets gives every secret of doc its material in the same
-// transaction as the policy: kept when a new version leaves the secret as
-// it was, generated when it is new or its kind or size changed.
-func ensureSecrets(etx store.Tx, k *keys, doc *policy.Document, now time.Time) error {
+// A new version keeps a secret's material while the secret stays as it
+// was, and gets new material when the secret is new or its kind or size
+// changed. Making material (a key pair) takes time, so it happens outside
+// the registration lock and the store's transaction: secretsToMake says
+// what a version needs, makeSecrets makes it, putSecrets stores it with
+// the version.
+
+// testHookMakeSecrets, set by tests only, runs as material is made.
+var testHookMakeSecrets func(policy string)
+
+// keeps says whether stored material still serves sec.
+func keeps(raw []byte, sec *policy.Secret) bool {
+	var old material
+	return raw != nil && json.Unmarshal(raw, &old) == nil && old.Kind == sec.Kind && old.Size == sec.KeySize() &&
+		(sec.Kind != policy.Plain || string(old.Raw) == string(sec.Value))
+}
+
+// secretsToMake are the secrets of doc that need new material which made
+// does not hold.
+func (c *CAS) secretsToMake(k *keys, doc *policy.Document, made map[string]*material) ([]*policy.Secret, error) {
+	var need []*policy.Secret
+	err := c.cfg.Store.View(func(tx store.Tx) error {
+		etx := k.enc.Tx(tx)
+		for i := range doc.Secrets {
+			sec := &doc.Secrets[i]
+			raw, err := etx.Get(bucketSecrets, secretKey(doc.Name, sec.Name))
+			if err != nil {
+				return err
+			}
+			if m := made[sec.Name]; keeps(raw, sec) || (m != nil && m.Kind == sec.Kind && m.Size == sec.KeySize()) {
+				continue
+			}
+			need = append(need, sec)
+		}
+		return nil
+	})
+	return need, err
+}
+
+// makeSecrets makes material for secrets; it holds no lock.
+func (c *CAS) makeSecrets(doc *policy.Document, secrets []*policy.Secret) (map[string]*material, error) {
+	if testHookMakeSecrets != nil {
+		testHookMakeSecrets(doc.Name)
+	}
+	c.mu.RLock()
+	k, err := c.ready()
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	made := make(map[string]*material, len(secrets))
+	for _, sec := range secrets {
+		m, err := generate(k.authority, doc.Name, sec, c.cfg.Clock.Now())
+		if err != nil {
+			return nil, fmt.Errorf("secret %s: %w", sec.Name, err)
+		}
+		made[sec.Name] = m
+	}
+	return made, nil
+}
+
+// putSecrets stores, in the version's transaction, the material of each
+// secret of doc whose stored material no longer serves it.
+func putSecrets(etx store.Tx, doc *policy.Document, made map[string]*material) error {
 	for i := range doc.Secrets {
 		sec := &doc.Secrets[i]
 		raw, err := etx.Get(bucketSecrets, secretKey(doc.Name, sec.Name))
 		if err != nil {
 			return err
 		}
-		if raw != nil {
-			var old material
-			if json.Unmarshal(raw, &old) == nil && old.Kind == sec.Kind && old.Size == sec.KeySize() &&
-				(sec.Kind != policy.Plain || string(old.Raw) == string(sec.Value)) {
-				continue
-			}
+		if keeps(raw, sec) {
+			continue
 		}
-		m, err := generate(k.authority, doc.Name, sec, now)
-		if err != nil {
-			return fmt.Errorf("secret %s: %w", sec.Name, err)
+		m := made[sec.Name]
+		if m == nil {
+			return fmt.Errorf("secret %s: no material made for it", sec.Name) // secretsToMake said otherwise
 		}
 		b, err := json.Marshal(m)
 		if err != nil {
