@@ -58,3 +58,26 @@ func FuzzParsePublic(f *testing.F) {
 		}
 	})
 }
+
+// Whatever arrives, ParsePrivate returns a P-256 key whose public half is
+// on the curve, or an error.
+func FuzzParsePrivate(f *testing.F) {
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	f.Add(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	ec, _ := x509.MarshalECPrivateKey(k)
+	f.Add(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ec}))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		k, err := ParsePrivate(data)
+		if err != nil {
+			return
+		}
+		if k == nil || k.Curve != elliptic.P256() {
+			t.Fatalf("accepted %v", k)
+		}
+		if _, err := k.PublicKey.ECDH(); err != nil {
+			t.Fatalf("accepted a key whose public point is invalid: %v", err)
+		}
+	})
+}

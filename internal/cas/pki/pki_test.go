@@ -18,7 +18,7 @@ import (
 
 var now = time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 
-func csr(t *testing.T, key any) []byte {
+func csr(t testing.TB, key any) []byte {
 	t.Helper()
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}, DNSNames: []string{"evil.example"}}, key)
 	if err != nil {
@@ -115,4 +115,28 @@ func BenchmarkIssue(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Whatever a workload sends as its CSR, ParseCSR returns one whose
+// signature verifies with an accepted key, or an error.
+func FuzzParseCSR(f *testing.F) {
+	good, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	f.Add(csr(f, good))
+	block, _ := pem.Decode(csr(f, good))
+	f.Add(block.Bytes)
+	f.Add([]byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseCSR(data)
+		if err != nil {
+			return
+		}
+		if c.CheckSignature() != nil {
+			t.Fatalf("accepted a CSR whose signature does not verify: %q", data)
+		}
+		switch c.PublicKey.(type) {
+		case *ecdsa.PublicKey, *rsa.PublicKey:
+		default:
+			t.Fatalf("accepted a %T key", c.PublicKey)
+		}
+	})
 }

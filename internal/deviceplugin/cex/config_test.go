@@ -137,3 +137,19 @@ func TestParseType(t *testing.T) {
 		t.Errorf("ParseType(cex) = %v", err)
 	}
 }
+
+// Whatever a config sets document holds, ParseConfig returns a valid
+// configuration or an error naming where.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"configSets":[{"name":"a","apqns":[{"adapter":0,"domain":255}]}]}`))
+	f.Add([]byte("configSets:\n- {name: a, apqns: [{adapter: 5, domain: 18}]}\n- {name: b, apqns: [{adapter: 5, domain: 18}]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted %q, which does not validate: %v", data, err)
+		}
+	})
+}

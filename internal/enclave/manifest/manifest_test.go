@@ -91,3 +91,27 @@ func TestRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Whatever arrives over vsock as a manifest, Parse returns one of this
+// schema whose canonical encoding reads back the same, or an error.
+func FuzzParse(f *testing.F) {
+	m, err := FromSpec(spec())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(m.JSON())
+	f.Add([]byte(`{"version":"` + Version + `","extra":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if m.Version != Version {
+			t.Fatalf("accepted version %q", m.Version)
+		}
+		again, err := Parse(m.JSON())
+		if err != nil || string(again.JSON()) != string(m.JSON()) {
+			t.Fatalf("%q does not read back: %v", data, err)
+		}
+	})
+}
