@@ -134,7 +134,8 @@ func TestOperatorDeployment(t *testing.T) {
 }
 
 // Every path the operator serves has a webhook and every webhook a path;
-// only the pod webhook may fail open, and only for pods that opt in.
+// every webhook fails closed, and the pod webhook sees only the pods that
+// opt in, so that a stopped operator blocks no other pod.
 func TestOperatorWebhooks(t *testing.T) {
 	objs := renderOperator(t, map[string]any{})
 	v := as[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs["ValidatingWebhookConfiguration/cloister-operator"])
@@ -148,10 +149,10 @@ func TestOperatorWebhooks(t *testing.T) {
 		paths = append(paths, *cc.Service.Path)
 		pod := *cc.Service.Path == admission.PathInjectPod
 		switch {
-		case pod && (*policy != admissionregistrationv1.Ignore || !sel):
-			t.Errorf("%s: the pod webhook must ignore failures and match only opted-in pods", name)
-		case !pod && *policy != admissionregistrationv1.Fail:
-			t.Errorf("%s: webhooks on Cloister's kinds fail closed", name)
+		case pod && !sel:
+			t.Errorf("%s: the pod webhook must match only opted-in pods", name)
+		case *policy != admissionregistrationv1.Fail:
+			t.Errorf("%s: fails open: a pod (or resource) would be admitted unchecked while the operator is down", name)
 		}
 	}
 	for _, w := range v.Webhooks {

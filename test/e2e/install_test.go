@@ -166,6 +166,13 @@ func TestInstall(t *testing.T) {
 			}
 			t.Logf("unlabelled pod admitted in %s with no operator", time.Since(start).Round(time.Millisecond))
 		})
+		t.Run("a pod labelled for injection is refused while the operator is down", func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "enclave-while-down", Namespace: "default", Labels: map[string]string{admission.LabelInject: admission.InjectSGX}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+			if err := c.Create(ctx, pod, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "inject.pods.cloister.dev") {
+				t.Errorf("admitted without its device and LAS address, or refused for another reason: %v", err)
+			}
+		})
 		in.wantWell(t, "--reconcile")
 	})
 	t.Run("a deleted pull secret is named; --reconcile with the credentials writes it", func(t *testing.T) {
