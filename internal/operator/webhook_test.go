@@ -234,19 +234,19 @@ func TestWebhooks(t *testing.T) {
 			t.Errorf("env %+v", ctr.Env)
 		}
 	})
-	t.Run("with the operator stopped, pods are admitted at once, uninjected", func(t *testing.T) {
+	t.Run("with the operator stopped, other pods are admitted at once and a pod asking for injection is refused", func(t *testing.T) {
 		stop()
-		for _, labels := range []map[string]string{nil, {admission.LabelInject: admission.InjectSGX}} {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "down-", Namespace: "default", Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
-			if err := c.Create(ctx, pod); err != nil {
-				t.Fatalf("pod with labels %v refused: %v", labels, err)
-			}
-			if len(pod.Spec.Containers[0].Env) != 0 {
-				t.Errorf("injected by a stopped operator: %+v", pod.Spec.Containers[0])
-			}
+		plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "down-", Namespace: "default"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+		if err := c.Create(ctx, plain); err != nil || len(plain.Spec.Containers[0].Env) != 0 {
+			t.Fatalf("an unlabelled pod: %v %+v", err, plain.Spec.Containers[0])
 		}
-		// Cloister's own kinds fail closed instead.
+		asking := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "down-", Namespace: "default", Labels: map[string]string{admission.LabelInject: admission.InjectSGX}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+		if err := c.Create(ctx, asking); err == nil || !strings.Contains(err.Error(), `failed calling webhook "inject.pods.cloister.dev"`) {
+			t.Errorf("a pod asking for injection admitted without it: %v", err)
+		}
+		// Cloister's own kinds fail closed too.
 		if err := c.Create(ctx, badPolicy("down")); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Errorf("a policy admitted without its webhook: %v", err)
 		}
