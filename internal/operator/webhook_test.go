@@ -173,7 +173,7 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 // a slow machine): the certificate is renewed without a failed request;
 // each webhook refuses what it must, names the field, leaves nothing
 // stored, defaults and injects; with the operator gone, unlabelled pods
-// are admitted at once.
+// are admitted at once and pods asking for injection refused.
 func TestWebhooks(t *testing.T) {
 	cfg := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"../../charts/cloister-operator/files/crds"}})
 	port, stop := runOperator(t, cfg, 12*time.Second) // renewed with 4 s left
