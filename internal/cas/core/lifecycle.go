@@ -49,7 +49,7 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	}
 	boardRaw, err := marshalBoard(boardState{keys: board})
 	if err != nil {
-		return nil, fmt.Errorf("%w: board: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: board (by default the recovery owners): %w: give the board's keys (cloister cas init --board)", ErrInvalid, err)
 	}
 	s := seed.New()
 	shares, commitment, err := s.Split(threshold, len(owners))

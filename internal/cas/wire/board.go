@@ -26,8 +26,9 @@ type Board struct {
 	Version int      `json:"version"`
 }
 
-// MaxBoard bounds a board's keys.
-const MaxBoard = 16
+// MaxBoard bounds a board's keys: as many as a policy's owners, and more
+// than any set of recovery owners in practice (the default board).
+const MaxBoard = 64
 
 // BoardDigest is what a board member signs to change the board: the
 // change (its version and the new keys' fingerprints, sorted) bound to
