@@ -186,19 +186,12 @@ func (c *CAS) nameApprovers(k *keys, doc *policy.Document) (approvers []*ecdsa.P
 // signers (fingerprints whose signatures verified): one board key, or the
 // threshold of the owners of the namespace the name is in (parent).
 func approveNew(board []*ecdsa.PublicKey, parent *policy.Document, doc *policy.Document, signers map[string]bool) error {
-	for _, b := range board {
-		if signers[policy.Fingerprint(b)] {
-			return nil
-		}
+	if countSigned(board, signers) > 0 {
+		return nil
 	}
 	if parent != nil {
 		keys, _ := parent.OwnerKeys()
-		n := 0
-		for _, o := range keys {
-			if signers[policy.Fingerprint(o)] {
-				n++
-			}
-		}
+		n := countSigned(keys, signers)
 		if need := parent.OwnerThreshold(); n < need {
 			return fmt.Errorf("%w: policy %s is a new name in namespace %s, so its version 1 needs the signatures of %d of the owners of policy %s (it has %d), or of a board key, besides its own owners': "+
 				"have them sign it (cloister policy sign --key OWNER.pem on the SignedPolicy)", ErrUnauthorized, doc.Name, parent.Name, need, parent.Name, n)

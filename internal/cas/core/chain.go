@@ -107,12 +107,7 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
-	byOwners := 0
-	for _, o := range keys {
-		if signers[policy.Fingerprint(o)] {
-			byOwners++
-		}
-	}
+	byOwners := countSigned(keys, signers)
 	if need := owners.OwnerThreshold(); byOwners < need {
 		return nil, fmt.Errorf("%w: policy %s version %d is signed by %d of %s, %d needed: collect more signatures (cloister policy sign on the SignedPolicy)",
 			ErrUnauthorized, doc.Name, s.Version, byOwners, what, need)

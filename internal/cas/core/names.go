@@ -131,14 +131,16 @@ func hasWildcard(doc *policy.Document) bool {
 	return false
 }
 
-// signedByBoard says whether a board key is among the signers.
-func signedByBoard(board []*ecdsa.PublicKey, signers map[string]bool) bool {
-	for _, b := range board {
-		if signers[policy.Fingerprint(b)] {
-			return true
+// countSigned counts the keys among the signers (fingerprints whose
+// signatures verified).
+func countSigned(keys []*ecdsa.PublicKey, signers map[string]bool) int {
+	n := 0
+	for _, k := range keys {
+		if signers[policy.Fingerprint(k)] {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // canonicalSAN is one spelling per name: an IP address in its shortest
