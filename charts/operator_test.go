@@ -25,10 +25,16 @@ const testOperatorImage = "ghcr.io/cloister-cc/cloister-operator@sha256:00000000
 // renderOperator renders the operator chart into its objects by kind/name.
 func renderOperator(t *testing.T, values map[string]any) map[string]*unstructured.Unstructured {
 	t.Helper()
+	return renderOperatorIn(t, "ops", values)
+}
+
+// renderOperatorIn renders the operator chart into namespace ns.
+func renderOperatorIn(t *testing.T, ns string, values map[string]any) map[string]*unstructured.Unstructured {
+	t.Helper()
 	if _, set := values["image"]; !set {
 		values["image"] = testOperatorImage
 	}
-	out, err := Render("cloister-operator", "cloister", "ops", values)
+	out, err := Render("cloister-operator", "cloister", ns, values)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,3 +9,14 @@ const (
 	// of it into the namespaces that ask.
 	LabelShareable = "cloister.dev/shareable"
 )
+
+// The label the operator puts on every object it writes outside its own
+// namespace. The chart's ValidatingAdmissionPolicy lets the operator's
+// service account create, change and delete there only objects that carry
+// it (or, for objects an older operator made, a controller reference to a
+// Cloister resource): the operator cannot be made to overwrite or delete
+// what is not its own.
+const (
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	ManagedByOperator = "cloister-operator"
+)

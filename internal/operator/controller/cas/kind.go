@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -133,7 +132,7 @@ func (k *Kind) initToken(ctx context.Context, c *servicesv1beta1.CAS, renew bool
 		Data:       map[string][]byte{conn.InitTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))},
 	}
 	if renew {
-		patch, err := json.Marshal(map[string]any{"data": sec.Data})
+		patch, err := ownedPatch(sec.ObjectMeta, sec.Data)
 		if err != nil {
 			return err
 		}

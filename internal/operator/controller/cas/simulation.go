@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
@@ -158,7 +159,7 @@ func (k *Kind) upsertSecret(ctx context.Context, c *servicesv1beta1.CAS, private
 		return err
 	}
 	sec := k.secret(c, private)
-	patch, err := json.Marshal(map[string]any{"data": sec.Data})
+	patch, err := ownedPatch(sec.ObjectMeta, sec.Data)
 	if err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ func (k *Kind) publish(ctx context.Context, c *servicesv1beta1.CAS) error {
 		ObjectMeta: k.owned(c, conn.SimulationConfigMap(c.Name)),
 		Data:       map[string]string{conn.CASKeyItem: c.Status.SimulationKey, conn.WorkloadKeysItem: workloads},
 	}
-	patch, err := json.Marshal(map[string]any{"data": cm.Data})
+	patch, err := ownedPatch(cm.ObjectMeta, cm.Data)
 	if err != nil {
 		return err
 	}
@@ -231,11 +232,18 @@ func (k *Kind) workloadKeys(ctx context.Context, c *servicesv1beta1.CAS) (string
 	return b.String(), nil
 }
 
+// ownedPatch is a merge patch setting data and the labels of meta: an
+// object an older operator made without the managed-by label gets it.
+func ownedPatch(meta metav1.ObjectMeta, data any) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"labels": meta.Labels}, "data": data})
+}
+
 // owned is the metadata of an object CAS c owns.
 func (k *Kind) owned(c *servicesv1beta1.CAS, name string) metav1.ObjectMeta {
 	yes := true
 	return metav1.ObjectMeta{Name: name, Namespace: c.Namespace,
-		Labels: map[string]string{"app.kubernetes.io/name": "cloister-cas", "app.kubernetes.io/instance": c.Name},
+		Labels: map[string]string{"app.kubernetes.io/name": "cloister-cas", "app.kubernetes.io/instance": c.Name,
+			common.LabelManagedBy: common.ManagedByOperator},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: servicesv1beta1.GroupVersion.String(), Kind: "CAS",
 			Name: c.Name, UID: c.UID, Controller: &yes, BlockOwnerDeletion: &yes}}}
 }

@@ -178,7 +178,7 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 		return release.Request{}, err
 	}
 	yes := true
-	labels := map[string]string{LabelOwnerKind: r.Kind.Name(), LabelOwnerName: obj.GetName()}
+	labels := map[string]string{LabelOwnerKind: r.Kind.Name(), LabelOwnerName: obj.GetName(), common.LabelManagedBy: common.ManagedByOperator}
 	if obj.GetNamespace() != "" {
 		labels[LabelOwnerNamespace] = obj.GetNamespace()
 	}
