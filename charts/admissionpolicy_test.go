@@ -93,7 +93,7 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := op.Create(ctx, probe.DeepCopy())
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "only objects labelled app.kubernetes.io/managed-by=cloister-operator") {
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "only objects labelled cloister.dev/managed-by=cloister-operator") {
 			break
 		}
 		if err == nil {
@@ -133,7 +133,7 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	forbidden("deleting kube-system's DaemonSet", op.Delete(ctx, system.DeepCopy()), "only its own objects")
 	forbidden("taking a DaemonSet over by labelling it",
 		op.Patch(ctx, system.DeepCopy(), client.RawPatch(types.MergePatchType,
-			[]byte(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"cloister-operator"}}}`))), "only its own objects")
+			[]byte(`{"metadata":{"labels":{"cloister.dev/managed-by":"cloister-operator"}}}`))), "only its own objects")
 	forbidden("an unlabelled ClusterRole", op.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}), "only objects labelled")
 
 	// What is its own it writes; its namespace is its own.
@@ -152,7 +152,7 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed("labelling an older operator's ConfigMap", op.Patch(ctx, legacy, client.RawPatch(types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"cloister-operator"}}}`))))
+		[]byte(`{"metadata":{"labels":{"cloister.dev/managed-by":"cloister-operator"}}}`))))
 
 	// Binding cluster-admin: RBAC refuses what the operator does not hold.
 	err = op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "escalate", Labels: labelled(nil)},

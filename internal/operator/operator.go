@@ -205,6 +205,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
+	releases.SetRecordNamespace(opts.Namespace)
 	if opts.InterruptedReleaseAfter > 0 {
 		releases.SetStaleAfter(opts.InterruptedReleaseAfter)
 	}

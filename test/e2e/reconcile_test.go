@@ -22,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
+	oprelease "github.com/cloister-cc/cloister/internal/operator/release"
 )
 
 // newLAS is a LAS whose objects live in ns, on its own host port (two LAS
@@ -224,7 +225,8 @@ func TestDeletionLeavesNothing(t *testing.T) {
 		if l, err := cs.CoreV1().Pods(ns).List(ctx, owned); err != nil || len(l.Items) > 0 {
 			left = append(left, "Pods")
 		}
-		if l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + release}); err != nil || len(l.Items) > 0 {
+		records := metav1.ListOptions{LabelSelector: "owner=helm,name=" + release + "," + oprelease.LabelReleaseNamespace + "=" + ns}
+		if l, err := cs.CoreV1().ConfigMaps(operatorNamespace).List(ctx, records); err != nil || len(l.Items) > 0 {
 			left = append(left, "release records")
 		}
 		return len(left) == 0, fmt.Sprintf("left: %v", left), nil

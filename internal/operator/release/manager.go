@@ -1,6 +1,7 @@
 // Package release installs the owned objects of a custom resource as a Helm
 // release of an embedded chart (Helm v4 SDK), one release per CR, stored as
-// ConfigMaps in the namespace of its objects. It observes what the status
+// ConfigMaps in the operator's namespace (SetRecordNamespace), never in
+// the namespace of its objects, where a tenant could forge them. It observes what the status
 // engine needs (ReleaseExists/Steady/Failed/Deployed, the desired objects)
 // and performs install, upgrade and uninstall, recovering releases a crash
 // left pending.
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 )
@@ -62,6 +64,10 @@ type Manager struct {
 	staleAfter time.Duration
 	clock      clock.PassiveClock
 	driver     string
+	// records is the namespace holding every release record; empty:
+	// each release's own namespace (the CLI's install of the operator).
+	records string
+	core    kubernetes.Interface
 
 	mu      sync.Mutex
 	configs map[string]*action.Configuration // by namespace
@@ -76,8 +82,12 @@ func NewManager(cfg *rest.Config, log *slog.Logger) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
 	return &Manager{
-		config: cfg, discovery: dc, mapper: mapper, log: log,
+		config: cfg, discovery: dc, mapper: mapper, log: log, core: core,
 		staleAfter: DefaultStaleAfter, clock: clock.RealClock{}, driver: "configmap",
 		configs: map[string]*action.Configuration{},
 	}, nil
@@ -87,6 +97,11 @@ func NewManager(cfg *rest.Config, log *slog.Logger) (*Manager, error) {
 // operator's, readable with its RBAC) or "secret" (the Helm CLI's default,
 // so `helm list` shows a release a person installed).
 func (m *Manager) SetDriver(d string) { m.driver = d }
+
+// SetRecordNamespace keeps the records of every release as ConfigMaps in
+// namespace ns (the operator's), whatever namespace the release's objects
+// are in.
+func (m *Manager) SetRecordNamespace(ns string) { m.records = ns }
 
 // SetStaleAfter changes DefaultStaleAfter (tests shorten it).
 func (m *Manager) SetStaleAfter(d time.Duration) { m.staleAfter = d }
@@ -105,6 +120,9 @@ func (m *Manager) actionConfig(ns string) (*action.Configuration, error) {
 	}
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
 		kc.Namespace = ns
+	}
+	if m.records != "" {
+		cfg.Releases = Records(m.core, m.records, ns, m.log)
 	}
 	m.configs[ns] = cfg
 	return cfg, nil

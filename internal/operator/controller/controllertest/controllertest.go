@@ -54,6 +54,7 @@ func New(tb testing.TB, cfg *rest.Config, ns string, adders ...func(*runtime.Sch
 	if err != nil {
 		tb.Fatal(err)
 	}
+	rm.SetRecordNamespace(ns)
 	return &Env{T: tb, Ctx: ctx, Scheme: s, Client: c, Releases: rm, Events: &testenv.Events{}, Namespace: ns}
 }
 

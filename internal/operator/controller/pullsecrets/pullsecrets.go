@@ -131,7 +131,8 @@ func Shareable(s *corev1.Secret) bool {
 // Copy is the copy of src in namespace ns, as an apply configuration.
 func Copy(src *corev1.Secret, ns string) *corev1ac.SecretApplyConfiguration {
 	return corev1ac.Secret(src.Name, ns).
-		WithLabels(map[string]string{LabelCopiedFrom: src.Namespace, common.LabelManagedBy: common.ManagedByOperator}).
+		WithLabels(map[string]string{LabelCopiedFrom: src.Namespace, common.LabelManagedBy: common.ManagedByOperator,
+			"app.kubernetes.io/managed-by": common.ManagedByOperator}).
 		WithType(src.Type).
 		WithData(maps.Clone(src.Data))
 }

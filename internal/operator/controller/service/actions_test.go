@@ -11,7 +11,6 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	helmrelease "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/operator/release"
 )
 
 // One row per action of the status table: the state before it, one
@@ -252,7 +252,7 @@ func mustJSON(t *testing.T, v any) string {
 // helmStorage reads and writes release records as Helm does.
 func (f *fixture) helmStorage() *storage.Storage {
 	cs := kubernetes.NewForConfigOrDie(envConfig)
-	return storage.Init(driver.NewConfigMaps(cs.CoreV1().ConfigMaps(f.ns)))
+	return release.Records(cs, f.ns, f.ns, nil)
 }
 
 // releaseOf is the latest revision of the CR's release, nil without one.
