@@ -20,6 +20,10 @@ type Policy struct {
 	// ReportData, when set, must be the start of the claims' report data
 	// (e.g. the SHA-256 of the public key the workload's CSR carries).
 	ReportData Bytes `json:"reportData,omitempty"`
+	// Nonce, when set, must be the claims' nonce: the evidence was made
+	// for this verifier's challenge (Nitro and simulated evidence carry
+	// one beside the report data).
+	Nonce Bytes `json:"nonce,omitempty"`
 	// AllowSimulation accepts evidence no hardware vouches for.
 	AllowSimulation bool `json:"allowSimulation,omitempty"`
 }
@@ -48,6 +52,11 @@ type Identity struct {
 	MinTCB *SNPTCB `json:"minTCB,omitempty"`
 	// Nitro
 	PCRs map[int]Bytes `json:"pcrs,omitempty"`
+	// Manifest is the SHA-256 of the enclave manifest a Cloister enclave
+	// applied, which its orchestrator puts in the user data (the report
+	// data): the commands, arguments and environment the PCRs do not
+	// measure.
+	Manifest Bytes `json:"manifest,omitempty"`
 }
 
 // Check judges claims; a rejection names the first check that fails.
@@ -81,6 +90,9 @@ func (p *Policy) Check(c *Claims) error {
 	}
 	if len(p.ReportData) > 0 && !bytes.HasPrefix(c.ReportData, p.ReportData) {
 		return Reject(CheckReportData, "report data %s does not start with the expected %s", c.ReportData, p.ReportData)
+	}
+	if len(p.Nonce) > 0 && !bytes.Equal(c.Nonce, p.Nonce) {
+		return Reject(CheckNonce, "the evidence's nonce is %s, want %s: it was made for another challenge, or replayed", c.Nonce, p.Nonce)
 	}
 	return nil
 }
@@ -160,6 +172,9 @@ func (id *Identity) mismatch(c *Claims) string {
 			if m := eq(fmt.Sprintf("PCR%d", i), id.PCRs[i], n.PCRs[i]); m != "" {
 				return m
 			}
+		}
+		if len(id.Manifest) > 0 && !bytes.Equal(id.Manifest, c.ReportData) {
+			return fmt.Sprintf("the applied manifest (user data) is %s, want %s: the host changed what the enclave runs", c.ReportData, id.Manifest)
 		}
 		return ""
 	}

@@ -76,6 +76,7 @@ func (id *Identity) validate() error {
 		{"hostData", id.HostData != nil, 32, len(id.HostData), []Type{SNP, Sim}},
 		{"minTCB", id.MinTCB != nil, 0, 0, []Type{SNP}},
 		{"pcrs", id.PCRs != nil, 0, 0, []Type{Nitro}},
+		{"manifest", id.Manifest != nil, 32, len(id.Manifest), []Type{Nitro}},
 	}
 	if _, err := ParseType(string(id.Type)); err != nil {
 		return fmt.Errorf("type %q: use sgx, tdx, snp, nitro or sim", id.Type)

@@ -22,6 +22,7 @@ const (
 	CheckIdentity   Check = "identity"    // policy: expected identities, minimum SVNs
 	CheckDebug      Check = "debug"       // policy: debug evidence
 	CheckReportData Check = "report-data" // policy: binding of the report data
+	CheckNonce      Check = "nonce"       // policy: the verifier's nonce (freshness)
 	CheckSimulation Check = "simulation"  // policy: simulated evidence
 )
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,9 +34,9 @@ func newEvidence(s Streams) *cobra.Command {
 }
 
 type evidenceVerify struct {
-	typ, file, collateral, at, policy, output string
-	allowDebug, allowSimulation               bool
-	acceptTCB                                 []string
+	typ, file, collateral, at, policy, output, nonce string
+	allowDebug, allowSimulation                      bool
+	acceptTCB                                        []string
 }
 
 func newEvidenceVerify(s Streams) *cobra.Command {
@@ -55,7 +56,8 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f.StringVar(&o.file, "evidence", "", "evidence file, raw or base64")
 	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx, tdx: tcb_info*.json, qe_identity*.json, *certs*.pem; snp: *vcek*)")
 	f.StringVar(&o.at, "at", "", "verification time, RFC 3339 or Unix seconds (default: now)")
-	f.StringVar(&o.policy, "policy", "", "policy file (YAML or JSON): identities, acceptTCB, allowDebug, reportData, allowSimulation")
+	f.StringVar(&o.policy, "policy", "", "policy file (YAML or JSON): identities, acceptTCB, allowDebug, reportData, nonce, allowSimulation")
+	f.StringVar(&o.nonce, "nonce", "", "the nonce (hex) the evidence must carry: the challenge it was made for")
 	f.BoolVar(&o.allowDebug, "allow-debug", false, "accept debug-mode workloads")
 	f.BoolVar(&o.allowSimulation, "allow-simulation", false, "accept simulated (insecure) evidence")
 	f.StringSliceVar(&o.acceptTCB, "accept-tcb", nil, "accepted TCB statuses (default UpToDate), e.g. UpToDate,SWHardeningNeeded")
@@ -96,6 +98,11 @@ func (o *evidenceVerify) run(s Streams) error {
 	}
 	if err := attest.ValidateTCBStatuses("--accept-tcb", o.acceptTCB); err != nil {
 		return err
+	}
+	if o.nonce != "" {
+		if policy.Nonce, err = hex.DecodeString(o.nonce); err != nil || len(policy.Nonce) == 0 {
+			return fmt.Errorf("invalid --nonce %q: give the nonce in hex", o.nonce)
+		}
 	}
 	policy.AllowDebug = policy.AllowDebug || o.allowDebug
 	policy.AllowSimulation = policy.AllowSimulation || o.allowSimulation

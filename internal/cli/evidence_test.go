@@ -79,7 +79,8 @@ func TestEvidenceVerifySGX(t *testing.T) {
 func TestEvidenceVerifySim(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	at := time.Now()
-	raw, err := sim.Generate(key, attest.Claims{TCBStatus: attest.TCBUpToDate, SGX: &attest.SGXIdentity{MRENCLAVE: bytes.Repeat([]byte{1}, 32)}}, at, time.Hour)
+	raw, err := sim.Generate(key, attest.Claims{TCBStatus: attest.TCBUpToDate, Nonce: attest.Bytes{0xc0, 0xff, 0xee},
+		SGX: &attest.SGXIdentity{MRENCLAVE: bytes.Repeat([]byte{1}, 32)}}, at, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +99,14 @@ func TestEvidenceVerifySim(t *testing.T) {
 	out, _, err = run(t, "evidence", "verify", "--type", "sim", "--evidence", file, "--policy", policy)
 	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: sim evidence") {
 		t.Errorf("sim allowed by the policy file: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, _, err = run(t, "evidence", "verify", "--type", "sim", "--evidence", file, "--policy", policy, "--nonce", "c0ffee")
+	if exitCode(err) != 0 {
+		t.Errorf("the nonce it carries: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, _, err = run(t, "evidence", "verify", "--type", "sim", "--evidence", file, "--policy", policy, "--nonce", "c0fffe")
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: nonce: the evidence's nonce is c0ffee, want c0fffe") {
+		t.Errorf("another nonce: exit %d\n%s", exitCode(err), out)
 	}
 }
 
@@ -122,6 +131,7 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 		{[]string{"--evidence", file}, "--type and --evidence are required"},
 		{[]string{"--type", "sgx", "--evidence", file, "--at", "yesterday"}, `invalid --at "yesterday"`},
 		{[]string{"--type", "sgx", "--evidence", file, "-o", "yaml"}, `invalid --output "yaml"`},
+		{[]string{"--type", "sgx", "--evidence", file, "--nonce", "xyz"}, `invalid --nonce "xyz": give the nonce in hex`},
 		{[]string{"--type", "sgx", "--evidence", file, "--policy", badPolicy}, `unknown field "allowDebugging"`},
 		{[]string{"--type", "sgx", "--evidence", file, "--policy", shortMR}, "identities[0]: mrenclave has 4 bytes, a sgx mrenclave has 32 (64 hex digits)"},
 		{[]string{"--type", "sgx", "--evidence", file, "--accept-tcb", "UpToDate,SWHardening"}, `--accept-tcb[1]: unknown TCB status "SWHardening"`},

@@ -115,35 +115,57 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 			strings.Contains(l, `"msg":"health check: enclave healthy"`)
 	})
 
-	// Evidence from the enclave: Nitro-shaped, the manifest's PCRs,
-	// simulated and so refused unless allowed.
-	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", e.c.KubeconfigPath(), "exec", "-n", "default", pod.Name, "-c", "enclave", "--",
-		image.BinDir+"/cloister-enclave", "evidence", "--nonce", "c0ffee")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	raw, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("cloister-enclave evidence: %v\n%s", err, stderr.String())
+	// Evidence from the enclave: Nitro-shaped, the manifest's PCRs, the
+	// nonce, the applied manifest's digest as user data; simulated and so
+	// refused unless allowed.
+	evidence := func(name string) string {
+		t.Helper()
+		cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", e.c.KubeconfigPath(), "exec", "-n", "default", pod.Name, "-c", "enclave", "--",
+			image.BinDir+"/cloister-enclave", "evidence", "--nonce", "c0ffee")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		raw, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("cloister-enclave evidence: %v\n%s", err, stderr.String())
+		}
+		file := filepath.Join(e.dir, name)
+		if err := os.WriteFile(file, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
 	}
-	evidence := filepath.Join(e.dir, "enclave-evidence")
-	if err := os.WriteFile(evidence, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.cli("evidence", "verify", "--type", "sim", "--evidence", evidence); err == nil || !strings.Contains(out, "rejected") {
+	evidenceFile := evidence("enclave-evidence")
+	if out, err := e.cli("evidence", "verify", "--type", "sim", "--evidence", evidenceFile); err == nil || !strings.Contains(out, "rejected") {
 		t.Errorf("simulated enclave evidence without --allow-simulation: %v\n%s", err, out)
 	}
 	var verdict struct{ Claims attest.Claims }
-	if err := json.Unmarshal([]byte(e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", evidence, "--allow-simulation", "-o", "json")), &verdict); err != nil {
+	if err := json.Unmarshal([]byte(e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", evidenceFile, "--allow-simulation", "--nonce", "c0ffee", "-o", "json")), &verdict); err != nil {
 		t.Fatal(err)
 	}
 	m, err := manifest.FromSpec(&ned.Spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := verdict.Claims; !c.Insecure || c.Nitro == nil || c.ReportData.String() != "c0ffee" ||
-		!bytes.Equal(c.Nitro.PCRs[manifest.PCRImage], m.SimPCRs()[manifest.PCRImage]) || !bytes.Equal(c.Nitro.PCRs[manifest.PCRApplication], m.SimPCRs()[manifest.PCRApplication]) {
-		t.Errorf("claims %+v, want the manifest's PCRs", c)
+	if err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
+		t.Fatal(err)
 	}
+	if c := verdict.Claims; !c.Insecure || c.Nitro == nil || c.Nonce.String() != "c0ffee" || c.ReportData.String() != m.ManifestDigest() ||
+		ned.Status.Manifest != m.ManifestDigest() ||
+		!bytes.Equal(c.Nitro.PCRs[manifest.PCRImage], m.SimPCRs()[manifest.PCRImage]) || !bytes.Equal(c.Nitro.PCRs[manifest.PCRApplication], m.SimPCRs()[manifest.PCRApplication]) {
+		t.Errorf("claims %+v, status.manifest %q: want the manifest's PCRs and digest %s", c, ned.Status.Manifest, m.ManifestDigest())
+	}
+	// A verifier pins the manifest the status shows.
+	pin := func(name, digest string) string {
+		t.Helper()
+		file := filepath.Join(e.dir, name)
+		doc := fmt.Sprintf("allowSimulation: true\nidentities:\n- type: nitro\n  pcrs: {0: \"%x\"}\n  manifest: \"%s\"\n", m.SimPCRs()[manifest.PCRImage], digest)
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	original := pin("pin-original.yaml", ned.Status.Manifest)
+	e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", evidenceFile, "--policy", original, "--nonce", "c0ffee")
 
 	edit := func(f func(*enclavev1beta1.UserPlugin)) {
 		t.Helper()
@@ -175,6 +197,18 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 	})
 	t.Logf("a configuration change reached the running enclave in %s", time.Since(changed).Round(time.Millisecond))
 	samePod()
+	// The host changed what the enclave runs: the evidence shows it, and
+	// the verifier pinning the original manifest refuses it.
+	changedFile := evidence("enclave-evidence-changed")
+	if out, err := e.cli("evidence", "verify", "--type", "sim", "--evidence", changedFile, "--policy", original, "--nonce", "c0ffee"); err == nil ||
+		!strings.Contains(out, "rejected: identity") || !strings.Contains(out, "the host changed what the enclave runs") {
+		t.Errorf("evidence after an in-place change, verified against the original manifest: %v\n%s", err, out)
+	}
+	waitFor(t, "status.manifest to show the changed manifest", time.Minute, func(ctx context.Context) (bool, string, error) {
+		err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned)
+		return err == nil && ned.Status.Manifest != "" && ned.Status.Manifest != m.ManifestDigest(), ned.Status.Manifest, nil
+	})
+	e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", changedFile, "--policy", pin("pin-changed.yaml", ned.Status.Manifest), "--nonce", "c0ffee")
 
 	// Always: the orchestrator restarts the plugin each time it exits.
 	edit(func(p *enclavev1beta1.UserPlugin) {

@@ -111,6 +111,12 @@ type NitroEnclaveDeploymentStatus struct {
 	// the scale subresource a HorizontalPodAutoscaler reads.
 	// +optional
 	Selector string `json:"selector,omitempty"`
+	// Manifest is the SHA-256 (hex) of the enclave manifest the pods run:
+	// the enclave's evidence carries it as user data, so a verifier pins
+	// it (an identity's manifest) and sees any change of a command,
+	// argument or environment variable the host makes.
+	// +optional
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // NitroEnclaveDeployment runs enclave pods on AWS Nitro nodes.

@@ -25,9 +25,14 @@ type Evidence struct {
 	Raw  []byte
 }
 
-// Attester produces the enclave's evidence binding a nonce.
+// Attester produces the enclave's evidence binding a nonce (the
+// document's nonce: freshness) and the applied manifest's SHA-256 (its
+// user data). The host delivers the manifest and could change a plugin's
+// command or environment in place, which the boot measurements (PCRs) do
+// not cover: the user data makes every such change show in the evidence,
+// and a verifier pins it (an identity's manifest).
 type Attester interface {
-	Attest(nonce []byte) (Evidence, error)
+	Attest(nonce, manifest []byte) (Evidence, error)
 }
 
 // simValidity is how long simulated evidence is valid.
@@ -59,9 +64,9 @@ func NewSimAttester(m *manifest.Manifest) (Attester, error) {
 	}}, nil
 }
 
-func (a *simAttester) Attest(nonce []byte) (Evidence, error) {
+func (a *simAttester) Attest(nonce, manifest []byte) (Evidence, error) {
 	c := a.claims
-	c.ReportData, c.Nonce = attest.Bytes(nonce), attest.Bytes(nonce)
+	c.ReportData, c.Nonce = attest.Bytes(manifest), attest.Bytes(nonce)
 	raw, err := sim.Generate(a.key, c, time.Now(), simValidity)
 	return Evidence{Type: attest.Sim, Raw: raw}, err
 }
@@ -73,13 +78,13 @@ type nsmAttester struct{}
 // NewNSMAttester is the attester of a Nitro Enclave.
 func NewNSMAttester(*manifest.Manifest) (Attester, error) { return nsmAttester{}, nil }
 
-func (nsmAttester) Attest(nonce []byte) (Evidence, error) {
+func (nsmAttester) Attest(nonce, manifest []byte) (Evidence, error) {
 	s, err := nsm.OpenDefaultSession()
 	if err != nil {
 		return Evidence{}, fmt.Errorf("opening the Nitro Secure Module: %w", err)
 	}
 	defer func() { _ = s.Close() }()
-	res, err := s.Send(&request.Attestation{Nonce: nonce, UserData: nonce})
+	res, err := s.Send(&request.Attestation{Nonce: nonce, UserData: manifest})
 	if err != nil {
 		return Evidence{}, fmt.Errorf("asking the Nitro Secure Module for a document: %w", err)
 	}

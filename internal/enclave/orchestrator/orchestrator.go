@@ -9,6 +9,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -121,16 +122,20 @@ func (o *Orchestrator) Status() manifest.Status {
 	return st
 }
 
-// Attest returns evidence binding nonce, from the attester of the booted
-// enclave.
+// Attest returns evidence binding nonce and the applied manifest's
+// digest, from the attester of the booted enclave. The lock keeps an
+// Apply from running between reading the digest and attesting.
 func (o *Orchestrator) Attest(nonce []byte) (Evidence, error) {
 	o.mu.Lock()
-	a := o.attester
-	o.mu.Unlock()
-	if a == nil {
+	defer o.mu.Unlock()
+	if o.attester == nil {
 		return Evidence{}, errors.New("no manifest applied yet: the enclave has nothing to attest")
 	}
-	return a.Attest(nonce)
+	digest, err := hex.DecodeString(o.applied)
+	if err != nil {
+		return Evidence{}, fmt.Errorf("the applied manifest's digest %q: %w", o.applied, err)
+	}
+	return o.attester.Attest(nonce, digest)
 }
 
 // Stop stops every plugin and waits for them.

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -190,30 +191,55 @@ func TestAPI(t *testing.T) {
 		t.Errorf("bad nonce: %d", res.StatusCode)
 	}
 
-	res, err = http.Get(srv.URL + PathEvidence + "?nonce=c0ffee")
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("evidence: %v %v", res, err)
+	evidence := func() *attest.Claims {
+		t.Helper()
+		res, err := http.Get(srv.URL + PathEvidence + "?nonce=c0ffee")
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("evidence: %v %v", res, err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		var raw bytes.Buffer
+		_, _ = raw.ReadFrom(res.Body)
+		if typ := res.Header.Get(HeaderEvidenceType); typ != string(attest.Sim) {
+			t.Errorf("evidence type %q", typ)
+		}
+		claims, err := sim.Verify(raw.Bytes(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return claims
 	}
-	defer func() { _ = res.Body.Close() }()
-	var raw bytes.Buffer
-	_, _ = raw.ReadFrom(res.Body)
-	if typ := res.Header.Get(HeaderEvidenceType); typ != string(attest.Sim) {
-		t.Errorf("evidence type %q", typ)
-	}
-	claims, err := sim.Verify(raw.Bytes(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	claims := evidence()
 	want := m.SimPCRs()
-	if !claims.Insecure || claims.Nitro == nil || claims.ReportData.String() != "c0ffee" ||
+	if !claims.Insecure || claims.Nitro == nil || claims.Nonce.String() != "c0ffee" || claims.ReportData.String() != m.ManifestDigest() ||
 		!bytes.Equal(claims.Nitro.PCRs[0], want[0]) || !bytes.Equal(claims.Nitro.PCRs[2], want[2]) {
-		t.Errorf("claims %+v", claims)
+		t.Errorf("claims %+v, want the nonce and the manifest's digest %s", claims, m.ManifestDigest())
 	}
 	if err := (&attest.Policy{}).Check(claims); attest.CheckOf(err) != attest.CheckSimulation {
 		t.Errorf("default policy: %v, want a simulation rejection", err)
 	}
-	if err := (&attest.Policy{AllowSimulation: true}).Check(claims); err != nil {
-		t.Errorf("a policy allowing simulation: %v", err)
+	digest, _ := hex.DecodeString(m.ManifestDigest())
+	pinned := &attest.Policy{AllowSimulation: true, Nonce: attest.Bytes{0xc0, 0xff, 0xee},
+		Identities: []attest.Identity{{Type: attest.Nitro, PCRs: map[int]attest.Bytes{0: want[0]}, Manifest: digest}}}
+	if err := pinned.Check(claims); err != nil {
+		t.Errorf("a policy pinning the applied manifest: %v", err)
+	}
+
+	// The host changes a plugin's command in place: the PCRs stay, the
+	// evidence changes, and the pinned policy refuses it.
+	changed := testManifest(shPlugin("app", "exec sleep 61", "Always"))
+	if changed.BootDigest() != m.BootDigest() {
+		t.Fatal("the change needs a new enclave: not the in-place change under test")
+	}
+	if code := put(changed); code != http.StatusOK {
+		t.Fatalf("PUT changed manifest: %d", code)
+	}
+	claims = evidence()
+	if claims.ReportData.String() != changed.ManifestDigest() || !bytes.Equal(claims.Nitro.PCRs[0], want[0]) {
+		t.Errorf("after the change: claims %+v, want the changed manifest's digest and the same PCR0", claims)
+	}
+	if err := pinned.Check(claims); attest.CheckOf(err) != attest.CheckIdentity || !strings.Contains(err.Error(), "the host changed what the enclave runs") {
+		t.Errorf("the pinned policy after a host-side change: %v, want an identity rejection", err)
 	}
 }
 

@@ -122,6 +122,9 @@ func TestLifecycle(t *testing.T) {
 		}
 		return cm.Data["manifest.json"]
 	}
+	if n.Status.Manifest != want.ManifestDigest() {
+		t.Errorf("status.manifest %q, want the manifest's digest %s", n.Status.Manifest, want.ManifestDigest())
+	}
 	if got := manifest(); got != string(want.JSON()) {
 		t.Errorf("manifest\n%s\nwant\n%s", got, want.JSON())
 	}

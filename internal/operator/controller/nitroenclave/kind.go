@@ -170,6 +170,9 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	}
 	st, obs := Replicas(&n.Spec, dep, pods)
 	st.ServiceStatus, st.Status = n.Status.ServiceStatus, n.Status.Status
+	if m, err := manifest.FromSpec(&n.Spec); err == nil {
+		st.Manifest = m.ManifestDigest()
+	}
 	n.Status = st
 	return obs
 }
