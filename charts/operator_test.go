@@ -249,3 +249,31 @@ func TestOperatorWithCertManager(t *testing.T) {
 		t.Errorf("issuerRef %v", ref)
 	}
 }
+
+// Scrapers need the metrics-reader role; the readers given are bound to it.
+func TestOperatorMetricsReaders(t *testing.T) {
+	objs := renderOperator(t, map[string]any{})
+	role := as[rbacv1.ClusterRole](t, objs["ClusterRole/cloister-operator-metrics-reader"])
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("metrics reader rules %+v", role.Rules)
+	}
+	if objs["ClusterRoleBinding/cloister-operator-metrics-reader"] != nil {
+		t.Error("a binding without readers")
+	}
+	objs = renderOperator(t, map[string]any{"metrics": map[string]any{"port": 8443,
+		"readers": []any{map[string]any{"name": "prometheus", "namespace": "monitoring"}}}})
+	b := as[rbacv1.ClusterRoleBinding](t, objs["ClusterRoleBinding/cloister-operator-metrics-reader"])
+	if b.RoleRef.Name != "cloister-operator-metrics-reader" || len(b.Subjects) != 1 || b.Subjects[0].Name != "prometheus" || b.Subjects[0].Namespace != "monitoring" {
+		t.Errorf("binding %+v", b)
+	}
+	role = as[rbacv1.ClusterRole](t, objs["ClusterRole/cloister-operator"])
+	var reviews int
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "tokenreviews") || slices.Contains(r.Resources, "subjectaccessreviews") {
+			reviews++
+		}
+	}
+	if reviews != 2 {
+		t.Errorf("the operator's role cannot review tokens and access (%d rules): secure metrics would refuse every scraper", reviews)
+	}
+}

@@ -59,6 +59,11 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/webhookcert"
 )
 
+// Secure metrics ask the API server who a scraper is and whether it may
+// get /metrics (the chart's cloister-operator-metrics-reader role).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Options configure the operator; cmd/cloister-operator maps flags onto them.
 type Options struct {
 	MetricsBindAddress     string

@@ -133,6 +133,7 @@ func TestInstall(t *testing.T) {
 		return
 	}
 	t.Run("the webhooks refuse what they must, through the API server", func(t *testing.T) { testInstalledWebhooks(t, e) })
+	t.Run("metrics: a bound ServiceAccount's token scrapes them; none, or an unbound one, is refused", func(t *testing.T) { testOperatorMetrics(t, e) })
 
 	t.Run("a deleted webhook Service is named and restored", func(t *testing.T) {
 		if err := c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: install.WebhookService}}); err != nil {
