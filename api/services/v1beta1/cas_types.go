@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -55,6 +56,22 @@ type CASService struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
+// CASNetworkPolicy admits to CAS only the traffic it names, for clusters
+// whose network plugin enforces NetworkPolicies.
+type CASNetworkPolicy struct {
+	// Enabled adds a NetworkPolicy selecting the CAS pod: it admits the
+	// operator (which registers policies and reads CAS's state), the pods
+	// of CAS's namespace, the peers in from, and, when the Service is a
+	// NodePort or LoadBalancer, any source (CAS is exposed on purpose).
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// From are further peers admitted: the namespaces or pods of the
+	// workloads and owners that use this CAS from elsewhere.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
+}
+
 // CASPersistence keeps the CAS database on a PersistentVolumeClaim.
 type CASPersistence struct {
 	// +optional
@@ -84,6 +101,9 @@ type CASSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Service CASService `json:"service,omitempty"`
+	// NetworkPolicy limits who reaches CAS.
+	// +optional
+	NetworkPolicy CASNetworkPolicy `json:"networkPolicy,omitempty"`
 	// Persistence cannot change once CAS runs: its database would be left
 	// behind on the old volume.
 	// +optional

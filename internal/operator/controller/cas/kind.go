@@ -67,13 +67,14 @@ func ref(c *servicesv1beta1.CAS) conn.Ref {
 }
 
 // Release places CAS in the CR's namespace, its Service named as the CR.
-func (k *Kind) Release(obj service.Object, _ string) (string, map[string]any, error) {
+func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, map[string]any, error) {
 	c := as(obj)
 	ns, values, err := service.NamespacedValues(&c.Spec.ServiceSpec, c.Namespace, c.Namespace, k.DefaultImage)
 	if err != nil {
 		return "", nil, err
 	}
-	for key, v := range map[string]any{"service": c.Spec.Service, "persistence": c.Spec.Persistence} {
+	values["operatorNamespace"] = operatorNamespace
+	for key, v := range map[string]any{"service": c.Spec.Service, "persistence": c.Spec.Persistence, "networkPolicy": c.Spec.NetworkPolicy} {
 		plain, err := service.Plain(v)
 		if err != nil {
 			return "", nil, err

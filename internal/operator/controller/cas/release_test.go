@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -34,6 +35,21 @@ func casCR(edit func(*servicesv1beta1.CAS)) *servicesv1beta1.CAS {
 // render is the CAS release of c: its Service and StatefulSet.
 func render(t *testing.T, c *servicesv1beta1.CAS) (*corev1.Service, *appsv1.StatefulSet) {
 	t.Helper()
+	out := renderFiles(t, c)
+	var svc corev1.Service
+	var ss appsv1.StatefulSet
+	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/service.yaml"]), &svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/statefulset.yaml"]), &ss); err != nil {
+		t.Fatal(err)
+	}
+	return &svc, &ss
+}
+
+// renderFiles is the CAS release of c, by template file.
+func renderFiles(t *testing.T, c *servicesv1beta1.CAS) map[string]string {
+	t.Helper()
 	ch, err := charts.Load("cas")
 	if err != nil {
 		t.Fatal(err)
@@ -50,15 +66,67 @@ func render(t *testing.T, c *servicesv1beta1.CAS) (*corev1.Service, *appsv1.Stat
 	if err != nil {
 		t.Fatal(err)
 	}
-	var svc corev1.Service
-	var ss appsv1.StatefulSet
-	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/service.yaml"]), &svc); err != nil {
+	return out
+}
+
+// networkPolicy is the rendered NetworkPolicy of c, nil without one.
+func networkPolicy(t *testing.T, c *servicesv1beta1.CAS) *networkingv1.NetworkPolicy {
+	t.Helper()
+	doc := strings.TrimSpace(renderFiles(t, c)["cas/templates/networkpolicy.yaml"])
+	if doc == "" {
+		return nil
+	}
+	var np networkingv1.NetworkPolicy
+	if err := yaml.UnmarshalStrict([]byte(doc), &np); err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/statefulset.yaml"]), &ss); err != nil {
-		t.Fatal(err)
+	return &np
+}
+
+// The NetworkPolicy admits the operator, CAS's namespace and the peers
+// the CR names, on CAS's port; any source only for an exposed Service.
+// The dev cluster's network plugin enforces none, so its rendering is
+// what is tested.
+func TestNetworkPolicy(t *testing.T) {
+	if np := networkPolicy(t, casCR(nil)); np != nil {
+		t.Fatalf("a NetworkPolicy without spec.networkPolicy.enabled: %+v", np)
 	}
-	return &svc, &ss
+	team := networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}}}
+	np := networkPolicy(t, casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.NetworkPolicy = servicesv1beta1.CASNetworkPolicy{Enabled: true, From: []networkingv1.NetworkPolicyPeer{team}}
+	}))
+	if np == nil || np.Namespace != "team" || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "cloister-cas" ||
+		np.Spec.PodSelector.MatchLabels["app.kubernetes.io/instance"] != "cas-cas" ||
+		len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress {
+		t.Fatalf("policy %+v", np)
+	}
+	if len(np.Spec.Ingress) != 1 {
+		t.Fatalf("a ClusterIP CAS admits any source: %+v", np.Spec.Ingress)
+	}
+	rule := np.Spec.Ingress[0]
+	if len(rule.Ports) != 1 || rule.Ports[0].Port.String() != "https" || len(rule.From) != 3 {
+		t.Fatalf("rule %+v", rule)
+	}
+	op := rule.From[0]
+	if op.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "cloister-system" || op.PodSelector.MatchLabels["app.kubernetes.io/name"] != "cloister-operator" {
+		t.Errorf("the operator peer %+v", op)
+	}
+	if own := rule.From[1]; own.PodSelector == nil || len(own.PodSelector.MatchLabels) != 0 || own.NamespaceSelector != nil {
+		t.Errorf("the own-namespace peer %+v", own)
+	}
+	if rule.From[2].NamespaceSelector.MatchLabels["team"] != "web" {
+		t.Errorf("the named peer %+v", rule.From[2])
+	}
+	for _, typ := range []corev1.ServiceType{corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeNodePort} {
+		np = networkPolicy(t, casCR(func(c *servicesv1beta1.CAS) {
+			c.Spec.Service.Type = typ
+			c.Spec.NetworkPolicy.Enabled = true
+		}))
+		if len(np.Spec.Ingress) != 2 || len(np.Spec.Ingress[1].From) != 2 || np.Spec.Ingress[1].From[0].IPBlock.CIDR != "0.0.0.0/0" ||
+			np.Spec.Ingress[1].From[1].IPBlock.CIDR != "::/0" || np.Spec.Ingress[1].Ports[0].Port.String() != "https" {
+			t.Errorf("%s: an exposed CAS admits any source on its port: %+v", typ, np.Spec.Ingress)
+		}
+	}
 }
 
 func TestServiceHonoursTheSpec(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -20,6 +21,7 @@ import (
 // +kubebuilder:rbac:groups=services.cloister.dev,resources=cas/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // The init token Secret is made and renewed, never read: only the CAS pod
 // (which mounts it) and whoever initialises CAS read it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
@@ -35,6 +37,7 @@ func Setup(mgr ctrl.Manager, r *service.Reconciler) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ServiceAccount{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&basev1beta1.LAS{}, handler.EnqueueRequestsFromMapFunc(simulated(mgr.GetClient())))
 	return service.OwnPods(b, "CAS").Complete(r)
 }
