@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if root == nil {
 		root = intelpcs.Root()
 	}
-	q, err := abi.QuoteToProto(raw)
+	q, err := quoteToProto(raw)
 	if err != nil {
 		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
 	}
@@ -121,4 +122,17 @@ func classify(err error, rootName string) error {
 		check = attest.CheckFormat
 	}
 	return &attest.Rejection{Check: check, Reason: msg, Err: err}
+}
+
+// quoteToProto is abi.QuoteToProto, with a panic made an error: v0.3.1
+// slices by a length field of the quote before checking it (QE
+// authentication data; fixed upstream after that release, google/go-tdx-guest
+// pull 104), so a forged quote would crash its verifier, CAS included.
+func quoteToProto(raw []byte) (q any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			q, err = nil, fmt.Errorf("malformed quote (a length field points past its end): %v", r)
+		}
+	}()
+	return abi.QuoteToProto(raw)
 }
