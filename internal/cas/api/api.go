@@ -83,6 +83,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/challenge", s.challenge)
 	mux.HandleFunc("POST /v1/policies/{name}/read", s.ownerRead)
 	mux.HandleFunc("POST /v1/attest", s.attest)
+	// Anything else gets the API's JSON error, as every other refusal.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, wire.ReasonNotFound, fmt.Errorf("no API %s %s: see the paths CAS serves (docs/architecture.md)", r.Method, r.URL.EscapedPath()))
+	})
 	return s.limit(mux)
 }
 

@@ -1,0 +1,87 @@
+package api
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
+)
+
+// fuzzRoutes are the API's requests with a body or a name from outside.
+var fuzzRoutes = []struct{ method, path string }{
+	{http.MethodPost, "/v1/init"},
+	{http.MethodPost, "/v1/recover"},
+	{http.MethodPost, "/v1/board"},
+	{http.MethodPost, "/v1/policies"},
+	{http.MethodPost, "/v1/policies/%s/read"},
+	{http.MethodPost, "/v1/attest"},
+	{http.MethodGet, "/v1/policies/%s"},
+	{http.MethodGet, "/v1/policies/%s/history"},
+}
+
+// FuzzAPI sends the CAS API requests as any client could, through the
+// real handler (limits, strict decoding, validation, core): each is
+// answered with a named error or a success, never a panic or an internal
+// error, and an error's body is the API's JSON error.
+func FuzzAPI(f *testing.F) {
+	db, err := store.OpenBolt(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = db.Close() })
+	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, InitToken: core.FixedToken("t0ken"), AllowSimulation: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	owner, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken", &boardKey.PublicKey); err != nil {
+		f.Fatal(err)
+	}
+	h := (&Server{CAS: cas}).Handler()
+	seeds := map[int][]string{
+		0: {`{"owners":[],"threshold":1,"token":"x"}`},
+		1: {`{"share":{"id":1,"value":"AAAA"}}`},
+		2: {`{"board":["x"],"signatures":[]}`},
+		3: {`{"policy":"version: cloister.dev/policy/v1\nname: shop\n","link":{"version":1}}`, `{"sealed":"AAAA","namespace":"default"}`},
+		4: {`{"nonce":"AAAA","signatures":[]}`},
+		5: {`{"evidence":"AAAA","type":"sim","policy":"shop","service":"web","csr":"x"}`},
+	}
+	for i := range fuzzRoutes {
+		for _, s := range append(seeds[i], `{}`, `{"unknown":1}`, `[]`) {
+			f.Add(uint8(i), "default/shop", []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, route uint8, name string, body []byte) {
+		r := fuzzRoutes[int(route)%len(fuzzRoutes)]
+		target := r.path
+		if bytes.Contains([]byte(target), []byte("%s")) {
+			target = "/v1/policies/" + url.PathEscape(name) + target[len("/v1/policies/%s"):]
+		}
+		req, err := http.NewRequest(r.method, "https://cas.test"+target, bytes.NewReader(body))
+		if err != nil {
+			return // not a request a client can send
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = "192.0.2.1:1234"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code >= 500 && w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s %s %q: %d %s", r.method, target, body, w.Code, w.Body)
+		}
+		if w.Code >= 400 {
+			var e wire.Error
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Reason == "" {
+				t.Fatalf("%s %s: %d, not the API's JSON error: %s", r.method, target, w.Code, w.Body)
+			}
+		}
+	})
+}
