@@ -102,9 +102,9 @@ push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
 	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
 
-## fuzz: every fuzz target for FUZZTIME (default 60s), with the executions each made.
+## fuzz: every fuzz target, two at a time, FUZZTIME each (default 2m; 10m for the CAS API and policy parsers), with the executions each made.
 fuzz:
-	GO=$(GO) FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
+	GO=$(GO) FUZZTIME=$(or $(FUZZTIME),2m) hack/fuzz.sh
 
 ## demo: the dev cluster (with a real node as root), the CRDs,
 ## cloister-operator and the SGXPlugin, CEXPlugin and LAS samples, shown
