@@ -11,7 +11,8 @@ import (
 )
 
 // unquote reads one line the env file holds, as a POSIX shell would: a
-// bare value, or single-quoted with '\'' for a quote.
+// bare value, or single-quoted, a quote inside written as quote, backslash,
+// quote, quote.
 func unquote(t *testing.T, line string) (string, string) {
 	t.Helper()
 	name, value, ok := strings.Cut(line, "=")

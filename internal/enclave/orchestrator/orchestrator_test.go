@@ -162,6 +162,7 @@ func TestAPI(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("evidence before a manifest: %v %v", res, err)
 	}
+	_ = res.Body.Close()
 	put := func(m *manifest.Manifest) int {
 		req, _ := http.NewRequest(http.MethodPut, srv.URL+PathManifest, bytes.NewReader(m.JSON()))
 		res, err := http.DefaultClient.Do(req)
