@@ -1,10 +1,10 @@
 // Package release installs the owned objects of a custom resource as a Helm
-// release of an embedded chart (Helm v4 SDK), one release per CR, stored as
-// ConfigMaps in the operator's namespace (SetRecordNamespace), never in
-// the namespace of its objects, where a tenant could forge them. It observes what the status
-// engine needs (ReleaseExists/Steady/Failed/Deployed, the desired objects)
-// and performs install, upgrade and uninstall, recovering releases a crash
-// left pending.
+// release of an embedded chart (Helm v4 SDK), one release per CR, its
+// records ConfigMaps in the operator's namespace (SetRecordNamespace), never
+// in the namespace of its objects, where a tenant could forge them. It
+// observes what the status engine needs (ReleaseExists/Steady/Failed/
+// Deployed, the desired objects) and performs install, upgrade and
+// uninstall, recovering releases a crash left pending.
 package release
 
 import (
