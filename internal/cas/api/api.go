@@ -85,7 +85,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/attest", s.attest)
 	// Anything else gets the API's JSON error, as every other refusal.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, wire.ReasonNotFound, fmt.Errorf("no API %s %s: see the paths CAS serves (docs/architecture.md)", r.Method, r.URL.EscapedPath()))
+		writeError(w, http.StatusNotFound, wire.ReasonNotFound, fmt.Errorf("no API %s %s: CAS serves the requests docs/security.md lists", r.Method, r.URL.EscapedPath()))
 	})
 	return s.limit(mux)
 }
