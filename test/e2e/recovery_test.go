@@ -13,19 +13,19 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	helmrelease "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	oprelease "github.com/cloister-cc/cloister/internal/operator/release"
 )
 
-// latestRelease reads the newest revision of a release from Helm's own
-// ConfigMap storage, as `helm history` would.
+// latestRelease reads the newest revision of a release of namespace ns
+// from the operator's record store (its namespace's ConfigMaps).
 func latestRelease(ctx context.Context, cs kubernetes.Interface, ns, name string) (*storage.Storage, *helmrelease.Release, error) {
-	s := storage.Init(driver.NewConfigMaps(cs.CoreV1().ConfigMaps(ns)))
+	s := oprelease.Records(cs, operatorNamespace, ns, nil)
 	r, err := s.Last(name)
 	if err != nil {
 		return s, nil, err
