@@ -182,12 +182,16 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 		patch := func(p string) error {
 			return c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, client.RawPatch(types.MergePatchType, []byte(p)))
 		}
-		forbidden(who+" setting a node's zone", patch(`{"metadata":{"labels":{"zone":"b"}}}`), "only node labels under cloister.dev/")
-		forbidden(who+" removing a node's label", patch(`{"metadata":{"labels":{"zone":null}}}`), "only node labels under cloister.dev/")
+		forbidden(who+" setting a node's zone", patch(`{"metadata":{"labels":{"zone":"b"}}}`), "only node labels under cloister.dev")
+		forbidden(who+" removing a node's label", patch(`{"metadata":{"labels":{"zone":null}}}`), "only node labels under cloister.dev")
 		forbidden(who+" tainting a node", patch(`{"spec":{"unschedulable":true}}`), "and nothing else")
 		forbidden(who+" annotating a node", patch(`{"metadata":{"annotations":{"a":"b"}}}`), "and nothing else")
+		forbidden(who+" setting a label of a look-alike domain", patch(`{"metadata":{"labels":{"evilcloister.dev/x":"1"}}}`), "only node labels under cloister.dev")
 		allowed(who+" labelling an SGX node", patch(`{"metadata":{"labels":{"cloister.dev/sgx":"true"}}}`))
 		allowed(who+" unlabelling it", patch(`{"metadata":{"labels":{"cloister.dev/sgx":null}}}`))
+		// The runtime installer's handler label.
+		allowed(who+" labelling a runtime handler", patch(`{"metadata":{"labels":{"runtime.cloister.dev/cloister-cc-sim-97cf0515":"true"}}}`))
+		allowed(who+" unlabelling it", patch(`{"metadata":{"labels":{"runtime.cloister.dev/cloister-cc-sim-97cf0515":null}}}`))
 	}
 	var after corev1.Node
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(node), &after); err != nil {
