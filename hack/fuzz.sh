@@ -42,11 +42,11 @@ for pkg in $("$go" list ./internal/...); do
 	dir=$("$go" list -f '{{.Dir}}' "$pkg")
 	short=${pkg#github.com/cloister-cc/cloister/}
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-		time=$fuzztime
-		case "$long" in *" $short:$target "*) time=$longtime ;; esac
-		echo "$pkg $target $time" >>"$list"
+		time=$fuzztime first=1
+		case "$long" in *" $short:$target "*) time=$longtime first=0 ;; esac
+		echo "$first $pkg $target $time" >>"$list"
 	done
 done
 echo "$(wc -l <"$list") fuzz targets, $jobs at a time: $fuzztime each, $longtime for$long"
 # The long ones first, so the two cores stay busy to the end.
-sort -k3,3r "$list" | xargs -P "$jobs" -L 1 bash -c 'one "$@"' _
+sort -n -s -k1,1 "$list" | cut -d' ' -f2- | xargs -P "$jobs" -L 1 bash -c 'one "$@"' _
