@@ -11,11 +11,12 @@ const (
 )
 
 // The label the operator puts on every object it writes outside its own
-// namespace (not app.kubernetes.io/managed-by, which Helm sets to "Helm"). The chart's ValidatingAdmissionPolicy lets the operator's
-// service account create, change and delete there only objects that carry
-// it (or, for objects an older operator made, a controller reference to a
-// Cloister resource): the operator cannot be made to overwrite or delete
-// what is not its own.
+// namespace (not app.kubernetes.io/managed-by, which Helm sets to "Helm").
+// The chart's ValidatingAdmissionPolicy lets the operator's service account
+// create, change and delete there only objects that carry it (or, for
+// objects an older operator made, a controller reference to a Cloister
+// resource): the operator cannot be made to overwrite or delete what is
+// not its own.
 const (
 	LabelManagedBy    = "cloister.dev/managed-by"
 	ManagedByOperator = "cloister-operator"
