@@ -19,26 +19,33 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
-// server is a ready CAS behind the API on a real TLS listener.
-func server(t *testing.T, perClient int, maxInFlight ...int) (*httptest.Server, *core.CAS) {
-	t.Helper()
-	db, err := store.OpenBolt(t.TempDir())
+// readyCAS is an initialised CAS on a bolt store of its own.
+func readyCAS(tb testing.TB) *core.CAS {
+	tb.Helper()
+	db, err := store.OpenBolt(tb.TempDir())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := db.Close(); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	})
 	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, InitToken: core.FixedToken("t0ken"), AllowSimulation: true})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	owner, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken", &boardKey.PublicKey); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return cas
+}
+
+// server is a ready CAS behind the API on a real TLS listener.
+func server(t *testing.T, perClient int, maxInFlight ...int) (*httptest.Server, *core.CAS) {
+	t.Helper()
+	cas := readyCAS(t)
 	srv := &Server{CAS: cas, PerClient: perClient}
 	if len(maxInFlight) > 0 {
 		srv.MaxInFlight = maxInFlight[0]

@@ -2,17 +2,12 @@ package api
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/cas/core"
-	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -33,20 +28,7 @@ var fuzzRoutes = []struct{ method, path string }{
 // answered with a named error or a success, never a panic or an internal
 // error, and an error's body is the API's JSON error.
 func FuzzAPI(f *testing.F) {
-	db, err := store.OpenBolt(f.TempDir())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = db.Close() })
-	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, InitToken: core.FixedToken("t0ken"), AllowSimulation: true})
-	if err != nil {
-		f.Fatal(err)
-	}
-	owner, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if _, err := cas.Init([]*ecdsa.PublicKey{&owner.PublicKey}, 1, "t0ken", &boardKey.PublicKey); err != nil {
-		f.Fatal(err)
-	}
-	h := (&Server{CAS: cas}).Handler()
+	h := (&Server{CAS: readyCAS(f)}).Handler()
 	seeds := map[int][]string{
 		0: {`{"owners":[],"threshold":1,"token":"x"}`},
 		1: {`{"share":{"id":1,"value":"AAAA"}}`},

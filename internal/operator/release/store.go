@@ -73,17 +73,15 @@ func (s *homeStore) label(r release.Releaser) (release.Releaser, error) {
 }
 
 func (s *homeStore) Create(key string, r release.Releaser) error {
-	k, err := s.key(key)
-	if err != nil {
-		return err
-	}
-	if r, err = s.label(r); err != nil {
-		return err
-	}
-	return s.Driver.Create(k, r)
+	return s.put(key, r, s.Driver.Create)
 }
 
 func (s *homeStore) Update(key string, r release.Releaser) error {
+	return s.put(key, r, s.Driver.Update)
+}
+
+// put writes r under its namespaced key, labelled with its namespace.
+func (s *homeStore) put(key string, r release.Releaser, write func(string, release.Releaser) error) error {
 	k, err := s.key(key)
 	if err != nil {
 		return err
@@ -91,7 +89,7 @@ func (s *homeStore) Update(key string, r release.Releaser) error {
 	if r, err = s.label(r); err != nil {
 		return err
 	}
-	return s.Driver.Update(k, r)
+	return write(k, r)
 }
 
 func (s *homeStore) Delete(key string) (release.Releaser, error) {
