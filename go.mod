@@ -9,6 +9,7 @@ require (
 	github.com/fxamacker/cbor/v2 v2.9.3
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
+	github.com/google/go-configfs-tsm v0.2.2
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-sev-guest v0.14.0
 	github.com/google/go-tdx-guest v0.3.1

@@ -77,7 +77,11 @@ const (
 type Claims struct {
 	Type Type `json:"type"`
 	// Insecure marks evidence no hardware vouches for (simulation).
-	Insecure  bool   `json:"insecure,omitempty"`
+	Insecure bool `json:"insecure,omitempty"`
+	// TestRoot marks evidence whose chain ends in a test's root, not the
+	// vendor's: the verifier was told to trust test roots (an insecure
+	// flag), so no hardware vouches for it either.
+	TestRoot  bool   `json:"insecureTestRoot,omitempty"`
 	Debug     bool   `json:"debug"`
 	TCBStatus string `json:"tcbStatus,omitempty"`
 	// ReportData is what the workload bound into the evidence (SGX/TDX

@@ -1,7 +1,8 @@
 // Package snp verifies AMD SEV-SNP attestation reports offline with
-// go-sev-guest: the report's signature by the VCEK the caller supplies,
-// and the VCEK's chain to AMD's ASK and ARK for the product, embedded in
-// go-sev-guest.
+// go-sev-guest: the report's signature by its endorsement key (a VCEK the
+// caller supplies or the platform's certificate table carries after the
+// report, or a VLEK from that table), and that key's chain to AMD's ASK
+// (or ASVK) and ARK for the product, embedded in go-sev-guest.
 package snp
 
 import (
@@ -25,25 +26,39 @@ const policyDebug = 1 << 19
 // Options of a verification.
 type Options struct {
 	At time.Time
-	// VCEK is the chip's endorsement key certificate (DER or PEM).
+	// VCEK is the chip's endorsement key certificate (DER or PEM); it
+	// takes precedence over the one the evidence's certificate table
+	// carries.
 	VCEK []byte
+	// TestRoots replace AMD's roots for the product lines they certify
+	// (TestRoots): an insecure test's only. Claims verified by them say
+	// so (Claims.TestRoot).
+	TestRoots []*x509.Certificate
 }
 
-// Verify checks a raw report and returns its claims (with those read so
-// far on a rejection).
+// maxCertTable bounds the certificate table after a report: a few
+// certificates of a few KiB each (the kernel's SEV_FW_BLOB_MAX_SIZE is 16
+// KiB per page count; 64 KiB is generous).
+const maxCertTable = 64 << 10
+
+// Verify checks a raw report, optionally followed by the platform's
+// certificate table (as the kernel's configfs auxblob or extended report
+// returns it, and go-sev-guest's quote providers append it), and returns
+// its claims (with those read so far on a rejection).
 func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if opts.At.IsZero() {
 		return nil, errors.New("snp: a verification time is required")
 	}
-	switch {
-	case len(raw) < abi.ReportSize:
+	if len(raw) < abi.ReportSize {
 		return nil, attest.Reject(attest.CheckFormat, "truncated report: %d bytes, want %d", len(raw), abi.ReportSize)
-	case len(raw) > abi.ReportSize:
-		return nil, attest.Reject(attest.CheckFormat, "%d trailing bytes after the report", len(raw)-abi.ReportSize)
 	}
-	report, err := abi.ReportToProto(raw)
+	report, err := abi.ReportToProto(raw[:abi.ReportSize])
 	if err != nil {
 		return nil, attest.Reject(attest.CheckFormat, "SEV-SNP report: %v", err)
+	}
+	table, err := certTable(raw[abi.ReportSize:])
+	if err != nil {
+		return nil, err
 	}
 	claims := &attest.Claims{
 		Type:       attest.SNP,
@@ -56,37 +71,106 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 			ReportedTCB: report.GetReportedTcb(),
 		},
 	}
-	vcek := opts.VCEK
-	if block, _ := pem.Decode(vcek); block != nil {
-		vcek = block.Bytes
-	}
-	if len(vcek) == 0 {
-		return claims, attest.Reject(attest.CheckCollateral, "SEV-SNP evidence needs the chip's VCEK certificate (--collateral DIR with *vcek*, DER or PEM)")
-	}
-	cert, err := x509.ParseCertificate(vcek)
+	info, err := abi.ParseSignerInfo(report.GetSignerInfo())
 	if err != nil {
-		return claims, attest.Reject(attest.CheckFormat, "VCEK certificate: %v", err)
+		return claims, attest.Reject(attest.CheckFormat, "SEV-SNP report's signer info: %v", err)
 	}
-	// The VCEK's issuer names the product line (SEV-Milan, SEV-Genoa,
-	// SEV-Turin) whose embedded ASK and ARK must certify it.
-	line := strings.TrimPrefix(cert.Issuer.CommonName, "SEV-")
+	name, ek := "VCEK", pemOrDER(opts.VCEK)
+	if info.SigningKey == abi.VlekReportSigner {
+		name, ek = "VLEK", table.GetVlekCert()
+	} else if len(ek) == 0 {
+		ek = table.GetVcekCert()
+	}
+	if len(ek) == 0 {
+		if name == "VLEK" {
+			return claims, attest.Reject(attest.CheckCollateral, "the report is signed by a VLEK and the evidence carries no VLEK certificate in its certificate table")
+		}
+		return claims, attest.Reject(attest.CheckCollateral, "SEV-SNP evidence needs the chip's VCEK certificate: in the evidence's certificate table, or from collateral (--collateral DIR with *vcek*, DER or PEM)")
+	}
+	cert, err := x509.ParseCertificate(ek)
+	if err != nil {
+		return claims, attest.Reject(attest.CheckFormat, "%s certificate: %v", name, err)
+	}
+	// The endorsement key's issuer names the product line (SEV-Milan,
+	// SEV-Genoa, SEV-Turin; SEV-VLEK-Milan for a VLEK) whose ARK and ASK
+	// (or ASVK) must certify it: AMD's, embedded, or a test's roots.
+	line := strings.TrimPrefix(strings.TrimPrefix(cert.Issuer.CommonName, "SEV-VLEK-"), "SEV-")
 	claims.SNP.TCB = tcbParts(line, report.GetReportedTcb())
-	roots, ok := trust.DefaultRootCerts[line]
-	if !ok || roots.ProductCerts == nil {
-		return claims, attest.Reject(attest.CheckChain, "the VCEK is issued by %q: no AMD root for product line %q", cert.Issuer.CommonName, line)
-	}
-	err = verify.SnpAttestation(&spb.Attestation{Report: report, CertificateChain: &spb.CertificateChain{
-		VcekCert: vcek, AskCert: roots.ProductCerts.Ask.Raw, ArkCert: roots.ProductCerts.Ark.Raw,
-	}}, &verify.Options{DisableCertFetching: true, Getter: offline{}, Now: opts.At, TrustedRoots: map[string][]*trust.AMDRootCerts{line: {roots}}})
+	candidates, err := rootsFor(line, opts.TestRoots)
 	if err != nil {
-		return claims, classify(err)
+		return claims, err
+	}
+	if len(candidates) == 0 {
+		return claims, attest.Reject(attest.CheckChain, "the %s is issued by %q: no AMD root for product line %q", name, cert.Issuer.CommonName, line)
+	}
+	// The roots that certify the key decide; a failure beyond the chain
+	// (a signature, a validity) under the roots that do is what is wrong.
+	var pc *trust.ProductCerts
+	for _, c := range candidates {
+		e := verifyWith(report, name, ek, line, c.roots, opts.At)
+		if e == nil {
+			pc, claims.TestRoot, err = c.roots.ProductCerts, c.test, nil
+			break
+		}
+		if err == nil || attest.CheckOf(err) == attest.CheckChain {
+			err = e
+		}
+	}
+	if err != nil {
+		return claims, err
+	}
+	issuer := pc.Ask
+	if name == "VLEK" {
+		issuer = pc.Asvk
 	}
 	// SEV-SNP has no TCB status of Intel's kind: a report that verifies
 	// against a VCEK for its reported TCB counts as up to date, and the
 	// policy's minimum SVNs judge the TCB itself.
 	claims.TCBStatus = attest.TCBUpToDate
-	claims.NotBefore, claims.NotAfter, err = attest.ValidAt("VCEK chain", []*x509.Certificate{cert, roots.ProductCerts.Ask, roots.ProductCerts.Ark}, opts.At)
+	claims.NotBefore, claims.NotAfter, err = attest.ValidAt(name+" chain", []*x509.Certificate{cert, issuer, pc.Ark}, opts.At)
 	return claims, err
+}
+
+// verifyWith checks the report's signature by ek and ek's chain to roots.
+func verifyWith(report *spb.Report, name string, ek []byte, line string, roots *trust.AMDRootCerts, at time.Time) error {
+	pc := roots.ProductCerts
+	chain := &spb.CertificateChain{AskCert: pc.Ask.Raw, ArkCert: pc.Ark.Raw}
+	if name == "VLEK" {
+		if pc.Asvk == nil {
+			return attest.Reject(attest.CheckChain, "no ASVK for product line %q certifies VLEKs", line)
+		}
+		chain.VlekCert = ek
+	} else {
+		chain.VcekCert = ek
+	}
+	err := verify.SnpAttestation(&spb.Attestation{Report: report, CertificateChain: chain},
+		&verify.Options{DisableCertFetching: true, Getter: offline{}, Now: at, TrustedRoots: map[string][]*trust.AMDRootCerts{line: {roots}}})
+	if err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+// certTable reads the certificate table after a report: empty is none.
+func certTable(raw []byte) (*spb.CertificateChain, error) {
+	if len(raw) == 0 {
+		return &spb.CertificateChain{}, nil
+	}
+	if len(raw) > maxCertTable {
+		return nil, attest.Reject(attest.CheckFormat, "the certificate table after the report is %d bytes: at most %d", len(raw), maxCertTable)
+	}
+	var t abi.CertTable
+	if err := t.Unmarshal(raw); err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "the %d bytes after the report are not a certificate table: %v", len(raw), err)
+	}
+	return t.Proto(), nil
+}
+
+func pemOrDER(b []byte) []byte {
+	if block, _ := pem.Decode(b); block != nil {
+		return block.Bytes
+	}
+	return b
 }
 
 // classify names the check go-sev-guest's error failed.

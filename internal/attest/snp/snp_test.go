@@ -16,6 +16,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 )
 
 // go-sev-guest's real Milan report and its VCEK; they verify at
@@ -70,7 +71,7 @@ func TestRejections(t *testing.T) {
 		{"VCEK of an unknown product line", raw, Options{At: vectorTime, VCEK: unknownLine}, attest.CheckChain, "no AMD root for product line \"Mars\""},
 		{"VCEK expired", raw, Options{At: time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC), VCEK: testdata.VcekBytes}, attest.CheckValidity, ""},
 		{"no VCEK", raw, Options{At: vectorTime}, attest.CheckCollateral, "--collateral"},
-		{"trailing bytes", append(bytes.Clone(raw), 0), Options{At: vectorTime, VCEK: testdata.VcekBytes}, attest.CheckFormat, "1 trailing bytes"},
+		{"trailing bytes that are no certificate table", append(bytes.Clone(raw), 0), Options{At: vectorTime, VCEK: testdata.VcekBytes}, attest.CheckFormat, "the 1 bytes after the report are not a certificate table"},
 		{"truncated", raw[:100], Options{At: vectorTime, VCEK: testdata.VcekBytes}, attest.CheckFormat, "truncated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,8 +85,66 @@ func TestRejections(t *testing.T) {
 	}
 }
 
+// A report as a confidential VM's kernel returns it (report, then the
+// platform's certificate table) verifies by the table's VCEK or VLEK, but
+// only against roots the verifier trusts: test roots are taken only when
+// given, and the claims say so.
+func TestCertificateTableAndTestRoots(t *testing.T) {
+	now := time.Now()
+	for _, vlek := range []bool{false, true} {
+		s, err := producetest.NewSNPSigner(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.VLEK = vlek
+		s.HostData[0], s.Measurement[0] = 0xAB, 0xCD
+		report, err := s.Report([]byte("key binding"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := s.CertTable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := append(report, table...)
+		c, err := Verify(ev, Options{At: now, TestRoots: s.Roots()})
+		if err != nil {
+			t.Fatalf("VLEK %v: %v", vlek, err)
+		}
+		if !c.TestRoot || c.SNP.HostData[0] != 0xAB || c.SNP.Measurement[0] != 0xCD || !bytes.HasPrefix(c.ReportData, []byte("key binding")) || c.Debug {
+			t.Errorf("VLEK %v: claims %+v %+v", vlek, c, c.SNP)
+		}
+		if _, err := Verify(ev, Options{At: now}); attest.CheckOf(err) != attest.CheckChain {
+			t.Errorf("VLEK %v: without test roots: %v, want a chain rejection", vlek, err)
+		}
+		if _, err := Verify(report, Options{At: now, TestRoots: s.Roots()}); attest.CheckOf(err) != attest.CheckCollateral {
+			t.Errorf("VLEK %v: no table, no VCEK: %v", vlek, err)
+		}
+		tampered := bytes.Clone(ev)
+		tampered[0xC0] ^= 1 // host data
+		if _, err := Verify(tampered, Options{At: now, TestRoots: s.Roots()}); attest.CheckOf(err) != attest.CheckSignature {
+			t.Errorf("VLEK %v: tampered host data: %v", vlek, err)
+		}
+	}
+	// The real report keeps verifying by AMD's roots when test roots are given too.
+	s, err := producetest.NewSNPSigner(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Verify(testdata.AttestationBytes, Options{At: vectorTime, VCEK: testdata.VcekBytes, TestRoots: s.Roots()})
+	if err != nil || c.TestRoot {
+		t.Errorf("real report beside test roots: %+v, %v", c, err)
+	}
+}
+
 func FuzzVerify(f *testing.F) {
 	f.Add(testdata.AttestationBytes)
+	// A report with the platform's certificate table after it.
+	if s, err := producetest.NewSNPSigner(vectorTime); err == nil {
+		report, _ := s.Report([]byte("seed"))
+		table, _ := s.CertTable()
+		f.Add(append(report, table...))
+	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		attesttest.CountExec()
 		_, err := Verify(raw, Options{At: vectorTime, VCEK: testdata.VcekBytes})

@@ -44,13 +44,9 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if root == nil {
 		root = intelpcs.Root()
 	}
-	q, err := quoteToProto(raw)
+	quote, err := parseV4(raw)
 	if err != nil {
-		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
-	}
-	quote, ok := q.(*pb.QuoteV4)
-	if !ok {
-		return nil, attest.Reject(attest.CheckFormat, "TDX quote is %T, want a v4 quote", q)
+		return nil, err
 	}
 	if n := len(quote.GetExtraBytes()); n > 0 {
 		return nil, attest.Reject(attest.CheckFormat, "%d trailing bytes after the quote", n)
@@ -135,4 +131,27 @@ func quoteToProto(raw []byte) (q any, err error) {
 		}
 	}()
 	return abi.QuoteToProto(raw)
+}
+
+// ReportData is the report data a v4 quote carries, read without
+// verifying anything: what a producer checks of the quote its platform
+// returned before handing it on.
+func ReportData(raw []byte) ([]byte, error) {
+	quote, err := parseV4(raw)
+	if err != nil {
+		return nil, err
+	}
+	return quote.GetTdQuoteBody().GetReportData(), nil
+}
+
+func parseV4(raw []byte) (*pb.QuoteV4, error) {
+	q, err := quoteToProto(raw)
+	if err != nil {
+		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
+	}
+	quote, ok := q.(*pb.QuoteV4)
+	if !ok {
+		return nil, attest.Reject(attest.CheckFormat, "TDX quote is %T, want a v4 quote", q)
+	}
+	return quote, nil
 }

@@ -6,7 +6,9 @@ package verify
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +33,11 @@ type Options struct {
 	CollateralDir string
 	// SimKeys, when set, are the only keys sim evidence may be signed by.
 	SimKeys []*ecdsa.PublicKey
+	// TestRoots are roots taken beside the vendors' (SEV-SNP's ARK and ASK
+	// by their names, a Nitro root by itself): insecure, for tests and
+	// fake confidential VMs only (LoadTestRoots). Claims verified by one
+	// are marked TestRoot.
+	TestRoots []*x509.Certificate
 }
 
 // Evidence verifies ev and returns its claims.
@@ -52,7 +59,7 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	case attest.Sim:
 		return sim.Verify(raw, opts.At, opts.SimKeys...)
 	case attest.Nitro:
-		return nitro.Verify(raw, nitro.Options{At: opts.At})
+		return nitro.Verify(raw, nitro.Options{At: opts.At, TestRoots: opts.TestRoots})
 	case attest.SNP:
 		var vcek []byte
 		if opts.CollateralDir != "" {
@@ -61,7 +68,7 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 				return nil, err
 			}
 		}
-		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek})
+		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, TestRoots: opts.TestRoots})
 	case attest.TDX:
 		col, err := IntelCollateral(opts.CollateralDir)
 		if err != nil {
@@ -71,6 +78,33 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	}
 	_, err := attest.ParseType(string(ev.Type))
 	return nil, err
+}
+
+// LoadTestRoots reads a PEM file of test roots (Options.TestRoots).
+func LoadTestRoots(file string) ([]*x509.Certificate, error) {
+	rest, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return out, nil
 }
 
 // Decode returns raw, or what it decodes to when it is base64 text (with

@@ -4,13 +4,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"fmt"
 	"time"
 
-	"github.com/hf/nsm"
-	"github.com/hf/nsm/request"
-
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
@@ -72,24 +69,17 @@ func (a *simAttester) Attest(nonce, manifest []byte) (Evidence, error) {
 }
 
 // nsmAttester asks the Nitro Secure Module for an attestation document
-// with the nonce. Untested on hardware: this machine has no /dev/nsm.
-type nsmAttester struct{}
+// with the nonce and the manifest's digest (produce.Nitro, which refuses a
+// document binding anything else). Untested on hardware: this machine has
+// no /dev/nsm.
+type nsmAttester struct{ p produce.Nitro }
 
 // NewNSMAttester is the attester of a Nitro Enclave.
-func NewNSMAttester(*manifest.Manifest) (Attester, error) { return nsmAttester{}, nil }
+func NewNSMAttester(*manifest.Manifest) (Attester, error) {
+	return nsmAttester{p: produce.Nitro{Path: produce.DefaultNSM}}, nil
+}
 
-func (nsmAttester) Attest(nonce, manifest []byte) (Evidence, error) {
-	s, err := nsm.OpenDefaultSession()
-	if err != nil {
-		return Evidence{}, fmt.Errorf("opening the Nitro Secure Module: %w", err)
-	}
-	defer func() { _ = s.Close() }()
-	res, err := s.Send(&request.Attestation{Nonce: nonce, UserData: manifest})
-	if err != nil {
-		return Evidence{}, fmt.Errorf("asking the Nitro Secure Module for a document: %w", err)
-	}
-	if res.Error != "" || res.Attestation == nil {
-		return Evidence{}, fmt.Errorf("the Nitro Secure Module refused: %s", res.Error)
-	}
-	return Evidence{Type: attest.Nitro, Raw: res.Attestation.Document}, nil
+func (a nsmAttester) Attest(nonce, manifest []byte) (Evidence, error) {
+	ev, err := a.p.Attest(manifest, nonce)
+	return Evidence{Type: ev.Type, Raw: ev.Raw}, err
 }
