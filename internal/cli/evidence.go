@@ -29,12 +29,13 @@ var _ startup.ExitCoder = (*ExitError)(nil)
 
 func newEvidence(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "evidence", Short: "Work with attestation evidence"}
-	cmd.AddCommand(newEvidenceVerify(s))
+	cmd.AddCommand(newEvidenceVerify(s), newEvidenceCollect(s))
 	return cmd
 }
 
 type evidenceVerify struct {
 	typ, file, collateral, at, policy, output, nonce string
+	testRoots                                        string
 	allowDebug, allowSimulation                      bool
 	acceptTCB                                        []string
 }
@@ -62,6 +63,7 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f.BoolVar(&o.allowSimulation, "allow-simulation", false, "accept simulated (insecure) evidence")
 	f.StringSliceVar(&o.acceptTCB, "accept-tcb", nil, "accepted TCB statuses (default UpToDate), e.g. UpToDate,SWHardeningNeeded")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&o.testRoots, flagTestRoots, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK, a Nitro root) trusted beside the vendors'")
 	return cmd
 }
 
@@ -81,6 +83,9 @@ func (o *evidenceVerify) run(s Streams) error {
 		return fmt.Errorf("--evidence: %w", err)
 	}
 	opts := verify.Options{CollateralDir: o.collateral}
+	if opts.TestRoots, err = loadTestRoots(s, o.testRoots); err != nil {
+		return err
+	}
 	if o.at != "" {
 		if opts.At, err = verify.ParseTime(o.at); err != nil {
 			return fmt.Errorf("invalid --at %q: %w", o.at, err)
@@ -165,6 +170,9 @@ func writeClaims(b *strings.Builder, c *attest.Claims) {
 	line("type", c.Type)
 	if c.Insecure {
 		line("insecure", "true (simulated: no TEE vouches for this evidence)")
+	}
+	if c.TestRoot {
+		line("testRoot", "true (INSECURE: it chains to a test root, not a vendor's)")
 	}
 	line("debug", c.Debug)
 	line("tcbStatus", c.TCBStatus)
