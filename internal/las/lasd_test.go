@@ -234,3 +234,47 @@ func TestRunProbesAndServes(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// A LAS that cannot produce evidence is not ready, whatever its device
+// says, and its status names the missing part; in simulation it is ready
+// and says its evidence is simulated.
+func TestReadyOnlyWithEvidence(t *testing.T) {
+	get := func(url string) (int, []byte) {
+		resp, err := http.Get(url) //nolint:gosec // the test server's URL
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	for _, simulation := range []bool{false, true} {
+		ts, p, _ := server(t, simulation)
+		device := filepath.Join(p.DevRoot, "sgx_enclave")
+		if err := os.WriteFile(device, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(device, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Check(); err != nil {
+			t.Fatal(err)
+		}
+		code, body := get(ts.URL + "/readyz")
+		_, raw := get(ts.URL + "/v1/status")
+		var st wire.Status
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if simulation {
+			if code != 200 || !st.Ready || st.Evidence != wire.EvidenceSimulated {
+				t.Errorf("simulation: /readyz %d %s, status %+v", code, body, st)
+			}
+			continue
+		}
+		if code != 503 || !strings.Contains(string(body), "evidence: this LAS cannot produce evidence") ||
+			st.Ready || st.Check != wire.CheckEvidence || st.Evidence != wire.EvidenceNone || !strings.Contains(st.Reason, "simulation is off") {
+			t.Errorf("without a quoter: /readyz %d %s, status %+v", code, body, st)
+		}
+	}
+}

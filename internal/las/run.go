@@ -66,6 +66,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		s.Quoter = &sim.Quoter{Key: k}
 		log.Warn("simulation mode: evidence is signed by this node's key and marked insecure; CAS accepts it only where the policy allows simulation")
+	} else {
+		log.Warn("not ready: " + wire.NoEvidence)
 	}
 	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
 	if err != nil {

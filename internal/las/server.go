@@ -43,21 +43,46 @@ type PodFinder interface {
 	HostData(ctx context.Context, ip string) (digest []byte, pod string, err error)
 }
 
-// Handler serves POST /v1/evidence, GET /v1/simulation-key, /healthz and
-// /readyz.
+// Handler serves POST /v1/evidence, GET /v1/simulation-key, GET
+// /v1/status, /healthz and /readyz.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/evidence", s.evidence)
 	mux.HandleFunc("GET /v1/simulation-key", s.simulationKey)
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.Status())
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	// Ready only when LAS can hand out evidence: a LAS that would answer
+	// every workload 501 is not a LAS the LAS resource may call HEALTHY.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.Probe.Err(); err != nil {
-			http.Error(w, "SGX device check failed: "+err.Error(), http.StatusServiceUnavailable)
+		if st := s.Status(); !st.Ready {
+			http.Error(w, st.Check+": "+st.Reason, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// Status says whether LAS can serve evidence now: it has a quoter, and
+// unprivileged enclaves can open the SGX device.
+func (s *Server) Status() wire.Status {
+	st := wire.Status{Evidence: wire.EvidenceNone}
+	if s.Quoter == nil {
+		st.Check, st.Reason = wire.CheckEvidence, wire.NoEvidence
+		return st
+	}
+	if _, ok := s.Quoter.(*sim.Quoter); ok {
+		st.Evidence = wire.EvidenceSimulated
+	}
+	if err := s.Probe.Err(); err != nil {
+		st.Check, st.Reason = wire.CheckSGXDevice, "SGX device check failed: "+err.Error()
+		return st
+	}
+	st.Ready = true
+	return st
 }
 
 func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +96,7 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.Quoter == nil {
-		writeError(w, http.StatusNotImplemented, errors.New("this LAS has no quoting service and simulation is off (--simulation)"))
+		writeError(w, http.StatusNotImplemented, errors.New(wire.NoEvidence+" (--simulation)"))
 		return
 	}
 	ev, err := s.quote(r, req.ReportData)

@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
@@ -26,13 +28,15 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // The dev cluster's real node, end to end, as root (skipped otherwise):
 // Cloister's images run there, the operator's SGX plugin registers with
-// the real kubelet and pods get the (fake) device, LAS goes UNHEALTHY
-// while the device is closed to unprivileged users and HEALTHY when it is
-// open again, kubectl logs and exec work, and the CAS journey of a
+// the real kubelet and pods get the (fake) device, LAS is not HEALTHY
+// without evidence (no simulation, no quoting stack) and says why, goes
+// UNHEALTHY while the device is closed to unprivileged users and HEALTHY
+// when it is open again, kubectl logs and exec work, and the CAS journey of a
 // resource (cas_flows_test.go): a CAS that waits for init, policies
 // registered as resources, a workload that attests through its node's LAS
 // at the node's address. Its cleanup checks that `dev down` leaves
@@ -178,9 +182,18 @@ func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
 	if err := e.crs.Create(context.Background(), las); err != nil {
 		t.Fatal(err)
 	}
+	// Without simulation this LAS cannot produce evidence (no SGX quoting
+	// here): not HEALTHY, and it says why, naming the node.
+	c := waitCondition(t, e.crs, las, health.IsHealthy, health.ReasonLASNoEvidence)
+	if las.Status.State == common.StateHealthy || !strings.Contains(c.Message, cluster.RealNodeName) || !strings.Contains(c.Message, "simulation is off") {
+		t.Errorf("LAS without evidence: %s %s", las.Status.State, c.Message)
+	}
+	if err := e.crs.Patch(context.Background(), las, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"simulation":true}}`))); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, e.crs, las, common.StateHealthy)
-	if las.Status.NumberAvailable != 1 || las.Status.LASReplicaAlert != 0 {
-		t.Fatalf("healthy LAS status %+v", las.Status)
+	if c := healthyCondition(las.GetServiceStatus(), health.IsHealthy); las.Status.NumberAvailable != 1 || las.Status.LASReplicaAlert != 0 || !strings.Contains(c.Message, "insecure") {
+		t.Fatalf("healthy LAS status %+v, %s", las.Status, c.Message)
 	}
 	device := filepath.Join(e.node.DevicesDir(), "sgx_enclave")
 	if err := os.Chmod(device, 0); err != nil {

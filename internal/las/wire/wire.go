@@ -45,3 +45,28 @@ type EvidenceResponse struct {
 	Type     attest.Type `json:"type"`
 	Evidence []byte      `json:"evidence"` // base64 in JSON
 }
+
+// Status is GET /v1/status: whether LAS can serve evidence now and, when
+// it cannot, which check fails and why. Its readiness probe (/readyz)
+// follows it; the operator reads it to say why a node's LAS is not ready.
+type Status struct {
+	// Evidence is what LAS serves: EvidenceSimulated or EvidenceNone.
+	Evidence string `json:"evidence"`
+	Ready    bool   `json:"ready"`
+	// Check is the failing check (CheckEvidence, CheckSGXDevice).
+	Check  string `json:"check,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// What a LAS serves, and its checks.
+const (
+	EvidenceSimulated = "simulated"
+	EvidenceNone      = "none"
+
+	CheckEvidence  = "evidence"
+	CheckSGXDevice = "sgx-device"
+)
+
+// NoEvidence is why a LAS without simulation serves nothing: quoting SGX
+// enclaves through the node's DCAP stack is not built yet.
+const NoEvidence = "this LAS cannot produce evidence: simulation is off (spec.simulation) and quoting SGX enclaves through the node's DCAP stack (AESM) is not supported yet"

@@ -52,6 +52,9 @@ const (
 	ReasonCEXDeviceAlert    Reason = "CEXDeviceAlert"
 	ReasonCEXReplicaAlert   Reason = "CEXReplicaAlert"
 	ReasonLASReplicaAlert   Reason = "LASReplicaAlert"
+	// ReasonLASNoEvidence: a node's LAS cannot produce evidence (no
+	// simulation, no quoting stack).
+	ReasonLASNoEvidence Reason = "LASNoEvidence"
 	// ConfidentialRuntime, judged from its node installers.
 	ReasonRuntimeNotDeployed   Reason = "RuntimeNotDeployed"
 	ReasonRuntimeInstalling    Reason = "RuntimeInstalling"

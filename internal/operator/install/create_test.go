@@ -3,12 +3,14 @@ package install
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -51,7 +53,7 @@ func TestDefaultsWaitForTheWebhook(t *testing.T) {
 	var said []string
 	in := &Installer{Client: c, Poll: 10 * time.Millisecond, Timeout: 10 * time.Second,
 		Progress: func(format string, args ...any) { said = append(said, format) }}
-	if err := in.createDefaults(context.Background()); err != nil {
+	if err := in.createDefaults(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := real.Get(context.Background(), client.ObjectKey{Name: DefaultSGXPlugin}, &basev1beta1.SGXPlugin{}); err != nil {
@@ -69,7 +71,37 @@ func TestDefaultsWaitForTheWebhook(t *testing.T) {
 	})
 	failures = 0
 	in.Client = refused
-	if err := in.createDefaults(context.Background()); err == nil || failures != 1 {
+	if err := in.createDefaults(context.Background(), false); err == nil || failures != 1 {
 		t.Errorf("a refusal: %v after %d tries, want an error at once", err, failures)
+	}
+}
+
+// The default LAS runs in simulation on a dev cluster (no SGX quoting
+// there: without simulation it could never be HEALTHY), and never
+// elsewhere.
+func TestDefaultLASSimulatesOnlyOnDevClusters(t *testing.T) {
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(envConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, dev := range []bool{false, true} {
+		_ = c.Delete(ctx, &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: DefaultLAS}})
+		var said []string
+		in := &Installer{Client: c, Want: Want{NoSGXPlugin: true}, Progress: func(format string, args ...any) { said = append(said, fmt.Sprintf(format, args...)) }}
+		if err := in.createDefaults(ctx, dev); err != nil {
+			t.Fatal(err)
+		}
+		var las basev1beta1.LAS
+		if err := c.Get(ctx, client.ObjectKey{Name: DefaultLAS}, &las); err != nil {
+			t.Fatal(err)
+		}
+		if las.Spec.Simulation != dev || strings.Contains(strings.Join(said, "\n"), "insecure") != dev {
+			t.Errorf("dev cluster %v: simulation %v, said %q", dev, las.Spec.Simulation, said)
+		}
 	}
 }

@@ -166,7 +166,7 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 	if err := in.repairCABundle(ctx); err != nil {
 		return nil, err
 	}
-	if err := in.createDefaults(ctx); err != nil {
+	if err := in.createDefaults(ctx, dev != nil); err != nil {
 		return nil, err
 	}
 	// A missing pull secret without credentials cannot be repaired here:
@@ -312,7 +312,10 @@ func (in *Installer) repairCABundle(ctx context.Context) error {
 	return patchCABundles(ctx, in.Client, ca)
 }
 
-func (in *Installer) createDefaults(ctx context.Context) error {
+// createDefaults creates the default SGXPlugin and LAS; on a dev cluster
+// (devCluster), whose nodes cannot quote SGX enclaves, the LAS runs in
+// simulation, which it and its status say is insecure.
+func (in *Installer) createDefaults(ctx context.Context, devCluster bool) error {
 	if in.Want.OnlyOperator {
 		return nil
 	}
@@ -320,11 +323,16 @@ func (in *Installer) createDefaults(ctx context.Context) error {
 	if !in.Want.NoSGXPlugin {
 		objs = append(objs, DefaultSGXPluginCR())
 	}
-	objs = append(objs, DefaultLASCR())
+	las := DefaultLASCR()
+	las.Spec.Simulation = devCluster
+	objs = append(objs, las)
 	for _, o := range objs {
 		err := in.create(ctx, o)
 		if err == nil {
 			in.progress("created %s %s", reflect.TypeOf(o).Elem().Name(), o.GetName())
+			if o == las && devCluster {
+				in.progress("LAS %s runs in simulation (a dev cluster cannot quote SGX enclaves): its evidence is insecure, for development only", las.Name)
+			}
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s: %w", o.GetName(), err)

@@ -6,6 +6,7 @@ package las
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
@@ -82,8 +84,44 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 			healthy.Message += "; " + missing
 		}
 	}
+	if healthy.Status == health.True && l.Spec.Simulation {
+		healthy.Message += " (simulated evidence: insecure, development only)"
+	}
+	if healthy.Status == health.False && k.Keys != nil {
+		if why := k.noEvidence(ctx, pods.Items, int(l.Spec.HostPort), st.Nodes); why != "" {
+			healthy = health.Obs(health.False, health.ReasonLASNoEvidence, fmt.Sprintf("lasReplicaAlert=%d: %s", st.LASReplicaAlert, why))
+		}
+	}
 	l.Status = st
 	return healthy
+}
+
+// maxStatusReads bounds the LAS pods asked why they are not ready in one
+// reconcile: each read may wait for its timeout.
+const maxStatusReads = 5
+
+// noEvidence asks the not-ready LAS pods why, and names the nodes whose
+// LAS cannot produce evidence at all, with the reason; "" if none.
+func (k *Kind) noEvidence(ctx context.Context, pods []corev1.Pod, port int, nodes map[string]basev1beta1.LASNode) string {
+	var names []string
+	reason, reads := "", 0
+	for i := range pods {
+		p := &pods[i]
+		if n, ok := nodes[p.Spec.NodeName]; !ok || n.Pod != p.Name || n.Ready || reads == maxStatusReads {
+			continue
+		}
+		reads++
+		st, err := k.Keys.Status(ctx, p, port)
+		if err != nil || st.Check != laswire.CheckEvidence {
+			continue
+		}
+		names, reason = append(names, p.Spec.NodeName), truncate(st.Reason, maxReason)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("LAS cannot produce evidence on %s: %s; for development, set spec.simulation: true (insecure)", strings.Join(names, ", "), reason)
 }
 
 // simulationKeys puts each ready pod's simulation key into nodes, and
@@ -134,4 +172,15 @@ func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 		out = append(out, metrics.Sample{Field: "numberAvailable", Node: node, Value: v})
 	}
 	return out
+}
+
+// maxReason bounds the text a LAS pod (on a node whose root is not
+// trusted) puts into the LAS resource's status.
+const maxReason = 300
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // Bounds of one read of a LAS pod's simulation key: a PEM public key is
@@ -89,23 +91,7 @@ func (n *NodeKeys) Pending() bool {
 }
 
 func (n *NodeKeys) read(ctx context.Context, p *corev1.Pod, port int) (string, error) {
-	if p.Status.PodIP == "" {
-		return "", errors.New("the pod has no IP yet")
-	}
-	node := &corev1.Node{}
-	if err := n.Reader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
-		return "", fmt.Errorf("reading node %s: %w", p.Spec.NodeName, err)
-	}
-	if node.Labels[tee.LabelSimulatedNode] == "true" {
-		return "", fmt.Errorf("node %s: %w", node.Name, ErrSimulatedNode)
-	}
-	get := n.Get
-	if get == nil {
-		get = httpGet
-	}
-	ctx, cancel := context.WithTimeout(ctx, keyTimeout)
-	defer cancel()
-	raw, err := get(ctx, "http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port))+"/v1/simulation-key")
+	raw, err := n.fromPod(ctx, p, port, "/v1/simulation-key")
 	if err != nil {
 		return "", fmt.Errorf("reading LAS pod %s's simulation key: %w", p.Name, err)
 	}
@@ -118,6 +104,42 @@ func (n *NodeKeys) read(ctx context.Context, p *corev1.Pod, port int) (string, e
 		return "", err
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), nil
+}
+
+// Status reads a LAS pod's GET /v1/status: whether it can serve evidence
+// and which check fails.
+func (n *NodeKeys) Status(ctx context.Context, p *corev1.Pod, port int) (wire.Status, error) {
+	var st wire.Status
+	raw, err := n.fromPod(ctx, p, port, "/v1/status")
+	if err != nil {
+		return st, fmt.Errorf("reading LAS pod %s's status: %w", p.Name, err)
+	}
+	if err := strictjson.Unmarshal(raw, &st); err != nil {
+		return st, fmt.Errorf("LAS pod %s's status: %w", p.Name, err)
+	}
+	return st, nil
+}
+
+// fromPod GETs path from the LAS pod p, unless its node is a simulated
+// one, whose pod address is no one's.
+func (n *NodeKeys) fromPod(ctx context.Context, p *corev1.Pod, port int, path string) ([]byte, error) {
+	if p.Status.PodIP == "" {
+		return nil, errors.New("the pod has no IP yet")
+	}
+	node := &corev1.Node{}
+	if err := n.Reader.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
+		return nil, fmt.Errorf("reading node %s: %w", p.Spec.NodeName, err)
+	}
+	if node.Labels[tee.LabelSimulatedNode] == "true" {
+		return nil, fmt.Errorf("node %s: %w", node.Name, ErrSimulatedNode)
+	}
+	get := n.Get
+	if get == nil {
+		get = httpGet
+	}
+	ctx, cancel := context.WithTimeout(ctx, keyTimeout)
+	defer cancel()
+	return get(ctx, "http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port))+path)
 }
 
 // Forget drops the pods not in live, so the cache follows the pods.

@@ -2,6 +2,7 @@ package las
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/tee"
@@ -27,14 +29,7 @@ import (
 // read is read again.
 func TestNodeKeys(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.New(testenv.Start(t, testenv.Options{}), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := keyfile.LoadOrCreate("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, key := clientAndKey(t)
 	srv := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: t.TempDir()}, Quoter: &sim.Quoter{Key: key}}).Handler())
 	t.Cleanup(srv.Close)
 	var asked []string
@@ -86,4 +81,65 @@ func TestNodeKeys(t *testing.T) {
 	if _, err := n.Key(ctx, pod("a", "real"), 18766); err != nil || len(asked) != 3 {
 		t.Errorf("after its pod went: %v, asked %d times", err, len(asked))
 	}
+}
+
+// A LAS pod that is not ready because it cannot produce evidence is named
+// with its reason (read from the pod); one that is not ready for its SGX
+// device is not.
+func TestNoEvidenceNamesTheNodes(t *testing.T) {
+	ctx := context.Background()
+	c, key := clientAndKey(t)
+	noQuoter := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: t.TempDir()}}).Handler())
+	t.Cleanup(noQuoter.Close)
+	noDevice := &las.Probe{DevRoot: t.TempDir()}
+	_ = noDevice.Check() // no device: not ready for that
+	simulated := httptest.NewServer((&las.Server{Probe: noDevice, Quoter: &sim.Quoter{Key: key}}).Handler())
+	t.Cleanup(simulated.Close)
+	servers := map[string]string{"10.1.2.3": noQuoter.URL, "10.1.2.4": simulated.URL}
+	k := &Kind{Keys: &NodeKeys{Reader: c, Get: func(ctx context.Context, url string) ([]byte, error) {
+		for ip, to := range servers {
+			if rest, ok := strings.CutPrefix(url, "http://"+ip+":18766"); ok {
+				return httpGet(ctx, to+rest)
+			}
+		}
+		t.Errorf("dialled %s", url)
+		return nil, io.ErrUnexpectedEOF
+	}}}
+	var pods []corev1.Pod
+	nodes := map[string]basev1beta1.LASNode{}
+	for i, ip := range []string{"10.1.2.3", "10.1.2.4"} {
+		name := []string{"no-quoter", "no-device"}[i]
+		if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "las-" + name}, Spec: corev1.PodSpec{NodeName: name}, Status: corev1.PodStatus{PodIP: ip}})
+		nodes[name] = basev1beta1.LASNode{Pod: "las-" + name}
+	}
+	why := k.noEvidence(ctx, pods, 18766, nodes)
+	if !strings.Contains(why, "LAS cannot produce evidence on no-quoter: this LAS cannot produce evidence: simulation is off") ||
+		strings.Contains(why, "no-device") || !strings.Contains(why, "spec.simulation: true") {
+		t.Errorf("why: %q", why)
+	}
+	// Ready pods are not asked.
+	for n, v := range nodes {
+		v.Ready = true
+		nodes[n] = v
+	}
+	if why := k.noEvidence(ctx, pods, 18766, nodes); why != "" {
+		t.Errorf("all ready: %q", why)
+	}
+}
+
+// clientAndKey is a client of a real API server and a simulation key.
+func clientAndKey(t *testing.T) (client.Client, *ecdsa.PrivateKey) {
+	t.Helper()
+	c, err := client.New(testenv.Start(t, testenv.Options{}), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keyfile.LoadOrCreate("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
 }
