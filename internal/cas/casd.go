@@ -31,6 +31,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
@@ -66,6 +68,14 @@ type Config struct {
 	// SimulationKeyFile in the state folder, made when missing, with its
 	// public key in SimulationPubKeyFile for clients to pin.
 	SimulationKeyFile string
+	// TEE: CAS runs in a confidential VM and vouches for its TLS key with
+	// the VM's own evidence (SEV-SNP or TDX through configfs-tsm or the
+	// guest devices at Guest's paths). Refused with Simulation.
+	TEE   bool
+	Guest produce.Paths
+	// TestRoots is a PEM file of test roots workload evidence may chain to
+	// (insecure: tests and fake confidential VMs only).
+	TestRoots string
 	// Ready, when set, gets the address CAS listens on.
 	Ready func(addr string)
 }
@@ -111,7 +121,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	} else if cfg.Simulation {
 		log.Warn("no simulation keys pinned: simulated workload evidence is refused; pin the LAS keys (or a developer's) with --sim-keys")
 	}
-	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir, AllowSimulation: cfg.Simulation, Log: log})
+	if cfg.TEE && cfg.Simulation {
+		return errors.New("--tee and --simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence")
+	}
+	testRoots, err := loadTestRoots(cfg.TestRoots, log)
+	if err != nil {
+		return err
+	}
+	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir,
+		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log})
 	if err != nil {
 		return err
 	}
@@ -126,6 +144,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	server := &api.Server{CAS: cas, Identity: id}
+	if cfg.TEE {
+		ev, err := guestEvidence(ctx, cfg.Guest, &cert.PrivateKey.(*ecdsa.PrivateKey).PublicKey)
+		if err != nil {
+			return fmt.Errorf("--tee: %w", err)
+		}
+		server.Evidence = func() (*attest.Evidence, error) { return ev, nil }
+		log.Info("CAS vouches for its TLS key with this confidential VM's evidence", "type", string(ev.Type), "bytes", len(ev.Raw))
+	}
 	if cfg.Simulation {
 		keyFile := cfg.SimulationKeyFile
 		if keyFile == "" {

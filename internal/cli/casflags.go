@@ -31,6 +31,7 @@ type casFlags struct {
 	insecureSimulated          bool
 	simKey                     string
 	initTokenFile              string
+	testRoots                  string
 }
 
 // addInitToken adds the flag of the commands that may initialise CAS.
@@ -83,6 +84,7 @@ func (f *casFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.identity, "cas-identity", "", "trust CAS by its evidence: a file (YAML or JSON) with the attestation policy CAS's evidence must meet (identities, acceptTCB)")
 	fl.BoolVar(&f.insecureSimulated, "insecure-simulated-cas", false, "trust a CAS that vouches for itself with simulated evidence (no TEE), signed by its pinned simulation key: insecure, development only")
 	fl.StringVar(&f.simKey, "cas-sim-key", "", "with --insecure-simulated-cas and --cas: the PEM public key CAS signs its simulated evidence with (simulation.pub.pem in a standalone CAS's state folder; "+conn.CASKeyItem+" in a CAS resource's ConfigMap cas-NAME-simulation); --cluster takes it from the resource's status")
+	fl.StringVar(&f.testRoots, flagTestRoots, "", "INSECURE, tests only: with --cas-identity, a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to: a fake confidential VM's")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	fl.StringVar(&f.kubeContext, "context", "", "kubeconfig context for --cluster")
 }
@@ -148,6 +150,9 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 		}
 	}
 	expect.Policy.AllowSimulation = f.insecureSimulated
+	if expect.Verify.TestRoots, err = loadTestRoots(s, f.testRoots); err != nil {
+		return nil, done, err
+	}
 	if f.insecureSimulated && simKey != "" {
 		k, err := keyfile.ParsePublic([]byte(simKey))
 		if err != nil {
@@ -164,6 +169,9 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 	}
 	if att.Claims.Insecure {
 		_, _ = fmt.Fprintln(s.Err, "warning: CAS is trusted by simulated evidence, which no TEE vouches for: insecure, for development only")
+	}
+	if att.Claims.TestRoot {
+		_, _ = fmt.Fprintf(s.Err, "warning: CAS is trusted by %s evidence that chains to a test root, which no vendor vouches for: INSECURE, for tests only\n", att.Claims.Type)
 	}
 	return c, done, nil
 }

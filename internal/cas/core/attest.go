@@ -66,7 +66,7 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %w", ErrInvalid, err)
 	}
-	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir}
+	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir, TestRoots: c.cfg.TestRoots}
 	if req.Evidence.Type == attest.Sim && c.cfg.AllowSimulation {
 		if c.cfg.SimKeys != nil {
 			if opts.SimKeys, err = c.cfg.SimKeys.Keys(); err != nil {
@@ -98,6 +98,9 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 			return nil, "error", err
 		}
 		return nil, string(check), fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	if claims.TestRoot {
+		c.cfg.Log.Warn("INSECURE: workload evidence that chains to a test root, not a vendor's, was taken (--insecure-test-roots)", "policy", req.Policy, "service", req.Service, "type", string(claims.Type))
 	}
 	claimsJSON, err := json.Marshal(claims)
 	if err != nil {

@@ -8,6 +8,7 @@ package core
 import (
 	"crypto/ecdsa"
 	"crypto/hpke"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -118,6 +119,10 @@ type Config struct {
 	// it CAS refuses simulated evidence whatever a policy says: a CAS that
 	// runs in a TEE never vouches for workloads no TEE vouches for.
 	AllowSimulation bool
+	// TestRoots are roots workload evidence may chain to beside the
+	// vendors' (verify.Options.TestRoots): insecure, for tests and fake
+	// confidential VMs only; every attestation they vouch for is logged.
+	TestRoots []*x509.Certificate
 	// MaxPolicies and MaxPerNamespace bound the names CAS holds, in all
 	// and in one namespace (NAMESPACE/NAME); 0 means the default.
 	MaxPolicies, MaxPerNamespace int

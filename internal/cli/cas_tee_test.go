@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/hex"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest/produce"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
+	"github.com/cloister-cc/cloister/internal/cas"
+)
+
+// A CAS in a (fake) confidential VM proves itself with the VM's own SEV-SNP
+// evidence binding its TLS key: `cloister cas init` trusts it by that
+// evidence, with no simulation anywhere, once told to trust the fake's test
+// roots; without them, or expecting another measurement, it refuses.
+func TestCASInAConfidentialVMProvesItself(t *testing.T) {
+	dir := t.TempDir()
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Measurement[0], s.Measurement[47] = 0xCA, 0x5E
+	tsm := filepath.Join(dir, "tsm")
+	serveTSM(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	roots := writeFile(t, dir, "roots.pem", string(s.RootsPEM()))
+	state := filepath.Join(dir, "state")
+	none := filepath.Join(dir, "none")
+	url, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true,
+		Guest: produceGuest(tsm, none)})
+	identity := writeFile(t, dir, "cas-identity.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(s.Measurement[:])+"}]\n")
+	other := s.Measurement
+	other[1] = 1
+	otherIdentity := writeFile(t, dir, "other.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(other[:])+"}]\n")
+	_, pub := keygen(t, dir, "owner.pem")
+	owner := writeFile(t, dir, "owner.pub.pem", pub)
+	base := []string{"cas", "init", "--cas", url, "--recovery-owner", owner, "--init-token-file", filepath.Join(state, cas.InitTokenFile), "--out", filepath.Join(dir, "shares.json")}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cas-identity", identity}, "chain"},
+		{[]string{"--cas-identity", otherIdentity, "--insecure-test-roots", roots}, "identity"},
+		{[]string{"--cas-identity", identity, "--insecure-simulated-cas", "--insecure-test-roots", roots}, "--cas-sim-key"},
+	} {
+		if _, _, err := run(t, append(base, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	out, stderr, err := run(t, append(base, "--cas-identity", identity, "--insecure-test-roots", roots)...)
+	if err != nil {
+		t.Fatalf("cas init trusting the VM's evidence: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "INSECURE") || !strings.Contains(stderr, "snp evidence that chains to a test root") || strings.Contains(stderr, "simulated") {
+		t.Errorf("stderr: %s", stderr)
+	}
+	t.Log(out)
+}
+
+// produceGuest points every guest path but configfs-tsm at missing files.
+func produceGuest(tsm, none string) produce.Paths {
+	return produce.Paths{TSM: tsm, SEVGuest: none, TDXGuest: none, NSM: none}
+}
