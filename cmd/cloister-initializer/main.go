@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 
 	laswire "github.com/cloister-cc/cloister/internal/las/wire"
@@ -21,6 +22,7 @@ func run(ctx context.Context) error {
 	cfg := initializer.Config{
 		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), SimKey: os.Getenv(initenv.EnvCASSimKey), Policy: os.Getenv(initenv.EnvPolicy),
 		Service: os.Getenv(initenv.EnvService), PolicyOwners: os.Getenv(initenv.EnvPolicyOwners), LAS: os.Getenv(laswire.EnvAddr),
+		Evidence: os.Getenv(initenv.EnvEvidence), Guest: produce.Paths{TSM: os.Getenv(initenv.EnvTSM)}, TestRoots: os.Getenv(initenv.EnvInsecureTestRoots),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)
 	fs.StringVar(&cfg.Out, "out", initenv.DefaultOut, "folder for the certificate, key, CAs, env and files")

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/cas"
 )
@@ -24,12 +23,11 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 	}
 	s.Measurement[0], s.Measurement[47] = 0xCA, 0x5E
 	tsm := filepath.Join(dir, "tsm")
-	serveTSM(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
 	roots := writeFile(t, dir, "roots.pem", string(s.RootsPEM()))
 	state := filepath.Join(dir, "state")
-	none := filepath.Join(dir, "none")
 	url, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true,
-		Guest: produceGuest(tsm, none)})
+		Guest: producetest.GuestPaths(tsm)})
 	identity := writeFile(t, dir, "cas-identity.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(s.Measurement[:])+"}]\n")
 	other := s.Measurement
 	other[1] = 1
@@ -57,9 +55,4 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 		t.Errorf("stderr: %s", stderr)
 	}
 	t.Log(out)
-}
-
-// produceGuest points every guest path but configfs-tsm at missing files.
-func produceGuest(tsm, none string) produce.Paths {
-	return produce.Paths{TSM: tsm, SEVGuest: none, TDXGuest: none, NSM: none}
 }

@@ -18,20 +18,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/tdx"
 )
 
-// serveTSM serves a configfs-tsm-shaped folder until the test ends.
-func serveTSM(t *testing.T, f *producetest.TSMFolder) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-}
-
 func TestEvidenceCollectSNPThroughConfigfs(t *testing.T) {
 	s, err := producetest.NewSNPSigner(time.Now())
 	if err != nil {
@@ -39,7 +25,7 @@ func TestEvidenceCollectSNPThroughConfigfs(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tsm := filepath.Join(dir, "tsm")
-	serveTSM(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
 	roots := filepath.Join(dir, "roots.pem")
 	if err := os.WriteFile(roots, s.RootsPEM(), 0o600); err != nil {
 		t.Fatal(err)
@@ -81,7 +67,7 @@ func TestEvidenceCollectSNPThroughConfigfs(t *testing.T) {
 // is refused; its own report data is taken.
 func TestEvidenceCollectTDXThroughConfigfs(t *testing.T) {
 	tsm := filepath.Join(t.TempDir(), "tsm")
-	serveTSM(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderTDX, Answer: producetest.QuoteAnswer(tdxdata.RawQuote)})
+	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderTDX, Answer: producetest.QuoteAnswer(tdxdata.RawQuote)})
 	quoted, err := tdx.ReportData(tdxdata.RawQuote)
 	if err != nil {
 		t.Fatal(err)

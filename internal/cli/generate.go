@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,7 @@ var MeshImage string
 
 type generateFlags struct {
 	platform, referenceFile, policyName, casAddress, dir string
+	testRoots                                            string
 	casIdentity, casSimKey                               string
 	initializer, mesh, runtimeClass, overhead            string
 	addOwners                                            []string
@@ -81,6 +83,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.BoolVar(&f.offline, "offline", false, "ask no registry: images must name digests (or be in the digest cache)")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
 	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
+	fl.StringVar(&f.testRoots, flagTestRoots, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to, for the initializers: a fake confidential VM's")
 	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
 	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report")
 	return cmd
@@ -134,6 +137,16 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		FixResources:     f.fixResources,
 		OverheadMiB:      overhead.Value() >> 20,
 		Resolver:         pinner,
+		GuestEvidence:    platform != runtimeclass.Sim,
+	}
+	if f.testRoots != "" {
+		roots, err := loadTestRoots(s, f.testRoots)
+		if err != nil {
+			return err
+		}
+		for _, r := range roots {
+			opts.TestRoots += string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw}))
+		}
 	}
 	// Pinned with the pod's images, only where a pod has a mesh.
 	// Without a default, only pods with a mesh need --mesh-image.

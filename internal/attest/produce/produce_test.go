@@ -1,4 +1,4 @@
-package produce
+package produce_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/nitro"
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/attest/snp"
 	"github.com/cloister-cc/cloister/internal/attest/tdx"
@@ -33,26 +34,8 @@ func ctx(t *testing.T) context.Context {
 func serve(t *testing.T, provider string, answer func([]byte) ([]byte, []byte, error)) string {
 	t.Helper()
 	root := t.TempDir()
-	c, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	f := &producetest.TSMFolder{Root: root, Provider: provider, Answer: answer, Errors: func(err error) { t.Log(err) }}
-	go func() { done <- f.Serve(c) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	// Serve makes the report folder; wait for it.
-	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(root, "report")); err == nil {
-			return root
-		}
-		if i > 1000 {
-			t.Fatal("the folder was not served")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	producetest.ServeForTest(t, &producetest.TSMFolder{Root: root, Provider: provider, Answer: answer, Errors: func(err error) { t.Log(err) }})
+	return root
 }
 
 func signer(t *testing.T) *producetest.SNPSigner {
@@ -70,7 +53,7 @@ var binding = bytes.Repeat([]byte{0xB1}, 32)
 func TestTSMSNP(t *testing.T) {
 	s := signer(t)
 	root := serve(t, producetest.ProviderSEV, producetest.SNPAnswer(s, nil))
-	p, err := Detect(ctx(t), Paths{TSM: root, SEVGuest: "/nonexistent", TDXGuest: "/nonexistent", NSM: "/nonexistent"})
+	p, err := produce.Detect(ctx(t), producetest.GuestPaths(root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +88,7 @@ func TestProducersRefuseOtherReportData(t *testing.T) {
 	s := signer(t)
 	other := bytes.Repeat([]byte{0x0E}, 64)
 	lying := func([]byte) ([]byte, []byte, error) { return producetest.SNPAnswer(s, nil)(other) }
-	tsm, err := OpenTSM(ctx(t), serve(t, producetest.ProviderSEV, lying))
+	tsm, err := produce.OpenTSM(ctx(t), serve(t, producetest.ProviderSEV, lying))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +97,7 @@ func TestProducersRefuseOtherReportData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tdxTSM, err := OpenTSM(ctx(t), serve(t, producetest.ProviderTDX, producetest.QuoteAnswer(quote)))
+	tdxTSM, err := produce.OpenTSM(ctx(t), serve(t, producetest.ProviderTDX, producetest.QuoteAnswer(quote)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,16 +113,16 @@ func TestProducersRefuseOtherReportData(t *testing.T) {
 		t.Fatal(err)
 	}
 	nsm.Tamper = true
-	for name, p := range map[string]Producer{
+	for name, p := range map[string]produce.Producer{
 		"configfs SEV-SNP": tsm,
 		"configfs TDX":     tdxTSM,
-		"/dev/sev-guest":   &SEVGuest{Path: "fake", Open: func(string) (sevclient.Device, error) { return sevDev, sevDev.Open("") }},
-		"/dev/tdx_guest":   &TDXGuest{Path: "fake", Open: func(string) (tdxclient.Device, error) { return tdxDev, tdxDev.Open("") }},
-		"Nitro (tampered)": &Nitro{Module: nsm},
+		"/dev/sev-guest":   &produce.SEVGuest{Path: "fake", Open: func(string) (sevclient.Device, error) { return sevDev, sevDev.Open("") }},
+		"/dev/tdx_guest":   &produce.TDXGuest{Path: "fake", Open: func(string) (tdxclient.Device, error) { return tdxDev, tdxDev.Open("") }},
+		"Nitro (tampered)": &produce.Nitro{Module: nsm},
 	} {
 		_, err := p.Quote(ctx(t), binding)
-		if !errors.Is(err, ErrReportDataDiffers) {
-			t.Errorf("%s: %v, want %v", name, err, ErrReportDataDiffers)
+		if !errors.Is(err, produce.ErrReportDataDiffers) {
+			t.Errorf("%s: %v, want %v", name, err, produce.ErrReportDataDiffers)
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
@@ -169,7 +152,7 @@ func TestDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &SEVGuest{Path: "fake", Open: func(string) (sevclient.Device, error) { return dev, dev.Open("") }}
+	p := &produce.SEVGuest{Path: "fake", Open: func(string) (sevclient.Device, error) { return dev, dev.Open("") }}
 	ev, err := p.Quote(ctx(t), binding)
 	if err != nil {
 		t.Fatal(err)
@@ -185,12 +168,12 @@ func TestDevices(t *testing.T) {
 	}
 	copy(rd[:], quoted)
 	tdxDev := tdxDevice(t, rd, quote)
-	ev, err = (&TDXGuest{Path: "fake", Open: func(string) (tdxclient.Device, error) { return tdxDev, tdxDev.Open("") }}).Quote(ctx(t), quoted)
+	ev, err = (&produce.TDXGuest{Path: "fake", Open: func(string) (tdxclient.Device, error) { return tdxDev, tdxDev.Open("") }}).Quote(ctx(t), quoted)
 	if err != nil || !bytes.Equal(ev.Raw, quote) {
 		t.Errorf("TDX device: %v", err)
 	}
 
-	if _, err := (&SEVGuest{Path: filepath.Join(t.TempDir(), "sev-guest")}).Quote(ctx(t), binding); err == nil || !strings.Contains(err.Error(), "sev-guest") {
+	if _, err := (&produce.SEVGuest{Path: filepath.Join(t.TempDir(), "sev-guest")}).Quote(ctx(t), binding); err == nil || !strings.Contains(err.Error(), "sev-guest") {
 		t.Errorf("missing device: %v", err)
 	}
 }
@@ -200,7 +183,7 @@ func TestNitro(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Nitro{Module: nsm}
+	p := &produce.Nitro{Module: nsm}
 	nonce := []byte("nonce-1")
 	ev, err := p.Attest(binding, nonce)
 	if err != nil {
@@ -228,8 +211,8 @@ func TestNitro(t *testing.T) {
 
 func TestDetectNames(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Detect(ctx(t), Paths{TSM: dir, SEVGuest: filepath.Join(dir, "sev"), TDXGuest: filepath.Join(dir, "tdx"), NSM: filepath.Join(dir, "nsm")})
-	if !errors.Is(err, ErrNoTEE) {
+	_, err := produce.Detect(ctx(t), produce.Paths{TSM: dir, SEVGuest: filepath.Join(dir, "sev"), TDXGuest: filepath.Join(dir, "tdx"), NSM: filepath.Join(dir, "nsm")})
+	if !errors.Is(err, produce.ErrNoTEE) {
 		t.Fatalf("%v", err)
 	}
 	for _, want := range []string{"report", "sev", "tdx", "nsm"} {

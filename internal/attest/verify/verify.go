@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,10 +83,20 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 
 // LoadTestRoots reads a PEM file of test roots (Options.TestRoots).
 func LoadTestRoots(file string) ([]*x509.Certificate, error) {
-	rest, err := os.ReadFile(file)
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
+	roots, err := ParseTestRoots(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return roots, nil
+}
+
+// ParseTestRoots reads PEM certificates (Options.TestRoots); other PEM
+// blocks are skipped, and none at all is an error.
+func ParseTestRoots(rest []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for {
 		var block *pem.Block
@@ -97,12 +108,12 @@ func LoadTestRoots(file string) ([]*x509.Certificate, error) {
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
+			return nil, err
 		}
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+		return nil, errors.New("no PEM certificate")
 	}
 	return out, nil
 }

@@ -53,7 +53,13 @@ type Options struct {
 	CASSimKey string
 	// PolicyOwners is the manifest's owners for the initializer to pin
 	// (initenv.EnvPolicyOwners).
-	PolicyOwners    string
+	PolicyOwners string
+	// GuestEvidence: the pods run in confidential VMs (snp, tdx) and
+	// attest with their VM's own evidence, not their node's LAS.
+	GuestEvidence bool
+	// TestRoots is PEM test roots CAS's evidence may chain to
+	// (initenv.EnvInsecureTestRoots): insecure, fake confidential VMs only.
+	TestRoots       string
 	SkipInitializer bool
 	// FixResources sets memory requests to the limits instead of
 	// refusing pods whose requests differ.
@@ -283,6 +289,20 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 	}
 	if opts.CASSimKey != "" {
 		c.Env = slices.Insert(c.Env, 4, corev1.EnvVar{Name: initenv.EnvCASSimKey, Value: opts.CASSimKey})
+	}
+	if opts.GuestEvidence {
+		// In a confidential VM the pod attests with the VM's own
+		// evidence: no LAS. The guest's TEE interface (configfs-tsm,
+		// /dev/sev-guest, /dev/tdx_guest) is open to privileged containers
+		// only; privileged inside a Kata VM reaches the guest's devices,
+		// never the host's (the runtime handler sets
+		// privileged_without_host_devices).
+		c.Env = append(slices.Delete(c.Env, 0, 2), corev1.EnvVar{Name: initenv.EnvEvidence, Value: initenv.EvidenceGuest})
+		privileged := true
+		c.SecurityContext = &corev1.SecurityContext{Privileged: &privileged}
+	}
+	if opts.TestRoots != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: initenv.EnvInsecureTestRoots, Value: opts.TestRoots})
 	}
 	inits := []corev1.Container{c}
 	for _, c := range pod.InitContainers {

@@ -429,3 +429,35 @@ func TestInspectAndCheckManifest(t *testing.T) {
 		t.Errorf("ungenerated YAML: %v", err)
 	}
 }
+
+// Pods in confidential VMs attest with their VM's own evidence: the
+// initializer says so, asks no LAS, and may open the guest's TEE device;
+// test roots reach it only when given. The pod policy covers all of it.
+func TestGuestEvidenceInitializer(t *testing.T) {
+	for _, guest := range []bool{false, true} {
+		opts := options()
+		opts.GuestEvidence = guest
+		if guest {
+			opts.TestRoots = "-----BEGIN CERTIFICATE-----\n...\n"
+		}
+		out, res := rewrite(t, threeTier, opts)
+		var web appsv1.Deployment
+		doc(t, out, 0, &web)
+		ic := web.Spec.Template.Spec.InitContainers[0]
+		env := map[string]string{}
+		for _, e := range ic.Env {
+			env[e.Name] = e.Value
+		}
+		_, las := env[laswire.EnvAddr]
+		privileged := ic.SecurityContext != nil && ic.SecurityContext.Privileged != nil && *ic.SecurityContext.Privileged
+		if (env[initenv.EnvEvidence] == initenv.EvidenceGuest) != guest || las == guest || privileged != guest || (env[initenv.EnvInsecureTestRoots] != "") != guest {
+			t.Errorf("guest %v: env %v, privileged %v", guest, env, privileged)
+		}
+		if guest {
+			_, plain := rewrite(t, threeTier, options())
+			if res.Workloads[0].Digest == plain.Workloads[0].Digest {
+				t.Error("the pod policy does not cover the initializer's evidence mode")
+			}
+		}
+	}
+}

@@ -19,6 +19,22 @@ const (
 	EnvPolicyOwners = "CLOISTER_POLICY_OWNERS"
 	EnvPolicy       = "CLOISTER_POLICY"
 	EnvService      = "CLOISTER_SERVICE"
+	// EnvEvidence says where the pod's evidence comes from: EvidenceGuest
+	// (its confidential VM's own) or EvidenceLAS (its node's LAS, the
+	// default). Generate sets it from the platform.
+	EnvEvidence = "CLOISTER_EVIDENCE"
+	// EnvTSM moves configfs-tsm's folder (default /sys/kernel/config/tsm).
+	EnvTSM = "CLOISTER_TSM"
+	// EnvInsecureTestRoots is PEM test roots CAS's evidence may chain to:
+	// insecure, for fake confidential VMs only (generate
+	// --insecure-test-roots).
+	EnvInsecureTestRoots = "CLOISTER_INSECURE_TEST_ROOTS"
+)
+
+// Where a pod's evidence comes from (EnvEvidence).
+const (
+	EvidenceLAS   = "las"
+	EvidenceGuest = "guest"
 )
 
 // NoOwners is EnvPolicyOwners for an owner-less (immutable) manifest.

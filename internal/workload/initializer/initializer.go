@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
@@ -38,8 +39,15 @@ type Config struct {
 	// PolicyOwners pins the manifest's owners (fingerprints,
 	// comma-separated) or says it has none (initenv.NoOwners).
 	PolicyOwners string
-	// LAS is the node's LAS URL.
+	// LAS is the node's LAS URL (with the LAS evidence).
 	LAS string
+	// Evidence is where the pod's evidence comes from: initenv.EvidenceLAS
+	// (or empty) or initenv.EvidenceGuest, its confidential VM's own at
+	// Guest's paths.
+	Evidence string
+	Guest    produce.Paths
+	// TestRoots is PEM test roots CAS's evidence may chain to (insecure).
+	TestRoots string
 	// Out is the folder for the results (under the shared volume).
 	Out string
 	// Retry bounds the wait between attempts; defaults 1s to 30s.
@@ -48,8 +56,17 @@ type Config struct {
 
 // Validate names the missing settings.
 func (c *Config) Validate() error {
+	switch c.Evidence {
+	case "", initenv.EvidenceLAS, initenv.EvidenceGuest:
+	default:
+		return fmt.Errorf("%s=%q: use %s or %s (cloister generate sets it)", initenv.EnvEvidence, c.Evidence, initenv.EvidenceLAS, initenv.EvidenceGuest)
+	}
+	las := c.LAS
+	if c.Evidence == initenv.EvidenceGuest {
+		las = "not needed"
+	}
 	var missing []string
-	for _, f := range []struct{ name, v string }{{"CAS", c.CAS}, {"policy", c.Policy}, {"service", c.Service}, {"policy owners", c.PolicyOwners}, {"LAS", c.LAS}, {"output folder", c.Out}} {
+	for _, f := range []struct{ name, v string }{{"CAS", c.CAS}, {"policy", c.Policy}, {"service", c.Service}, {"policy owners", c.PolicyOwners}, {"LAS", las}, {"output folder", c.Out}} {
 		if f.v == "" {
 			missing = append(missing, f.name)
 		}
@@ -133,6 +150,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if expect.Verify.SimKeys, err = parseSimKey(cfg.SimKey, p.AllowSimulation); err != nil {
 		return err
 	}
+	if cfg.TestRoots != "" {
+		if expect.Verify.TestRoots, err = parseTestRoots(cfg.TestRoots); err != nil {
+			return err
+		}
+		log.Warn("INSECURE: CAS's evidence may chain to test roots, which no vendor vouches for (a fake confidential VM's)", "testRoots", len(expect.Verify.TestRoots))
+	}
+	var quoter casclient.Quoter = &casclient.LAS{URL: cfg.LAS}
+	if cfg.Evidence == initenv.EvidenceGuest {
+		quoter = &guestQuoter{paths: cfg.Guest, log: log}
+	}
 	wait := cfg.MinRetry
 	if wait == 0 {
 		wait = time.Second
@@ -143,7 +170,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	last := ""
 	for attempt := 1; ; attempt++ {
-		err := attestOnce(ctx, cfg, expect, pin, log)
+		err := attestOnce(ctx, cfg, expect, pin, quoter, log)
 		if err == nil {
 			return nil
 		}
@@ -162,7 +189,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 }
 
-func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, log *slog.Logger) error {
+func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, quoter casclient.Quoter, log *slog.Logger) error {
 	c, att, err := casclient.NewAttested(ctx, "https://"+cfg.CAS, expect, nil)
 	if err != nil {
 		if attest.CheckOf(err) != "" {
@@ -174,7 +201,10 @@ func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *c
 	if att.Claims.Insecure {
 		log.Warn("CAS is trusted by simulated evidence: insecure, development only")
 	}
-	res, err := c.AttestPinned(ctx, cfg.Policy, cfg.Service, pin, &casclient.LAS{URL: cfg.LAS}, cfg.Out)
+	if att.Claims.TestRoot {
+		log.Warn("INSECURE: CAS is trusted by evidence that chains to a test root", "type", string(att.Claims.Type))
+	}
+	res, err := c.AttestPinned(ctx, cfg.Policy, cfg.Service, pin, quoter, cfg.Out)
 	if err != nil {
 		return fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
 	}

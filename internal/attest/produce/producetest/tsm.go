@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 )
 
 // TSMFolder answers a configfs-tsm-shaped folder as the kernel would: for
@@ -168,3 +171,33 @@ const (
 	ProviderSEV = "sev_guest"
 	ProviderTDX = "tdx_guest"
 )
+
+// ServeForTest serves f until the test ends, and returns once the report
+// folder exists.
+func ServeForTest(tb testing.TB, f *TSMFolder) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(f.Root, "report")); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s/report was not made", f.Root)
+		}
+	}
+}
+
+// GuestPaths points a producer at configfs-tsm folder tsm alone: the
+// guest devices and the NSM at paths that do not exist.
+func GuestPaths(tsm string) produce.Paths {
+	none := filepath.Join(tsm, "none")
+	return produce.Paths{TSM: tsm, SEVGuest: none, TDXGuest: none, NSM: none}
+}

@@ -1,0 +1,115 @@
+package initializer
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
+	"github.com/cloister-cc/cloister/internal/cas"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+)
+
+// A pod in a (fake) SEV-SNP VM attests with its VM's own evidence, to a CAS
+// in a (fake) VM of its own that it trusts by that CAS's evidence: no LAS,
+// no simulation anywhere, only the fakes' test roots trusted by name. A
+// tampered report, or a VM launched with another pod policy (host data),
+// gets nothing, for the reason named.
+func TestGuestEvidence(t *testing.T) {
+	dir := t.TempDir()
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Measurement[0] = 0x11
+	roots := filepath.Join(dir, "roots.pem")
+	if err := os.WriteFile(roots, s.RootsPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vm := func(name string, hostData byte, tamper func([]byte)) string {
+		signer := *s
+		signer.HostData[0] = hostData
+		root := filepath.Join(dir, name)
+		producetest.ServeForTest(t, &producetest.TSMFolder{Root: root, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(&signer, tamper)})
+		return root
+	}
+
+	state := filepath.Join(dir, "state")
+	url, ca, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0, nil)), TestRoots: roots})
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, state), cas.BoardPEMForTest()); err != nil {
+		t.Fatal(err)
+	}
+	measurement := hex.EncodeToString(s.Measurement[:])
+	hostData := "aa" + strings.Repeat("00", 31)
+	snpManifest := strings.Replace(strings.Replace(manifest, "allowSimulation: true\n", "", 1),
+		"attestation: {identities: []}", "attestation: {identities: [{type: snp, measurement: '"+measurement+"', hostData: '"+hostData+"'}]}", 1)
+	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, snpManifest)); err != nil {
+		t.Fatal(err)
+	}
+	base := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "snp", "measurement": "` + measurement + `"}]}`,
+		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, Evidence: initenv.EvidenceGuest,
+		TestRoots: string(s.RootsPEM()), MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond}
+	run := func(tsm string, timeout time.Duration) (string, *testenv.Buffer, error) {
+		cfg := base
+		cfg.Guest, cfg.Out = producetest.GuestPaths(tsm), filepath.Join(dir, "out-"+filepath.Base(tsm))
+		logs := &testenv.Buffer{}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return cfg.Out, logs, Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	}
+
+	out, logs, err := run(vm("pod-vm", 0xAA, nil), 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	for _, f := range []string{"certChain.pem", "key.pem", "files/workload-secret"} {
+		if info, err := os.Stat(filepath.Join(out, f)); err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "own evidence") || !strings.Contains(logs.String(), "INSECURE") || strings.Contains(logs.String(), "simulated") {
+		t.Errorf("logs:\n%s", logs)
+	}
+	for _, tc := range []struct {
+		name     string
+		hostData byte
+		tamper   func([]byte)
+		want     string
+	}{
+		{"tampered", 0xAA, func(r []byte) { r[0xC0] ^= 0xFF }, "signature"},
+		{"other-policy", 0xBB, nil, "host data"},
+	} {
+		out, logs, err := run(vm(tc.name, tc.hostData, tc.tamper), 2*time.Second)
+		if err == nil || !strings.Contains(err.Error()+logs.String(), tc.want) {
+			t.Errorf("%s: %v\n%s, want %q", tc.name, err, logs, tc.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s: the output folder was written: %v", tc.name, err)
+		}
+	}
+	// Guest evidence needs no LAS; a VM without a producer is named.
+	if err := (&Config{CAS: "x", Policy: "p", Service: "s", PolicyOwners: initenv.NoOwners, Out: "o", Evidence: initenv.EvidenceGuest}).Validate(); err != nil {
+		t.Errorf("guest evidence without LAS: %v", err)
+	}
+	if err := (&Config{CAS: "x", Policy: "p", Service: "s", PolicyOwners: initenv.NoOwners, Out: "o", LAS: "l", Evidence: "tpm"}).Validate(); err == nil {
+		t.Error("evidence tpm accepted")
+	}
+	_, _, err = run(filepath.Join(dir, "no-vm"), 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "offers no evidence") {
+		t.Errorf("no VM: %v", err)
+	}
+}
