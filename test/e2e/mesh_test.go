@@ -117,7 +117,7 @@ spec:
 
 // testServiceMesh runs Contrast's documented mesh example on the real node against
 // the CAS (and its manifest history) of the confidential workloads step.
-func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte) {
+func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string) {
 	ctx := context.Background()
 	ws, resources := filepath.Join(e.dir, "mesh-workspace"), filepath.Join(e.dir, "mesh-resources")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -126,7 +126,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string, digests []byte)
 	if err := os.MkdirAll(resources, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(ws, generate.DigestCacheFile), string(digests))
+	writeDigestCache(t, e, ws)
 	r := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casIP, "MESHAPP", imageRef(meshApp))
 	file := writeFile(t, filepath.Join(resources, "mesh.yaml"), r.Replace(meshPods))
 	e.mustCLI(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t, e, "cas-shop"), "--offline", "--workspace", ws, "--policy", "mesh",

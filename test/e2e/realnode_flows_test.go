@@ -57,6 +57,7 @@ func TestRealNode(t *testing.T) {
 		{"PoliciesRegister", testPolicies},
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
 		{"ConfidentialWorkloads", testConfidentialWorkloads},
+		{"PodAttestsWithItsVMsOwnEvidence", testGuestEvidence},
 		{"NitroEnclaves", testNitroEnclaves},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},

@@ -105,12 +105,6 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	})
 	waitLASPinned(t, e, "cas-shop")
 	at := []string{"--cluster", "default/cas-shop", "--insecure-simulated-cas"}
-	// The images are on the node, not in a registry: the digest cache
-	// pins them, as a rerun of generate would find it.
-	cache := map[string]string{}
-	for _, b := range e.built {
-		cache[b.Ref] = strings.TrimSuffix(b.Ref, ":"+imageVersion) + "@" + b.Digest
-	}
 	ws, resources := filepath.Join(e.dir, "shop-workspace"), filepath.Join(e.dir, "shop-resources")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
@@ -118,10 +112,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	if err := os.MkdirAll(resources, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(cache)
-	if err := os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cache := writeDigestCache(t, e, ws)
 	yaml := strings.NewReplacer("NODE_LABEL", cluster.LabelRealNode, "CAS_IP", casPod.Status.PodIP, "PAUSE", imageRef("cloister-pause")).Replace(shopPods)
 	if err := os.WriteFile(filepath.Join(resources, "shop.yaml"), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -284,9 +275,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	if err := os.MkdirAll(frozenRes, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(frozenWS, generate.DigestCacheFile), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeDigestCache(t, e, frozenWS)
 	generateFrozen := func(tierVersion string) {
 		writeFile(t, filepath.Join(frozenRes, "shop.yaml"), strings.ReplaceAll(strings.Replace(yaml, `value: "2"`, `value: "`+tierVersion+`"`, 1), "shop-", "frozen-"))
 		e.mustCLI(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t, e, "cas-shop"), "--offline", "--workspace", frozenWS, "--policy", "frozen", "--disable-updates",
@@ -311,7 +300,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 			t.Fatal(err)
 		}
 	}
-	t.Run("ServiceMesh", func(t *testing.T) { testServiceMesh(t, e, casPod.Status.PodIP, data) })
+	t.Run("ServiceMesh", func(t *testing.T) { testServiceMesh(t, e, casPod.Status.PodIP) })
 	removeSimRuntime(t, e, runtimeClass)
 }
 
@@ -390,4 +379,20 @@ func removeSimRuntime(t *testing.T, e *realNodeEnv, name string) {
 	if _, err := e.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("runtime class after removal: %v", err)
 	}
+}
+
+// writeDigestCache pins the images in generate's workspace ws: they are
+// on the node, not in a registry, so the digest cache names them, as a
+// rerun of generate would find it.
+func writeDigestCache(t *testing.T, e *realNodeEnv, ws string) map[string]string {
+	t.Helper()
+	cache := map[string]string{}
+	for _, b := range e.built {
+		cache[b.Ref] = strings.TrimSuffix(b.Ref, ":"+imageVersion) + "@" + b.Digest
+	}
+	data, _ := json.Marshal(cache)
+	if err := os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cache
 }
