@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StateDir == "" {
 		return errors.New("--state-dir is required: where CAS keeps its state (the CAS volume)")
 	}
-	sealer, err := ParseSealer(cfg.Sealer)
+	sealer, err := ParseSealer(cfg.Sealer, cfg.Guest.SEVGuest)
 	if err != nil {
 		return err
 	}
@@ -235,15 +235,22 @@ func (f *fileToken) ensure() error {
 	return err
 }
 
-// ParseSealer reads --sealer.
-func ParseSealer(spec string) (core.Sealer, error) {
+// ParseSealer reads --sealer; sevGuest is the SEV-SNP guest device that
+// derives the snp sealer's key.
+func ParseSealer(spec, sevGuest string) (core.Sealer, error) {
 	switch {
 	case spec == "" || spec == "none":
 		return core.NoSealer{}, nil
 	case strings.HasPrefix(spec, "file:") && len(spec) > len("file:"):
 		return core.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
+	case strings.HasPrefix(spec, "snp:") && len(spec) > len("snp:"):
+		if sevGuest == "" {
+			sevGuest = produce.DefaultSEVGuest
+		}
+		dev := &produce.SEVGuest{Path: sevGuest}
+		return core.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: "SEV-SNP derived key"}, nil
 	}
-	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)", spec)
+	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy) or file:PATH (development: the CAS root secret in a plain file)", spec)
 }
 
 // tlsIdentity loads or makes the TLS key and makes (or keeps) a

@@ -12,7 +12,7 @@ import (
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", DefaultListen, "address of the HTTPS API that workloads and the CLI call")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/cloister-cas", "where CAS keeps its state (the CAS volume)")
-	fs.StringVar(&c.Sealer, "sealer", "none", "none (owners recover after every restart) or file:PATH (development: the CAS root secret in a plain file)")
+	fs.StringVar(&c.Sealer, "sealer", "none", "none (owners recover after every restart), snp:PATH (in an SEV-SNP VM: the seed sealed in PATH under a key the firmware derives for this chip, image and policy) or file:PATH (development: the CAS root secret in a plain file)")
 	fs.Func("tls-san", "extra DNS names / IPs of the TLS certificate, comma-separated", func(v string) error {
 		for _, san := range strings.Split(v, ",") {
 			if san != "" {

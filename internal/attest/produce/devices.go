@@ -1,6 +1,7 @@
 package produce
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,22 +30,30 @@ type SEVGuest struct {
 // Type implements Producer.
 func (*SEVGuest) Type() attest.Type { return attest.SNP }
 
+func (s *SEVGuest) open() (sevclient.Device, error) {
+	if s.Open != nil {
+		d, err := s.Open(s.Path)
+		if err != nil {
+			return nil, fmt.Errorf("opening %s: %w", s.Path, err)
+		}
+		return d, nil
+	}
+	d := &sevclient.LinuxDevice{}
+	if err := d.Open(s.Path); err != nil {
+		return nil, fmt.Errorf("opening %s: %w", s.Path, err)
+	}
+	return d, nil
+}
+
 // Quote implements Producer.
 func (s *SEVGuest) Quote(_ context.Context, reportData []byte) (attest.Evidence, error) {
 	rd, err := pad(reportData)
 	if err != nil {
 		return attest.Evidence{}, err
 	}
-	open := s.Open
-	if open == nil {
-		open = func(path string) (sevclient.Device, error) {
-			d := &sevclient.LinuxDevice{}
-			return d, d.Open(path)
-		}
-	}
-	d, err := open(s.Path)
+	d, err := s.open()
 	if err != nil {
-		return attest.Evidence{}, fmt.Errorf("opening %s: %w", s.Path, err)
+		return attest.Evidence{}, err
 	}
 	defer func() { _ = d.Close() }()
 	// go-sev-guest's ioctl quote provider opens a path fixed by its own
@@ -194,4 +203,29 @@ func (d device) Attestation(nonce, userData, publicKey []byte) ([]byte, error) {
 		return nil, fmt.Errorf("the Nitro Secure Module refused: %s", res.Error)
 	}
 	return res.Attestation.Document, nil
+}
+
+// sealingKeyFields are what the firmware mixes into a sealing key besides
+// the chip's VCEK: the launch measurement and the guest policy, so only
+// the same image, launched the same way on the same chip, derives it.
+var sealingKeyFields = sevclient.GuestFieldSelect{Measurement: true, GuestPolicy: true}
+
+// SealingKey is a 32-byte key the SEV-SNP firmware derives for this guest
+// (MSG_KEY_REQ) from the chip's VCEK, the launch measurement and the guest
+// policy: the host cannot derive it, and another chip, image or policy
+// derives another.
+func (s *SEVGuest) SealingKey() ([]byte, error) {
+	d, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = d.Close() }()
+	resp, err := sevclient.GetDerivedKeyAcknowledgingItsLimitations(d, &sevclient.SnpDerivedKeyReq{UseVCEK: true, GuestFieldSelect: sealingKeyFields})
+	if err != nil {
+		return nil, fmt.Errorf("%s: deriving the sealing key: %w", s.Path, err)
+	}
+	if resp.Status != 0 {
+		return nil, fmt.Errorf("%s: deriving the sealing key: firmware status %#x", s.Path, resp.Status)
+	}
+	return bytes.Clone(resp.Data[:]), nil
 }

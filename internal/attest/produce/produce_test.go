@@ -12,6 +12,8 @@ import (
 	"time"
 
 	sevclient "github.com/google/go-sev-guest/client"
+	labi "github.com/google/go-sev-guest/client/linuxabi"
+	sevtest "github.com/google/go-sev-guest/testing"
 	tdxclient "github.com/google/go-tdx-guest/client"
 	tdxtest "github.com/google/go-tdx-guest/testing"
 	tdxdata "github.com/google/go-tdx-guest/testing/testdata"
@@ -219,5 +221,22 @@ func TestDetectNames(t *testing.T) {
 		if !strings.Contains(err.Error(), filepath.Join(dir, want)) {
 			t.Errorf("%v does not name %s", err, want)
 		}
+	}
+}
+
+// The sealing key is the firmware's, derived from the chip's VCEK with the
+// launch measurement and guest policy mixed in (go-sev-guest's fake device
+// answers only that request).
+func TestSealingKey(t *testing.T) {
+	want := bytes.Repeat([]byte{0x5E}, 32)
+	req := &labi.SnpDerivedKeyReqABI{RootKeySelect: 0, GuestFieldSelect: 1<<3 | 1<<0}
+	dev := &sevtest.Device{Keys: map[string][]byte{sevtest.DerivedKeyRequestToString(req): want}}
+	p := &produce.SEVGuest{Path: "fake", Open: func(string) (sevclient.Device, error) { return dev, dev.Open("") }}
+	got, err := p.SealingKey()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("sealing key %x, %v", got, err)
+	}
+	if _, err := (&produce.SEVGuest{Path: filepath.Join(t.TempDir(), "sev-guest")}).SealingKey(); err == nil {
+		t.Error("a sealing key without a device")
 	}
 }
