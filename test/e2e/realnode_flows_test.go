@@ -138,15 +138,16 @@ func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
 }
 
 // A pod that asks for an enclave gets the device node: its own LAS probe
-// (as uid 65532) opens /dev/sgx_enclave, and seen from the host the
-// container's /dev/sgx_enclave is the fake device, 1:3.
+// (as uid 65532; simulated, so that its readiness is the device's alone)
+// opens /dev/sgx_enclave, and seen from the host the container's
+// /dev/sgx_enclave is the fake device, 1:3.
 func testPodGetsTheDevice(t *testing.T, e *realNodeEnv) {
 	img, pull := pullNever("cloister-las")
 	one := resource.MustParse("1")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "enclave-user", Namespace: "default"},
 		Spec: onRealNode(corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "enclave", Image: img, ImagePullPolicy: pull, Args: []string{"--port=18800", "--dev-root=/dev", "--probe-interval=1s"},
+			Name: "enclave", Image: img, ImagePullPolicy: pull, Args: []string{"--port=18800", "--dev-root=/dev", "--probe-interval=1s", "--simulation"},
 			Resources:       corev1.ResourceRequirements{Limits: corev1.ResourceList{sgx.ResourceEnclave: one}},
 			ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(18800)}}, PeriodSeconds: 1},
 			SecurityContext: restricted(),

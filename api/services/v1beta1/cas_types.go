@@ -93,8 +93,30 @@ type CASPersistence struct {
 	Size *resource.Quantity `json:"size,omitempty"`
 }
 
+// CASConfidentialVM runs CAS in a confidential VM: a pod of a confidential
+// runtime class for SEV-SNP or TDX (Kata), where CAS vouches for its TLS
+// key with the VM's own evidence, and clients trust it by the launch
+// measurement its evidence must show.
+type CASConfidentialVM struct {
+	// Platform is the VM's TEE: snp or tdx.
+	// +kubebuilder:validation:Enum=snp;tdx
+	Platform string `json:"platform"`
+	// RuntimeClassName is the runtime class CAS's pod runs with: a
+	// ConfidentialRuntime's status.runtimeClassName for the platform.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	RuntimeClassName string `json:"runtimeClassName"`
+	// Measurement is the launch measurement CAS's evidence must show (SEV-SNP
+	// MEASUREMENT or TDX MRTD of its VM), 96 hex digits: the operator, the
+	// initializers and cloister --cluster trust CAS only by it.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{96}$`
+	Measurement string `json:"measurement"`
+}
+
 // CASSpec configures the configuration and attestation service (CAS): its
 // image, exposure, persistence and the policies it serves.
+// +kubebuilder:validation:XValidation:rule="!(has(self.confidentialVM) && has(self.simulation) && self.simulation)",message="confidentialVM and simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence"
 type CASSpec struct {
 	common.ServiceSpec `json:",inline"`
 
@@ -117,6 +139,12 @@ type CASSpec struct {
 	// CAS refuses simulated evidence from every workload.
 	// +optional
 	Simulation bool `json:"simulation,omitempty"`
+
+	// ConfidentialVM runs CAS in a confidential VM, vouching for itself with
+	// the VM's own evidence; on SEV-SNP it also seals its root seed under
+	// the firmware's derived key, so it restarts without its owners.
+	// +optional
+	ConfidentialVM *CASConfidentialVM `json:"confidentialVM,omitempty"`
 
 	// SimulationKeys are PEM public keys whose simulated workload evidence
 	// a simulated CAS takes besides its LAS nodes' (which the operator

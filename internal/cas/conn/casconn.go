@@ -9,6 +9,7 @@ package conn
 import (
 	"context"
 	"crypto/ecdsa"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -117,9 +118,25 @@ func ParseRef(s string) (Ref, error) {
 // Expect is what a client demands of the CAS of cas: simulated evidence
 // only when the resource asks for simulation (and then the claims say
 // Insecure), signed by the simulation key the operator made for it
-// (status.simulationKey).
+// (status.simulationKey); in a confidential VM, the VM's evidence with the
+// launch measurement the resource names.
 func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
 	e := casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
+	if vm := cas.Spec.ConfidentialVM; vm != nil {
+		// The CRD admits 96 hex digits only. Anything else must match no
+		// CAS, never every CAS: an empty measurement would pin nothing.
+		m, err := hex.DecodeString(vm.Measurement)
+		if err != nil || len(m) != 48 {
+			m = []byte("not a measurement")
+		}
+		id := attest.Identity{Type: attest.Type(vm.Platform)}
+		if id.Type == attest.TDX {
+			id.MRTD = m
+		} else {
+			id.Type, id.Measurement = attest.SNP, m
+		}
+		e.Policy.Identities = []attest.Identity{id}
+	}
 	if cas.Spec.Simulation {
 		// Unparsable or not published yet: no key, which the client
 		// refuses by name.

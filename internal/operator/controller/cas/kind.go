@@ -83,6 +83,9 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	}
 	values["name"] = c.Name
 	values["simulation"] = c.Spec.Simulation
+	if vm := c.Spec.ConfidentialVM; vm != nil {
+		values["confidentialVM"] = map[string]any{"platform": vm.Platform, "runtimeClassName": vm.RuntimeClassName}
+	}
 	values["enclaveResource"] = tee.SGXEnclave
 	values["version"] = service.ImageTag(values["image"].(string))
 	return ns, values, nil

@@ -230,3 +230,38 @@ func TestSimulationIsExplicit(t *testing.T) {
 		t.Errorf("CAS container not hardened: %+v", sc)
 	}
 }
+
+// A CAS in a confidential VM runs with the platform's runtime class, makes
+// its own evidence (--tee), asks for no SGX device, reaches the guest's TEE
+// device, and on SEV-SNP seals its seed under the firmware's key; clients
+// expect its launch measurement.
+func TestConfidentialVM(t *testing.T) {
+	measurement := strings.Repeat("ab", 48)
+	for _, platform := range []string{"snp", "tdx"} {
+		cr := casCR(func(c *servicesv1beta1.CAS) {
+			c.Spec.ConfidentialVM = &servicesv1beta1.CASConfidentialVM{Platform: platform, RuntimeClassName: "cloister-cc-" + platform + "-abc", Measurement: measurement}
+		})
+		_, ss := render(t, cr)
+		pod := ss.Spec.Template.Spec
+		c := pod.Containers[0]
+		args := strings.Join(c.Args, " ")
+		sealer := map[string]string{"snp": "--sealer=snp:/etc/cas/db/sealed-seed", "tdx": "--sealer=none"}[platform]
+		if pod.RuntimeClassName == nil || *pod.RuntimeClassName != "cloister-cc-"+platform+"-abc" || !strings.Contains(args, "--tee") ||
+			!strings.Contains(args, sealer) || strings.Contains(args, "--simulation") || !c.Resources.Limits.Name(tee.SGXEnclave, resource.DecimalSI).IsZero() ||
+			c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+			t.Errorf("%s: runtime class %v, args %s, limits %v, security %+v", platform, pod.RuntimeClassName, args, c.Resources.Limits, c.SecurityContext)
+		}
+		e := conn.Expect(cr)
+		if len(e.Policy.Identities) != 1 || e.Policy.AllowSimulation || string(e.Policy.Identities[0].Type) != platform ||
+			(platform == "snp" && len(e.Policy.Identities[0].Measurement) != 48) || (platform == "tdx" && len(e.Policy.Identities[0].MRTD) != 48) {
+			t.Errorf("%s: clients expect %+v", platform, e.Policy)
+		}
+	}
+	// A measurement the CRD would refuse pins no CAS at all, never every one.
+	bad := casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.ConfidentialVM = &servicesv1beta1.CASConfidentialVM{Platform: "snp", RuntimeClassName: "x", Measurement: "zz"}
+	})
+	if id := conn.Expect(bad).Policy.Identities; len(id) != 1 || len(id[0].Measurement) == 0 {
+		t.Errorf("a bad measurement: %+v", id)
+	}
+}
