@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ import (
 type evidenceCollect struct {
 	reportData, nonce, output string
 	paths                     produce.Paths
+	timeout                   time.Duration
 }
 
 // detect finds this machine's producer; tests replace it to reach the
@@ -46,6 +48,7 @@ func newEvidenceCollect(s Streams) *cobra.Command {
 	f.StringVar(&o.paths.SEVGuest, "sev-guest", produce.DefaultSEVGuest, "the SEV-SNP guest device (when configfs-tsm is missing)")
 	f.StringVar(&o.paths.TDXGuest, "tdx-guest", produce.DefaultTDXGuest, "the TDX guest device (when configfs-tsm is missing)")
 	f.StringVar(&o.paths.NSM, "nsm", produce.DefaultNSM, "the Nitro Secure Module's device")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the evidence")
 	return cmd
 }
 
@@ -58,6 +61,8 @@ func (o *evidenceCollect) run(ctx context.Context, s Streams) error {
 	if err != nil || len(nonce) > produce.MaxNitroField {
 		return fmt.Errorf("invalid --nonce %q: give up to %d bytes in hex", o.nonce, produce.MaxNitroField)
 	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
 	p, err := detect(ctx, o.paths)
 	if err != nil {
 		return err

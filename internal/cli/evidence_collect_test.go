@@ -87,6 +87,13 @@ func TestEvidenceCollectDevicesAndNitro(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no evidence producer") {
 		t.Errorf("no TEE: %v", err)
 	}
+	// A report folder that nobody answers is waited for, not forever.
+	if err := os.MkdirAll(filepath.Join(dir, "report"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "evidence", "collect", "--tsm", dir, "--timeout", "200ms"); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Errorf("an unanswered folder: %v", err)
+	}
 
 	nsm, err := producetest.NewNSM(time.Now())
 	if err != nil {

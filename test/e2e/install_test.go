@@ -112,6 +112,13 @@ func TestInstall(t *testing.T) {
 		out := in.wantWell(t, "--reconcile", "--verbose")
 		t.Log(out)
 		t.Logf("cloister install --reconcile: empty cluster to all HEALTHY in %s", time.Since(start).Round(100*time.Millisecond))
+		// The dev cluster's LAS cannot quote SGX enclaves: install makes it
+		// a simulated one, says so, and it is HEALTHY (all is well).
+		var las basev1beta1.LAS
+		if err := c.Get(ctx, client.ObjectKey{Name: install.DefaultLAS}, &las); err != nil || !las.Spec.Simulation ||
+			las.Status.State != common.StateHealthy || !strings.Contains(out, "runs in simulation") {
+			t.Errorf("the default LAS on the dev cluster: simulation %v, %s, %v", las.Spec.Simulation, las.Status.State, err)
+		}
 		var d appsv1.Deployment
 		if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: install.Deployment}, &d); err != nil {
 			t.Fatal(err)

@@ -13,7 +13,8 @@ import (
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
-// detectTimeout bounds one look for the VM's evidence producer.
+// detectTimeout bounds one look for the VM's evidence producer, and one
+// quote.
 const detectTimeout = 30 * time.Second
 
 // guestQuoter is the pod's own confidential VM as the quoter: its
@@ -37,7 +38,10 @@ func (g *guestQuoter) Quote(ctx context.Context, reportData []byte) (attest.Evid
 		g.log.Info("attesting with this confidential VM's own evidence", "type", string(p.Type()))
 		g.p = p
 	}
-	return g.p.Quote(ctx, reportData)
+	// A served folder whose server stopped would be waited for forever.
+	qctx, cancel := context.WithTimeout(ctx, detectTimeout)
+	defer cancel()
+	return g.p.Quote(qctx, reportData)
 }
 
 // maxTestRoots bounds the PEM text of EnvInsecureTestRoots.
