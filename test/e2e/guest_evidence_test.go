@@ -172,8 +172,13 @@ func testGuestEvidence(t *testing.T, e *realNodeEnv) {
 	}
 
 	run(vm("pod-vm", hostData, nil))
-	e.waitPod(t, "default", "snp-web", "to run with its certificate", 3*time.Minute, func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodRunning
+	waitFor(t, "pod snp-web to run with its certificate", 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods("default").Get(ctx, "snp-web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		logs, _ := kubectl(t, e.c, "logs", "-n", "default", "snp-web", "-c", generate.InitializerName)
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase) + "; the initializer says:\n" + logs, nil
 	})
 	logs, _ := kubectl(t, e.c, "logs", "-n", "default", "snp-web", "-c", generate.InitializerName)
 	if !strings.Contains(logs, "own evidence") || !strings.Contains(logs, `"msg":"attested"`) || strings.Contains(logs, "simulated") {

@@ -33,13 +33,19 @@ type TSMFolder struct {
 const pollInterval = 2 * time.Millisecond
 
 // Serve answers until ctx ends. It makes Root/report, writable by every
-// user (a pod's non-root initializer makes its entries there).
+// user.
 func (f *TSMFolder) Serve(ctx context.Context) error {
 	reports := filepath.Join(f.Root, "report")
 	if err := os.MkdirAll(reports, 0o750); err != nil {
 		return err
 	}
-	if err := os.Chmod(reports, 0o777); err != nil { //nolint:gosec // any user of the fake VM makes its report entries here, as on configfs
+	// Any user of the fake VM (a pod's non-root initializer, through a
+	// mount of Root) reaches the folder and makes its entries there, as on
+	// configfs.
+	if err := os.Chmod(f.Root, 0o755); err != nil { //nolint:gosec // a folder of public reports
+		return err
+	}
+	if err := os.Chmod(reports, 0o777); err != nil { //nolint:gosec // as above
 		return err
 	}
 	answered := map[string]*entry{}
