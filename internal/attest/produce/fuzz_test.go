@@ -13,12 +13,12 @@ import (
 // table, a TDX quote, a Nitro document) is outside the guest's trust: its
 // checks never panic, and take only what binds the report data asked for.
 func FuzzReturned(f *testing.F) {
-	f.Add([]byte{}, []byte{}, uint16(0))
-	f.Add(make([]byte, 1184), []byte{1, 2, 3}, uint16(7))
-	f.Fuzz(func(t *testing.T, out, aux []byte, seed uint16) {
+	f.Add([]byte{}, []byte{}, byte(0))
+	f.Add(make([]byte, 1184), []byte{1, 2, 3}, byte(7))
+	f.Fuzz(func(t *testing.T, out, aux []byte, seed byte) {
 		attesttest.CountExec()
 		var rd [ReportDataSize]byte
-		rd[0] = byte(seed)
+		rd[0] = seed
 		if raw, err := snpEvidence(out, aux, rd); err == nil && (len(raw) < 1184 || raw[0x50] != rd[0]) {
 			t.Fatalf("took a report that does not bind the report data")
 		}
