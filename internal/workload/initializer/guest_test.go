@@ -63,16 +63,30 @@ func TestGuestEvidence(t *testing.T) {
 	base := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "snp", "measurement": "` + measurement + `"}]}`,
 		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, Evidence: initenv.EvidenceGuest,
 		TestRoots: string(s.RootsPEM()), MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond}
-	run := func(tsm string, timeout time.Duration) (string, *testenv.Buffer, error) {
+	// run runs the initializer against the VM at tsm until it finishes, or
+	// (refused) until its log names the reason, want.
+	run := func(tsm, want string) (string, *testenv.Buffer, error) {
 		cfg := base
 		cfg.Guest, cfg.Out = producetest.GuestPaths(tsm), filepath.Join(dir, "out-"+filepath.Base(tsm))
 		logs := &testenv.Buffer{}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return cfg.Out, logs, Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+		for {
+			select {
+			case err := <-done:
+				return cfg.Out, logs, err
+			case <-time.After(20 * time.Millisecond):
+				if want != "" && strings.Contains(logs.String(), want) {
+					cancel()
+					return cfg.Out, logs, <-done
+				}
+			}
+		}
 	}
 
-	out, logs, err := run(vm("pod-vm", 0xAA, nil), 30*time.Second)
+	out, logs, err := run(vm("pod-vm", 0xAA, nil), "")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, logs)
 	}
@@ -93,7 +107,7 @@ func TestGuestEvidence(t *testing.T) {
 		{"tampered", 0xAA, func(r []byte) { r[0xC0] ^= 0xFF }, "signature"},
 		{"other-policy", 0xBB, nil, "host data"},
 	} {
-		out, logs, err := run(vm(tc.name, tc.hostData, tc.tamper), 2*time.Second)
+		out, logs, err := run(vm(tc.name, tc.hostData, tc.tamper), tc.want)
 		if err == nil || !strings.Contains(err.Error()+logs.String(), tc.want) {
 			t.Errorf("%s: %v\n%s, want %q", tc.name, err, logs, tc.want)
 		}
@@ -108,8 +122,8 @@ func TestGuestEvidence(t *testing.T) {
 	if err := (&Config{CAS: "x", Policy: "p", Service: "s", PolicyOwners: initenv.NoOwners, Out: "o", LAS: "l", Evidence: "tpm"}).Validate(); err == nil {
 		t.Error("evidence tpm accepted")
 	}
-	_, _, err = run(filepath.Join(dir, "no-vm"), 2*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "offers no evidence") {
-		t.Errorf("no VM: %v", err)
+	_, logs, err = run(filepath.Join(dir, "no-vm"), "offers no evidence")
+	if err == nil || !strings.Contains(err.Error()+logs.String(), "offers no evidence") {
+		t.Errorf("no VM: %v\n%s", err, logs)
 	}
 }
