@@ -139,7 +139,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		log.Info("uninitialised: the init token is in a file only the owners of this machine read; cloister cas init --init-token-file uses it", "initToken", token.path)
 	}
-	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs)
+	// In a confidential VM the TLS key never leaves it: a key on the
+	// volume, beside evidence that vouches for it, would let the host be
+	// CAS. A new key each start; clients trust CAS by the evidence made
+	// for it, not by a pinned certificate.
+	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs, cfg.TEE)
 	if err != nil {
 		return err
 	}
@@ -253,10 +257,17 @@ func ParseSealer(spec, sevGuest string) (core.Sealer, error) {
 	return nil, fmt.Errorf("--sealer %q: use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy) or file:PATH (development: the CAS root secret in a plain file)", spec)
 }
 
-// tlsIdentity loads or makes the TLS key and makes (or keeps) a
-// certificate for the SANs.
-func tlsIdentity(dir string, sans []string) (tls.Certificate, wire.Identity, error) {
-	key, err := keyfile.LoadOrCreate(filepath.Join(dir, tlsKeyFile))
+// tlsIdentity loads or makes the TLS key (in memory only when
+// ephemeral) and makes (or keeps) a certificate for the SANs.
+func tlsIdentity(dir string, sans []string, ephemeral bool) (tls.Certificate, wire.Identity, error) {
+	keyPath := filepath.Join(dir, tlsKeyFile)
+	if ephemeral {
+		keyPath = ""
+		if err := os.Remove(filepath.Join(dir, tlsKeyFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return tls.Certificate{}, wire.Identity{}, fmt.Errorf("removing a TLS key kept outside the VM: %w", err)
+		}
+	}
+	key, err := keyfile.LoadOrCreate(keyPath)
 	if err != nil {
 		return tls.Certificate{}, wire.Identity{}, fmt.Errorf("TLS key: %w", err)
 	}

@@ -2,13 +2,17 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 )
 
 // A CAS told it runs in a confidential VM does not start without the VM's
@@ -29,5 +33,41 @@ func TestTEEFailsClosed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// In a confidential VM CAS's TLS key stays in memory: a key on the volume
+// beside evidence that vouches for it would let whoever reads the volume
+// (the node's root) answer as CAS. One left there by a CAS run outside a
+// VM is removed, and each start has a key of its own.
+func TestTEEKeyStaysInTheVM(t *testing.T) {
+	dir := t.TempDir()
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsm := filepath.Join(dir, "tsm")
+	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	state := filepath.Join(dir, "state")
+	_, _, stop := StartConfigForTest(t, Config{StateDir: state, Sealer: "none"})
+	stop()
+	if _, err := os.Stat(filepath.Join(state, tlsKeyFile)); err != nil {
+		t.Fatalf("outside a VM the key is kept: %v", err)
+	}
+	var certs []string
+	for range 2 {
+		_, ca, stop := StartConfigForTest(t, Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(tsm)})
+		stop()
+		if _, err := os.Stat(filepath.Join(state, tlsKeyFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("in a VM the TLS key is on the volume: %v", err)
+		}
+		raw, err := os.ReadFile(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs = append(certs, string(raw))
+	}
+	if certs[0] == certs[1] {
+		t.Error("two starts in a VM share a TLS key")
 	}
 }
