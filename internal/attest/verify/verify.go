@@ -62,8 +62,10 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	case attest.Nitro:
 		return nitro.Verify(raw, nitro.Options{At: opts.At, TestRoots: opts.TestRoots})
 	case attest.SNP:
+		// A folder without a VCEK leaves the one the evidence's
+		// certificate table carries, which the verifier then needs.
 		var vcek []byte
-		if opts.CollateralDir != "" {
+		if matches, _ := filepath.Glob(filepath.Join(opts.CollateralDir, "*vcek*")); opts.CollateralDir != "" && len(matches) > 0 {
 			var err error
 			if vcek, err = one(opts.CollateralDir, "*vcek*"); err != nil {
 				return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 )
 
 func TestDecode(t *testing.T) {
@@ -96,5 +97,26 @@ func TestEvidenceTypes(t *testing.T) {
 	}
 	if _, err := Evidence(attest.Evidence{Type: attest.Sim}, Options{}); attest.CheckOf(err) != attest.CheckFormat {
 		t.Errorf("empty evidence: %v", err)
+	}
+}
+
+// A collateral folder without a VCEK (one kept for SGX and TDX, say)
+// leaves SEV-SNP evidence to the VCEK its certificate table carries.
+func TestSNPTableBesideCollateral(t *testing.T) {
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := s.Report([]byte("rd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := s.CertTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Evidence(attest.Evidence{Type: attest.SNP, Raw: append(report, table...)}, Options{CollateralDir: t.TempDir(), TestRoots: s.Roots()})
+	if err != nil || !c.TestRoot {
+		t.Errorf("%+v %v", c, err)
 	}
 }
