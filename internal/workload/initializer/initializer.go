@@ -1,5 +1,6 @@
 // Package initializer is the init container of confidential pods: it
-// attests the pod with its node's evidence to CAS, which it trusts by
+// attests the pod to CAS with its confidential VM's own evidence (snp,
+// tdx) or its node's LAS's (sim), and trusts CAS by
 // CAS's own evidence, retries until CAS knows the pod (the manifest is
 // set, CAS is recovered), writes the pod's certificate, key, CAs and
 // secrets into the shared in-memory volume and exits, so the app
