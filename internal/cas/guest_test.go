@@ -46,8 +46,7 @@ func TestTEEKeyStaysInTheVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tsm := filepath.Join(dir, "tsm")
-	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	tsm := s.ServeVM(t, filepath.Join(dir, "tsm"), nil, nil)
 	state := filepath.Join(dir, "state")
 	_, _, stop := StartConfigForTest(t, Config{StateDir: state, Sealer: "none"})
 	stop()

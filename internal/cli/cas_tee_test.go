@@ -22,8 +22,7 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Measurement[0], s.Measurement[47] = 0xCA, 0x5E
-	tsm := filepath.Join(dir, "tsm")
-	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	tsm := s.ServeVM(t, filepath.Join(dir, "tsm"), nil, nil)
 	roots := writeFile(t, dir, "roots.pem", string(s.RootsPEM()))
 	state := filepath.Join(dir, "state")
 	url, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true,

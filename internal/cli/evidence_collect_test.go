@@ -24,8 +24,7 @@ func TestEvidenceCollectSNPThroughConfigfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	tsm := filepath.Join(dir, "tsm")
-	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(s, nil)})
+	tsm := s.ServeVM(t, filepath.Join(dir, "tsm"), nil, nil)
 	roots := filepath.Join(dir, "roots.pem")
 	if err := os.WriteFile(roots, s.RootsPEM(), 0o600); err != nil {
 		t.Fatal(err)

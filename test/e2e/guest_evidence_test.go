@@ -66,12 +66,7 @@ func testGuestEvidence(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	vm := func(name string, hostData []byte, tamper func([]byte)) string {
-		signer := *s
-		copy(signer.HostData[:], hostData)
-		root := filepath.Join(dir, name)
-		producetest.ServeForTest(t, &producetest.TSMFolder{Root: root, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(&signer, tamper),
-			Errors: func(err error) { t.Log(err) }})
-		return root
+		return s.ServeVM(t, filepath.Join(dir, name), hostData, tamper)
 	}
 
 	// CAS in its fake VM, on the node's address, where the pods reach it.

@@ -35,11 +35,7 @@ func TestGuestEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := func(name string, hostData byte, tamper func([]byte)) string {
-		signer := *s
-		signer.HostData[0] = hostData
-		root := filepath.Join(dir, name)
-		producetest.ServeForTest(t, &producetest.TSMFolder{Root: root, Provider: producetest.ProviderSEV, Answer: producetest.SNPAnswer(&signer, tamper)})
-		return root
+		return s.ServeVM(t, filepath.Join(dir, name), []byte{hostData}, tamper)
 	}
 
 	state := filepath.Join(dir, "state")

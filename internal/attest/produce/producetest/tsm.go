@@ -207,3 +207,16 @@ func GuestPaths(tsm string) produce.Paths {
 	none := filepath.Join(tsm, "none")
 	return produce.Paths{TSM: tsm, SEVGuest: none, TDXGuest: none, NSM: none}
 }
+
+// ServeVM serves at root, until the test ends, the configfs-tsm folder of
+// an SEV-SNP guest s signs for, launched with hostData (nil keeps s's);
+// tamper, when set, changes each signed report. It returns root.
+func (s *SNPSigner) ServeVM(tb testing.TB, root string, hostData []byte, tamper func(report []byte)) string {
+	tb.Helper()
+	guest := *s
+	if hostData != nil {
+		copy(guest.HostData[:], hostData)
+	}
+	ServeForTest(tb, &TSMFolder{Root: root, Provider: ProviderSEV, Answer: SNPAnswer(&guest, tamper), Errors: func(err error) { tb.Log(err) }})
+	return root
+}
