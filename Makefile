@@ -79,7 +79,7 @@ lint: tools
 
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) -tags e2e ./...
 
 ## node-deps: as root, Debian's runc and nftables (nft, for hostPorts) for the real node's tests (a runc built
 ## from its module lacks seccomp here); without root those tests skip.

@@ -3,7 +3,14 @@ package attest
 import (
 	"crypto/x509"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest/memo"
 )
+
+// verifiedChains remembers chains whose signatures lead to their root:
+// the same PCK, VCEK or enclave chain comes with every quote of its
+// platform.
+var verifiedChains = memo.New[struct{}](4096)
 
 // VerifyChain checks that chain (leaf first, then its intermediates; a copy
 // of the root may end it) leads to root, with every certificate valid at
@@ -12,6 +19,12 @@ import (
 func VerifyChain(what string, chain []*x509.Certificate, root *x509.Certificate, at time.Time) (notBefore, notAfter time.Time, err error) {
 	if notBefore, notAfter, err = ValidAt(what, append(chain[:len(chain):len(chain)], root), at); err != nil {
 		return time.Time{}, time.Time{}, err
+	}
+	// What Verify checks beyond validity (signatures, constraints, key
+	// usage) depends on the certificates alone.
+	key := chainKey(chain, root)
+	if _, ok := verifiedChains.Get(key); ok {
+		return notBefore, notAfter, nil
 	}
 	roots, inter := x509.NewCertPool(), x509.NewCertPool()
 	roots.AddCert(root)
@@ -22,7 +35,16 @@ func VerifyChain(what string, chain []*x509.Certificate, root *x509.Certificate,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return time.Time{}, time.Time{}, Reject(CheckChain, "%s does not chain to the %s: %v", what, root.Subject.CommonName, err)
 	}
+	verifiedChains.Put(key, struct{}{})
 	return notBefore, notAfter, nil
+}
+
+func chainKey(chain []*x509.Certificate, root *x509.Certificate) memo.Key {
+	parts := make([][]byte, 0, len(chain)+1)
+	for _, c := range chain {
+		parts = append(parts, c.Raw)
+	}
+	return memo.KeyOf(append(parts, root.Raw)...)
 }
 
 // ValidAt checks every certificate is valid at the given time (and

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-tdx-guest/pcs"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/memo"
 )
 
 // Collateral is Intel PCS data for a quote's platform: TCB info for its
@@ -104,29 +105,14 @@ func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate) (*Ver
 	if len(c.TCBInfo) == 0 || len(c.QEIdentity) == 0 || len(c.SigningChain) == 0 {
 		return nil, attest.Reject(attest.CheckCollateral, "TCB info, QE identity and their signing chain are required (--collateral DIR)")
 	}
-	chain, err := ParseChain("TCB signing chain", c.SigningChain)
+	signed, nb, na, err := verifyCollateral(c, root, at)
 	if err != nil {
 		return nil, err
 	}
-	nb, na, err := attest.VerifyChain("TCB signing chain", chain, root, at)
-	if err != nil {
-		return nil, err
-	}
-	signer, ok := chain[0].PublicKey.(*ecdsa.PublicKey)
-	if !ok {
-		return nil, attest.Reject(attest.CheckCollateral, "the TCB signing key is %T, want ECDSA", chain[0].PublicKey)
-	}
-	var info tcbInfo
-	if err := signedJSON("TCB info", c.TCBInfo, "tcbInfo", signer, &info); err != nil {
-		return nil, err
-	}
-	var qe qeIdentity
-	if err := signedJSON("QE identity", c.QEIdentity, "enclaveIdentity", signer, &qe); err != nil {
-		return nil, err
-	}
+	info, qe := &signed.info, &signed.qe
 	// Collateral for another TEE or platform is named as such, even when
 	// its dates are also wrong.
-	if err := forQuote(p, &info, &qe); err != nil {
+	if err := forQuote(p, info, qe); err != nil {
 		return nil, err
 	}
 	for _, w := range []struct {
@@ -139,15 +125,15 @@ func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate) (*Ver
 		}
 		nb, na = attest.Later(nb, w.issued), attest.Earlier(na, w.update)
 	}
-	if err := matchQE(&qe, p.QE); err != nil {
+	if err := matchQE(qe, p.QE); err != nil {
 		return nil, err
 	}
-	status, err := platformStatus(p, &info)
+	status, err := platformStatus(p, info)
 	if err != nil {
 		return nil, err
 	}
 	if p.TDX != nil {
-		module, err := moduleStatus(p.TDX, &info)
+		module, err := moduleStatus(p.TDX, info)
 		if err != nil {
 			return nil, err
 		}
@@ -159,6 +145,50 @@ func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate) (*Ver
 		return nil, attest.Reject(attest.CheckTCB, "the quoting enclave's ISVSVN %d is below every TCB level of the QE identity", qeSVN)
 	}
 	return &Verdict{Status: converge(status, qeStatus), NotBefore: nb, NotAfter: na}, nil
+}
+
+// signedCollateral is collateral whose signatures verified, decoded.
+type signedCollateral struct {
+	chain []*x509.Certificate
+	info  tcbInfo
+	qe    qeIdentity
+}
+
+// verifiedCollateral holds collateral (by its bytes and the root) whose
+// chain and signatures verified: every quote of a platform is judged by
+// the same until the next update.
+var verifiedCollateral = memo.New[*signedCollateral](256)
+
+// verifyCollateral checks the signing chain to root at the given time and
+// the TCB info's and QE identity's signatures (once per collateral and
+// root), and returns them decoded with the chain's validity window.
+func verifyCollateral(c Collateral, root *x509.Certificate, at time.Time) (*signedCollateral, time.Time, time.Time, error) {
+	key := memo.KeyOf(c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw)
+	if s, ok := verifiedCollateral.Get(key); ok {
+		nb, na, err := attest.ValidAt("TCB signing chain", append(s.chain[:len(s.chain):len(s.chain)], root), at)
+		return s, nb, na, err
+	}
+	chain, err := ParseChain("TCB signing chain", c.SigningChain)
+	if err != nil {
+		return nil, time.Time{}, time.Time{}, err
+	}
+	nb, na, err := attest.VerifyChain("TCB signing chain", chain, root, at)
+	if err != nil {
+		return nil, nb, na, err
+	}
+	signer, ok := chain[0].PublicKey.(*ecdsa.PublicKey)
+	if !ok {
+		return nil, nb, na, attest.Reject(attest.CheckCollateral, "the TCB signing key is %T, want ECDSA", chain[0].PublicKey)
+	}
+	s := &signedCollateral{chain: chain}
+	if err := signedJSON("TCB info", c.TCBInfo, "tcbInfo", signer, &s.info); err != nil {
+		return nil, nb, na, err
+	}
+	if err := signedJSON("QE identity", c.QEIdentity, "enclaveIdentity", signer, &s.qe); err != nil {
+		return nil, nb, na, err
+	}
+	verifiedCollateral.Put(key, s)
+	return s, nb, na, nil
 }
 
 // forQuote checks the collateral is for the quote's kind of TEE and its

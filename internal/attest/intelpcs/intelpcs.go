@@ -1,6 +1,7 @@
 // Package intelpcs owns what SGX and TDX quote verification share: the
 // pinned Intel SGX Root CA, the layout of an SGX enclave report (the
-// quoting enclave's report in both), and the evaluation of Intel PCS
+// quoting enclave's report in both), the signatures and PCK chain after
+// their bodies (Signed), and the evaluation of Intel PCS
 // collateral (TCB info, QE identity, their signing chain) to a TCB status,
 // following Intel's Quote Verification Library.
 package intelpcs
@@ -13,6 +14,7 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"math/big"
+	"sync"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 )
@@ -23,15 +25,16 @@ var rootPEM []byte
 // RootSHA256 pins the embedded Intel SGX Root CA.
 const RootSHA256 = "44a0196b2b99f889b8e149e95b807a350e7424964399e885a7cbb8ccfab674d3"
 
-// Root is the embedded Intel SGX Root CA.
-func Root() *x509.Certificate {
+// Root is the embedded Intel SGX Root CA, parsed once: callers must not
+// change it.
+var Root = sync.OnceValue(func() *x509.Certificate {
 	block, _ := pem.Decode(rootPEM)
 	c, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		panic("embedded Intel SGX Root CA: " + err.Error())
 	}
 	return c
-}
+})
 
 // ReportLen is the size of an SGX enclave report body.
 const ReportLen = 384

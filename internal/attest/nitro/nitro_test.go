@@ -38,6 +38,11 @@ func TestRealDocumentVerifies(t *testing.T) {
 
 func TestRejections(t *testing.T) {
 	raw := load(t)
+	// Verified once first, so every refusal below holds with the CA
+	// bundle remembered as verified.
+	if _, err := Verify(raw, Options{At: vectorTime}); err != nil {
+		t.Fatal(err)
+	}
 	flip := func(i int) []byte { c := bytes.Clone(raw); c[i] ^= 1; return c }
 	for _, tc := range []struct {
 		name   string
@@ -74,13 +79,4 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("unnamed rejection: %v", err)
 		}
 	})
-}
-
-func BenchmarkVerify(b *testing.B) {
-	raw := load(b)
-	for b.Loop() {
-		if _, err := Verify(raw, Options{At: vectorTime}); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

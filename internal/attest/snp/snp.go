@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/google/go-sev-guest/abi"
+	"github.com/google/go-sev-guest/kds"
 	spb "github.com/google/go-sev-guest/proto/sevsnp"
 	"github.com/google/go-sev-guest/verify"
 	"github.com/google/go-sev-guest/verify/trust"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/memo"
 )
 
 // policyDebug is guest policy bit 19: the host may debug the guest.
@@ -107,7 +109,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// (a signature, a validity) under the roots that do is what is wrong.
 	var pc *trust.ProductCerts
 	for _, c := range candidates {
-		e := verifyWith(report, name, ek, line, c.roots, opts.At)
+		e := verifyWith(raw[:abi.ReportSize], report, name, ek, line, c.roots, opts.At)
 		if e == nil {
 			pc, claims.TestRoot, err = c.roots.ProductCerts, c.test, nil
 			break
@@ -131,9 +133,34 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	return claims, err
 }
 
-// verifyWith checks the report's signature by ek and ek's chain to roots.
-func verifyWith(report *spb.Report, name string, ek []byte, line string, roots *trust.AMDRootCerts, at time.Time) error {
+// verifiedKeys holds endorsement keys (by their certificate, signer kind,
+// the report's product line and the roots) whose chain go-sev-guest
+// checked: a chip signs every report with the same VCEK until its TCB
+// changes.
+var verifiedKeys = memo.New[*x509.Certificate](4096)
+
+// verifyWith checks the report's signature by ek and, once per key and
+// roots, ek's chain to roots; the chain's validity at the time is the
+// caller's to check.
+func verifyWith(raw []byte, report *spb.Report, name string, ek []byte, line string, roots *trust.AMDRootCerts, at time.Time) error {
 	pc := roots.ProductCerts
+	var asvk []byte
+	if pc.Asvk != nil {
+		asvk = pc.Asvk.Raw
+	}
+	// go-sev-guest reads the product line from the report's CPUID when it
+	// has one, so that is part of what it checked.
+	var fmsLine string
+	if fms := report.GetCpuid1EaxFms(); fms != 0 {
+		fmsLine = kds.ProductLineFromFms(fms)
+	}
+	key := memo.KeyOf([]byte(name), ek, pc.Ask.Raw, asvk, pc.Ark.Raw, []byte(fmsLine))
+	if cert, ok := verifiedKeys.Get(key); ok {
+		if err := verify.SnpReportSignature(raw, cert); err != nil {
+			return classify(err)
+		}
+		return nil
+	}
 	chain := &spb.CertificateChain{AskCert: pc.Ask.Raw, ArkCert: pc.Ark.Raw}
 	if name == "VLEK" {
 		if pc.Asvk == nil {
@@ -148,6 +175,11 @@ func verifyWith(report *spb.Report, name string, ek []byte, line string, roots *
 	if err != nil {
 		return classify(err)
 	}
+	cert, err := x509.ParseCertificate(ek)
+	if err != nil {
+		return attest.Reject(attest.CheckFormat, "%s certificate: %v", name, err)
+	}
+	verifiedKeys.Put(key, cert)
 	return nil
 }
 

@@ -1,22 +1,20 @@
-// Package tdx verifies Intel TDX quotes (v4) offline: go-tdx-guest checks
-// the quote, its QE report and the PCK chain to the pinned Intel root;
-// the caller's Intel PCS collateral is judged by intelpcs (as for SGX), so
-// every TCB status Intel defines is reported for the policy to accept or
-// refuse, where go-tdx-guest itself accepts UpToDate only.
+// Package tdx verifies Intel TDX quotes (v4) offline: go-tdx-guest parses
+// the quote and checks its layout; intelpcs checks its signatures, the QE
+// report's binding of the attestation key and the PCK chain to the pinned
+// Intel root as for SGX (chains once, so a quote costs its signatures), and
+// judges the caller's Intel PCS collateral, so every TCB status Intel
+// defines is reported for the policy to accept or refuse, where
+// go-tdx-guest itself accepts UpToDate only.
 package tdx
 
 import (
-	"bytes"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/go-tdx-guest/abi"
-	"github.com/google/go-tdx-guest/pcs"
 	pb "github.com/google/go-tdx-guest/proto/tdx"
-	"github.com/google/go-tdx-guest/verify"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
@@ -33,6 +31,10 @@ type Options struct {
 
 // tdAttributeDebug is bit 0 of TD attributes.
 const tdAttributeDebug = 0x01
+
+// signedLen is what a v4 quote's attestation key signs: the header and
+// the TD report body.
+const signedLen = 48 + 584
 
 // Verify checks a v4 quote and returns its claims (with those read so far
 // on a rejection).
@@ -54,6 +56,9 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err := abi.CheckQuoteV4(quote); err != nil {
 		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
 	}
+	if len(raw) < signedLen {
+		return nil, attest.Reject(attest.CheckFormat, "truncated TDX quote: %d bytes", len(raw))
+	}
 	body := quote.GetTdQuoteBody()
 	claims := &attest.Claims{
 		Type:       attest.TDX,
@@ -67,31 +72,24 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		}
 	}
 	certification := quote.GetSignedData().GetCertificationData().GetQeReportCertificationData()
-	pck, err := intelpcs.ParseChain("PCK certificate chain", bytes.TrimRight(certification.GetPckCertificateChainData().GetPckCertChain(), "\x00"))
-	if err != nil {
-		return claims, err
-	}
-	// Validity first, so an expired chain is named as such rather than as
-	// whatever go-tdx-guest's message says; go-tdx-guest checks the
-	// signatures up to the root.
-	notBefore, notAfter, err := attest.ValidAt("PCK certificate chain", append(pck, root), opts.At)
-	if err != nil {
-		return claims, err
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(root)
-	if err := verify.TdxQuote(quote, &verify.Options{Now: opts.At, TrustedRoots: roots}); err != nil {
-		return claims, classify(err, root.Subject.CommonName)
-	}
-	ext, err := pcs.PckCertificateExtensions(pck[0])
-	if err != nil {
-		return claims, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
-	}
 	qeReport, err := abi.EnclaveReportToAbiBytes(certification.GetQeReport())
 	if err != nil {
 		return claims, attest.Reject(attest.CheckFormat, "QE report: %v", err)
 	}
-	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: ext, QE: qeReport, TDX: &intelpcs.TDXModule{
+	signed := intelpcs.Signed{
+		Body:     raw[:signedLen],
+		Sig:      quote.GetSignedData().GetSignature(),
+		AttKey:   quote.GetSignedData().GetEcdsaAttestationKey(),
+		QEReport: qeReport,
+		QESig:    certification.GetQeReportSignature(),
+		QEAuth:   certification.GetQeAuthData().GetData(),
+		PCKChain: certification.GetPckCertificateChainData().GetPckCertChain(),
+	}
+	pck, notBefore, notAfter, err := signed.Verify(root, opts.At)
+	if err != nil {
+		return claims, err
+	}
+	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, QE: qeReport, TDX: &intelpcs.TDXModule{
 		TEETCBSVN: body.GetTeeTcbSvn(), MRSIGNERSEAM: body.GetMrSignerSeam(), SEAMAttributes: body.GetSeamAttributes(),
 	}}, opts.Collateral, opts.At, root)
 	if err != nil {
@@ -100,24 +98,6 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	claims.TCBStatus = tcb.Status
 	claims.NotBefore, claims.NotAfter = attest.Later(notBefore, tcb.NotBefore), attest.Earlier(notAfter, tcb.NotAfter)
 	return claims, nil
-}
-
-// classify names the check a go-tdx-guest error failed; validity was
-// checked before, and the collateral is not its business here.
-func classify(err error, rootName string) error {
-	msg := err.Error()
-	check := attest.CheckChain
-	switch {
-	case strings.Contains(msg, "PCK Certificate") || strings.Contains(msg, "certificate chain"):
-		msg = "PCK certificate chain does not chain to the " + rootName + ": " + msg
-	case errors.Is(err, verify.ErrSHA56VerificationFail) || strings.Contains(msg, "QE report data"):
-		check = attest.CheckBinding
-	case errors.Is(err, verify.ErrHashVerificationFail) || strings.Contains(msg, "QE report signature"):
-		check = attest.CheckSignature
-	case strings.Contains(msg, "attestation key") || strings.Contains(msg, "DER format"):
-		check = attest.CheckFormat
-	}
-	return &attest.Rejection{Check: check, Reason: msg, Err: err}
 }
 
 // quoteToProto is abi.QuoteToProto, with a panic made an error: v0.3.1

@@ -1,0 +1,164 @@
+package verify
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/sha512"
+	"hash"
+	"testing"
+	"time"
+
+	sevtestdata "github.com/google/go-sev-guest/verify/testdata"
+
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
+	"github.com/cloister-cc/cloister/internal/attest/nitro"
+	"github.com/cloister-cc/cloister/internal/attest/sgx"
+	"github.com/cloister-cc/cloister/internal/attest/snp"
+	"github.com/cloister-cc/cloister/internal/attest/tdx"
+)
+
+// Verification at the speed of its signatures: each real vector is
+// verified with its chains and collateral already checked once (as a
+// verifier sees a platform's second quote), and the signatures it cannot
+// avoid (its floor) are measured in the same run. The metric floor-% is
+// the floor's share of a verification; 100 is all signature.
+//
+//	go test -run '^$' -bench . -p 1 ./internal/attest/verify/
+
+func BenchmarkVerify(b *testing.B) {
+	p256, p384 := ecdsaVerify(b, elliptic.P256(), sha256.New), ecdsaVerify(b, elliptic.P384(), sha512.New384)
+	for _, tc := range []struct {
+		name   string
+		verify func(testing.TB) func() error
+		floor  func() bool
+		n      int // floor signatures per verification
+	}{
+		// The quote (by the attestation key) and the QE report (by the PCK).
+		{"sgx", sgxVector, p256, 2},
+		{"tdx", tdxVector, p256, 2},
+		// The report (by the VCEK); the VCEK's RSA chain is the chip's.
+		{"snp", snpVector, p384, 1},
+		// The document (by its enclave's key); the CA bundle is AWS's.
+		{"nitro", nitroVector, p384, 1},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			verify := tc.verify(b)
+			if err := verify(); err != nil { // checks chains and collateral once
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if err := verify(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			// The timer stopped with the loop: the floor, as many times.
+			start := time.Now()
+			for range b.N * tc.n {
+				if !tc.floor() {
+					b.Fatal("a floor signature does not verify")
+				}
+			}
+			floor := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+			b.ReportMetric(floor/1e3, "floor-µs/op")
+			b.ReportMetric(100*floor/per, "floor-%")
+		})
+	}
+}
+
+// BenchmarkSignature is the raw cost of each kind of signature the
+// verifiers check: P-256 (SGX, TDX quotes and Intel collateral), P-384
+// (SEV-SNP reports, Nitro documents), RSA-4096 PSS (AMD's VCEK chain).
+func BenchmarkSignature(b *testing.B) {
+	b.Run("p256", sigBench(elliptic.P256(), sha256.New))
+	b.Run("p384", sigBench(elliptic.P384(), sha512.New384))
+	b.Run("rsa4096-pss", func(b *testing.B) {
+		key, err := rsa.GenerateKey(rand.Reader, 4096)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := sha512.Sum384([]byte("certificate"))
+		opts := &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthEqualsHash}
+		sig, _ := rsa.SignPSS(rand.Reader, key, crypto.SHA384, d[:], opts)
+		b.ResetTimer()
+		for b.Loop() {
+			if rsa.VerifyPSS(&key.PublicKey, crypto.SHA384, d[:], sig, opts) != nil {
+				b.Fatal("no")
+			}
+		}
+	})
+}
+
+// ecdsaVerify returns one verification of an ECDSA signature over a
+// quote-sized message, hashing included, as the verifiers do it.
+func ecdsaVerify(tb testing.TB, curve elliptic.Curve, hash func() hash.Hash) func() bool {
+	key, err := ecdsa.GenerateKey(curve, rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	msg := make([]byte, 632)
+	h := hash()
+	h.Write(msg)
+	sig, err := ecdsa.SignASN1(rand.Reader, key, h.Sum(nil))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return func() bool {
+		h := hash()
+		h.Write(msg)
+		return ecdsa.VerifyASN1(&key.PublicKey, h.Sum(nil), sig)
+	}
+}
+
+func sigBench(curve elliptic.Curve, hash func() hash.Hash) func(*testing.B) {
+	return func(b *testing.B) {
+		verify := ecdsaVerify(b, curve, hash)
+		for b.Loop() {
+			if !verify() {
+				b.Fatal("no")
+			}
+		}
+	}
+}
+
+func intelVector(kind string, v func([]byte, intelpcs.Collateral, time.Time) error, quote, tcbInfo, qeIdentity, chain string, at time.Time) func(testing.TB) func() error {
+	return func(tb testing.TB) func() error {
+		read := func(name string) []byte { return attesttest.Read(tb, kind+"/"+name) }
+		raw, col := read(quote), intelpcs.Collateral{TCBInfo: read(tcbInfo), QEIdentity: read(qeIdentity), SigningChain: read(chain)}
+		return func() error { return v(raw, col, at) }
+	}
+}
+
+var (
+	sgxVector = intelVector("sgx-dcap", func(raw []byte, col intelpcs.Collateral, at time.Time) error {
+		_, err := sgx.Verify(raw, sgx.Options{Collateral: col, At: at})
+		return err
+	}, "quote_v3_ecdsa_p256_pck_chain.bin", "tcb_info_v3_fmspc_00606A000000.json", "qe_identity_v2.json", "tcb_info_v3_fmspc_00606A000000_certs.pem", time.Unix(1671497404, 0))
+	tdxVector = intelVector("tdx", func(raw []byte, col intelpcs.Collateral, at time.Time) error {
+		_, err := tdx.Verify(raw, tdx.Options{Collateral: col, At: at})
+		return err
+	}, "quote_v4_tdx_ecdsa_p256.bin", "tcb_info_v3_tdx_fmspc_C0806F000000.json", "qe_identity_v2_tdx2.json", "tcb_signing_chain_certs.pem", time.Unix(1725263032, 0))
+)
+
+func snpVector(testing.TB) func() error {
+	at := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
+	return func() error {
+		_, err := snp.Verify(sevtestdata.AttestationBytes, snp.Options{At: at, VCEK: sevtestdata.VcekBytes})
+		return err
+	}
+}
+
+func nitroVector(tb testing.TB) func() error {
+	raw := Decode(attesttest.Read(tb, "nitro/nitro_attestation.b64"))
+	at := time.Date(2024, 9, 7, 14, 37, 39, 545e6, time.UTC)
+	return func() error {
+		_, err := nitro.Verify(raw, nitro.Options{At: at})
+		return err
+	}
+}
