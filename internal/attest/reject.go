@@ -18,6 +18,7 @@ const (
 	CheckValidity   Check = "validity"    // a certificate or collateral at the given time
 	CheckCollateral Check = "collateral"  // TCB info / QE identity signature and shape
 	CheckBinding    Check = "binding"     // QE report binds the attestation key
+	CheckRevoked    Check = "revoked"     // a certificate of the chain is on its issuer's CRL
 	CheckTCB        Check = "tcb-status"  // policy: accepted TCB statuses
 	CheckIdentity   Check = "identity"    // policy: expected identities, minimum SVNs
 	CheckDebug      Check = "debug"       // policy: debug evidence

@@ -15,17 +15,24 @@ import (
 )
 
 // Collateral is Intel PCS data for a quote's platform: TCB info for its
-// FMSPC, the QE identity, and the chain that signed both (PEM).
+// FMSPC, the QE identity, and the chain that signed both (PEM); and the
+// CRLs of the PCK's CA and of the root CA (DER, PEM or hex), applied when
+// given.
 type Collateral struct {
 	TCBInfo      []byte
 	QEIdentity   []byte
 	SigningChain []byte
+	PCKCRL       []byte
+	RootCRL      []byte
 }
 
 // Platform is what a verified quote says about the machine that made it.
 type Platform struct {
 	// PCK holds the FMSPC and platform TCB of the PCK certificate.
 	PCK *pcs.PckExtensions
+	// PCKChain is the PCK certificate and its CA (leaf first), for
+	// revocation.
+	PCKChain []*x509.Certificate
 	// QE is the quoting enclave's report.
 	QE Report
 	// TDX is set for TDX quotes.
@@ -98,10 +105,11 @@ type qeIdentity struct {
 }
 
 // Judge checks the collateral (signatures, chain to root, validity at the
-// given time, that it is for this platform and quoting enclave) and
-// returns the platform's TCB status, converged with the quoting enclave's
-// and, for TDX, the TDX module's.
-func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate) (*Verdict, error) {
+// given time, that it is for this platform and quoting enclave), applies
+// its CRLs (which requireCRLs makes required) and returns the platform's
+// TCB status, converged with the quoting enclave's and, for TDX, the TDX
+// module's.
+func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate, requireCRLs bool) (*Verdict, error) {
 	if len(c.TCBInfo) == 0 || len(c.QEIdentity) == 0 || len(c.SigningChain) == 0 {
 		return nil, attest.Reject(attest.CheckCollateral, "TCB info, QE identity and their signing chain are required (--collateral DIR)")
 	}
@@ -110,6 +118,11 @@ func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate) (*Ver
 		return nil, err
 	}
 	info, qe := &signed.info, &signed.qe
+	crlNext, err := revocation(p.PCKChain, signed.chain, root, c, at, requireCRLs)
+	if err != nil {
+		return nil, err
+	}
+	na = attest.Earlier(na, crlNext)
 	// Collateral for another TEE or platform is named as such, even when
 	// its dates are also wrong.
 	if err := forQuote(p, info, qe); err != nil {
@@ -304,4 +317,44 @@ func signedJSON(what string, doc []byte, field string, signer *ecdsa.PublicKey, 
 		return attest.Reject(attest.CheckCollateral, "%s: %v", what, err)
 	}
 	return nil
+}
+
+// Source finds the collateral for a platform, given its TEE ("sgx" or
+// "tdx"), its FMSPC (hex) and the CA that issued its PCK ("processor" or
+// "platform"). What it returns is checked like any collateral: a source
+// can deny a quote, never admit one.
+type Source interface {
+	Collateral(tee, fmspc, ca string) (Collateral, error)
+}
+
+// For is the collateral for a platform: the source's when there is one,
+// else fixed.
+func For(src Source, fixed Collateral, tee string, pck *PCK) (Collateral, error) {
+	if src == nil {
+		return fixed, nil
+	}
+	ca, err := CAOf(pck.Certs)
+	if err != nil {
+		return Collateral{}, err
+	}
+	c, err := src.Collateral(tee, pck.Ext.FMSPC, ca)
+	if err != nil {
+		return Collateral{}, attest.Reject(attest.CheckCollateral, "collateral for %s FMSPC %s (PCK %s CA): %v", strings.ToUpper(tee), pck.Ext.FMSPC, ca, err)
+	}
+	return c, nil
+}
+
+// CAOf names the CA that issued a PCK certificate as Intel PCS does.
+func CAOf(pck []*x509.Certificate) (string, error) {
+	if len(pck) < 2 {
+		return "", attest.Reject(attest.CheckChain, "the PCK certificate chain has no issuing CA")
+	}
+	switch cn := pck[1].Subject.CommonName; cn {
+	case "Intel SGX PCK Processor CA":
+		return "processor", nil
+	case "Intel SGX PCK Platform CA":
+		return "platform", nil
+	default:
+		return "", attest.Reject(attest.CheckChain, "the PCK certificate is issued by %q, not a PCK CA Intel PCS names", cn)
+	}
 }

@@ -24,9 +24,11 @@ import (
 // leaf whose key signs the collateral, so the fuzzer reaches the parsing
 // behind the signature check. Trusted only here.
 type testSigner struct {
-	root  *x509.Certificate
-	chain []byte
-	key   *ecdsa.PrivateKey
+	root    *x509.Certificate
+	rootKey *ecdsa.PrivateKey
+	signing *x509.Certificate // the TCB signing certificate
+	chain   []byte
+	key     *ecdsa.PrivateKey
 }
 
 func newTestSigner(tb testing.TB) *testSigner {
@@ -35,7 +37,7 @@ func newTestSigner(tb testing.TB) *testSigner {
 	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	from, to := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
 	rootTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test root (fuzzing only)"},
-		NotBefore: from, NotAfter: to, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		NotBefore: from, NotAfter: to, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	rootDER, err := x509.CreateCertificate(rand.Reader, rootTmpl, rootTmpl, &rootKey.PublicKey, rootKey)
 	if err != nil {
 		tb.Fatal(err)
@@ -47,7 +49,8 @@ func newTestSigner(tb testing.TB) *testSigner {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &testSigner{root: root, key: leafKey, chain: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})}
+	signing, _ := x509.ParseCertificate(leafDER)
+	return &testSigner{root: root, rootKey: rootKey, signing: signing, key: leafKey, chain: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})}
 }
 
 // envelope signs body as Intel does (raw r||s over SHA-256 of the field's
@@ -85,7 +88,7 @@ var (
 func TestFuzzSeedVerifies(t *testing.T) {
 	s := newTestSigner(t)
 	v, err := Judge(fuzzPlatform, Collateral{TCBInfo: s.envelope("tcbInfo", []byte(seedTCBInfo)),
-		QEIdentity: s.envelope("enclaveIdentity", []byte(seedQEIdentity)), SigningChain: s.chain}, fuzzAt, s.root)
+		QEIdentity: s.envelope("enclaveIdentity", []byte(seedQEIdentity)), SigningChain: s.chain}, fuzzAt, s.root, false)
 	if err != nil || v.Status != attest.TCBUpToDate {
 		t.Fatalf("seed collateral: %+v %v", v, err)
 	}
@@ -102,7 +105,7 @@ func FuzzCollateral(f *testing.F) {
 	f.Fuzz(func(t *testing.T, info, qe []byte) {
 		attesttest.CountExec()
 		c := Collateral{TCBInfo: s.envelope("tcbInfo", info), QEIdentity: s.envelope("enclaveIdentity", qe), SigningChain: s.chain}
-		v, err := Judge(fuzzPlatform, c, fuzzAt, s.root)
+		v, err := Judge(fuzzPlatform, c, fuzzAt, s.root, false)
 		if err == nil && (v == nil || v.Status == "") {
 			t.Fatalf("a verdict without a status: %+v", v)
 		}

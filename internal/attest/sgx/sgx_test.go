@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	tdxtestdata "github.com/google/go-tdx-guest/testing/testdata"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
@@ -120,4 +122,26 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("unnamed rejection: %v", err)
 		}
 	})
+}
+
+// Intel's own CRLs (of the PCK Platform CA, June 2023, and of the root CA,
+// April 2023; go-tdx-guest's test data) apply to the real quote's chain:
+// nothing of it is revoked. A later list judges earlier evidence.
+func TestRealQuoteWithIntelsCRLs(t *testing.T) {
+	raw, col := load(t)
+	col.PCKCRL, col.RootCRL = tdxtestdata.PckCrlBody, tdxtestdata.RootCrlBody
+	if _, err := Verify(raw, Options{Collateral: col, At: vectorTime, RequireCRLs: true}); err != nil {
+		t.Fatal(err)
+	}
+	bad := col
+	bad.PCKCRL = bytes.Clone(col.PCKCRL)
+	bad.PCKCRL[len(bad.PCKCRL)-5] ^= 1 // in the signature
+	if _, err := Verify(raw, Options{Collateral: bad, At: vectorTime, RequireCRLs: true}); attest.CheckOf(err) != attest.CheckCollateral {
+		t.Errorf("a tampered PCK CRL: %v, want a collateral rejection", err)
+	}
+	none := col
+	none.PCKCRL, none.RootCRL = nil, nil
+	if _, err := Verify(raw, Options{Collateral: none, At: vectorTime, RequireCRLs: true}); attest.CheckOf(err) != attest.CheckCollateral {
+		t.Errorf("no CRLs where they are required: %v, want a collateral rejection", err)
+	}
 }

@@ -19,6 +19,12 @@ type Options struct {
 	At time.Time
 	// Root replaces the Intel root (tests of foreign roots); nil: Intel's.
 	Root *x509.Certificate
+	// Source, when set, gives the collateral for the quote's platform
+	// instead of Collateral.
+	Source intelpcs.Source
+	// RequireCRLs refuses collateral without the PCK CA's and root CA's
+	// CRLs.
+	RequireCRLs bool
 }
 
 // Verify checks a v3 quote and returns its claims; every failure is an
@@ -49,7 +55,11 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err != nil {
 		return claims, err
 	}
-	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, QE: q.qeReport}, opts.Collateral, opts.At, root)
+	col, err := intelpcs.For(opts.Source, opts.Collateral, "sgx", pck)
+	if err != nil {
+		return claims, err
+	}
+	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, PCKChain: pck.Certs, QE: q.qeReport}, col, opts.At, root, opts.RequireCRLs)
 	if err != nil {
 		return claims, err
 	}

@@ -27,6 +27,12 @@ type Options struct {
 	At         time.Time
 	// Root replaces the Intel root (tests of foreign roots); nil: Intel's.
 	Root *x509.Certificate
+	// Source, when set, gives the collateral for the quote's platform
+	// instead of Collateral.
+	Source intelpcs.Source
+	// RequireCRLs refuses collateral without the PCK CA's and root CA's
+	// CRLs.
+	RequireCRLs bool
 }
 
 // tdAttributeDebug is bit 0 of TD attributes.
@@ -89,9 +95,13 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err != nil {
 		return claims, err
 	}
-	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, QE: qeReport, TDX: &intelpcs.TDXModule{
+	col, err := intelpcs.For(opts.Source, opts.Collateral, "tdx", pck)
+	if err != nil {
+		return claims, err
+	}
+	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, PCKChain: pck.Certs, QE: qeReport, TDX: &intelpcs.TDXModule{
 		TEETCBSVN: body.GetTeeTcbSvn(), MRSIGNERSEAM: body.GetMrSignerSeam(), SEAMAttributes: body.GetSeamAttributes(),
-	}}, opts.Collateral, opts.At, root)
+	}}, col, opts.At, root, opts.RequireCRLs)
 	if err != nil {
 		return claims, err
 	}
