@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/collateral"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/base/startup"
 )
@@ -35,7 +38,7 @@ func newEvidence(s Streams) *cobra.Command {
 
 type evidenceVerify struct {
 	typ, file, collateral, at, policy, output, nonce string
-	testRoots                                        string
+	testRoots, pcs, dcapFile                         string
 	allowDebug, allowSimulation                      bool
 	acceptTCB                                        []string
 }
@@ -56,6 +59,8 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f.StringVar(&o.typ, "type", "", "evidence type: sgx, tdx, snp, nitro or sim")
 	f.StringVar(&o.file, "evidence", "", "evidence file, raw or base64")
 	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx, tdx: tcb_info*.json, qe_identity*.json, *certs*.pem; snp: *vcek*)")
+	f.StringVar(&o.pcs, "pcs", "", "fetch SGX and TDX collateral (with the CRLs, then required) from Intel PCS (https://api.trustedservices.intel.com) or a PCCS at this URL, instead of --collateral")
+	f.StringVar(&o.dcapFile, "dcap-api-file", "", "a file holding the Intel DCAP API key, sent to --pcs on every request")
 	f.StringVar(&o.at, "at", "", "verification time, RFC 3339 or Unix seconds (default: now)")
 	f.StringVar(&o.policy, "policy", "", "policy file (YAML or JSON): identities, acceptTCB, allowDebug, reportData, nonce, allowSimulation")
 	f.StringVar(&o.nonce, "nonce", "", "the nonce (hex) the evidence must carry: the challenge it was made for")
@@ -83,6 +88,9 @@ func (o *evidenceVerify) run(s Streams) error {
 		return fmt.Errorf("--evidence: %w", err)
 	}
 	opts := verify.Options{CollateralDir: o.collateral}
+	if opts.Intel, err = o.intelSource(); err != nil {
+		return err
+	}
 	if opts.TestRoots, err = loadTestRoots(s, o.testRoots); err != nil {
 		return err
 	}
@@ -128,6 +136,69 @@ func (o *evidenceVerify) run(s Streams) error {
 		return &ExitError{Code: 1}
 	}
 	return nil
+}
+
+// intelSource is --pcs with the key of --dcap-api-file.
+func (o *evidenceVerify) intelSource() (intelpcs.Source, error) {
+	switch {
+	case o.pcs == "" && o.dcapFile != "":
+		return nil, errors.New("--dcap-api-file is the key for --pcs: give --pcs too")
+	case o.pcs == "":
+		return nil, nil
+	case o.collateral != "":
+		return nil, errors.New("--pcs and --collateral exclude each other: collateral comes from one")
+	}
+	if u, err := url.Parse(o.pcs); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("invalid --pcs %q: give the service's base URL, e.g. %s", o.pcs, collateral.IntelPCS)
+	}
+	key, err := readDCAPKey("", o.dcapFile)
+	if err != nil {
+		return nil, err
+	}
+	return collateral.Direct{Fetcher: &collateral.PCS{URL: o.pcs, Key: key}}, nil
+}
+
+// readDCAPKey is the Intel DCAP API key given on the command line or in a
+// file (the first keeps it in the process list and shell history).
+func readDCAPKey(key, file string) (string, error) {
+	switch {
+	case key != "" && file != "":
+		return "", errors.New("--dcap-api and --dcap-api-file exclude each other")
+	case file != "":
+		raw, err := readLimited(file, 1<<10)
+		if err != nil {
+			return "", fmt.Errorf("--dcap-api-file: %w", err)
+		}
+		k, err := collateral.ParseAPIKey(raw)
+		if err != nil {
+			return "", fmt.Errorf("--dcap-api-file %s: %w", file, err)
+		}
+		return k, nil
+	case key != "":
+		k, err := collateral.ParseAPIKey([]byte(key))
+		if err != nil {
+			return "", fmt.Errorf("--dcap-api: %w", err)
+		}
+		return k, nil
+	}
+	return "", nil
+}
+
+// readLimited reads a file of at most limit bytes.
+func readLimited(file string, limit int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("%s is over %d bytes", file, limit)
+	}
+	return raw, nil
 }
 
 type verdict struct {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
+	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 )
 
@@ -194,5 +195,91 @@ func TestEvidenceVerifySNP(t *testing.T) {
 	out, _, err = run(t, "evidence", "verify", "--type", "snp", "--evidence", report, "--at", "2023-01-01T00:00:00Z", "--allow-debug")
 	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: collateral: ") {
 		t.Errorf("no VCEK: exit %d %v\n%s", exitCode(err), err, out)
+	}
+}
+
+// With --pcs and the key, evidence verify reaches the verdict it reaches
+// with the same collateral in a folder, on real SGX and TDX quotes, from a
+// local PCS serving real Intel-signed collateral and CRLs at Intel's paths
+// and headers; the PCS saw the key on every request. The key shows nowhere
+// in the output.
+func TestEvidenceVerifyFromPCS(t *testing.T) {
+	pcs := collateraltest.RealPCS(t)
+	const key = "00112233445566778899aabbccddeeff"
+	pcs.Key = key
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "dcap-key")
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("dcap-key", []byte(key+"\n"))
+	sgxQuote, tdxQuote := collateraltest.RealQuotes(t)
+	// The same collateral as the PCS serves, in folders.
+	folder := func(tee, fmspc string, quote []byte) (string, string) {
+		in := pcs.Intel(tee)
+		write(tee+"/tcb_info.json", in.TCBInfo[fmspc])
+		write(tee+"/qe_identity.json", in.QEIdentity)
+		write(tee+"/tcb_certs.pem", in.Chain)
+		write(tee+"/pck_crl.der", pcs.CRL("platform"))
+		write(tee+"/root_crl.der", pcs.CRL("root"))
+		return write(tee+".quote", quote), filepath.Join(dir, tee)
+	}
+	for _, tc := range []struct {
+		tee, fmspc string
+		quote      collateraltest.RealQuote
+		verdict    string
+	}{
+		{"sgx", "00606a000000", sgxQuote, `rejected: tcb-status: TCB status "SWHardeningNeeded" is not accepted`},
+		{"tdx", "50806f000000", tdxQuote, "rejected: tcb-status: the platform's TCB (PCESVN 11) is below every TCB level of FMSPC 50806f000000"},
+	} {
+		t.Run(tc.tee, func(t *testing.T) {
+			quote, col := folder(tc.tee, tc.fmspc, tc.quote.Raw)
+			at := tc.quote.At.Format(time.RFC3339)
+			fromFolder, _, err := run(t, "evidence", "verify", "--type", tc.tee, "--evidence", quote, "--collateral", col, "--at", at)
+			if exitCode(err) != 1 || !strings.HasPrefix(fromFolder, tc.verdict) {
+				t.Fatalf("from the folder: exit %d %v\n%s", exitCode(err), err, fromFolder)
+			}
+			before := len(pcs.Keys())
+			fromPCS, stderr, err := run(t, "evidence", "verify", "--type", tc.tee, "--evidence", quote, "--pcs", pcs.URL, "--dcap-api-file", keyFile, "--at", at)
+			if exitCode(err) != 1 || fromPCS != fromFolder {
+				t.Fatalf("from the PCS: exit %d %v\n%s\nwant\n%s", exitCode(err), err, fromPCS, fromFolder)
+			}
+			keys := pcs.Keys()[before:]
+			if len(keys) != 4 {
+				t.Errorf("%d requests, want 4 (TCB info, QE identity, two CRLs)", len(keys))
+			}
+			for _, k := range keys {
+				if k != key {
+					t.Errorf("a request carried key %q", k)
+				}
+			}
+			if strings.Contains(fromPCS+stderr, key) {
+				t.Error("the key shows in the output")
+			}
+		})
+	}
+	// Without the key the PCS refuses, and the error says so without it.
+	quote, _ := folder("sgx", "00606a000000", sgxQuote.Raw)
+	out, _, err := run(t, "evidence", "verify", "--type", "sgx", "--evidence", quote, "--pcs", pcs.URL, "--at", "1671497404")
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: collateral: ") || !strings.Contains(out, "401 Unauthorized: the Intel DCAP API key is missing or wrong") {
+		t.Errorf("no key: exit %d\n%s", exitCode(err), out)
+	}
+	for _, args := range [][]string{
+		{"--pcs", pcs.URL, "--collateral", dir},
+		{"--dcap-api-file", keyFile},
+		{"--pcs", "pcs.example"},
+		{"--pcs", pcs.URL, "--dcap-api-file", write("short-key", []byte("abc"))},
+	} {
+		_, _, err := run(t, append([]string{"evidence", "verify", "--type", "sgx", "--evidence", quote}, args...)...)
+		if exitCode(err) != -1 {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 	"github.com/cloister-cc/cloister/internal/attest/nitro"
 	"github.com/cloister-cc/cloister/internal/attest/sgx"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
@@ -30,10 +31,15 @@ type Options struct {
 	At time.Time
 	// CollateralDir holds the format's collateral, laid out like the
 	// team's test vectors (sgx: tcb_info*.json, qe_identity*.json,
-	// *certs*.pem; snp: the VCEK as *vcek*, DER or PEM).
+	// *certs*.pem, and optionally the CRLs pck_crl* and root_crl*; snp:
+	// the VCEK as *vcek*, DER or PEM).
 	CollateralDir string
 	// SimKeys, when set, are the only keys sim evidence may be signed by.
 	SimKeys []*ecdsa.PublicKey
+	// Intel, when set, gives Intel collateral for each quote's platform
+	// (a PCS or PCCS, a cache of one) in place of CollateralDir's, and
+	// makes the PCK CA's and root CA's CRLs required.
+	Intel intelpcs.Source
 	// TestRoots are roots taken beside the vendors' (SEV-SNP's ARK and ASK
 	// by their names, a Nitro root by itself): insecure, for tests and
 	// fake confidential VMs only (LoadTestRoots). Claims verified by one
@@ -52,11 +58,11 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	}
 	switch ev.Type {
 	case attest.SGX:
-		col, err := IntelCollateral(opts.CollateralDir)
+		col, err := intelCollateral(opts)
 		if err != nil {
 			return nil, err
 		}
-		return sgx.Verify(raw, sgx.Options{Collateral: col, At: opts.At})
+		return sgx.Verify(raw, sgx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
 	case attest.Sim:
 		return sim.Verify(raw, opts.At, opts.SimKeys...)
 	case attest.Nitro:
@@ -73,11 +79,11 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		}
 		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, TestRoots: opts.TestRoots})
 	case attest.TDX:
-		col, err := IntelCollateral(opts.CollateralDir)
+		col, err := intelCollateral(opts)
 		if err != nil {
 			return nil, err
 		}
-		return tdx.Verify(raw, tdx.Options{Collateral: col, At: opts.At})
+		return tdx.Verify(raw, tdx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
 	}
 	_, err := attest.ParseType(string(ev.Type))
 	return nil, err
@@ -135,8 +141,17 @@ func Decode(raw []byte) []byte {
 	return raw
 }
 
+// intelCollateral is the folder's collateral, unless a source gives it.
+func intelCollateral(opts Options) (sgx.Collateral, error) {
+	if opts.Intel != nil {
+		return sgx.Collateral{}, nil
+	}
+	return IntelCollateral(opts.CollateralDir)
+}
+
 // IntelCollateral reads Intel PCS collateral (TCB info, QE identity and
-// their signing chain; SGX and TDX alike) from dir; no dir is none.
+// their signing chain; SGX and TDX alike; the PCK CA's and root CA's CRLs
+// when there) from dir; no dir is none.
 func IntelCollateral(dir string) (sgx.Collateral, error) {
 	if dir == "" {
 		return sgx.Collateral{}, nil // the verifier says it is missing, after reading the quote
@@ -151,6 +166,16 @@ func IntelCollateral(dir string) (sgx.Collateral, error) {
 	}
 	if c.SigningChain, err = one(dir, "*certs*.pem"); err != nil {
 		return c, err
+	}
+	for _, crl := range []struct {
+		pattern string
+		into    *[]byte
+	}{{"pck_crl*", &c.PCKCRL}, {"root_crl*", &c.RootCRL}} {
+		if matches, _ := filepath.Glob(filepath.Join(dir, crl.pattern)); len(matches) > 0 {
+			if *crl.into, err = one(dir, crl.pattern); err != nil {
+				return c, err
+			}
+		}
 	}
 	return c, nil
 }
