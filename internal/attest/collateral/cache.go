@@ -1,0 +1,313 @@
+package collateral
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Cache keeps the collateral verifications need, refreshes it before it
+// goes out of date, and serves the last copy it fetched while the vendor
+// fails (down, rate limiting) until that copy's next update: a vendor
+// outage does not stop attestation. Entries persist in Dir, so a restart
+// does not need the vendor either. It is untrusted like its vendors: the
+// verifiers check what it gives.
+type Cache struct {
+	// Intel fetches Intel collateral (a PCS client); nil: none.
+	Intel IntelFetcher
+	// Dir, when set, holds the entries across restarts.
+	Dir string
+	// MaxAge is how long an entry is served before it is fetched again
+	// (Intel may publish new TCB info before the next update): 1 h when
+	// zero.
+	MaxAge time.Duration
+	// Timeout bounds a fetch on a verification's path: 30 s when zero.
+	Timeout time.Duration
+	// Now is the clock: time.Now when nil.
+	Now func() time.Time
+	Log *slog.Logger
+
+	mu       sync.Mutex
+	entries  map[string]*entry
+	flight   singleflight.Group
+	loadOnce sync.Once
+}
+
+// entry is one cached answer, in the form it is persisted.
+type entry struct {
+	Key        string          `json:"key"`
+	Value      json.RawMessage `json:"value"`
+	Fetched    time.Time       `json:"fetched"`
+	NextUpdate time.Time       `json:"nextUpdate"` // zero: none (a certificate)
+	// Tried and Failures pace fetches while the vendor fails; Err is the
+	// last failure.
+	Tried    time.Time `json:"tried"`
+	Failures int       `json:"failures"`
+	Err      string    `json:"error,omitempty"`
+}
+
+// maxEntryFile bounds a persisted entry: collateral plus CRLs.
+const maxEntryFile = 16 << 20
+
+// ErrExpired is the cache's answer when its copy is past its next update
+// and the vendor cannot give a newer one.
+var ErrExpired = errors.New("the cached collateral is past its next update")
+
+// fetchFunc fetches a value and says until when it is current.
+type fetchFunc func(ctx context.Context) (value any, nextUpdate time.Time, err error)
+
+// get answers key from the cache, fetching when it has none, when its copy
+// is older than MaxAge or past its next update, and decodes it into out.
+func (c *Cache) get(key string, fetch fetchFunc, out any) error {
+	c.loadOnce.Do(c.load)
+	now := c.now()
+	c.mu.Lock()
+	e := c.entries[key]
+	fresh := e != nil && now.Sub(e.Fetched) < c.maxAge() && (e.NextUpdate.IsZero() || now.Before(e.NextUpdate))
+	// While the vendor fails, a copy is served without asking again until
+	// the backoff has passed.
+	waiting := e != nil && e.Failures > 0 && now.Sub(e.Tried) < backoff(e.Failures, c.maxAge())
+	c.mu.Unlock()
+	if !fresh && !waiting {
+		_, err, _ := c.flight.Do(key, func() (any, error) { return nil, c.refresh(key, fetch) })
+		c.mu.Lock()
+		e = c.entries[key]
+		c.mu.Unlock()
+		if e == nil {
+			return err
+		}
+	}
+	if !e.NextUpdate.IsZero() && now.After(e.NextUpdate) {
+		return fmt.Errorf("%w (%s) and the vendor fails: %s", ErrExpired, e.NextUpdate.UTC().Format(time.RFC3339), e.Err)
+	}
+	return json.Unmarshal(e.Value, out)
+}
+
+// refresh fetches key and keeps the answer; on failure the old copy stays,
+// marked stale.
+func (c *Cache) refresh(key string, fetch fetchFunc) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout())
+	defer cancel()
+	value, next, err := fetch(ctx)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]*entry{}
+	}
+	old := c.entries[key]
+	if err != nil {
+		if old == nil {
+			return err
+		}
+		updated := *old
+		updated.Tried, updated.Failures, updated.Err = now, old.Failures+1, err.Error()
+		c.entries[key] = &updated
+		c.logger().Warn("collateral: the vendor failed, serving the cached copy", "key", key, "fetched", old.Fetched, "nextUpdate", old.NextUpdate, "error", err)
+		return err
+	}
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	e := &entry{Key: key, Value: raw, Fetched: now, NextUpdate: next, Tried: now}
+	c.entries[key] = e
+	c.persist(e)
+	return nil
+}
+
+// Run refreshes the entries every interval (MaxAge/4 when zero) until ctx
+// ends.
+func (c *Cache) Run(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = c.maxAge() / 4
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		c.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh fetches again every entry older than MaxAge (or past its next
+// update) whose vendor is not in its backoff, so verifications find
+// fresh entries.
+func (c *Cache) Refresh(ctx context.Context) {
+	c.loadOnce.Do(c.load)
+	now := c.now()
+	c.mu.Lock()
+	var due []string
+	for key, e := range c.entries {
+		old := now.Sub(e.Fetched) >= c.maxAge() || (!e.NextUpdate.IsZero() && now.After(e.NextUpdate))
+		if old && (e.Failures == 0 || now.Sub(e.Tried) >= backoff(e.Failures, c.maxAge())) {
+			due = append(due, key)
+		}
+	}
+	c.mu.Unlock()
+	for _, key := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		if f := c.fetcher(key); f != nil {
+			_, _, _ = c.flight.Do(key, func() (any, error) { return nil, c.refresh(key, f) })
+		}
+	}
+}
+
+// Health is what a status and an alert need of the cache.
+type Health struct {
+	Entries int
+	// Stale entries are served while their vendor fails.
+	Stale int
+	// Expired entries are past their next update: verifications that
+	// need them are refused.
+	Expired int
+	// NextUpdate is the earliest next update of any entry.
+	NextUpdate time.Time
+	// LastError is the latest failure of a stale entry.
+	LastError string
+}
+
+// Health reports the entries' state.
+func (c *Cache) Health() Health {
+	c.loadOnce.Do(c.load)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := Health{Entries: len(c.entries)}
+	var latest time.Time
+	for _, e := range c.entries {
+		if !e.NextUpdate.IsZero() && (h.NextUpdate.IsZero() || e.NextUpdate.Before(h.NextUpdate)) {
+			h.NextUpdate = e.NextUpdate
+		}
+		if e.Failures > 0 {
+			h.Stale++
+			if e.Tried.After(latest) {
+				latest, h.LastError = e.Tried, e.Err
+			}
+		}
+		if !e.NextUpdate.IsZero() && now.After(e.NextUpdate) {
+			h.Expired++
+		}
+	}
+	return h
+}
+
+// backoff is the pause after n failures: 10 s doubling, at most max.
+func backoff(n int, maxPause time.Duration) time.Duration {
+	d := 10 * time.Second
+	for i := 1; i < n && d < maxPause; i++ {
+		d *= 2
+	}
+	return min(d, maxPause)
+}
+
+func (c *Cache) persist(e *entry) {
+	if c.Dir == "" {
+		return
+	}
+	raw, err := json.Marshal(e)
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(c.Dir, fileName(e.Key)), raw)
+	}
+	if err != nil {
+		c.logger().Warn("collateral: not persisted; kept in memory", "key", e.Key, "error", err)
+	}
+}
+
+// load reads the persisted entries; a file that does not read is
+// skipped: it is only a cache.
+func (c *Cache) load() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]*entry{}
+	}
+	if c.Dir == "" {
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(c.Dir, "*.json"))
+	for _, f := range files {
+		var e entry
+		if st, err := os.Stat(f); err != nil || st.Size() > maxEntryFile {
+			continue
+		}
+		raw, err := os.ReadFile(f)
+		if err != nil || json.Unmarshal(raw, &e) != nil || fileName(e.Key) != filepath.Base(f) {
+			c.logger().Warn("collateral: skipping an unreadable cache file", "file", f)
+			continue
+		}
+		c.entries[e.Key] = &e
+	}
+}
+
+func fileName(key string) string {
+	d := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(d[:16]) + ".json"
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func (c *Cache) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Cache) maxAge() time.Duration {
+	if c.MaxAge > 0 {
+		return c.MaxAge
+	}
+	return time.Hour
+}
+
+func (c *Cache) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return 30 * time.Second
+}
+
+func (c *Cache) logger() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
