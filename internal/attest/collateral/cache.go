@@ -25,6 +25,8 @@ import (
 type Cache struct {
 	// Intel fetches Intel collateral (a PCS client); nil: none.
 	Intel IntelFetcher
+	// AMD fetches AMD collateral (a KDS client); nil: none.
+	AMD AMDFetcher
 	// Dir, when set, holds the entries across restarts.
 	Dir string
 	// MaxAge is how long an entry is served before it is fetched again
@@ -73,7 +75,7 @@ func (c *Cache) get(key string, fetch fetchFunc, out any) error {
 	now := c.now()
 	c.mu.Lock()
 	e := c.entries[key]
-	fresh := e != nil && now.Sub(e.Fetched) < c.maxAge() && (e.NextUpdate.IsZero() || now.Before(e.NextUpdate))
+	fresh := e != nil && (pinned(key) || now.Sub(e.Fetched) < c.maxAge()) && (e.NextUpdate.IsZero() || now.Before(e.NextUpdate))
 	// While the vendor fails, a copy is served without asking again until
 	// the backoff has passed.
 	waiting := e != nil && e.Failures > 0 && now.Sub(e.Tried) < backoff(e.Failures, c.maxAge())
@@ -153,7 +155,7 @@ func (c *Cache) Refresh(ctx context.Context) {
 	c.mu.Lock()
 	var due []string
 	for key, e := range c.entries {
-		old := now.Sub(e.Fetched) >= c.maxAge() || (!e.NextUpdate.IsZero() && now.After(e.NextUpdate))
+		old := (!pinned(key) && now.Sub(e.Fetched) >= c.maxAge()) || (!e.NextUpdate.IsZero() && now.After(e.NextUpdate))
 		if old && (e.Failures == 0 || now.Sub(e.Tried) >= backoff(e.Failures, c.maxAge())) {
 			due = append(due, key)
 		}

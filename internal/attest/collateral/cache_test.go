@@ -43,8 +43,8 @@ func TestCacheServesStaleUntilNextUpdate(t *testing.T) {
 	if err := verify(cache); err != nil {
 		t.Fatal(err)
 	}
-	if err := verify(cache); err != nil || len(pcs.Request) != 4 {
-		t.Fatalf("second verification: %v, %d requests, want the 4 of the first", err, len(pcs.Request))
+	if err := verify(cache); err != nil || len(pcs.Requests()) != 4 {
+		t.Fatalf("second verification: %v, %d requests, want the 4 of the first", err, len(pcs.Requests()))
 	}
 	// Down for a simulated day: an hourly refresh fails, the copy serves.
 	pcs.Fail(repeat(http.StatusServiceUnavailable, 100)...)
@@ -60,7 +60,7 @@ func TestCacheServesStaleUntilNextUpdate(t *testing.T) {
 	}
 	// 24 hours with a pause that doubles from 10 s to the hour: a try an
 	// hour, not one per verification.
-	if n := len(pcs.Request) - 4; n > 25 {
+	if n := len(pcs.Requests()) - 4; n > 25 {
 		t.Errorf("%d requests while down, want the backoff to pace them", n)
 	}
 	// A restart reads the copy from the folder, the vendor still down.

@@ -40,6 +40,8 @@ func (c *Cache) fetcher(key string) fetchFunc {
 			}
 			return col, intelNextUpdate(col), nil
 		}
+	case parts[0] == "amd" && c.AMD != nil:
+		return c.amdFetcher(parts)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -112,38 +113,20 @@ func (p *PCS) get(ctx context.Context, target string, limit int64, chainHeaders 
 	if err != nil {
 		return nil, nil, fmt.Errorf("collateral URL: %w", err)
 	}
-	what := u.Host + u.Path // never the key, which is a header
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", what, err)
-	}
+	var header http.Header
 	if p.Key != "" && u.Host == hostOf(p.URL) { // the key goes to the service it is for, never to a CRL elsewhere
-		req.Header.Set(APIKeyHeader, p.Key)
+		header = http.Header{APIKeyHeader: {p.Key}}
 	}
-	client := p.Client
-	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := client.Do(req)
+	body, respHeader, err := httpGet(ctx, p.Client, u, header, limit)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", what, redact(err, p.Key))
+		return nil, nil, redact(err, p.Key)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, nil, &StatusError{What: what, Code: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")), RequestID: resp.Header.Get("Request-ID")}
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if int64(len(body)) > limit {
-		return nil, nil, fmt.Errorf("%s: the answer is over %d bytes", what, limit)
-	}
+	what := u.Host + u.Path
 	if len(chainHeaders) == 0 {
 		return body, nil, nil
 	}
 	for _, h := range chainHeaders {
-		v := resp.Header.Get(h)
+		v := respHeader.Get(h)
 		if v == "" {
 			continue
 		}
@@ -157,6 +140,36 @@ func (p *PCS) get(ctx context.Context, target string, limit int64, chainHeaders 
 		return body, []byte(chain), nil
 	}
 	return nil, nil, fmt.Errorf("%s: no issuer chain (%s header)", what, chainHeaders[0])
+}
+
+// httpGet fetches u (at most limit bytes) with header; errors name what
+// they fetched by host and path, never the query or a header.
+func httpGet(ctx context.Context, client *http.Client, u *url.URL, header http.Header, limit int64) ([]byte, http.Header, error) {
+	what := u.Host + u.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	maps.Copy(req.Header, header)
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, &StatusError{What: what, Code: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")), RequestID: resp.Header.Get("Request-ID")}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, nil, fmt.Errorf("%s: the answer is over %d bytes", what, limit)
+	}
+	return body, resp.Header, nil
 }
 
 // StatusError is a vendor's answer other than 200.

@@ -38,8 +38,8 @@ func TestFetchRealCollateral(t *testing.T) {
 		"/tdx/certification/v4/tcb?fmspc=50806f000000", "/tdx/certification/v4/qe/identity",
 		"/sgx/certification/v4/pckcrl?ca=platform&encoding=der", "/sgx/certification/v4/rootcacrl",
 	}
-	if strings.Join(pcs.Request, " ") != strings.Join(want, " ") {
-		t.Errorf("requests %q, want %q", pcs.Request, want)
+	if strings.Join(pcs.Requests(), " ") != strings.Join(want, " ") {
+		t.Errorf("requests %q, want %q", pcs.Requests(), want)
 	}
 	for i, k := range pcs.Keys() {
 		if k != testKey {

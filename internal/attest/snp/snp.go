@@ -36,6 +36,17 @@ type Options struct {
 	// (TestRoots): an insecure test's only. Claims verified by them say
 	// so (Claims.TestRoot).
 	TestRoots []*x509.Certificate
+	// Source, when set, gives the VCEK when neither VCEK nor the
+	// evidence does, and the product line's CRL, then required.
+	Source Source
+}
+
+// Source fetches AMD collateral (AMD KDS, a cache of it).
+type Source interface {
+	// VCEK is a chip's VCEK certificate (DER) at a reported TCB.
+	VCEK(line string, chipID []byte, tcb uint64) ([]byte, error)
+	// CRL is the product line's CRL for VCEKs ("vcek") or VLEKs ("vlek").
+	CRL(line, signer string) ([]byte, error)
 }
 
 // maxCertTable bounds the certificate table after a report: a few
@@ -82,6 +93,12 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		name, ek = "VLEK", table.GetVlekCert()
 	} else if len(ek) == 0 {
 		ek = table.GetVcekCert()
+	}
+	if len(ek) == 0 && name == "VCEK" && opts.Source != nil {
+		if ek, err = opts.Source.VCEK(reportLine(report), report.GetChipId(), report.GetReportedTcb()); err != nil {
+			return claims, attest.Reject(attest.CheckCollateral, "the chip's VCEK from AMD KDS: %v", err)
+		}
+		ek = pemOrDER(ek)
 	}
 	if len(ek) == 0 {
 		if name == "VLEK" {
@@ -130,7 +147,26 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// policy's minimum SVNs judge the TCB itself.
 	claims.TCBStatus = attest.TCBUpToDate
 	claims.NotBefore, claims.NotAfter, err = attest.ValidAt(name+" chain", []*x509.Certificate{cert, issuer, pc.Ark}, opts.At)
+	if err != nil || opts.Source == nil {
+		return claims, err
+	}
+	crl, err := opts.Source.CRL(line, strings.ToLower(name))
+	if err != nil {
+		return claims, attest.Reject(attest.CheckCollateral, "the %s CRL of %s from AMD KDS: %v", name, line, err)
+	}
+	next, err := attest.NotRevoked(name+" CRL of "+line, crl, pc.Ark, opts.At, issuer, cert)
+	claims.NotAfter = attest.Earlier(claims.NotAfter, next)
 	return claims, err
+}
+
+// reportLine is the product line a report names by its CPUID (version 3
+// reports); older reports do not, and are taken as Milan's, the only line
+// they came from.
+func reportLine(report *spb.Report) string {
+	if fms := report.GetCpuid1EaxFms(); fms != 0 {
+		return kds.ProductLineFromFms(fms)
+	}
+	return "Milan"
 }
 
 // verifiedKeys holds endorsement keys (by their certificate, signer kind,

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -30,12 +29,9 @@ type PCS struct {
 	// otherwise).
 	Key string
 
-	mu      sync.Mutex
-	tee     map[string]*Intel
-	crl     map[string][]byte // by CA: processor, platform; root: the root CA
-	fail    []int             // statuses to answer the next requests with
-	keys    []string          // the keys requests carried
-	Request []string          // the paths and queries asked for, in order
+	recorder
+	tee map[string]*Intel
+	crl map[string][]byte // by CA: processor, platform; root: the root CA
 }
 
 // NewPCS serves tee's collateral and the CRLs (by CA: "processor",
@@ -48,37 +44,13 @@ func NewPCS(tb testing.TB, tee map[string]*Intel, crls map[string][]byte) *PCS {
 	return p
 }
 
-// Fail answers the next len(statuses) requests with those statuses.
-func (p *PCS) Fail(statuses ...int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fail = append(p.fail, statuses...)
-}
-
-// Keys are the API keys the requests carried, in order.
-func (p *PCS) Keys() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.keys...)
-}
-
 func (p *PCS) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	key := r.Header.Get("Ocp-Apim-Subscription-Key")
-	p.keys = append(p.keys, key)
-	p.Request = append(p.Request, r.URL.RequestURI())
-	w.Header().Set("Request-ID", "fake-request")
-	if len(p.fail) > 0 {
-		code := p.fail[0]
-		p.fail = p.fail[1:]
-		if code == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "1")
-		}
-		http.Error(w, http.StatusText(code), code)
+	if p.record(w, r) {
 		return
 	}
-	if p.Key != "" && key != p.Key {
+	if p.Key != "" && r.Header.Get("Ocp-Apim-Subscription-Key") != p.Key {
 		http.Error(w, "Access denied due to missing subscription key", http.StatusUnauthorized)
 		return
 	}

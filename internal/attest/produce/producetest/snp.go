@@ -9,11 +9,13 @@ package producetest
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/google/go-sev-guest/abi"
@@ -119,3 +121,19 @@ func (s *SNPSigner) FakeDevice(answers map[[64]byte][]byte) (*sevtest.Device, er
 	}
 	return d, nil
 }
+
+// VCEK is the test VCEK certificate (DER), as a fake AMD KDS serves it.
+func (s *SNPSigner) VCEK() []byte { return s.signer.Vcek.Raw }
+
+// CRL is a CRL of the test ARK listing serials, current from this to
+// next, as AMD KDS serves a product line's.
+func (s *SNPSigner) CRL(this, next time.Time, serials ...*big.Int) ([]byte, error) {
+	tmpl := &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: this, NextUpdate: next, SignatureAlgorithm: x509.SHA384WithRSAPSS}
+	for _, n := range serials {
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries, x509.RevocationListEntry{SerialNumber: n, RevocationTime: this})
+	}
+	return x509.CreateRevocationList(rand.Reader, tmpl, s.signer.Ark, s.signer.Keys.Ark)
+}
+
+// ASK is the test ASK certificate.
+func (s *SNPSigner) ASK() *x509.Certificate { return s.signer.Ask }

@@ -1,0 +1,125 @@
+package collateral
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-sev-guest/abi"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
+	"github.com/cloister-cc/cloister/internal/attest/snp"
+)
+
+// snpKDS is a fake KDS serving a test chip's VCEK and its product line's
+// CRL (under go-sev-guest's test ARK), and a report of that chip without
+// its certificate table: the verifier must fetch.
+func snpKDS(t *testing.T, now time.Time, crlNext time.Time, revoke func(*producetest.SNPSigner) []*big.Int) (*collateraltest.KDS, *producetest.SNPSigner, []byte) {
+	t.Helper()
+	signer, err := producetest.NewSNPSigner(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := signer.Report([]byte("fresh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := abi.ReportToProto(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcb := r.GetReportedTcb()
+	b := func(i int) uint64 { return (tcb >> (8 * i)) & 0xff }
+	var revoked []*big.Int
+	if revoke != nil {
+		revoked = revoke(signer)
+	}
+	crl, err := signer.CRL(now.Add(-time.Hour), crlNext, revoked...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kds := collateraltest.NewKDS(t, map[string][]byte{
+		fmt.Sprintf("/vcek/v1/Milan/%s?blSPL=%d&teeSPL=%d&snpSPL=%d&ucodeSPL=%d", hex.EncodeToString(r.GetChipId()), b(0), b(1), b(6), b(7)): signer.VCEK(),
+		"/vcek/v1/Milan/crl": crl,
+	})
+	return kds, signer, report
+}
+
+// KDS rate limits: the client backs off on 429, then succeeds; the cache
+// then answers without asking. Down for a simulated day, verification
+// goes on from the cache, which says it is stale; past the CRL's next
+// update, refused with a named reason.
+func TestKDSRateLimitAndOutage(t *testing.T) {
+	start := time.Now()
+	clk := &clock{t: start}
+	kds, signer, report := snpKDS(t, start, start.Add(36*time.Hour), nil)
+	cache := &Cache{AMD: &KDS{URL: kds.URL, Interval: 10 * time.Millisecond}, Dir: t.TempDir(), Now: clk.Now}
+	verify := func() error {
+		_, err := snp.Verify(report, snp.Options{At: clk.Now(), TestRoots: signer.Roots(), Source: cache})
+		return err
+	}
+	kds.Fail(http.StatusTooManyRequests, http.StatusTooManyRequests)
+	began := time.Now()
+	if err := verify(); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited < 2*time.Second {
+		t.Errorf("answered after %s: the two 429s said to retry after a second each", waited)
+	}
+	if got := kds.Requests(); len(got) != 4 || !strings.Contains(got[2], "/vcek/v1/Milan/") || got[3] != "/vcek/v1/Milan/crl" {
+		t.Fatalf("requests %q: want two refused, then the VCEK and the CRL", got)
+	}
+	if err := verify(); err != nil || len(kds.Requests()) != 4 {
+		t.Fatalf("again: %v after %d requests; want it from the cache", err, len(kds.Requests()))
+	}
+	kds.Fail(repeat(http.StatusServiceUnavailable, 1000)...)
+	for range 24 {
+		clk.Add(time.Hour)
+		if err := verify(); err != nil {
+			t.Fatalf("at +%s, KDS down: %v", clk.Now().Sub(start), err)
+		}
+	}
+	if h := cache.Health(); h.Stale != 1 || h.Expired != 0 || !h.NextUpdate.Equal(start.Add(36*time.Hour).Truncate(time.Second)) {
+		t.Errorf("health %+v: want the CRL stale, next update at +36h", h)
+	}
+	clk.Add(13 * time.Hour)
+	err := verify()
+	if attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "past its next update") {
+		t.Errorf("past the CRL's next update: %v", err)
+	}
+	if h := cache.Health(); h.Expired != 1 {
+		t.Errorf("health %+v: want the CRL expired", h)
+	}
+}
+
+// A chip whose ASK the product line's CRL lists is refused.
+func TestKDSRevokedASK(t *testing.T) {
+	now := time.Now()
+	kds, signer, report := snpKDS(t, now, now.Add(time.Hour), func(s *producetest.SNPSigner) []*big.Int { return []*big.Int{s.ASK().SerialNumber} })
+	cache := &Cache{AMD: &KDS{URL: kds.URL, Interval: time.Millisecond}}
+	_, err := snp.Verify(report, snp.Options{At: now, TestRoots: signer.Roots(), Source: cache})
+	if attest.CheckOf(err) != attest.CheckRevoked || !strings.Contains(err.Error(), "is revoked by the VCEK CRL of Milan") {
+		t.Errorf("a revoked ASK: %v", err)
+	}
+}
+
+func TestKDSRefusesBadQuestions(t *testing.T) {
+	k := &KDS{URL: "http://127.0.0.1:1", Interval: time.Millisecond}
+	ctx := context.Background()
+	if _, err := k.VCEK(ctx, "Mars", make([]byte, 64), 0); err == nil || !strings.Contains(err.Error(), "product line") {
+		t.Errorf("unknown line: %v", err)
+	}
+	if _, err := k.VCEK(ctx, "Milan", make([]byte, 8), 0); err == nil || !strings.Contains(err.Error(), "chip ID") {
+		t.Errorf("short chip ID: %v", err)
+	}
+	if _, err := k.Chain(ctx, "Milan/../x", "vcek"); err == nil {
+		t.Error("a path in the product line was taken")
+	}
+}
