@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/collateral"
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
@@ -51,6 +52,12 @@ type Config struct {
 	Sealer        string // none | file:PATH
 	TLSSANs       []string
 	CollateralDir string
+	// PCS and KDS are the Intel PCS (or PCCS) and AMD KDS collateral is
+	// fetched from, into a cache in the state folder; empty: none.
+	PCS, KDS string
+	// DCAPKeyFile holds the Intel DCAP API key sent to PCS (the operator
+	// mounts its Secret there).
+	DCAPKeyFile string
 	// Simulation: CAS vouches for its own TLS key with simulated evidence
 	// (no TEE here to do it for real) and accepts simulated evidence from
 	// workloads whose policy allows it; without it CAS refuses simulation.
@@ -88,6 +95,37 @@ const (
 	// InitTokenFile is a standalone CAS's init token in its state folder.
 	InitTokenFile = "init-token"
 )
+
+// collateralCache is the cache of vendor collateral --pcs and --kds ask
+// for, kept in the state folder; nil when neither is given.
+func collateralCache(cfg Config, log *slog.Logger) (*collateral.Cache, error) {
+	if cfg.PCS == "" && cfg.KDS == "" {
+		if cfg.DCAPKeyFile != "" {
+			return nil, errors.New("--dcap-api-file is the key for --pcs: give --pcs too")
+		}
+		return nil, nil
+	}
+	cache := &collateral.Cache{Dir: filepath.Join(cfg.StateDir, "collateral"), Log: log}
+	if cfg.PCS != "" {
+		var key string
+		if cfg.DCAPKeyFile != "" {
+			raw, err := os.ReadFile(cfg.DCAPKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--dcap-api-file: %w", err)
+			}
+			if key, err = collateral.ParseAPIKey(raw); err != nil {
+				return nil, fmt.Errorf("--dcap-api-file %s: %w", cfg.DCAPKeyFile, err)
+			}
+		}
+		cache.Intel = &collateral.PCS{URL: cfg.PCS, Key: key}
+		log.Info("Intel collateral comes from a PCS, cached", "pcs", cfg.PCS, "apiKey", key != "")
+	}
+	if cfg.KDS != "" {
+		cache.AMD = &collateral.KDS{URL: cfg.KDS}
+		log.Info("AMD collateral comes from a KDS, cached", "kds", cfg.KDS)
+	}
+	return cache, nil
+}
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -128,8 +166,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cas, err := core.Open(core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir,
-		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log})
+	coreCfg := core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir,
+		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log, Metrics: core.NewMetrics()}
+	cache, err := collateralCache(cfg, log)
+	if err != nil {
+		return err
+	}
+	if cache != nil {
+		if cache.Intel != nil {
+			coreCfg.Intel = cache
+		}
+		if cache.AMD != nil {
+			coreCfg.SNP = cache
+		}
+		coreCfg.Metrics.Registry.MustRegister(collateral.NewCollector(cache))
+		go cache.Run(ctx, 0)
+	}
+	cas, err := core.Open(coreCfg)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.CollateralDir, "collateral-dir", "", "Intel PCS collateral / SNP VCEK for hardware evidence")
+	fs.StringVar(&c.PCS, "pcs", "", "fetch Intel collateral (TCB info, QE identity, CRLs, then required) from Intel PCS (https://api.trustedservices.intel.com) or a PCCS at this URL, cached in --state-dir")
+	fs.StringVar(&c.KDS, "kds", "", "fetch AMD collateral (VCEKs the evidence lacks, CRLs, then required) from AMD KDS (https://kdsintf.amd.com) or a mirror at this URL, cached in --state-dir")
+	fs.StringVar(&c.DCAPKeyFile, "dcap-api-file", "", "a file holding the Intel DCAP API key sent to --pcs (the operator mounts its Secret there)")
 	fs.StringVar(&c.InitTokenFile, "init-token-file", "", "file with the one-time init token (the operator mounts its Secret there); default: one CAS makes in --state-dir while uninitialised")
 	fs.StringVar(&c.SimKeys, "sim-keys", "", "file, or folder of files, of PEM public keys: the only simulation keys (LAS nodes', a developer's) whose workload evidence CAS takes; default none: simulated workload evidence is refused")
 	fs.StringVar(&c.SimulationKeyFile, "simulation-key-file", "", "with --simulation: the key CAS signs its own simulated evidence with, which clients pin (the operator mounts its Secret there); default "+SimulationKeyFile+" in --state-dir, made when missing, its public key in "+SimulationPubKeyFile)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -18,18 +20,28 @@ import (
 
 // No secret reaches CAS's log or its error answers: not the init token
 // (right or wrong), not a plain secret's value, not a generated secret,
-// through a journey that refuses and accepts each kind of request.
+// not the Intel DCAP API key (which a PCS refuses here, so CAS reports the
+// failure), through a journey that refuses and accepts each kind of
+// request.
 func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	logs := &testenv.Buffer{}
 	dir := t.TempDir()
-	url, caFile, _ := StartLoggedForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: LASPubFileForTest(t)}, logs)
+	pcs := collateraltest.RealPCS(t)
+	pcs.Key = strings.Repeat("e", 32)
+	const dcapKey = "0badc0de0badc0de0badc0de0badc0de"
+	keyFile := filepath.Join(t.TempDir(), "dcap-api-key")
+	if err := os.WriteFile(keyFile, []byte(dcapKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, caFile, _ := StartLoggedForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: LASPubFileForTest(t),
+		PCS: pcs.URL, DCAPKeyFile: keyFile}, logs)
 	ca, _ := os.ReadFile(caFile)
 	c, err := client.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	token := InitTokenForTest(t, dir)
-	secrets := []string{token, plainValue, base64.StdEncoding.EncodeToString([]byte(plainValue)), "a-guessed-init-token"}
+	secrets := []string{token, plainValue, base64.StdEncoding.EncodeToString([]byte(plainValue)), "a-guessed-init-token", dcapKey}
 	var answers []string
 	note := func(err error) {
 		if err != nil {
@@ -66,6 +78,18 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 	secrets = append(secrets, res.Env["KEY"], res.Secrets["key"]["Base64"])
 	_, err = attestOpen(t, c, simRequest(t, "vault", "nope", nil))
 	note(err)
+	// Real SGX evidence makes CAS ask the PCS, which refuses its key.
+	sgxQuote, _ := collateraltest.RealQuotes(t)
+	sgxReq := simRequest(t, "vault", "api", nil)
+	sgxReq.Evidence = attest.Evidence{Type: attest.SGX, Raw: sgxQuote.Raw}
+	_, err = attestOpen(t, c, sgxReq)
+	if err == nil || !strings.Contains(err.Error(), "key is missing or wrong") {
+		t.Errorf("SGX evidence with a key the PCS refuses: %v", err)
+	}
+	note(err)
+	if keys := pcs.Keys(); len(keys) == 0 || keys[0] != dcapKey {
+		t.Errorf("the PCS saw keys %q, want CAS's", keys)
+	}
 	_, err = c.ReadHistory(context.Background(), "vault", stranger)
 	note(err)
 	h, err := c.ReadHistory(context.Background(), "vault", owner)

@@ -40,6 +40,9 @@ type Options struct {
 	// (a PCS or PCCS, a cache of one) in place of CollateralDir's, and
 	// makes the PCK CA's and root CA's CRLs required.
 	Intel intelpcs.Source
+	// SNP, when set, gives a chip's VCEK when the evidence carries none
+	// and the product line's CRL, then required (AMD KDS, a cache of it).
+	SNP snp.Source
 	// TestRoots are roots taken beside the vendors' (SEV-SNP's ARK and ASK
 	// by their names, a Nitro root by itself): insecure, for tests and
 	// fake confidential VMs only (LoadTestRoots). Claims verified by one
@@ -77,7 +80,7 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 				return nil, err
 			}
 		}
-		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, TestRoots: opts.TestRoots})
+		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, TestRoots: opts.TestRoots, Source: opts.SNP})
 	case attest.TDX:
 		col, err := intelCollateral(opts)
 		if err != nil {

@@ -66,7 +66,7 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 	if err != nil {
 		return nil, "csr", fmt.Errorf("%w: csr: %w", ErrInvalid, err)
 	}
-	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir, TestRoots: c.cfg.TestRoots}
+	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir, Intel: c.cfg.Intel, SNP: c.cfg.SNP, TestRoots: c.cfg.TestRoots}
 	if req.Evidence.Type == attest.Sim && c.cfg.AllowSimulation {
 		if c.cfg.SimKeys != nil {
 			if opts.SimKeys, err = c.cfg.SimKeys.Keys(); err != nil {

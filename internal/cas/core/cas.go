@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
+	"github.com/cloister-cc/cloister/internal/attest/snp"
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
@@ -112,6 +114,11 @@ type Config struct {
 	// CollateralDir holds Intel PCS collateral / VCEKs for hardware
 	// evidence (as for cloister evidence verify).
 	CollateralDir string
+	// Intel and SNP, when set, give collateral from the vendors (through
+	// the collateral cache) in place of CollateralDir's, with their CRLs
+	// required.
+	Intel intelpcs.Source
+	SNP   snp.Source
 	// SimKeys pins the keys simulated evidence must be signed by; nil
 	// pins none, so no simulated workload evidence is taken.
 	SimKeys SimKeys
