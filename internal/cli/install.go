@@ -42,6 +42,7 @@ func (r releases) Latest(ns, name string) (string, error) {
 func newInstall(s Streams) *cobra.Command {
 	var (
 		kubeconfig, kubeContext, create, pluginPath, verifyKey string
+		dcapKey, dcapFile                                      string
 		setVersion, imageRegistry                              string
 		reconcile, update, verbose, plugin                     bool
 		sets                                                   []string
@@ -63,6 +64,17 @@ func newInstall(s Streams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if dcapKey != "" {
+				_, _ = fmt.Fprintln(s.Err, "warning: --dcap-api puts the key in the process list and your shell's history; --dcap-api-file FILE keeps it out")
+			}
+			key, err := readDCAPKey(dcapKey, dcapFile)
+			if err != nil {
+				return err
+			}
+			if (dcapKey != "" || dcapFile != "") && !reconcile {
+				return errors.New("--dcap-api and --dcap-api-file store the key at a reconcile: add --reconcile")
+			}
+			in.DCAPKey = key
 			if plugin {
 				if err := installPlugin(s, pluginPath); err != nil {
 					return err
@@ -114,6 +126,11 @@ func newInstall(s Streams) *cobra.Command {
 					return err
 				}
 				_, _ = fmt.Fprintf(s.Out, "namespace %s exists\n", create)
+				if in.DCAPKey != "" {
+					if err := install.WriteDCAPKey(ctx, in.Client, create, in.DCAPKey); err != nil {
+						return err
+					}
+				}
 			}
 			return runInstall(ctx, s, in, reconcile, update)
 		},
@@ -125,6 +142,8 @@ func newInstall(s Streams) *cobra.Command {
 	fl.BoolVarP(&update, "update", "u", false, "redeploy the operator and update its image even when all is well")
 	fl.StringVarP(&in.Want.Namespace, "namespace", "n", "cloister-system", "the operator's namespace")
 	fl.StringVarP(&create, "create", "c", "", "also create this namespace (for a CAS or another service)")
+	fl.StringVarP(&dcapKey, "dcap-api", "d", "", "the Intel DCAP API key (32 hex digits; zeros: none, as on Azure), kept in the Secret "+install.DCAPSecretName+" for a CAS that fetches Intel collateral; prefer --dcap-api-file")
+	fl.StringVar(&dcapFile, "dcap-api-file", "", "a file holding the Intel DCAP API key (see --dcap-api)")
 	fl.StringVar(&creds.Server, "registry", "ghcr.io", "registry the pull secret is for")
 	fl.StringVar(&creds.Username, "username", "", "registry user: create or refresh the pull secret "+install.PullSecretName)
 	fl.StringVar(&creds.Token, "access-token", "", "registry access token (read) of --username")

@@ -80,3 +80,28 @@ func TestInstallSetVersion(t *testing.T) {
 		t.Errorf("an unknown version: %v", err)
 	}
 }
+
+// The DCAP API key is checked before anything is done, and errors never
+// show it.
+func TestInstallDCAPKeyFlags(t *testing.T) {
+	const bad = "not-a-key-but-secret"
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dcap-api", bad, "--reconcile"}, "--dcap-api: the DCAP API key is not 32 hex digits"},
+		{[]string{"--dcap-api-file", keyFile, "--reconcile"}, "the DCAP API key is not 32 hex digits"},
+		{[]string{"--dcap-api", strings.Repeat("a", 32), "--dcap-api-file", keyFile, "--reconcile"}, "exclude each other"},
+		{[]string{"--dcap-api-file", keyFile + ".missing", "--reconcile"}, "--dcap-api-file"},
+		{[]string{"--dcap-api", strings.Repeat("a", 32)}, "add --reconcile"},
+	} {
+		_, stderr, err := run(t, append([]string{"install"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error()+stderr, bad) {
+			t.Errorf("%q: %v (stderr %q), want %q without the key", tc.args, err, stderr, tc.want)
+		}
+	}
+}

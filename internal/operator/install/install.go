@@ -56,6 +56,9 @@ type Installer struct {
 	// and the pull secret.
 	Values      map[string]any
 	Credentials *Credentials
+	// DCAPKey, when set, is the Intel DCAP API key written to the Secret
+	// DCAPSecretName at a reconcile.
+	DCAPKey string
 	// Progress reports what is being done (--verbose); nil is quiet.
 	Progress func(format string, args ...any)
 	// Timeout bounds each wait (operator ready, CRs HEALTHY).
@@ -138,12 +141,18 @@ func (in *Installer) Reconcile(ctx context.Context, update bool) ([]Problem, err
 	if in.Credentials != nil && !in.usesPullSecret(ctx) {
 		update = true
 	}
-	if len(problems) == 0 && !update && in.Credentials == nil {
+	if len(problems) == 0 && !update && in.Credentials == nil && in.DCAPKey == "" {
 		return nil, nil
 	}
 	if slices.ContainsFunc(problems, func(p Problem) bool { return p.Part == PartNamespace }) {
 		in.progress("creating namespace %s", in.Want.Namespace)
 		if err := CreateNamespace(ctx, in.Client, in.Want.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	if in.DCAPKey != "" {
+		in.progress("writing the DCAP API key's Secret %s/%s", in.Want.Namespace, DCAPSecretName)
+		if err := WriteDCAPKey(ctx, in.Client, in.Want.Namespace, in.DCAPKey); err != nil {
 			return nil, err
 		}
 	}
