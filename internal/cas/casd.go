@@ -201,6 +201,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	server := &api.Server{CAS: cas, Identity: id}
+	if cache != nil {
+		server.Collateral = func() *wire.CollateralHealth {
+			h := cache.Health()
+			out := &wire.CollateralHealth{Entries: h.Entries, Stale: h.Stale, Expired: h.Expired}
+			if !h.NextUpdate.IsZero() {
+				out.NextUpdate = &h.NextUpdate
+			}
+			return out
+		}
+	}
 	if cfg.TEE {
 		ev, err := guestEvidence(ctx, cfg.Guest, &cert.PrivateKey.(*ecdsa.PrivateKey).PublicKey)
 		if err != nil {

@@ -114,6 +114,35 @@ type CASConfidentialVM struct {
 	Measurement string `json:"measurement"`
 }
 
+// CASCollateral says where CAS fetches the vendor collateral hardware
+// evidence is verified with, cached in its volume and refreshed before it
+// goes out of date (served from the cache while the vendor fails, until
+// its next update). Nothing fetched is trusted: every chain and signature
+// is checked against the pinned vendor roots. Unset: no fetching; only
+// evidence that carries its certificates verifies.
+type CASCollateral struct {
+	// PCS is Intel PCS (https://api.trustedservices.intel.com) or a PCCS:
+	// TCB info, QE identity and CRLs for SGX and TDX evidence.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	PCS string `json:"pcs,omitempty"`
+	// KDS is AMD KDS (https://kdsintf.amd.com) or a mirror: VCEKs that
+	// SEV-SNP evidence does not carry, and CRLs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	KDS string `json:"kds,omitempty"`
+	// DCAPAPIKeySecret names a Secret in CAS's namespace whose key
+	// dcap-api-key holds the Intel DCAP API key sent to PCS
+	// (cloister install --dcap-api-file writes cloister-dcap-api).
+	// Optional: PCS serves this collateral without a key.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	DCAPAPIKeySecret string `json:"dcapAPIKeySecret,omitempty"`
+}
+
 // CASSpec configures the configuration and attestation service (CAS): its
 // image, exposure, persistence and the policies it serves.
 // +kubebuilder:validation:XValidation:rule="!(has(self.confidentialVM) && has(self.simulation) && self.simulation)",message="confidentialVM and simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence"
@@ -145,6 +174,10 @@ type CASSpec struct {
 	// the firmware's derived key, so it restarts without its owners.
 	// +optional
 	ConfidentialVM *CASConfidentialVM `json:"confidentialVM,omitempty"`
+
+	// Collateral says where vendor collateral is fetched from.
+	// +optional
+	Collateral *CASCollateral `json:"collateral,omitempty"`
 
 	// SimulationKeys are PEM public keys whose simulated workload evidence
 	// a simulated CAS takes besides its LAS nodes' (which the operator
@@ -187,6 +220,28 @@ type CASStatus struct {
 	// and spec.simulationKeys, once they reached the pod.
 	// +optional
 	SimulationKeys []string `json:"simulationKeys,omitempty"`
+
+	// Collateral is the state of the vendor collateral CAS caches
+	// (spec.collateral), as CAS reports it.
+	// +optional
+	Collateral *CASCollateralStatus `json:"collateral,omitempty"`
+}
+
+// CASCollateralStatus is the state of CAS's vendor collateral cache.
+type CASCollateralStatus struct {
+	// Entries cached.
+	Entries int32 `json:"entries"`
+	// Stale entries are served from the cache while their vendor fails
+	// (collateralAlert counts them with the expired).
+	// +optional
+	Stale int32 `json:"stale,omitempty"`
+	// Expired entries are past their next update: hardware evidence that
+	// needs them is refused until the vendor answers.
+	// +optional
+	Expired int32 `json:"expired,omitempty"`
+	// NextUpdate is the earliest next update of any entry.
+	// +optional
+	NextUpdate *metav1.Time `json:"nextUpdate,omitempty"`
 }
 
 // CAS runs the attestation and configuration service: it holds policies,

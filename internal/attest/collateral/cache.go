@@ -90,7 +90,10 @@ func (c *Cache) get(key string, fetch fetchFunc, out any) error {
 		}
 	}
 	if !e.NextUpdate.IsZero() && now.After(e.NextUpdate) {
-		return fmt.Errorf("%w (%s) and the vendor fails: %s", ErrExpired, e.NextUpdate.UTC().Format(time.RFC3339), e.Err)
+		if e.Failures > 0 {
+			return fmt.Errorf("%w (%s) and the vendor fails: %s", ErrExpired, e.NextUpdate.UTC().Format(time.RFC3339), e.Err)
+		}
+		return fmt.Errorf("%w (%s), and it is the newest the vendor has", ErrExpired, e.NextUpdate.UTC().Format(time.RFC3339))
 	}
 	return json.Unmarshal(e.Value, out)
 }

@@ -50,6 +50,8 @@ type Server struct {
 	// SimulationKeys, when set, names the simulation keys whose workload
 	// evidence CAS takes, so their owners can see what is pinned.
 	SimulationKeys func() ([]string, error)
+	// Collateral, when set, reports the vendor collateral cache's state.
+	Collateral func() *wire.CollateralHealth
 	// PerClient bounds concurrent requests per client address.
 	PerClient int
 	// MaxInFlight bounds concurrent requests from all clients together,

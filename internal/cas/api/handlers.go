@@ -31,6 +31,9 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 		}
 		out.SimulationKeys = keys
 	}
+	if s.Collateral != nil {
+		out.Collateral = s.Collateral()
+	}
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}

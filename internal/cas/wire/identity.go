@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/cloister-cc/cloister/internal/attest"
+import (
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
 
 // Identity is CAS's own: its TLS certificate (PEM) and evidence whose
 // report data is the SHA-256 of the TLS key (PKIX DER).
@@ -26,6 +30,21 @@ type PublicKey struct {
 	Board []string `json:"board,omitempty"`
 	// BoardVersion counts the board's changes (0: as given at init).
 	BoardVersion int `json:"boardVersion,omitempty"`
+	// Collateral is the state of the vendor collateral CAS caches, when
+	// it fetches any.
+	Collateral *CollateralHealth `json:"collateral,omitempty"`
+}
+
+// CollateralHealth is the state of CAS's cache of vendor collateral.
+type CollateralHealth struct {
+	Entries int `json:"entries"`
+	// Stale entries are served from the cache while their vendor fails.
+	Stale int `json:"stale,omitempty"`
+	// Expired entries are past their next update: evidence that needs
+	// them is refused until the vendor answers.
+	Expired int `json:"expired,omitempty"`
+	// NextUpdate is the earliest next update of any entry.
+	NextUpdate *time.Time `json:"nextUpdate,omitempty"`
 }
 
 // Error is the body of every error response.

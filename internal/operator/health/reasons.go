@@ -67,6 +67,12 @@ const (
 	ReasonCASStateLost Reason = "CASStateLost"
 	ReasonCASRecovery  Reason = "CASRecovery"
 	ReasonCASReady     Reason = "CASReady"
+	// ReasonCASCollateralStale: ready, with vendor collateral served from
+	// the cache while the vendor fails.
+	ReasonCASCollateralStale Reason = "CASCollateralStale"
+	// ReasonCASCollateralExpired: cached vendor collateral is past its
+	// next update and the vendor does not answer.
+	ReasonCASCollateralExpired Reason = "CASCollateralExpired"
 	// Policies, judged from their registration with CAS.
 	ReasonCASAddress       Reason = "CASAddress"
 	ReasonPolicyRegistered Reason = "PolicyRegistered"

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,6 +86,9 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	values["simulation"] = c.Spec.Simulation
 	if vm := c.Spec.ConfidentialVM; vm != nil {
 		values["confidentialVM"] = map[string]any{"platform": vm.Platform, "runtimeClassName": vm.RuntimeClassName}
+	}
+	if col := c.Spec.Collateral; col != nil {
+		values["collateral"] = map[string]any{"pcs": col.PCS, "kds": col.KDS, "dcapAPIKeySecret": col.DCAPAPIKeySecret}
 	}
 	values["enclaveResource"] = tee.SGXEnclave
 	values["version"] = service.ImageTag(values["image"].(string))
@@ -165,7 +169,20 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 	}
 	c.Status.Version = version
 	c.Status.SimulationKeys = att.PublicKey.SimulationKeys
-	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure}
+	c.Status.Collateral = collateralStatus(att.PublicKey.Collateral)
+	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
+}
+
+func collateralStatus(h *wire.CollateralHealth) *servicesv1beta1.CASCollateralStatus {
+	if h == nil {
+		return nil
+	}
+	out := &servicesv1beta1.CASCollateralStatus{Entries: int32(min(h.Entries, math.MaxInt32)), Stale: int32(min(h.Stale, math.MaxInt32)), Expired: int32(min(h.Expired, math.MaxInt32))} //nolint:gosec // bounded above
+	if h.NextUpdate != nil {
+		t := metav1.NewTime(*h.NextUpdate)
+		out.NextUpdate = &t
+	}
+	return out
 }
 
 // PollAfter reads CAS again soon while it waits for its owners.
@@ -182,5 +199,11 @@ func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 	if as(obj).Status.CASState == string(wire.Ready) {
 		ready = 1
 	}
-	return []metrics.Sample{{Field: "casReady", Value: ready}}
+	out := []metrics.Sample{{Field: "casReady", Value: ready}}
+	// The alert field: vendor collateral served stale or expired.
+	alert := 0.0
+	if col := as(obj).Status.Collateral; col != nil {
+		alert = float64(col.Stale + col.Expired)
+	}
+	return append(out, metrics.Sample{Field: "collateralAlert", Value: alert})
 }

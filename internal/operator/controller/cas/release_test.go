@@ -265,3 +265,32 @@ func TestConfidentialVM(t *testing.T) {
 		t.Errorf("a bad measurement: %+v", id)
 	}
 }
+
+// spec.collateral reaches CAS as its flags, the DCAP API key's Secret as a
+// read-only file; without it CAS fetches nothing.
+func TestCollateral(t *testing.T) {
+	_, ss := render(t, casCR(nil))
+	if args := strings.Join(ss.Spec.Template.Spec.Containers[0].Args, " "); strings.Contains(args, "--pcs") || strings.Contains(args, "--kds") {
+		t.Errorf("no spec.collateral, yet %s", args)
+	}
+	_, ss = render(t, casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.Collateral = &servicesv1beta1.CASCollateral{PCS: "https://api.trustedservices.intel.com", KDS: "https://kdsintf.amd.com", DCAPAPIKeySecret: "cloister-dcap-api"} //nolint:gosec // a Secret's name
+	}))
+	pod := ss.Spec.Template.Spec
+	args := strings.Join(pod.Containers[0].Args, " ")
+	for _, want := range []string{"--pcs=https://api.trustedservices.intel.com", "--kds=https://kdsintf.amd.com", "--dcap-api-file=/run/cloister/dcap-api/dcap-api-key"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %s: want %s", args, want)
+		}
+	}
+	var mounted, volume bool
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == "dcap-api" && m.ReadOnly && m.MountPath == "/run/cloister/dcap-api")
+	}
+	for _, v := range pod.Volumes {
+		volume = volume || (v.Name == "dcap-api" && v.Secret != nil && v.Secret.SecretName == "cloister-dcap-api")
+	}
+	if !mounted || !volume {
+		t.Errorf("the key's Secret: mounted %v, volume %v", mounted, volume)
+	}
+}

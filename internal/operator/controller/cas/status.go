@@ -22,6 +22,8 @@ type Probe struct {
 	StateReason string
 	// Insecure: CAS vouched for itself with simulated evidence.
 	Insecure bool
+	// Collateral is CAS's vendor collateral cache, when it has one.
+	Collateral *wire.CollateralHealth
 }
 
 // judge turns a probe into the IsHealthy observation, telling a human
@@ -60,6 +62,19 @@ func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, p Probe) hea
 		}
 		if !persistent {
 			msg += "; without persistence its database lives in the pod: a restart loses every policy and secret, and CAS must be initialised again"
+		}
+		if col := p.Collateral; col != nil && col.Expired > 0 {
+			return health.Obs(health.False, health.ReasonCASCollateralExpired, fmt.Sprintf(
+				"%s, but %d of its %d vendor collateral entries are past their next update with no newer copy from the vendor: hardware evidence that needs them is refused. "+
+					"Check that CAS reaches spec.collateral's PCS and KDS (egress, the DCAP API key), or give a PCCS or KDS mirror it reaches", msg, col.Expired, col.Entries))
+		}
+		if col := p.Collateral; col != nil && col.Stale > 0 {
+			next := ""
+			if col.NextUpdate != nil {
+				next = " until " + col.NextUpdate.UTC().Format(time.RFC3339)
+			}
+			return health.Obs(health.True, health.ReasonCASCollateralStale, fmt.Sprintf(
+				"%s; %d vendor collateral entries are served from its cache while the vendor fails, which attestation survives%s", msg, col.Stale, next))
 		}
 		return health.Obs(health.True, health.ReasonCASReady, msg)
 	}

@@ -18,6 +18,7 @@ import (
 
 func TestJudge(t *testing.T) {
 	ref := conn.Ref{Namespace: "team", Name: "cas", Port: 8081}
+	nextUpdate := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
 		name        string
 		persistent  bool
@@ -37,6 +38,11 @@ func TestJudge(t *testing.T) {
 		{"ready", true, nil, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
 		{"ready, simulated", true, nil, Probe{State: wire.Ready, Insecure: true}, health.True, health.ReasonCASReady, []string{"insecure"}},
 		{"ready, no persistence", false, nil, Probe{State: wire.Ready}, health.True, health.ReasonCASReady, []string{"a restart loses every policy"}},
+		{"ready, collateral current", true, nil, Probe{State: wire.Ready, Collateral: &wire.CollateralHealth{Entries: 3}}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
+		{"ready, collateral stale", true, nil, Probe{State: wire.Ready, Collateral: &wire.CollateralHealth{Entries: 3, Stale: 1, NextUpdate: &nextUpdate}}, health.True, health.ReasonCASCollateralStale,
+			[]string{"1 vendor collateral entries are served from its cache", "until 2026-12-01T00:00:00Z"}},
+		{"ready, collateral expired", true, nil, Probe{State: wire.Ready, Collateral: &wire.CollateralHealth{Entries: 3, Stale: 1, Expired: 1}}, health.False, health.ReasonCASCollateralExpired,
+			[]string{"1 of its 3 vendor collateral entries are past their next update", "spec.collateral"}},
 		{"uninitialised after it was initialised", false, &metav1.Time{Time: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASStateLost,
 			[]string{"initialised at 2026-11-26T10:00:00Z and has lost its state", "a new CAS", "cloister cas init --cluster team/cas"}},
 		{"unknown state", true, nil, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
