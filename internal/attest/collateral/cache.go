@@ -1,6 +1,7 @@
 package collateral
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -248,17 +249,41 @@ func (c *Cache) load() {
 	}
 	files, _ := filepath.Glob(filepath.Join(c.Dir, "*.json"))
 	for _, f := range files {
-		var e entry
 		if st, err := os.Stat(f); err != nil || st.Size() > maxEntryFile {
 			continue
 		}
 		raw, err := os.ReadFile(f)
-		if err != nil || json.Unmarshal(raw, &e) != nil || fileName(e.Key) != filepath.Base(f) {
-			c.logger().Warn("collateral: skipping an unreadable cache file", "file", f)
+		var e *entry
+		if err == nil {
+			e, err = decodeEntry(raw)
+		}
+		if err != nil || fileName(e.Key) != filepath.Base(f) {
+			c.logger().Warn("collateral: skipping an unreadable cache file", "file", f, "error", err)
 			continue
 		}
-		c.entries[e.Key] = &e
+		c.entries[e.Key] = e
 	}
+}
+
+// decodeEntry reads a persisted entry strictly: unknown fields, a
+// missing key or value, or trailing data are refused.
+func decodeEntry(raw []byte) (*entry, error) {
+	if len(raw) > maxEntryFile {
+		return nil, fmt.Errorf("a cache entry of %d bytes: at most %d", len(raw), maxEntryFile)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var e entry
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("a cache entry: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("a cache entry: data after it")
+	}
+	if e.Key == "" || len(e.Key) > 512 || len(e.Value) == 0 {
+		return nil, errors.New("a cache entry without its key or value")
+	}
+	return &e, nil
 }
 
 func fileName(key string) string {

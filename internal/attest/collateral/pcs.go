@@ -225,13 +225,16 @@ func redact(err error, key string) error {
 
 var keyPattern = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
 
+// keyError is ParseAPIKey's one error: it says the length, never the key.
+const keyError = "the DCAP API key is not 32 hex digits (%d characters given): copy it from the Intel PCS portal's subscription page"
+
 // ParseAPIKey reads an Intel DCAP API key (32 hex digits, surrounding
 // white space ignored). A key of zeros is none, as on Azure, which serves
 // collateral without one. Errors never show the key.
 func ParseAPIKey(raw []byte) (string, error) {
 	key := strings.TrimSpace(string(raw))
 	if !keyPattern.MatchString(key) {
-		return "", fmt.Errorf("the DCAP API key is not 32 hex digits (%d characters given): copy it from the Intel PCS portal's subscription page", len(key))
+		return "", fmt.Errorf(keyError, len(key))
 	}
 	if strings.Trim(key, "0") == "" {
 		return "", nil
