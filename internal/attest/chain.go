@@ -75,3 +75,23 @@ func Earlier(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// parsedCerts holds certificates by their DER: a Nitro document carries
+// AWS's CA bundle, parsed again otherwise with every document. Bounded,
+// so certificates an attacker sends only push others out.
+var parsedCerts = memo.New[*x509.Certificate](1024)
+
+// ParseCertificate is x509.ParseCertificate, remembered by the DER's
+// SHA-256. The certificate is shared: callers must not change it.
+func ParseCertificate(der []byte) (*x509.Certificate, error) {
+	key := memo.KeyOf(der)
+	if c, ok := parsedCerts.Get(key); ok {
+		return c, nil
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	parsedCerts.Put(key, c)
+	return c, nil
+}

@@ -9,9 +9,11 @@
 package memo
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 )
 
 // Key is the SHA-256 of the parts a result depends on.
@@ -72,4 +74,42 @@ func (m *Map[V]) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.m)
+}
+
+// Last remembers the last value put, with the exact bytes it was put
+// under: comparing them costs a memory comparison, where a Map's key
+// costs a SHA-256 of them. Verifiers try it first, as one platform sends
+// the same chain and collateral with quote after quote.
+type Last[V any] struct {
+	p atomic.Pointer[last[V]]
+}
+
+type last[V any] struct {
+	parts [][]byte
+	v     V
+}
+
+// Get returns the value put under exactly these parts.
+func (l *Last[V]) Get(parts ...[]byte) (V, bool) {
+	e := l.p.Load()
+	if e == nil || len(e.parts) != len(parts) {
+		var zero V
+		return zero, false
+	}
+	for i := range parts {
+		if !bytes.Equal(e.parts[i], parts[i]) {
+			var zero V
+			return zero, false
+		}
+	}
+	return e.v, true
+}
+
+// Put remembers v under copies of parts.
+func (l *Last[V]) Put(v V, parts ...[]byte) {
+	e := &last[V]{v: v, parts: make([][]byte, len(parts))}
+	for i, p := range parts {
+		e.parts[i] = bytes.Clone(p)
+	}
+	l.p.Store(e)
 }

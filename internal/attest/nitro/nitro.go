@@ -105,13 +105,13 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// An enclave started in debug mode reports PCR0, PCR1 and PCR2 as zero.
 	claims.Debug = allZero(doc.PCRs[0]) && allZero(doc.PCRs[1]) && allZero(doc.PCRs[2])
 
-	leaf, err := x509.ParseCertificate(doc.Certificate)
+	leaf, err := attest.ParseCertificate(doc.Certificate)
 	if err != nil {
 		return claims, attest.Reject(attest.CheckFormat, "certificate: %v", err)
 	}
 	bundle := make([]*x509.Certificate, len(doc.CABundle))
 	for i, der := range doc.CABundle {
-		if bundle[i], err = x509.ParseCertificate(der); err != nil {
+		if bundle[i], err = attest.ParseCertificate(der); err != nil {
 			return claims, attest.Reject(attest.CheckFormat, "cabundle[%d]: %v", i, err)
 		}
 	}
