@@ -38,7 +38,7 @@ func newEvidence(s Streams) *cobra.Command {
 
 type evidenceVerify struct {
 	typ, file, collateral, at, policy, output, nonce string
-	testRoots, pcs, dcapFile                         string
+	testRoots, pcs, kds, dcapFile                    string
 	allowDebug, allowSimulation                      bool
 	acceptTCB                                        []string
 }
@@ -60,6 +60,7 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f.StringVar(&o.file, "evidence", "", "evidence file, raw or base64")
 	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx, tdx: tcb_info*.json, qe_identity*.json, *certs*.pem; snp: *vcek*)")
 	f.StringVar(&o.pcs, "pcs", "", "fetch SGX and TDX collateral (with the CRLs, then required) from Intel PCS (https://api.trustedservices.intel.com) or a PCCS at this URL, instead of --collateral")
+	f.StringVar(&o.kds, "kds", "", "fetch SEV-SNP collateral (the VCEK a report lacks, the CRL, then required) from AMD KDS (https://kdsintf.amd.com) or a mirror at this URL")
 	f.StringVar(&o.dcapFile, "dcap-api-file", "", "a file holding the Intel DCAP API key, sent to --pcs on every request")
 	f.StringVar(&o.at, "at", "", "verification time, RFC 3339 or Unix seconds (default: now)")
 	f.StringVar(&o.policy, "policy", "", "policy file (YAML or JSON): identities, acceptTCB, allowDebug, reportData, nonce, allowSimulation")
@@ -90,6 +91,12 @@ func (o *evidenceVerify) run(s Streams) error {
 	opts := verify.Options{CollateralDir: o.collateral}
 	if opts.Intel, err = o.intelSource(); err != nil {
 		return err
+	}
+	if o.kds != "" {
+		if err := checkServiceURL("--kds", o.kds, collateral.AMDKDS); err != nil {
+			return err
+		}
+		opts.SNP = collateral.Direct{AMD: &collateral.KDS{URL: o.kds}}
 	}
 	if opts.TestRoots, err = loadTestRoots(s, o.testRoots); err != nil {
 		return err
@@ -148,14 +155,22 @@ func (o *evidenceVerify) intelSource() (intelpcs.Source, error) {
 	case o.collateral != "":
 		return nil, errors.New("--pcs and --collateral exclude each other: collateral comes from one")
 	}
-	if u, err := url.Parse(o.pcs); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("invalid --pcs %q: give the service's base URL, e.g. %s", o.pcs, collateral.IntelPCS)
+	if err := checkServiceURL("--pcs", o.pcs, collateral.IntelPCS); err != nil {
+		return nil, err
 	}
 	key, err := readDCAPKey("", o.dcapFile)
 	if err != nil {
 		return nil, err
 	}
-	return collateral.Direct{Fetcher: &collateral.PCS{URL: o.pcs, Key: key}}, nil
+	return collateral.Direct{Intel: &collateral.PCS{URL: o.pcs, Key: key}}, nil
+}
+
+// checkServiceURL checks a collateral service's base URL.
+func checkServiceURL(flag, raw, example string) error {
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("invalid %s %q: give the service's base URL, e.g. %s", flag, raw, example)
+	}
+	return nil
 }
 
 // readDCAPKey is the Intel DCAP API key given on the command line or in a

@@ -19,6 +19,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 )
 
@@ -281,5 +282,51 @@ func TestEvidenceVerifyFromPCS(t *testing.T) {
 		if exitCode(err) != -1 {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// With --kds, an SEV-SNP report without its certificate table verifies
+// with the VCEK and CRL fetched from a local KDS (under go-sev-guest's
+// test roots); a CRL that revokes its ASK refuses it.
+func TestEvidenceVerifyFromKDS(t *testing.T) {
+	now := time.Now()
+	signer, err := producetest.NewSNPSigner(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := signer.Report([]byte("from kds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl, err := signer.CRL(now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kds := collateraltest.NewKDS(t, map[string][]byte{collateraltest.VCEKPath(t, "Milan", report): signer.VCEK(), "/vcek/v1/Milan/crl": crl})
+	dir := t.TempDir()
+	reportFile, roots := filepath.Join(dir, "report.bin"), filepath.Join(dir, "roots.pem")
+	if err := os.WriteFile(reportFile, report, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(roots, signer.RootsPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"evidence", "verify", "--type", "snp", "--evidence", reportFile, "--insecure-test-roots", roots}
+	out, _, err := run(t, args...)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: collateral: ") {
+		t.Errorf("no VCEK, no KDS: exit %d\n%s", exitCode(err), out)
+	}
+	out, _, err = run(t, append(args, "--kds", kds.URL)...)
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: snp evidence") {
+		t.Errorf("from the KDS: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	revoking, err := signer.CRL(now.Add(-time.Hour), now.Add(time.Hour), signer.ASK().SerialNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kds.Set("/vcek/v1/Milan/crl", revoking)
+	out, _, err = run(t, append(args, "--kds", kds.URL)...)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: revoked: ") {
+		t.Errorf("its ASK revoked: exit %d %v\n%s", exitCode(err), err, out)
 	}
 }

@@ -24,7 +24,9 @@ const AMDKDS = "https://kdsintf.amd.com"
 type KDS struct {
 	// URL is the service's base: AMDKDS, or a mirror's.
 	URL string
-	// Interval is the least time between two requests: 10 s when zero.
+	// Interval is the least time between two requests; when zero, 10 s
+	// to AMD's KDS and none to a mirror, which has no such limit (a 429
+	// still backs off).
 	Interval time.Duration
 	// Client makes the requests; nil: one with a 30 s timeout.
 	Client *http.Client
@@ -75,10 +77,10 @@ func (k *KDS) get(ctx context.Context, path string, limit int64) ([]byte, error)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	interval := k.Interval
-	if interval <= 0 {
+	if interval <= 0 && (k.URL == "" || strings.TrimSuffix(k.URL, "/") == AMDKDS) {
 		interval = 10 * time.Second
 	}
-	pause := 2 * interval
+	pause := max(2*interval, time.Second)
 	for {
 		if err := sleepCtx(ctx, time.Until(k.last.Add(interval))); err != nil {
 			return nil, fmt.Errorf("AMD KDS %s: waiting for the rate limit: %w", trimQuery(path), err)

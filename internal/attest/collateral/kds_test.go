@@ -2,15 +2,11 @@ package collateral
 
 import (
 	"context"
-	"encoding/hex"
-	"fmt"
 	"math/big"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-sev-guest/abi"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
@@ -31,12 +27,6 @@ func snpKDS(t *testing.T, now time.Time, crlNext time.Time, revoke func(*produce
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := abi.ReportToProto(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcb := r.GetReportedTcb()
-	b := func(i int) uint64 { return (tcb >> (8 * i)) & 0xff }
 	var revoked []*big.Int
 	if revoke != nil {
 		revoked = revoke(signer)
@@ -46,8 +36,8 @@ func snpKDS(t *testing.T, now time.Time, crlNext time.Time, revoke func(*produce
 		t.Fatal(err)
 	}
 	kds := collateraltest.NewKDS(t, map[string][]byte{
-		fmt.Sprintf("/vcek/v1/Milan/%s?blSPL=%d&teeSPL=%d&snpSPL=%d&ucodeSPL=%d", hex.EncodeToString(r.GetChipId()), b(0), b(1), b(6), b(7)): signer.VCEK(),
-		"/vcek/v1/Milan/crl": crl,
+		collateraltest.VCEKPath(t, "Milan", report): signer.VCEK(),
+		"/vcek/v1/Milan/crl":                        crl,
 	})
 	return kds, signer, report
 }

@@ -21,7 +21,7 @@ const testKey = "0123456789abcdef0123456789abcdef"
 func TestFetchRealCollateral(t *testing.T) {
 	pcs := collateraltest.RealPCS(t)
 	pcs.Key = testKey
-	src := Direct{Fetcher: &PCS{URL: pcs.URL, Key: testKey}}
+	src := Direct{Intel: &PCS{URL: pcs.URL, Key: testKey}}
 	sgxQuote, tdxQuote := collateraltest.RealQuotes(t)
 	c, err := sgx.Verify(sgxQuote.Raw, sgx.Options{Source: src, RequireCRLs: true, At: sgxQuote.At})
 	if err != nil || c.TCBStatus != attest.TCBSWHardeningNeeded {

@@ -1,9 +1,14 @@
 package collateraltest
 
 import (
+	"encoding/hex"
+	"fmt"
+
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/google/go-sev-guest/abi"
 )
 
 // KDS is a fake AMD Key Distribution Service: it answers the paths it was
@@ -44,4 +49,17 @@ func (k *KDS) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write(body)
+}
+
+// VCEKPath is where AMD KDS serves the VCEK of the chip that signed a
+// Milan or Genoa report (its chip ID and reported TCB).
+func VCEKPath(tb testing.TB, line string, report []byte) string {
+	tb.Helper()
+	r, err := abi.ReportToProto(report[:abi.ReportSize])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tcb := r.GetReportedTcb()
+	b := func(i int) uint64 { return (tcb >> (8 * i)) & 0xff }
+	return fmt.Sprintf("/vcek/v1/%s/%s?blSPL=%d&teeSPL=%d&snpSPL=%d&ucodeSPL=%d", line, hex.EncodeToString(r.GetChipId()), b(0), b(1), b(6), b(7))
 }
