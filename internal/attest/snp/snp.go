@@ -180,7 +180,13 @@ var verifiedKeys = memo.New[*x509.Certificate](4096)
 // caller's to check.
 func verifyWith(raw []byte, report *spb.Report, name string, ek []byte, line string, roots *trust.AMDRootCerts, at time.Time) error {
 	pc := roots.ProductCerts
-	var asvk []byte
+	if name == "VCEK" && pc.Ask == nil {
+		return attest.Reject(attest.CheckChain, "no ASK for product line %q certifies VCEKs under this ARK", line)
+	}
+	var ask, asvk []byte
+	if pc.Ask != nil {
+		ask = pc.Ask.Raw
+	}
 	if pc.Asvk != nil {
 		asvk = pc.Asvk.Raw
 	}
@@ -190,14 +196,14 @@ func verifyWith(raw []byte, report *spb.Report, name string, ek []byte, line str
 	if fms := report.GetCpuid1EaxFms(); fms != 0 {
 		fmsLine = kds.ProductLineFromFms(fms)
 	}
-	key := memo.KeyOf([]byte(name), ek, pc.Ask.Raw, asvk, pc.Ark.Raw, []byte(fmsLine))
+	key := memo.KeyOf([]byte(name), ek, ask, asvk, pc.Ark.Raw, []byte(fmsLine))
 	if cert, ok := verifiedKeys.Get(key); ok {
 		if err := verify.SnpReportSignature(raw, cert); err != nil {
 			return classify(err)
 		}
 		return nil
 	}
-	chain := &spb.CertificateChain{AskCert: pc.Ask.Raw, ArkCert: pc.Ark.Raw}
+	chain := &spb.CertificateChain{AskCert: ask, ArkCert: pc.Ark.Raw}
 	if name == "VLEK" {
 		if pc.Asvk == nil {
 			return attest.Reject(attest.CheckChain, "no ASVK for product line %q certifies VLEKs", line)

@@ -96,8 +96,12 @@ func TestRejections(t *testing.T) {
 // given, and the claims say so.
 func TestCertificateTableAndTestRoots(t *testing.T) {
 	now := time.Now()
-	for _, vlek := range []bool{false, true} {
-		s, err := producetest.NewSNPSigner(now)
+	for _, tc := range []struct {
+		product string
+		vlek    bool
+	}{{"Milan-B1", false}, {"Milan-B1", true}, {"Genoa-B1", false}, {"Genoa-B1", true}} {
+		vlek := tc.vlek
+		s, err := producetest.NewSNPSignerFor(tc.product, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,8 +121,9 @@ func TestCertificateTableAndTestRoots(t *testing.T) {
 			t.Fatalf("VLEK %v: %v", vlek, err)
 		}
 		if !c.TestRoot || c.SNP.HostData[0] != 0xAB || c.SNP.Measurement[0] != 0xCD || !bytes.HasPrefix(c.ReportData, []byte("key binding")) || c.Debug {
-			t.Errorf("VLEK %v: claims %+v %+v", vlek, c, c.SNP)
+			t.Errorf("%s, VLEK %v: claims %+v %+v", tc.product, vlek, c, c.SNP)
 		}
+		t.Logf("%s, VLEK %v: verified under the test roots", tc.product, vlek)
 		if _, err := Verify(ev, Options{At: now}); attest.CheckOf(err) != attest.CheckChain {
 			t.Errorf("VLEK %v: without test roots: %v, want a chain rejection", vlek, err)
 		}
@@ -195,4 +200,33 @@ func vcekFrom(t *testing.T, issuerCN string) []byte {
 		t.Fatal(err)
 	}
 	return der
+}
+
+// AMD's roots for every product line the verifier names are in
+// go-sev-guest, for VCEKs and VLEKs alike: a real Genoa or Turin report,
+// or a VLEK's, finds its ARK and ASK (or ASVK).
+func TestAMDRootsForEveryLine(t *testing.T) {
+	for _, line := range []string{"Milan", "Genoa", "Turin"} {
+		c, err := rootsFor(line, nil)
+		if err != nil || len(c) == 0 {
+			t.Fatalf("%s: %v %+v", line, err, c)
+		}
+		var ask, asvk bool
+		for _, cand := range c {
+			pc := cand.roots.ProductCerts
+			if cand.test || pc.Ark == nil || pc.Ark.Subject.CommonName != "ARK-"+line {
+				t.Errorf("%s: a candidate that is not AMD's ARK: %+v", line, cand)
+				continue
+			}
+			if pc.Ask != nil && pc.Ask.Subject.CommonName == "SEV-"+line && pc.Ask.CheckSignatureFrom(pc.Ark) == nil {
+				ask = true
+			}
+			if pc.Asvk != nil && pc.Asvk.Subject.CommonName == "SEV-VLEK-"+line && pc.Asvk.CheckSignatureFrom(pc.Ark) == nil {
+				asvk = true
+			}
+		}
+		if !ask || !asvk {
+			t.Errorf("%s: an ASK under its ARK %v, an ASVK %v", line, ask, asvk)
+		}
+	}
 }

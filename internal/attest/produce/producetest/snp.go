@@ -35,9 +35,15 @@ type SNPSigner struct {
 	VLEK bool
 }
 
-// NewSNPSigner makes a signer whose certificates are valid from now.
+// NewSNPSigner makes a Milan signer whose certificates are valid from now.
 func NewSNPSigner(now time.Time) (*SNPSigner, error) {
-	s, err := sevtest.DefaultTestOnlyCertChain(kds.ProductName(abi.DefaultSevProduct()), now.Add(-time.Hour))
+	return NewSNPSignerFor(kds.ProductName(abi.DefaultSevProduct()), now)
+}
+
+// NewSNPSignerFor makes a signer of a product ("Milan", "Genoa") whose
+// certificates, named as AMD names that product's, are valid from now.
+func NewSNPSignerFor(product string, now time.Time) (*SNPSigner, error) {
+	s, err := sevtest.DefaultTestOnlyCertChain(product, now.Add(-time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("go-sev-guest test chain: %w", err)
 	}
