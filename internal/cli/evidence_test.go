@@ -264,6 +264,16 @@ func TestEvidenceVerifyFromPCS(t *testing.T) {
 			if strings.Contains(fromPCS+stderr, key) {
 				t.Error("the key shows in the output")
 			}
+			// Accepted alike when its TCB status is.
+			accept := []string{"--accept-tcb", "UpToDate,SWHardeningNeeded"}
+			fromFolder, _, errFolder := run(t, append([]string{"evidence", "verify", "--type", tc.tee, "--evidence", quote, "--collateral", col, "--at", at}, accept...)...)
+			fromPCS, _, errPCS := run(t, append([]string{"evidence", "verify", "--type", tc.tee, "--evidence", quote, "--pcs", pcs.URL, "--dcap-api-file", keyFile, "--at", at}, accept...)...)
+			if exitCode(errFolder) != exitCode(errPCS) || fromFolder != fromPCS {
+				t.Errorf("accepting SWHardeningNeeded: folder exit %d, PCS exit %d\n%s\n%s", exitCode(errFolder), exitCode(errPCS), fromFolder, fromPCS)
+			}
+			if tc.tee == "sgx" && !strings.HasPrefix(fromPCS, "accepted: sgx evidence") {
+				t.Errorf("accepting SWHardeningNeeded:\n%s", fromPCS)
+			}
 		})
 	}
 	// Without the key the PCS refuses, and the error says so without it.

@@ -3,17 +3,20 @@ package cas
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
 func TestJudge(t *testing.T) {
@@ -58,5 +61,29 @@ func TestJudge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The collateral alert field counts stale and expired entries, and the
+// chart's rules alert on its gauge.
+func TestCollateralAlert(t *testing.T) {
+	k := &Kind{}
+	c := &servicesv1beta1.CAS{}
+	c.Status.Collateral = &servicesv1beta1.CASCollateralStatus{Entries: 4, Stale: 2, Expired: 1}
+	var alert *metrics.Sample
+	for _, s := range k.Metrics(c) {
+		if s.Field == "collateralAlert" {
+			alert = &s
+		}
+	}
+	if alert == nil || alert.Value != 3 {
+		t.Fatalf("collateralAlert %+v, want 3", alert)
+	}
+	rules, err := os.ReadFile("../../../../charts/cloister-operator/files/prometheus/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rules), metrics.MetricName("collateralAlert")+`{node=""} > 0`) {
+		t.Errorf("no alert on %s", metrics.MetricName("collateralAlert"))
 	}
 }
