@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
@@ -56,7 +57,7 @@ func alertFields(t *testing.T) []string {
 			}
 		}
 	}
-	for _, st := range []any{basev1beta1.SGXPluginStatus{}, basev1beta1.LASStatus{}, basev1beta1.CEXPluginStatus{}, basev1beta1.ConfidentialRuntimeStatus{}} {
+	for _, st := range []any{basev1beta1.SGXPluginStatus{}, basev1beta1.LASStatus{}, basev1beta1.CEXPluginStatus{}, basev1beta1.ConfidentialRuntimeStatus{}, servicesv1beta1.CASStatus{}} {
 		walk(reflect.TypeOf(st))
 	}
 	if len(fields) < 5 {

@@ -225,14 +225,18 @@ type CASStatus struct {
 	// (spec.collateral), as CAS reports it.
 	// +optional
 	Collateral *CASCollateralStatus `json:"collateral,omitempty"`
+
+	// CollateralAlert counts vendor collateral entries served stale from
+	// CAS's cache or expired: 0 is desired, >0 alerts.
+	// +optional
+	CollateralAlert int32 `json:"collateralAlert"`
 }
 
 // CASCollateralStatus is the state of CAS's vendor collateral cache.
 type CASCollateralStatus struct {
 	// Entries cached.
 	Entries int32 `json:"entries"`
-	// Stale entries are served from the cache while their vendor fails
-	// (collateralAlert counts them with the expired).
+	// Stale entries are served from the cache while their vendor fails.
 	// +optional
 	Stale int32 `json:"stale,omitempty"`
 	// Expired entries are past their next update: hardware evidence that

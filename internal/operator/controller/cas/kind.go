@@ -170,6 +170,10 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 	c.Status.Version = version
 	c.Status.SimulationKeys = att.PublicKey.SimulationKeys
 	c.Status.Collateral = collateralStatus(att.PublicKey.Collateral)
+	c.Status.CollateralAlert = 0
+	if col := c.Status.Collateral; col != nil {
+		c.Status.CollateralAlert = col.Stale + col.Expired
+	}
 	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
 }
 
@@ -199,11 +203,5 @@ func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 	if as(obj).Status.CASState == string(wire.Ready) {
 		ready = 1
 	}
-	out := []metrics.Sample{{Field: "casReady", Value: ready}}
-	// The alert field: vendor collateral served stale or expired.
-	alert := 0.0
-	if col := as(obj).Status.Collateral; col != nil {
-		alert = float64(col.Stale + col.Expired)
-	}
-	return append(out, metrics.Sample{Field: "collateralAlert", Value: alert})
+	return []metrics.Sample{{Field: "casReady", Value: ready}, {Field: "collateralAlert", Value: float64(as(obj).Status.CollateralAlert)}}
 }

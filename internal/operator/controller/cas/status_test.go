@@ -64,12 +64,13 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// The collateral alert field counts stale and expired entries, and the
-// chart's rules alert on its gauge.
+// The collateral alert field is exported as its gauge, which the chart's
+// rules alert on (config/prometheus checks every alert field has one).
 func TestCollateralAlert(t *testing.T) {
 	k := &Kind{}
 	c := &servicesv1beta1.CAS{}
 	c.Status.Collateral = &servicesv1beta1.CASCollateralStatus{Entries: 4, Stale: 2, Expired: 1}
+	c.Status.CollateralAlert = 3
 	var alert *metrics.Sample
 	for _, s := range k.Metrics(c) {
 		if s.Field == "collateralAlert" {
