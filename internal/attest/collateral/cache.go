@@ -106,13 +106,10 @@ func (c *Cache) refresh(key string, fetch fetchFunc) error {
 	defer cancel()
 	value, next, err := fetch(ctx)
 	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[string]*entry{}
-	}
-	old := c.entries[key]
 	if err != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		old := c.entries[key]
 		if old == nil {
 			return err
 		}
@@ -127,8 +124,10 @@ func (c *Cache) refresh(key string, fetch fetchFunc) error {
 		return err
 	}
 	e := &entry{Key: key, Value: raw, Fetched: now, NextUpdate: next, Tried: now}
+	c.mu.Lock()
 	c.entries[key] = e
-	c.persist(e)
+	c.mu.Unlock()
+	c.persist(e) // outside the lock: verifications go on while it syncs
 	return nil
 }
 
