@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -115,6 +116,9 @@ func (p *PCS) get(ctx context.Context, target string, limit int64, chainHeaders 
 	}
 	var header http.Header
 	if p.Key != "" && u.Host == hostOf(p.URL) { // the key goes to the service it is for, never to a CRL elsewhere
+		if u.Scheme != "https" && !loopback(u.Hostname()) {
+			return nil, nil, fmt.Errorf("%s: the DCAP API key goes over HTTPS only (or to this machine): give the service's https:// URL", u.Host)
+		}
 		header = http.Header{APIKeyHeader: {p.Key}}
 	}
 	body, respHeader, err := httpGet(ctx, p.Client, u, header, limit)
@@ -202,6 +206,15 @@ func retryAfter(v string) time.Duration {
 		return time.Duration(s) * time.Second
 	}
 	return 0
+}
+
+// loopback says whether host is this machine's: a local PCCS or a test's.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func hostOf(raw string) string {

@@ -66,6 +66,11 @@ func TestFetchErrors(t *testing.T) {
 	if !errors.As(err, &status) || status.Code != http.StatusTooManyRequests || status.RetryAfter != time.Second {
 		t.Errorf("rate limited: %v", err)
 	}
+	// Never in the clear to another machine.
+	if _, err := (&PCS{URL: "http://pccs.invalid:8081", Key: testKey}).Fetch(ctx, "sgx", "00606A000000", "platform"); err == nil ||
+		!strings.Contains(err.Error(), "HTTPS only") || strings.Contains(err.Error(), testKey) {
+		t.Errorf("the key over plain HTTP: %v", err)
+	}
 	for _, tc := range []struct{ tee, fmspc, ca, want string }{
 		{"sev", "00606A000000", "platform", "TEE"},
 		{"sgx", "00606A00000", "platform", "FMSPC"},
