@@ -109,11 +109,8 @@ func collateralCache(cfg Config, log *slog.Logger) (*collateral.Cache, error) {
 	if cfg.PCS != "" {
 		var key string
 		if cfg.DCAPKeyFile != "" {
-			raw, err := os.ReadFile(cfg.DCAPKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("--dcap-api-file: %w", err)
-			}
-			if key, err = collateral.ParseAPIKey(raw); err != nil {
+			var err error
+			if key, err = collateral.ReadAPIKeyFile(cfg.DCAPKeyFile); err != nil {
 				return nil, fmt.Errorf("--dcap-api-file %s: %w", cfg.DCAPKeyFile, err)
 			}
 		}

@@ -180,11 +180,7 @@ func readDCAPKey(key, file string) (string, error) {
 	case key != "" && file != "":
 		return "", errors.New("--dcap-api and --dcap-api-file exclude each other")
 	case file != "":
-		raw, err := readLimited(file, 1<<10)
-		if err != nil {
-			return "", fmt.Errorf("--dcap-api-file: %w", err)
-		}
-		k, err := collateral.ParseAPIKey(raw)
+		k, err := collateral.ReadAPIKeyFile(file)
 		if err != nil {
 			return "", fmt.Errorf("--dcap-api-file %s: %w", file, err)
 		}
@@ -197,23 +193,6 @@ func readDCAPKey(key, file string) (string, error) {
 		return k, nil
 	}
 	return "", nil
-}
-
-// readLimited reads a file of at most limit bytes.
-func readLimited(file string, limit int64) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(raw)) > limit {
-		return nil, fmt.Errorf("%s is over %d bytes", file, limit)
-	}
-	return raw, nil
 }
 
 type verdict struct {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 )
 
 // Cache keeps the collateral verifications need, refreshes it before it
@@ -228,7 +230,10 @@ func (c *Cache) persist(e *entry) {
 	}
 	raw, err := json.Marshal(e)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(c.Dir, fileName(e.Key)), raw)
+		err = os.MkdirAll(c.Dir, 0o700)
+	}
+	if err == nil {
+		_, err = atomicfile.WriteIfChanged(filepath.Join(c.Dir, fileName(e.Key)), raw, 0o600)
 	}
 	if err != nil {
 		c.logger().Warn("collateral: not persisted; kept in memory", "key", e.Key, "error", err)
@@ -288,29 +293,6 @@ func decodeEntry(raw []byte) (*entry, error) {
 func fileName(key string) string {
 	d := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(d[:16]) + ".json"
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func (c *Cache) now() time.Time {

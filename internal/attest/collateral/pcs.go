@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -237,6 +238,24 @@ func redact(err error, key string) error {
 }
 
 var keyPattern = regexp.MustCompile(`^[0-9a-fA-F]{32}$`)
+
+// ReadAPIKeyFile reads an Intel DCAP API key from a file (at most 1 KiB)
+// with ParseAPIKey.
+func ReadAPIKeyFile(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(f, 1<<10+1))
+	if err != nil {
+		return "", err
+	}
+	if len(raw) > 1<<10 {
+		return "", fmt.Errorf("%s is over 1 KiB: not a DCAP API key", file)
+	}
+	return ParseAPIKey(raw)
+}
 
 // keyError is ParseAPIKey's one error: it says the length, never the key.
 const keyError = "the DCAP API key is not 32 hex digits (%d characters given): copy it from the Intel PCS portal's subscription page"
