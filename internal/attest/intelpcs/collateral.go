@@ -170,24 +170,13 @@ type signedCollateral struct {
 // verifiedCollateral holds collateral (by its bytes and the root) whose
 // chain and signatures verified: every quote of a platform is judged by
 // the same until the next update.
-var (
-	verifiedCollateral = memo.New[*signedCollateral](256)
-	lastCollateral     memo.Last[*signedCollateral]
-)
+var verifiedCollateral = memo.New[*signedCollateral](256)
 
 // verifyCollateral checks the signing chain to root at the given time and
 // the TCB info's and QE identity's signatures (once per collateral and
 // root), and returns them decoded with the chain's validity window.
 func verifyCollateral(c Collateral, root *x509.Certificate, at time.Time) (*signedCollateral, time.Time, time.Time, error) {
-	s, ok := lastCollateral.Get(c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw)
-	var key memo.Key
-	if !ok {
-		key = memo.KeyOf(c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw)
-		if s, ok = verifiedCollateral.Get(key); ok {
-			lastCollateral.Put(s, c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw)
-		}
-	}
-	if ok {
+	if s, ok := verifiedCollateral.Find(c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw); ok {
 		nb, na, err := attest.ValidAt("TCB signing chain", append(s.chain[:len(s.chain):len(s.chain)], root), at)
 		return s, nb, na, err
 	}
@@ -203,15 +192,14 @@ func verifyCollateral(c Collateral, root *x509.Certificate, at time.Time) (*sign
 	if !ok {
 		return nil, nb, na, attest.Reject(attest.CheckCollateral, "the TCB signing key is %T, want ECDSA", chain[0].PublicKey)
 	}
-	s = &signedCollateral{chain: chain}
+	s := &signedCollateral{chain: chain}
 	if err := signedJSON("TCB info", c.TCBInfo, "tcbInfo", signer, &s.info); err != nil {
 		return nil, nb, na, err
 	}
 	if err := signedJSON("QE identity", c.QEIdentity, "enclaveIdentity", signer, &s.qe); err != nil {
 		return nil, nb, na, err
 	}
-	verifiedCollateral.Put(key, s)
-	lastCollateral.Put(s, c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw)
+	verifiedCollateral.Keep(s, c.TCBInfo, c.QEIdentity, c.SigningChain, root.Raw)
 	return s, nb, na, nil
 }
 

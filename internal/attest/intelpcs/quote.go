@@ -40,10 +40,7 @@ type PCK struct {
 // verifiedPCKs holds PCK chains (by their PEM and the root) whose
 // signatures and extensions were checked: a platform sends the same one
 // with every quote.
-var (
-	verifiedPCKs = memo.New[*PCK](4096)
-	lastPCK      memo.Last[*PCK]
-)
+var verifiedPCKs = memo.New[*PCK](4096)
 
 // Verify checks the quote's signatures (the body by the attestation key,
 // the QE report by the PCK), that the QE report binds the attestation
@@ -77,15 +74,7 @@ func (s *Signed) Verify(root *x509.Certificate, at time.Time) (*PCK, time.Time, 
 // verifyPCK parses a PCK chain and checks it chains to root, once per
 // chain and root; its validity is checked at every call.
 func verifyPCK(chainPEM []byte, root *x509.Certificate, at time.Time) (*PCK, time.Time, time.Time, error) {
-	pck, ok := lastPCK.Get(chainPEM, root.Raw)
-	var key memo.Key
-	if !ok {
-		key = memo.KeyOf(chainPEM, root.Raw)
-		if pck, ok = verifiedPCKs.Get(key); ok {
-			lastPCK.Put(pck, chainPEM, root.Raw)
-		}
-	}
-	if ok {
+	if pck, ok := verifiedPCKs.Find(chainPEM, root.Raw); ok {
 		nb, na, err := attest.ValidAt("PCK certificate chain", append(pck.Certs[:len(pck.Certs):len(pck.Certs)], root), at)
 		return pck, nb, na, err
 	}
@@ -105,9 +94,8 @@ func verifyPCK(chainPEM []byte, root *x509.Certificate, at time.Time) (*PCK, tim
 	if err != nil {
 		return nil, nb, na, attest.Reject(attest.CheckChain, "reading the PCK certificate's SGX extensions: %v", err)
 	}
-	pck = &PCK{Certs: certs, Key: pckKey, Ext: ext}
-	verifiedPCKs.Put(key, pck)
-	lastPCK.Put(pck, chainPEM, root.Raw)
+	pck := &PCK{Certs: certs, Key: pckKey, Ext: ext}
+	verifiedPCKs.Keep(pck, chainPEM, root.Raw)
 	return pck, nb, na, nil
 }
 

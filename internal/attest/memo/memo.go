@@ -38,9 +38,10 @@ func KeyOf(parts ...[]byte) Key {
 // putting drops an arbitrary entry, which only costs its verification
 // again.
 type Map[V any] struct {
-	mu  sync.RWMutex
-	m   map[Key]V
-	max int
+	mu   sync.RWMutex
+	m    map[Key]V
+	max  int
+	last atomic.Pointer[last[V]]
 }
 
 // New returns a Map holding at most max entries.
@@ -76,40 +77,49 @@ func (m *Map[V]) Len() int {
 	return len(m.m)
 }
 
-// Last remembers the last value put, with the exact bytes it was put
-// under: comparing them costs a memory comparison, where a Map's key
-// costs a SHA-256 of them. Verifiers try it first, as one platform sends
-// the same chain and collateral with quote after quote.
-type Last[V any] struct {
-	p atomic.Pointer[last[V]]
+// Find returns the value kept under exactly these parts: the last one
+// kept is found by comparing their bytes, which costs a memory comparison
+// where the map's key costs a SHA-256 of them (one platform sends the same
+// chain and collateral with quote after quote); the others by that key.
+func (m *Map[V]) Find(parts ...[]byte) (V, bool) {
+	if e := m.last.Load(); e != nil && e.is(parts) {
+		return e.v, true
+	}
+	v, ok := m.Get(KeyOf(parts...))
+	if ok {
+		m.last.Store(newLast(v, parts))
+	}
+	return v, ok
 }
 
+// Keep puts v under the key of parts, and as the last value kept.
+func (m *Map[V]) Keep(v V, parts ...[]byte) {
+	m.Put(KeyOf(parts...), v)
+	m.last.Store(newLast(v, parts))
+}
+
+// last is a value with copies of the exact parts it was kept under.
 type last[V any] struct {
 	parts [][]byte
 	v     V
 }
 
-// Get returns the value put under exactly these parts.
-func (l *Last[V]) Get(parts ...[]byte) (V, bool) {
-	e := l.p.Load()
-	if e == nil || len(e.parts) != len(parts) {
-		var zero V
-		return zero, false
-	}
-	for i := range parts {
-		if !bytes.Equal(e.parts[i], parts[i]) {
-			var zero V
-			return zero, false
-		}
-	}
-	return e.v, true
-}
-
-// Put remembers v under copies of parts.
-func (l *Last[V]) Put(v V, parts ...[]byte) {
+func newLast[V any](v V, parts [][]byte) *last[V] {
 	e := &last[V]{v: v, parts: make([][]byte, len(parts))}
 	for i, p := range parts {
 		e.parts[i] = bytes.Clone(p)
 	}
-	l.p.Store(e)
+	return e
+}
+
+func (e *last[V]) is(parts [][]byte) bool {
+	if len(e.parts) != len(parts) {
+		return false
+	}
+	for i := range parts {
+		if !bytes.Equal(e.parts[i], parts[i]) {
+			return false
+		}
+	}
+	return true
 }
