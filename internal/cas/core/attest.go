@@ -127,9 +127,9 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		}
 	}
 	content := wire.Content{Secrets: map[string]map[string]string{}}
-	err = c.cfg.Store.View(func(tx store.Tx) error {
+	err = k.enc.View(c.cfg.Store, func(etx store.Tx) error {
 		for _, name := range svc.Secrets {
-			raw, err := k.enc.Tx(tx).Get(bucketSecrets, secretKey(req.Policy, name))
+			raw, err := etx.Get(bucketSecrets, secretKey(req.Policy, name))
 			if err != nil {
 				return err
 			}

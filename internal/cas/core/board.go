@@ -102,7 +102,7 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	err = c.cfg.Store.Update(func(tx store.Tx) error { return k.enc.Tx(tx).Put(bucketCA, boardRecord, raw) })
+	err = k.enc.Update(c.cfg.Store, func(etx store.Tx) error { return etx.Put(bucketCA, boardRecord, raw) })
 	if err != nil {
 		return nil, fmt.Errorf("storing the board: %w", err)
 	}

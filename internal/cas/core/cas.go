@@ -147,6 +147,7 @@ type CAS struct {
 	regMu  sync.Mutex
 	mu     sync.RWMutex
 	state  wire.State
+	why    string // why CAS is in recovery, beyond waiting for shares
 	meta   *meta
 	shares map[uint64]seed.Share // submitted in recovery mode
 	keys   *keys                 // set when wire.Ready
@@ -200,7 +201,7 @@ func Open(cfg Config) (*CAS, error) {
 	raw, err := cfg.Sealer.Unseal()
 	switch {
 	case errors.Is(err, ErrNotSealed):
-		c.setState(wire.RecoveryMode, "no sealed seed: waiting for the owners' shares")
+		c.setState(wire.RecoveryMode, "no sealed seed")
 		return c, nil
 	case err != nil:
 		c.setState(wire.RecoveryMode, "unsealing failed: "+err.Error())
@@ -218,7 +219,7 @@ func Open(cfg Config) (*CAS, error) {
 
 // setState records a state change in the log and metrics.
 func (c *CAS) setState(s wire.State, why string) {
-	c.state = s
+	c.state, c.why = s, why
 	c.cfg.Metrics.setState(s)
 	if why != "" {
 		c.cfg.Log.Info("CAS state", "state", string(s), "reason", why)
@@ -233,7 +234,11 @@ func (c *CAS) Status() (wire.State, string) {
 	case wire.Uninitialized:
 		return c.state, ErrNotInitialized.Error()
 	case wire.RecoveryMode:
-		return c.state, fmt.Sprintf("%s: %d of %d shares received", ErrRecovery, len(c.shares), c.meta.Commitment.Threshold())
+		out := fmt.Sprintf("%s: %d of %d shares received", ErrRecovery, len(c.shares), c.meta.Commitment.Threshold())
+		if c.why != "" {
+			out += " (" + c.why + ")"
+		}
+		return c.state, out
 	}
 	return c.state, ""
 }

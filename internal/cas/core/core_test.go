@@ -495,3 +495,37 @@ func TestFileSealer(t *testing.T) {
 		t.Errorf("a new name without the board after a restart: %v", err)
 	}
 }
+
+// A state record that an attacker with the volume (or the API server's
+// objects) puts back as it was before an update is refused at unlock: the
+// restarted CAS stays in recovery, saying why, rather than serving the
+// older policy.
+func TestOlderRecordRefusedAtUnlock(t *testing.T) {
+	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	f := newFixture(t, sealer, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	var old []byte
+	if err := f.db.View(func(tx store.Tx) error {
+		var err error
+		old, err = tx.Get(bucketPolicies, "shop")
+		return err
+	}); err != nil || old == nil {
+		t.Fatalf("reading the policy record: %v", err)
+	}
+	if _, err := f.register(strings.Replace(f.policyText(""), "validity: 2h", "validity: 3h", 1), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Update(func(tx store.Tx) error { return tx.Put(bucketPolicies, "shop", old) }); err != nil {
+		t.Fatal(err)
+	}
+	f.open(sealer)
+	st, why := f.cas.Status()
+	if st != wire.RecoveryMode || !strings.Contains(why, "does not match its digest") {
+		t.Fatalf("after an older copy of the policy record: %s %q", st, why)
+	}
+	if _, err := f.cas.Attest(f.request("api", nil)); !errors.Is(err, ErrRecovery) {
+		t.Errorf("attestation on a rolled-back record: %v", err)
+	}
+}

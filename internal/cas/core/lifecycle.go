@@ -69,7 +69,7 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 		return nil, err
 	}
 	m := &meta{Commitment: commitment, Owners: fps, Check: s.Key("check", 32), Initialized: c.cfg.Clock.Now().UTC()}
-	enc, err := store.NewEncrypted(s.Key("store", 32))
+	enc, err := store.NewEncrypted(s.Key("store", 32), bucketMeta)
 	if err != nil {
 		return nil, err
 	}
@@ -83,14 +83,14 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	if err := c.cfg.Sealer.Seal(s.Bytes()); err != nil {
 		return nil, fmt.Errorf("sealing the seed: %w", err)
 	}
-	err = c.cfg.Store.Update(func(tx store.Tx) error {
-		if err := tx.Put(bucketMeta, "seed", raw); err != nil {
+	err = enc.Update(c.cfg.Store, func(etx store.Tx) error {
+		if err := etx.Put(bucketMeta, "seed", raw); err != nil {
 			return err
 		}
-		if err := enc.Tx(tx).Put(bucketCA, boardRecord, boardRaw); err != nil {
+		if err := etx.Put(bucketCA, boardRecord, boardRaw); err != nil {
 			return err
 		}
-		return enc.Tx(tx).Put(bucketCA, "certificates", authority.Marshal())
+		return etx.Put(bucketCA, "certificates", authority.Marshal())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storing the new state: %w", err)
@@ -169,16 +169,19 @@ func (c *CAS) unlock(s seed.Seed) error {
 	if !bytes.Equal(s.Key("check", 32), c.meta.Check) {
 		return errors.New("the seed is not this CAS's")
 	}
-	enc, err := store.NewEncrypted(s.Key("store", 32))
+	enc, err := store.NewEncrypted(s.Key("store", 32), bucketMeta)
 	if err != nil {
 		return err
+	}
+	generation, err := enc.Verify(c.cfg.Store)
+	if err != nil {
+		return fmt.Errorf("opening the state: %w", err)
 	}
 	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), challenge: s.Key("read-challenge", 32), policies: map[string]*registered{}}
 	if k.encryption, err = policy.NewEncryptionKey(s.Key("policy-encryption", 32)); err != nil {
 		return err
 	}
-	err = c.cfg.Store.View(func(tx store.Tx) error {
-		etx := enc.Tx(tx)
+	err = enc.View(c.cfg.Store, func(etx store.Tx) error {
 		certs, err := etx.Get(bucketCA, "certificates")
 		if err != nil {
 			return err
@@ -209,7 +212,7 @@ func (c *CAS) unlock(s seed.Seed) error {
 		return fmt.Errorf("opening the state: %w", err)
 	}
 	c.keys = k
-	c.setState(wire.Ready, fmt.Sprintf("unlocked: %d policies", len(k.policies)))
+	c.setState(wire.Ready, fmt.Sprintf("unlocked: %d policies, state generation %d", len(k.policies), generation))
 	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
 	return nil
 }

@@ -195,8 +195,7 @@ func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *re
 	rec := wire.Record{Name: doc.Name, Version: s.Version, Digest: digest, Predecessor: s.Predecessor,
 		Policy: text, PolicyHash: wire.HashText(text), Redacted: removed, Read: doc.ReadAccess(),
 		Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
-	err := c.cfg.Store.Update(func(tx store.Tx) error {
-		etx := k.enc.Tx(tx)
+	err := k.enc.Update(c.cfg.Store, func(etx store.Tx) error {
 		if current != nil {
 			prev, err := records(etx, doc.Name, current.Version, current.Version)
 			if err != nil {
@@ -295,8 +294,8 @@ func (c *CAS) versions(name string, currentOnly bool) ([]wire.Record, error) {
 // history reads versions from..to of a policy's history in a read
 // transaction of its own.
 func (c *CAS) history(k *keys, name string, from, to int) (out []wire.Record, err error) {
-	err = c.cfg.Store.View(func(tx store.Tx) error {
-		out, err = records(k.enc.Tx(tx), name, from, to)
+	err = k.enc.View(c.cfg.Store, func(etx store.Tx) error {
+		out, err = records(etx, name, from, to)
 		return err
 	})
 	if err != nil {

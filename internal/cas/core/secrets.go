@@ -61,8 +61,7 @@ func keeps(raw []byte, sec *policy.Secret) bool {
 // does not hold.
 func (c *CAS) secretsToMake(k *keys, doc *policy.Document, made map[string]*material) ([]*policy.Secret, error) {
 	var need []*policy.Secret
-	err := c.cfg.Store.View(func(tx store.Tx) error {
-		etx := k.enc.Tx(tx)
+	err := k.enc.View(c.cfg.Store, func(etx store.Tx) error {
 		for i := range doc.Secrets {
 			sec := &doc.Secrets[i]
 			raw, err := etx.Get(bucketSecrets, secretKey(doc.Name, sec.Name))

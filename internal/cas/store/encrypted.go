@@ -4,6 +4,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -11,10 +12,29 @@ import (
 // Encrypted seals values under key (32 bytes, AES-256-GCM), binding each
 // to its bucket and key so a value moved to another key does not open.
 // Keys (names) stay in the clear: they are ids and digests, never secrets.
-type Encrypted struct{ aead cipher.AEAD }
+// The plain buckets it is made with hold values CAS reads before it has
+// the key; they are stored as given.
+//
+// It also keeps a digest of the whole state as stored (every bucket,
+// sealed or plain) in an integrity record sealed under the same key, with
+// a generation that counts the updates. Verify, at unlock, refuses a
+// state that does not match it: one record older than the rest, records
+// from two points in time, one removed or added. A whole state rolled back
+// to an older consistent point does match: only a monotonic counter in
+// hardware could tell, which docs/security.md says.
+type Encrypted struct {
+	aead  cipher.AEAD
+	plain map[string]bool
+}
+
+// The integrity record, in a bucket of its own.
+const (
+	integrityBucket = "integrity"
+	integrityKey    = "state"
+)
 
 // NewEncrypted makes the sealing layer for one key.
-func NewEncrypted(key []byte) (*Encrypted, error) {
+func NewEncrypted(key []byte, plain ...string) (*Encrypted, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
@@ -23,54 +43,215 @@ func NewEncrypted(key []byte) (*Encrypted, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Encrypted{aead: aead}, nil
+	e := &Encrypted{aead: aead, plain: map[string]bool{}}
+	for _, b := range plain {
+		e.plain[b] = true
+	}
+	return e, nil
 }
 
-// ErrTampered is a value that does not open: changed on disk, moved, or
-// sealed under another key.
-var ErrTampered = errors.New("stored value does not open with the state key")
+var (
+	// ErrTampered is a value that does not open: changed on disk, moved,
+	// or sealed under another key.
+	ErrTampered = errors.New("stored value does not open with the state key")
+	// ErrIntegrity is a state that does not match its digest.
+	ErrIntegrity = errors.New("the state does not match its digest: a record was changed, removed, added or replaced by an older copy since CAS wrote it")
+	errReadOnly  = errors.New("write in a read-only transaction")
+)
 
-// Tx wraps a transaction so its values are sealed and opened.
-func (e *Encrypted) Tx(tx Tx) Tx { return encryptedTx{tx, e.aead} }
+// View runs fn with a consistent read-only view of s.
+func (e *Encrypted) View(s Store, fn func(Tx) error) error {
+	return s.View(func(tx Tx) error { return fn(&encryptedTx{Tx: tx, e: e, readOnly: true}) })
+}
 
-type encryptedTx struct {
-	Tx
-	aead cipher.AEAD
+// Update runs fn in one transaction of s, sealing what it writes, and
+// moves the state's digest and generation on with it.
+func (e *Encrypted) Update(s Store, fn func(Tx) error) error {
+	return s.Update(func(tx Tx) error {
+		etx := &encryptedTx{Tx: tx, e: e}
+		if err := fn(etx); err != nil {
+			return err
+		}
+		if !etx.changed {
+			return nil
+		}
+		st, err := e.integrity(tx)
+		if err != nil {
+			return err
+		}
+		st.generation++
+		st.digest.add(&etx.delta)
+		return tx.Put(integrityBucket, integrityKey, e.seal(st.marshal(), integrityBucket, integrityKey))
+	})
+}
+
+// Verify checks the whole state against its digest and returns its
+// generation (0 for an empty state).
+func (e *Encrypted) Verify(s Store) (generation uint64, err error) {
+	err = s.View(func(tx Tx) error {
+		raw, err := tx.Get(integrityBucket, integrityKey)
+		if err != nil {
+			return err
+		}
+		var sum setHash
+		records := 0
+		buckets, err := tx.Buckets()
+		if err != nil {
+			return err
+		}
+		for _, b := range buckets {
+			if b == integrityBucket {
+				continue
+			}
+			err := tx.ForEach(b, func(k string, v []byte) error {
+				records++
+				sum.add(element(b, k, v))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if raw == nil {
+			if records > 0 {
+				return fmt.Errorf("%w: it has %d records and no digest (written before CAS kept one, or the digest was removed)", ErrIntegrity, records)
+			}
+			return nil
+		}
+		st, err := e.open(raw, integrityBucket, integrityKey)
+		if err != nil {
+			return err
+		}
+		want, err := parseIntegrity(st)
+		if err != nil {
+			return err
+		}
+		if sum != want.digest {
+			return fmt.Errorf("%w (%d records, generation %d)", ErrIntegrity, records, want.generation)
+		}
+		generation = want.generation
+		return nil
+	})
+	return generation, err
+}
+
+// integrity reads the integrity record of tx; a state without one starts
+// at generation 0 with the empty digest.
+func (e *Encrypted) integrity(tx Tx) (*integrityRecord, error) {
+	raw, err := tx.Get(integrityBucket, integrityKey)
+	if raw == nil || err != nil {
+		return &integrityRecord{}, err
+	}
+	plain, err := e.open(raw, integrityBucket, integrityKey)
+	if err != nil {
+		return nil, err
+	}
+	return parseIntegrity(plain)
+}
+
+type integrityRecord struct {
+	generation uint64
+	digest     setHash
+}
+
+func (r *integrityRecord) marshal() []byte {
+	return append(binary.BigEndian.AppendUint64(nil, r.generation), r.digest[:]...)
+}
+
+func parseIntegrity(b []byte) (*integrityRecord, error) {
+	if len(b) != 8+setHashSize {
+		return nil, fmt.Errorf("%w: the digest record is %d bytes, want %d", ErrIntegrity, len(b), 8+setHashSize)
+	}
+	r := &integrityRecord{generation: binary.BigEndian.Uint64(b)}
+	copy(r.digest[:], b[8:])
+	return r, nil
 }
 
 func aad(bucket, key string) []byte { return []byte(bucket + "\x00" + key) }
 
-func (t encryptedTx) Get(bucket, key string) ([]byte, error) {
-	v, err := t.Tx.Get(bucket, key)
-	if v == nil || err != nil {
-		return nil, err
-	}
-	return t.open(bucket, key, v)
+func (e *Encrypted) seal(value []byte, bucket, key string) []byte {
+	nonce := make([]byte, e.aead.NonceSize())
+	_, _ = rand.Read(nonce) // crypto/rand.Read never fails
+	return e.aead.Seal(nonce, nonce, value, aad(bucket, key))
 }
 
-func (t encryptedTx) open(bucket, key string, v []byte) ([]byte, error) {
-	n := t.aead.NonceSize()
+func (e *Encrypted) open(v []byte, bucket, key string) ([]byte, error) {
+	n := e.aead.NonceSize()
 	if len(v) < n {
 		return nil, fmt.Errorf("%s/%s: %w", bucket, key, ErrTampered)
 	}
-	plain, err := t.aead.Open(nil, v[:n], v[n:], aad(bucket, key))
+	plain, err := e.aead.Open(nil, v[:n], v[n:], aad(bucket, key))
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", bucket, key, ErrTampered)
 	}
 	return plain, nil
 }
 
-func (t encryptedTx) Put(bucket, key string, value []byte) error {
-	nonce := make([]byte, t.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	return t.Tx.Put(bucket, key, t.aead.Seal(nonce, nonce, value, aad(bucket, key)))
+// encryptedTx seals and opens the values of one transaction and, in an
+// update, sums what its writes change in the digest.
+type encryptedTx struct {
+	Tx
+	e        *Encrypted
+	readOnly bool
+	changed  bool
+	delta    setHash
 }
 
-func (t encryptedTx) ForEach(bucket string, fn func(string, []byte) error) error {
+func (t *encryptedTx) Get(bucket, key string) ([]byte, error) {
+	v, err := t.Tx.Get(bucket, key)
+	if v == nil || err != nil || t.e.plain[bucket] {
+		return v, err
+	}
+	return t.e.open(v, bucket, key)
+}
+
+func (t *encryptedTx) Put(bucket, key string, value []byte) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	stored := value
+	if !t.e.plain[bucket] {
+		stored = t.e.seal(value, bucket, key)
+	}
+	if err := t.forget(bucket, key); err != nil {
+		return err
+	}
+	if err := t.Tx.Put(bucket, key, stored); err != nil {
+		return err
+	}
+	t.delta.add(element(bucket, key, stored))
+	return nil
+}
+
+func (t *encryptedTx) Delete(bucket, key string) error {
+	if t.readOnly {
+		return errReadOnly
+	}
+	if err := t.forget(bucket, key); err != nil {
+		return err
+	}
+	return t.Tx.Delete(bucket, key)
+}
+
+// forget takes the stored value of bucket/key out of the digest.
+func (t *encryptedTx) forget(bucket, key string) error {
+	old, err := t.Tx.Get(bucket, key)
+	if err != nil {
+		return err
+	}
+	t.changed = true
+	if old != nil {
+		t.delta.sub(element(bucket, key, old))
+	}
+	return nil
+}
+
+func (t *encryptedTx) ForEach(bucket string, fn func(string, []byte) error) error {
 	return t.Tx.ForEach(bucket, func(k string, v []byte) error {
-		plain, err := t.open(bucket, k, v)
+		if t.e.plain[bucket] {
+			return fn(k, v)
+		}
+		plain, err := t.e.open(v, bucket, k)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,8 @@
 // values whose updates are atomic and durable when they return (bbolt on
 // the CAS volume, fsync'd copy-on-write pages, so a crash leaves the last
 // committed state), and Encrypted, which seals each value with AES-256-GCM
-// under a seed-derived key, bound to its bucket and key.
+// under a seed-derived key, bound to its bucket and key, and keeps a
+// digest of the whole state that unlock checks.
 package store
 
 import (
@@ -34,6 +35,8 @@ type Tx interface {
 	Delete(bucket, key string) error
 	// ForEach visits the bucket's keys in order.
 	ForEach(bucket string, fn func(key string, value []byte) error) error
+	// Buckets names the buckets that hold records, in order.
+	Buckets() ([]string, error)
 }
 
 // Bolt is the embedded file store.
@@ -102,4 +105,15 @@ func (t boltTx) ForEach(bucket string, fn func(string, []byte) error) error {
 		return nil
 	}
 	return bk.ForEach(func(k, v []byte) error { return fn(string(k), append([]byte(nil), v...)) })
+}
+
+func (t boltTx) Buckets() ([]string, error) {
+	var out []string
+	err := t.tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		if k, _ := b.Cursor().First(); k != nil {
+			out = append(out, string(name))
+		}
+		return nil
+	})
+	return out, err
 }

@@ -81,7 +81,7 @@ func TestEncrypted(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	enc, _ := NewEncrypted(key)
 	secret := []byte("the database password")
-	if err := b.Update(func(tx Tx) error { return enc.Tx(tx).Put("secrets", "db", secret) }); err != nil {
+	if err := enc.Update(b, func(tx Tx) error { return tx.Put("secrets", "db", secret) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.View(func(tx Tx) error {
@@ -89,11 +89,24 @@ func TestEncrypted(t *testing.T) {
 		if bytes.Contains(raw, secret) {
 			t.Error("the value is stored in the clear")
 		}
-		if v, err := enc.Tx(tx).Get("secrets", "db"); err != nil || !bytes.Equal(v, secret) {
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.View(b, func(tx Tx) error {
+		if v, err := tx.Get("secrets", "db"); err != nil || !bytes.Equal(v, secret) {
 			t.Errorf("opened %q %v", v, err)
 		}
-		other, _ := NewEncrypted(bytes.Repeat([]byte{8}, 32))
-		if _, err := other.Tx(tx).Get("secrets", "db"); !errors.Is(err, ErrTampered) {
+		if err := tx.Put("secrets", "x", nil); !errors.Is(err, errReadOnly) {
+			t.Errorf("a write in View: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewEncrypted(bytes.Repeat([]byte{8}, 32))
+	if err := other.View(b, func(tx Tx) error {
+		if _, err := tx.Get("secrets", "db"); !errors.Is(err, ErrTampered) {
 			t.Errorf("another key: %v", err)
 		}
 		return nil
@@ -107,11 +120,11 @@ func TestEncrypted(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.View(func(tx Tx) error {
-		if _, err := enc.Tx(tx).Get("secrets", "api"); !errors.Is(err, ErrTampered) {
+	if err := enc.View(b, func(tx Tx) error {
+		if _, err := tx.Get("secrets", "api"); !errors.Is(err, ErrTampered) {
 			t.Errorf("moved value: %v", err)
 		}
-		err := enc.Tx(tx).ForEach("secrets", func(string, []byte) error { return nil })
+		err := tx.ForEach("secrets", func(string, []byte) error { return nil })
 		if !errors.Is(err, ErrTampered) {
 			t.Errorf("ForEach over a moved value: %v", err)
 		}
