@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -90,6 +91,11 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 	defer c.regMu.Unlock()
 	c.mu.RLock()
 	k, err := c.ready()
+	var board boardState
+	var at uint64
+	if err == nil {
+		board, at = k.board, k.generation
+	}
 	c.mu.RUnlock()
 	if err != nil {
 		return nil, err
@@ -98,16 +104,19 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 		c.cfg.Log.Warn("audit: board change refused", "version", req.Version, "reason", err.Error())
 		return nil, err
 	}
-	next, raw, err := checkBoardChange(k.board, policy.EncodePublicKey(k.encryption.PublicKey()), req)
+	next, raw, err := checkBoardChange(board, policy.EncodePublicKey(k.encryption.PublicKey()), req)
 	if err != nil {
 		return refuse(err)
 	}
-	err = k.enc.Update(c.cfg.Store, func(etx store.Tx) error { return etx.Put(bucketCA, boardRecord, raw) })
+	gen, err := k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error { return etx.Put(bucketCA, boardRecord, raw) })
+	if errors.Is(err, store.ErrConflict) {
+		return refuse(fmt.Errorf("%w: another replica of CAS changed its state while this change was checked: send it again (%w)", ErrConflict, err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storing the board: %w", err)
 	}
 	c.mu.Lock()
-	k.board = next
+	k.board, k.generation = next, max(k.generation, gen)
 	c.mu.Unlock()
 	fps := make([]string, len(next.keys))
 	for i, key := range next.keys {

@@ -9,7 +9,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/hpke"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -164,11 +163,26 @@ type keys struct {
 	// board approves new policy names (board.go); no keys for a CAS
 	// initialised before boards.
 	board boardState
+	// generation is the state's, as the fields above reflect it: a
+	// change decided on them is stored only at this generation.
+	generation uint64
 }
 
 // Open reads the state: uninitialised, or initialised and then unsealed by
-// the sealer, or else in recovery mode.
+// the sealer, or else in recovery mode. On a store other replicas write
+// too, it then takes in their changes as they come.
 func Open(cfg Config) (*CAS, error) {
+	c, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if sh, ok := cfg.Store.(Shared); ok {
+		sh.OnChange(c.refresh)
+	}
+	return c, nil
+}
+
+func open(cfg Config) (*CAS, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -182,17 +196,11 @@ func Open(cfg Config) (*CAS, error) {
 		cfg.Name = "cas"
 	}
 	c := &CAS{cfg: cfg, state: wire.Uninitialized, shares: map[uint64]seed.Share{}}
-	err := cfg.Store.View(func(tx store.Tx) error {
-		raw, err := tx.Get(bucketMeta, "seed")
-		if raw == nil || err != nil {
-			return err
-		}
-		c.meta = &meta{}
-		return json.Unmarshal(raw, c.meta)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading CAS state: %w", err)
+	var err error
+	if c.meta, err = readMeta(cfg.Store); err != nil {
+		return nil, err
 	}
+
 	if c.meta == nil {
 		c.setState(wire.Uninitialized, "")
 		return c, nil

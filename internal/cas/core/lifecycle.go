@@ -83,7 +83,7 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	if err := c.cfg.Sealer.Seal(s.Bytes()); err != nil {
 		return nil, fmt.Errorf("sealing the seed: %w", err)
 	}
-	err = enc.Update(c.cfg.Store, func(etx store.Tx) error {
+	_, err = enc.Update(c.cfg.Store, 0, func(etx store.Tx) error {
 		if err := etx.Put(bucketMeta, "seed", raw); err != nil {
 			return err
 		}
@@ -92,6 +92,9 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 		}
 		return etx.Put(bucketCA, "certificates", authority.Marshal())
 	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil, fmt.Errorf("%w: by another replica, just now", ErrInitialized)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storing the new state: %w", err)
 	}
@@ -173,29 +176,44 @@ func (c *CAS) unlock(s seed.Seed) error {
 	if err != nil {
 		return err
 	}
-	generation, err := enc.Verify(c.cfg.Store)
-	if err != nil {
-		return fmt.Errorf("opening the state: %w", err)
-	}
-	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), challenge: s.Key("read-challenge", 32), policies: map[string]*registered{}}
+	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), challenge: s.Key("read-challenge", 32)}
 	if k.encryption, err = policy.NewEncryptionKey(s.Key("policy-encryption", 32)); err != nil {
 		return err
 	}
-	err = enc.View(c.cfg.Store, func(etx store.Tx) error {
-		certs, err := etx.Get(bucketCA, "certificates")
-		if err != nil {
-			return err
-		}
-		if k.authority, err = pki.Load(s, certs); err != nil {
-			return err
+	if err := c.load(k, &s); err != nil {
+		return err
+	}
+	c.keys = k
+	c.setState(wire.Ready, fmt.Sprintf("unlocked: %d policies, state generation %d", len(k.policies), k.generation))
+	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
+	return nil
+}
+
+// load reads into k, at one generation whose digest it checks, what can
+// change in the state: the board and the policies; and, given the seed,
+// the CAs.
+func (c *CAS) load(k *keys, s *seed.Seed) error {
+	policies := map[string]*registered{}
+	var board boardState
+	generation, err := k.enc.Load(c.cfg.Store, func(etx store.Tx) error {
+		if s != nil {
+			certs, err := etx.Get(bucketCA, "certificates")
+			if err != nil {
+				return err
+			}
+			if k.authority, err = pki.Load(*s, certs); err != nil {
+				return err
+			}
 		}
 		switch raw, err := etx.Get(bucketCA, boardRecord); {
 		case err == nil && raw == nil:
-			c.cfg.Log.Warn("this CAS was initialised before boards: a new policy name needs no board approval, so names are first come")
+			if s != nil {
+				c.cfg.Log.Warn("this CAS was initialised before boards: a new policy name needs no board approval, so names are first come")
+			}
 		case err != nil:
 			return err
 		default:
-			if k.board, err = parseBoard(raw); err != nil {
+			if board, err = parseBoard(raw); err != nil {
 				return err
 			}
 		}
@@ -204,16 +222,14 @@ func (c *CAS) unlock(s seed.Seed) error {
 			if err != nil {
 				return fmt.Errorf("policy %s: %w", name, err)
 			}
-			k.policies[name] = r
+			policies[name] = r
 			return nil
 		})
 	})
 	if err != nil {
 		return fmt.Errorf("opening the state: %w", err)
 	}
-	c.keys = k
-	c.setState(wire.Ready, fmt.Sprintf("unlocked: %d policies, state generation %d", len(k.policies), generation))
-	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
+	k.policies, k.board, k.generation = policies, board, generation
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -92,6 +93,11 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 	var made map[string]*material
 	for range maxSecretRounds {
 		reg, need, err := c.registerOnce(doc, s, sealed, made)
+		if errors.Is(err, store.ErrConflict) {
+			// Another replica stored a change first; this one is decided
+			// again on the state as it now is (the store took it in).
+			continue
+		}
 		if err != nil || len(need) == 0 {
 			return reg, err
 		}
@@ -99,12 +105,13 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("%w: policy %s: its secrets changed at CAS while CAS made them, %d times: register it again", ErrConflict, doc.Name, maxSecretRounds)
+	return nil, fmt.Errorf("%w: policy %s: CAS's state changed while this registration was decided, %d times (its secrets, or another replica's changes): register it again", ErrConflict, doc.Name, maxSecretRounds)
 }
 
-// maxSecretRounds bounds how often a registration makes its secrets
-// afresh because the stored ones changed meanwhile (only a concurrent
-// registration of the same policy does that).
+// maxSecretRounds bounds how often a registration is decided again
+// because the state changed meanwhile: its stored secrets (a concurrent
+// registration of the same policy), or anything another replica of CAS
+// stored first.
 const maxSecretRounds = 3
 
 // registerOnce checks and stores s under the registration lock, with
@@ -117,8 +124,9 @@ func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, 
 	c.mu.RLock()
 	k, err := c.ready()
 	var current *registered
+	var at uint64
 	if err == nil {
-		current = k.policies[doc.Name]
+		current, at = k.policies[doc.Name], k.generation
 	}
 	c.mu.RUnlock()
 	if err != nil {
@@ -175,12 +183,12 @@ func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, 
 	if err != nil || len(need) > 0 {
 		return nil, need, err
 	}
-	reg, err := c.store(k, doc, s, current, sealed, made)
+	reg, err := c.store(k, at, doc, s, current, sealed, made)
 	return reg, nil, err
 }
 
 // store appends the next version to the policy's history.
-func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *registered, sealed bool, made map[string]*material) (*wire.Registration, error) {
+func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, current *registered, sealed bool, made map[string]*material) (*wire.Registration, error) {
 	digest := doc.Digest()
 	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc,
 		Sealed: sealed || (current != nil && current.Sealed)}
@@ -195,7 +203,7 @@ func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *re
 	rec := wire.Record{Name: doc.Name, Version: s.Version, Digest: digest, Predecessor: s.Predecessor,
 		Policy: text, PolicyHash: wire.HashText(text), Redacted: removed, Read: doc.ReadAccess(),
 		Signatures: s.Signatures, Time: c.cfg.Clock.Now().UTC()}
-	err := k.enc.Update(c.cfg.Store, func(etx store.Tx) error {
+	gen, err := k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error {
 		if current != nil {
 			prev, err := records(etx, doc.Name, current.Version, current.Version)
 			if err != nil {
@@ -231,6 +239,7 @@ func (c *CAS) store(k *keys, doc *policy.Document, s *policy.Signed, current *re
 	}
 	c.mu.Lock()
 	k.policies[doc.Name] = r
+	k.generation = max(k.generation, gen)
 	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
 	c.mu.Unlock()
 	c.cfg.Metrics.policyChanges.WithLabelValues("accepted").Inc()

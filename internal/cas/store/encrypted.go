@@ -65,9 +65,21 @@ func (e *Encrypted) View(s Store, fn func(Tx) error) error {
 }
 
 // Update runs fn in one transaction of s, sealing what it writes, and
-// moves the state's digest and generation on with it.
-func (e *Encrypted) Update(s Store, fn func(Tx) error) error {
-	return s.Update(func(tx Tx) error {
+// moves the state's digest and generation on with it. at is the
+// generation the caller decided on: if the state moved on since (another
+// replica wrote it), nothing is written and the error is ErrConflict.
+// It returns the state's generation after the transaction.
+func (e *Encrypted) Update(s Store, at uint64, fn func(Tx) error) (uint64, error) {
+	var generation uint64
+	err := s.Update(func(tx Tx) error {
+		st, err := e.integrity(tx)
+		if err != nil {
+			return err
+		}
+		if st.generation != at {
+			return fmt.Errorf("%w: the state is at generation %d, this change was decided at %d", ErrConflict, st.generation, at)
+		}
+		generation = st.generation
 		etx := &encryptedTx{Tx: tx, e: e}
 		if err := fn(etx); err != nil {
 			return err
@@ -75,64 +87,71 @@ func (e *Encrypted) Update(s Store, fn func(Tx) error) error {
 		if !etx.changed {
 			return nil
 		}
-		st, err := e.integrity(tx)
-		if err != nil {
-			return err
-		}
 		st.generation++
 		st.digest.add(&etx.delta)
+		generation = st.generation
 		return tx.Put(integrityBucket, integrityKey, e.seal(st.marshal(), integrityBucket, integrityKey))
 	})
+	if err != nil {
+		return at, err
+	}
+	return generation, nil
 }
 
 // Verify checks the whole state against its digest and returns its
 // generation (0 for an empty state).
-func (e *Encrypted) Verify(s Store) (generation uint64, err error) {
+func (e *Encrypted) Verify(s Store) (uint64, error) { return e.Load(s, nil) }
+
+// Load checks the whole state against its digest and, in the same view,
+// runs fn (unless nil) on it; it returns the state's generation.
+func (e *Encrypted) Load(s Store, fn func(Tx) error) (generation uint64, err error) {
 	err = s.View(func(tx Tx) error {
-		raw, err := tx.Get(integrityBucket, integrityKey)
-		if err != nil {
+		if generation, err = e.verify(tx); err != nil || fn == nil {
 			return err
 		}
-		var sum setHash
-		records := 0
-		buckets, err := tx.Buckets()
-		if err != nil {
-			return err
-		}
-		for _, b := range buckets {
-			if b == integrityBucket {
-				continue
-			}
-			err := tx.ForEach(b, func(k string, v []byte) error {
-				records++
-				sum.add(element(b, k, v))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if raw == nil {
-			if records > 0 {
-				return fmt.Errorf("%w: it has %d records and no digest (written before CAS kept one, or the digest was removed)", ErrIntegrity, records)
-			}
-			return nil
-		}
-		st, err := e.open(raw, integrityBucket, integrityKey)
-		if err != nil {
-			return err
-		}
-		want, err := parseIntegrity(st)
-		if err != nil {
-			return err
-		}
-		if sum != want.digest {
-			return fmt.Errorf("%w (%d records, generation %d)", ErrIntegrity, records, want.generation)
-		}
-		generation = want.generation
-		return nil
+		return fn(&encryptedTx{Tx: tx, e: e, readOnly: true})
 	})
 	return generation, err
+}
+
+func (e *Encrypted) verify(tx Tx) (uint64, error) {
+	raw, err := tx.Get(integrityBucket, integrityKey)
+	if err != nil {
+		return 0, err
+	}
+	var sum setHash
+	records := 0
+	buckets, err := tx.Buckets()
+	if err != nil {
+		return 0, err
+	}
+	for _, b := range buckets {
+		if b == integrityBucket {
+			continue
+		}
+		err := tx.ForEach(b, func(k string, v []byte) error {
+			records++
+			sum.add(element(b, k, v))
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if raw == nil {
+		if records > 0 {
+			return 0, fmt.Errorf("%w: it has %d records and no digest (written before CAS kept one, or the digest was removed)", ErrIntegrity, records)
+		}
+		return 0, nil
+	}
+	want, err := e.integrity(tx)
+	if err != nil {
+		return 0, err
+	}
+	if sum != want.digest {
+		return 0, fmt.Errorf("%w (%d records, generation %d)", ErrIntegrity, records, want.generation)
+	}
+	return want.generation, nil
 }
 
 // integrity reads the integrity record of tx; a state without one starts

@@ -39,11 +39,21 @@ func write(t *testing.T, s Store, bucket, key string, value []byte) {
 	}
 }
 
+// update runs fn at the state's current generation.
+func update(enc *Encrypted, s Store, fn func(Tx) error) error {
+	at, err := enc.Verify(s)
+	if err != nil {
+		return err
+	}
+	_, err = enc.Update(s, at, fn)
+	return err
+}
+
 func TestIntegrity(t *testing.T) {
 	enc, _ := NewEncrypted(bytes.Repeat([]byte{7}, 32), "meta")
 	put := func(t *testing.T, s Store, bucket, key, value string) {
 		t.Helper()
-		if err := enc.Update(s, func(tx Tx) error { return tx.Put(bucket, key, []byte(value)) }); err != nil {
+		if err := update(enc, s, func(tx Tx) error { return tx.Put(bucket, key, []byte(value)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,13 +102,13 @@ func TestIntegrity(t *testing.T) {
 			put(t, s, "meta", "seed", "commitment-1")
 			put(t, s, "policies", "a", "v1")
 			put(t, s, "policies", "b", "v1")
-			if err := enc.Update(s, func(tx Tx) error { return tx.Put("secrets", "gone", []byte("k")) }); err != nil {
+			if err := update(enc, s, func(tx Tx) error { return tx.Put("secrets", "gone", []byte("k")) }); err != nil {
 				t.Fatal(err)
 			}
 			before := snapshot(t, s)
 			put(t, s, "policies", "a", "v2")
 			put(t, s, "meta", "seed", "commitment-2")
-			if err := enc.Update(s, func(tx Tx) error { return tx.Delete("secrets", "gone") }); err != nil {
+			if err := update(enc, s, func(tx Tx) error { return tx.Delete("secrets", "gone") }); err != nil {
 				t.Fatal(err)
 			}
 			if gen, err := enc.Verify(s); err != nil || gen != 7 {
@@ -121,11 +131,11 @@ func TestIntegrityEmptyStateAndFailedUpdate(t *testing.T) {
 		t.Fatalf("empty state: %d %v", gen, err)
 	}
 	// An update that writes nothing leaves the generation alone.
-	if err := enc.Update(s, func(tx Tx) error { _, err := tx.Get("policies", "a"); return err }); err != nil {
+	if err := update(enc, s, func(tx Tx) error { _, err := tx.Get("policies", "a"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	if err := enc.Update(s, func(tx Tx) error {
+	if err := update(enc, s, func(tx Tx) error {
 		if err := tx.Put("policies", "a", []byte("x")); err != nil {
 			return err
 		}
@@ -134,7 +144,7 @@ func TestIntegrityEmptyStateAndFailedUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same key twice in one update counts once.
-	if err := enc.Update(s, func(tx Tx) error {
+	if err := update(enc, s, func(tx Tx) error {
 		if err := tx.Put("policies", "a", []byte("1")); err != nil {
 			return err
 		}
@@ -144,6 +154,18 @@ func TestIntegrityEmptyStateAndFailedUpdate(t *testing.T) {
 	}
 	if gen, err := enc.Verify(s); gen != 1 || err != nil {
 		t.Fatalf("after one update: %d %v", gen, err)
+	}
+	// A change decided at an older generation is refused, and writes nothing.
+	if _, err := enc.Update(s, 0, func(tx Tx) error { return tx.Put("policies", "b", []byte("late")) }); !errors.Is(err, ErrConflict) {
+		t.Errorf("a change decided at generation 0 on generation 1: %v", err)
+	}
+	if err := enc.View(s, func(tx Tx) error {
+		if v, _ := tx.Get("policies", "b"); v != nil {
+			t.Errorf("the refused change wrote %q", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	// Another key cannot open the digest.
 	other, _ := NewEncrypted(bytes.Repeat([]byte{8}, 32))
@@ -160,7 +182,7 @@ func BenchmarkVerify1000(b *testing.B) {
 	}
 	defer func() { _ = s.Close() }()
 	value := bytes.Repeat([]byte{1}, 4096)
-	if err := enc.Update(s, func(tx Tx) error {
+	if err := update(enc, s, func(tx Tx) error {
 		for i := range 1000 {
 			if err := tx.Put("policies", string(rune('a'+i%26))+string(rune(i)), value); err != nil {
 				return err

@@ -17,6 +17,11 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
+// ErrConflict is a transaction that lost to another writer of the same
+// state (another replica of CAS): nothing of it was stored; decide again
+// on the state as it now is.
+var ErrConflict = errors.New("the state changed meanwhile")
+
 // Store is CAS's state.
 type Store interface {
 	// View runs fn with a consistent read-only view.

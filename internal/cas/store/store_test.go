@@ -81,7 +81,7 @@ func TestEncrypted(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	enc, _ := NewEncrypted(key)
 	secret := []byte("the database password")
-	if err := enc.Update(b, func(tx Tx) error { return tx.Put("secrets", "db", secret) }); err != nil {
+	if _, err := enc.Update(b, 0, func(tx Tx) error { return tx.Put("secrets", "db", secret) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.View(func(tx Tx) error {
