@@ -89,6 +89,9 @@ func (c *CAS) Board() ([]string, int, error) {
 func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 	c.regMu.Lock() // no registration is approved by a board half changed
 	defer c.regMu.Unlock()
+	if err := c.sync(); err != nil {
+		return nil, err
+	}
 	c.mu.RLock()
 	k, err := c.ready()
 	var board boardState

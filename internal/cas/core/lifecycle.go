@@ -22,6 +22,9 @@ import (
 // them recover it), and makes the CAs. Once only, and only with the init
 // token.
 func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board ...*ecdsa.PublicKey) (*wire.Shares, error) {
+	if err := c.sync(); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != wire.Uninitialized {

@@ -121,6 +121,9 @@ func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, 
 	// One registration at a time; attestations go on meanwhile.
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
+	if err := c.sync(); err != nil {
+		return nil, nil, err
+	}
 	c.mu.RLock()
 	k, err := c.ready()
 	var current *registered

@@ -9,9 +9,25 @@ import (
 )
 
 // Shared is a store that other replicas of CAS write too (the Kubernetes
-// API): it calls fn after it took in what they committed.
+// API): it calls fn after it took in what they committed, as it learns of
+// it and whenever Sync asks.
 type Shared interface {
 	OnChange(fn func())
+	// Sync takes in what was committed until now.
+	Sync() error
+}
+
+// sync takes in what other replicas committed, before this one decides a
+// change on its view of the state: a decision on an older view would be
+// refused at commit anyway, but one that refuses must not refuse for
+// what this replica has not seen yet.
+func (c *CAS) sync() error {
+	if sh, ok := c.cfg.Store.(Shared); ok {
+		if err := sh.Sync(); err != nil {
+			return fmt.Errorf("reading the state other replicas of CAS wrote: %w", err)
+		}
+	}
+	return nil
 }
 
 // readMeta reads what CAS knows of its seed without having it; nil when
