@@ -31,6 +31,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral"
 	"github.com/cloister-cc/cloister/internal/attest/produce"
@@ -38,7 +40,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
-	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -47,8 +48,15 @@ const DefaultListen = ":8081"
 
 // Config is cloister-cas's command line.
 type Config struct {
-	Listen        string
-	StateDir      string
+	Listen   string
+	StateDir string
+	// Store is where the state is: empty for bbolt in StateDir, or
+	// kubernetes:NAMESPACE/NAME for the Kubernetes API, shared by the
+	// replicas of the CAS resource NAME.
+	Store string
+	// KubeConfig reaches the API for a kubernetes store; nil: the
+	// pod's service account.
+	KubeConfig    *rest.Config
 	Sealer        string // none | file:PATH
 	TLSSANs       []string
 	CollateralDir string
@@ -136,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if sealer.Insecure() {
 		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
 	}
-	db, err := store.OpenBolt(cfg.StateDir)
+	db, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,10 @@ type CASNetworkPolicy struct {
 	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
 }
 
-// CASPersistence keeps the CAS database on a PersistentVolumeClaim.
+// CASPersistence keeps CAS's volume on a PersistentVolumeClaim: its TLS
+// certificate, its vendor collateral cache and, on SEV-SNP, its sealed
+// seed. CAS's state itself (policies, secrets, CAs) is on the Kubernetes
+// API, whatever this says.
 type CASPersistence struct {
 	// +optional
 	// +kubebuilder:default=false

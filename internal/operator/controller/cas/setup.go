@@ -22,6 +22,10 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// CAS's service account gets the fixed ClusterRole on its state, bound in
+// its namespace: the operator may bind that role and no other.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=cloister-cas-state
 // The init token Secret is made and renewed, never read: only the CAS pod
 // (which mounts it) and whoever initialises CAS read it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
