@@ -45,7 +45,7 @@ func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, p Probe) hea
 	case wire.Uninitialized:
 		if initialized != nil {
 			return health.Obs(health.False, health.ReasonCASStateLost, fmt.Sprintf(
-				"CAS was initialised at %s and has lost its state since (persistence off, or its volume gone): its policies, secrets and CAs are gone. "+
+				"CAS was initialised at %s and has lost its state since (its CASStateRecord objects were deleted): its policies, secrets and CAs are gone. "+
 					"Initialising it again makes a new CAS, which workloads and clients must trust anew: cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json",
 				initialized.UTC().Format(time.RFC3339), ref, trust))
 		}
