@@ -22,12 +22,18 @@ import (
 // them recover it), and makes the CAs. Once only, and only with the init
 // token.
 func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board ...*ecdsa.PublicKey) (*wire.Shares, error) {
+	// The registration lock orders every change to the state; mu is not
+	// held while the state is written, since a shared store takes in
+	// other replicas' changes (refresh, which takes mu) as it writes.
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
 	if err := c.sync(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != wire.Uninitialized {
+	c.mu.RLock()
+	state := c.state
+	c.mu.RUnlock()
+	if state != wire.Uninitialized {
 		return nil, ErrInitialized
 	}
 	if err := c.checkInitToken(token); err != nil {
@@ -101,8 +107,11 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	if err != nil {
 		return nil, fmt.Errorf("storing the new state: %w", err)
 	}
+	c.mu.Lock()
 	c.meta = m
-	if err := c.unlock(s); err != nil {
+	err = c.unlock(s)
+	c.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	out.RootCA = string(pemCert(authority.Root.Cert.Raw))

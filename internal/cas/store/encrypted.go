@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -72,6 +73,13 @@ func (e *Encrypted) View(s Store, fn func(Tx) error) error {
 func (e *Encrypted) Update(s Store, at uint64, fn func(Tx) error) (uint64, error) {
 	var generation uint64
 	err := s.Update(func(tx Tx) error {
+		if at == 0 {
+			// A first write on a state someone else began (under a key
+			// of their own, which this one cannot open).
+			if raw, err := tx.Get(integrityBucket, integrityKey); err != nil || raw != nil {
+				return cmp.Or(err, fmt.Errorf("%w: the state was begun meanwhile", ErrConflict))
+			}
+		}
 		st, err := e.integrity(tx)
 		if err != nil {
 			return err

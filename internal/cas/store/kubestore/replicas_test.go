@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -223,5 +224,47 @@ func TestOlderStateObjectRefusedAtUnlock(t *testing.T) {
 	}
 	if st, why := c.Status(); st != wire.RecoveryMode || !strings.Contains(why, "does not match its digest") {
 		t.Errorf("a replica on an older state object: %s %q", st, why)
+	}
+}
+
+// Two replicas initialised at once: one inits CAS, the other is told CAS
+// is initialised (and then waits for its seed), even when the other's init
+// lands while its own is being written: taking that in must not wait for
+// the init in progress.
+func TestConcurrentInitsOneWins(t *testing.T) {
+	r := newReplicas(t)
+	var aBefore, aAfter, bBefore, bAfter func()
+	openOne := func(before, after *func()) *core.CAS {
+		c, err := core.Open(core.Config{Store: gated{open(t, r.c, r.ns), before, after}, Sealer: core.NoSealer{}, InitToken: core.FixedToken(token)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b := openOne(&aBefore, &aAfter), openOne(&bBefore, &bAfter)
+	owners := []*ecdsa.PublicKey{&r.owner.PublicKey}
+	bBefore = func() {
+		if _, err := a.Init(owners, 1, token); err != nil {
+			t.Errorf("a's init: %v", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Init(owners, 1, token)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, core.ErrInitialized) {
+			t.Errorf("b's init after a's: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("b's init never returned: taking in a's init waited for b's own")
+	}
+	if st, why := b.Status(); st != wire.RecoveryMode || !strings.Contains(why, "another replica initialised CAS") {
+		t.Errorf("b after a's init: %s %q", st, why)
+	}
+	if st, _ := a.Status(); st != wire.Ready {
+		t.Errorf("a after its init: %s", st)
 	}
 }
