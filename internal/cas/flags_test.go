@@ -2,10 +2,14 @@ package cas
 
 import (
 	"flag"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cloister-cc/cloister/internal/cas/core"
 )
 
 // Every flag the CAS chart passes is one cloister-cas defines: a chart
@@ -47,4 +51,48 @@ func TestStoreFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = s.Close()
+}
+
+func TestSlotSealers(t *testing.T) {
+	s, err := ParseSealer("sim-node:node-1", "")
+	if slot, ok := s.(core.SlotSealer); err != nil || !ok || slot.Node != "node-1" || !slot.Insecure() {
+		t.Fatalf("sim-node: %#v %v", s, err)
+	}
+	if s, err := ParseSealer("snp-node:node-1", ""); err != nil || s.(core.SlotSealer).Insecure() {
+		t.Fatalf("snp-node: %#v %v", s, err)
+	}
+	if _, err := ParseSealer("sim-node:", ""); err == nil || !strings.Contains(err.Error(), "sim-node:NODE") {
+		t.Errorf("sim-node without a node: %v", err)
+	}
+	// The simulated key is the simulation key's and the node's: another
+	// node, or another simulation key, derives another.
+	dir := t.TempDir()
+	for _, sub := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _, err := ownSimulationKey(filepath.Join(dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := ownSimulationKey(filepath.Join(dir, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, err1 := simulatedSealingKey(a, "n1")()
+	k1again, _ := simulatedSealingKey(a, "n1")()
+	k2, _ := simulatedSealingKey(a, "n2")()
+	k3, _ := simulatedSealingKey(b, "n1")()
+	if err1 != nil || len(k1) != 32 || string(k1) != string(k1again) || string(k1) == string(k2) || string(k1) == string(k3) {
+		t.Errorf("simulated sealing keys: %x %x %x %x %v", k1, k1again, k2, k3, err1)
+	}
+	// A slot of the state needs a state replicas share, and simulated
+	// sealing needs simulation.
+	for _, cfg := range []Config{{Sealer: "sim-node:n1", Simulation: true}, {Sealer: "sim-node:n1", Store: "kubernetes:ns/cas"}} {
+		cfg.StateDir = t.TempDir()
+		if err := Run(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--sealer sim-node:n1") {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package cas
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -160,4 +162,25 @@ func (p pemKeys) Fingerprints() ([]string, error) {
 		out[i] = sim.Fingerprint(k)
 	}
 	return out, nil
+}
+
+// simulatedSealingKey derives node's sealing key from the simulation key
+// in file: a stand-in for a TEE's sealing key, which protects nothing
+// (whoever reads the simulation key derives every node's).
+func simulatedSealingKey(file, node string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("simulation key: %w", err)
+		}
+		k, err := keyfile.ParsePrivate(raw)
+		if err != nil {
+			return nil, fmt.Errorf("simulation key %s: %w", file, err)
+		}
+		d, err := k.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		return hkdf.Key(sha256.New, d, nil, "cloister-cas simulated sealing key for node "+node, 32)
+	}
 }

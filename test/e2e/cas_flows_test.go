@@ -595,10 +595,12 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 	}
 }
 
-// A CAS with persistence, on a volume the dev cluster's provisioner makes:
-// its pod deleted, the CR says it needs recovery; two of three recovery
-// owners recover it through the API server, and it is HEALTHY with the
-// same root CA and secrets a workload got before.
+// A CAS with persistence, on a volume the dev cluster's provisioner makes,
+// its state on the API: its pod deleted, it unseals its seed from its
+// node's slot and serves again with no owner acting; with sealing None,
+// the CR says it needs recovery and two of three recovery owners recover
+// it through the API server. Either way it is HEALTHY with the same root
+// CA and secrets a workload got before.
 func testCASRecovery(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	cas := simCAS("cas-db")
@@ -639,16 +641,48 @@ func testCASRecovery(t *testing.T, e *realNodeEnv) {
 		return out
 	}
 	before := attestAs(filepath.Join(work.dir, "db-before"))
+	restart := func() {
+		t.Helper()
+		old, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas-db"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.cs.CoreV1().Pods("default").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitPod(t, "default", old.Name, "to run again", 2*time.Minute, func(p *corev1.Pod) bool {
+			return p.UID != old.UID && p.Status.Phase == corev1.PodRunning
+		})
+	}
 
-	old, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas-db"), metav1.GetOptions{})
-	if err != nil {
+	// Sealed in its node's slot of the state (simulated sealing): the pod
+	// deleted, CAS serves again with no owner acting, as the same CAS.
+	deleted := time.Now()
+	restart()
+	e.waitPod(t, "default", conn.PodName("cas-db"), "to be ready", 2*time.Minute, podReady)
+	t.Logf("CAS deleted and ready again, with no owner acting, in %s", time.Since(deleted).Round(100*time.Millisecond))
+	waitState(t, e.crs, cas, common.StateHealthy)
+	for f, v := range attestAs(filepath.Join(work.dir, "db-unsealed")) {
+		if before[f] != v {
+			t.Errorf("%s changed across a restart that unsealed the seed", f)
+		}
+	}
+
+	// Without sealing, a restarted CAS waits for the owners' shares.
+	if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.cs.CoreV1().Pods("default").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+	cas.Spec.Sealing = servicesv1beta1.CASSealingNone
+	if err := e.crs.Update(ctx, cas); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPod(t, "default", old.Name, "to run again", 2*time.Minute, func(p *corev1.Pod) bool {
-		return p.UID != old.UID && p.Status.Phase == corev1.PodRunning
+	waitFor(t, "the CAS pod to run without a sealer", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		p, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas-db"), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		args := strings.Join(p.Spec.Containers[0].Args, " ")
+		return p.Status.Phase == corev1.PodRunning && strings.Contains(args, "--sealer=none"), args, nil
 	})
 	c := waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASRecovery)
 	if !strings.Contains(c.Message, "cloister cas recover --cluster default/cas-db") {

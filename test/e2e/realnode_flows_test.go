@@ -61,7 +61,7 @@ func TestRealNode(t *testing.T) {
 		{"NitroEnclaves", testNitroEnclaves},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
-		{"CASRecoversOnItsVolume", testCASRecovery},
+		{"CASRestartsSealedOrRecovered", testCASRecovery},
 		{"UpAgainAfterACrash", testUpAgainAfterACrash},
 		{"OtherRealNodeTestsSkipWhileItRuns", testOtherSuitesSkip},
 	}

@@ -25,6 +25,15 @@ type CASNodePorts struct {
 	EnclavePort int32 `json:"enclavePort,omitempty"`
 }
 
+// CASSealing is where a restarted CAS finds its root seed.
+type CASSealing string
+
+// Sealing of the root seed.
+const (
+	CASSealingNode CASSealing = "Node"
+	CASSealingNone CASSealing = "None"
+)
+
 // CASService is how CAS is exposed to its clients: the Service type and ports.
 // +kubebuilder:validation:XValidation:rule="!has(self.nodePorts) || self.type == 'NodePort'",message="service.nodePorts needs service.type NodePort"
 // +kubebuilder:validation:XValidation:rule="!has(self.loadBalancerIP) || self.type == 'LoadBalancer'",message="service.loadBalancerIP needs service.type LoadBalancer"
@@ -181,6 +190,17 @@ type CASSpec struct {
 	// Collateral says where vendor collateral is fetched from.
 	// +optional
 	Collateral *CASCollateral `json:"collateral,omitempty"`
+
+	// Sealing says whether a CAS pod started again unseals the root seed
+	// by itself. Node (the default) seals it, in the state, under a key
+	// of the pod's node: SEV-SNP's derived key in a confidential VM, a key
+	// derived from CAS's simulation key in simulation (insecure), nothing
+	// elsewhere. None: after every replica stopped, the recovery owners
+	// recover CAS (cloister cas recover).
+	// +optional
+	// +kubebuilder:default=Node
+	// +kubebuilder:validation:Enum=Node;None
+	Sealing CASSealing `json:"sealing,omitempty"`
 
 	// SimulationKeys are PEM public keys whose simulated workload evidence
 	// a simulated CAS takes besides its LAS nodes' (which the operator

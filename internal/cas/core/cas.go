@@ -206,23 +206,36 @@ func open(cfg Config) (*CAS, error) {
 		return c, nil
 	}
 	c.state = wire.RecoveryMode
-	raw, err := cfg.Sealer.Unseal()
+	c.unseal("")
+	return c, nil
+}
+
+// unseal opens the sealed seed of an initialised CAS, or says in the
+// state why CAS waits in recovery, after context. The caller holds mu (or
+// has c alone).
+func (c *CAS) unseal(context string) {
+	var raw []byte
+	var err error
+	if slot, ok := c.cfg.Sealer.(SlotSealer); ok {
+		raw, err = c.unsealSlot(slot)
+	} else {
+		raw, err = c.cfg.Sealer.Unseal()
+	}
 	switch {
 	case errors.Is(err, ErrNotSealed):
-		c.setState(wire.RecoveryMode, "no sealed seed")
-		return c, nil
+		c.setState(wire.RecoveryMode, context+err.Error())
+		return
 	case err != nil:
-		c.setState(wire.RecoveryMode, "unsealing failed: "+err.Error())
-		return c, nil
+		c.setState(wire.RecoveryMode, context+"unsealing failed: "+err.Error())
+		return
 	}
 	s, err := seed.FromBytes(raw)
 	if err == nil {
 		err = c.unlock(s)
 	}
 	if err != nil {
-		c.setState(wire.RecoveryMode, "the sealed seed does not open this state: "+err.Error())
+		c.setState(wire.RecoveryMode, context+"the sealed seed does not open this state: "+err.Error())
 	}
-	return c, nil
 }
 
 // setState records a state change in the log and metrics.

@@ -78,9 +78,16 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 		return nil, err
 	}
 	m := &meta{Commitment: commitment, Owners: fps, Check: s.Key("check", 32), Initialized: c.cfg.Clock.Now().UTC()}
-	enc, err := store.NewEncrypted(s.Key("store", 32), bucketMeta)
+	enc, err := store.NewEncrypted(s.Key("store", 32), bucketMeta, bucketSealed)
 	if err != nil {
 		return nil, err
+	}
+	slot, inState := c.cfg.Sealer.(SlotSealer)
+	var sealed []byte
+	if inState {
+		if sealed, err = slot.wrap(s.Bytes()); err != nil {
+			return nil, fmt.Errorf("sealing the seed: %w", err)
+		}
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {
@@ -95,6 +102,11 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	_, err = enc.Update(c.cfg.Store, 0, func(etx store.Tx) error {
 		if err := etx.Put(bucketMeta, "seed", raw); err != nil {
 			return err
+		}
+		if inState {
+			if err := etx.Put(bucketSealed, slot.Node, sealed); err != nil {
+				return err
+			}
 		}
 		if err := etx.Put(bucketCA, boardRecord, boardRaw); err != nil {
 			return err
@@ -143,23 +155,36 @@ func (c *CAS) checkInitToken(token string) error {
 // the seed is rebuilt and CAS is ready again. It returns how many more
 // shares are needed.
 func (c *CAS) Recover(sh seed.Share) (int, error) {
+	need, s, err := c.recover(sh)
+	if err != nil || need > 0 {
+		return need, err
+	}
+	if err := c.seal(s); err != nil {
+		c.cfg.Log.Warn("sealing the recovered seed failed: the next restart needs the owners again", "error", err.Error())
+	}
+	return 0, nil
+}
+
+// recover takes a share under the state lock and, with enough of them,
+// unlocks CAS with the seed they make.
+func (c *CAS) recover(sh seed.Share) (int, seed.Seed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != wire.RecoveryMode {
 		if c.state == wire.Uninitialized {
-			return 0, ErrNotInitialized
+			return 0, seed.Seed{}, ErrNotInitialized
 		}
-		return 0, fmt.Errorf("%w: CAS is not in recovery mode", ErrInvalid)
+		return 0, seed.Seed{}, fmt.Errorf("%w: CAS is not in recovery mode", ErrInvalid)
 	}
 	if err := c.meta.Commitment.Verify(sh); err != nil {
 		c.cfg.Log.Warn("audit: recovery share refused", "share", sh.ID, "reason", err.Error())
-		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return 0, seed.Seed{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.shares[sh.ID] = sh
 	need := c.meta.Commitment.Threshold() - len(c.shares)
 	c.cfg.Log.Info("audit: recovery share accepted", "share", sh.ID, "needed", max(need, 0))
 	if need > 0 {
-		return need, nil
+		return need, seed.Seed{}, nil
 	}
 	var all []seed.Share
 	for _, s := range c.shares {
@@ -167,16 +192,13 @@ func (c *CAS) Recover(sh seed.Share) (int, error) {
 	}
 	s, err := c.meta.Commitment.Combine(all)
 	if err != nil {
-		return 0, err
+		return 0, seed.Seed{}, err
 	}
 	if err := c.unlock(s); err != nil {
-		return 0, err
+		return 0, seed.Seed{}, err
 	}
 	c.shares = map[uint64]seed.Share{}
-	if err := c.cfg.Sealer.Seal(s.Bytes()); err != nil {
-		c.cfg.Log.Warn("sealing the recovered seed failed: the next restart needs the owners again", "error", err.Error())
-	}
-	return 0, nil
+	return 0, s, nil
 }
 
 // unlock derives the keys from the seed and loads the state they open.
@@ -184,7 +206,7 @@ func (c *CAS) unlock(s seed.Seed) error {
 	if !bytes.Equal(s.Key("check", 32), c.meta.Check) {
 		return errors.New("the seed is not this CAS's")
 	}
-	enc, err := store.NewEncrypted(s.Key("store", 32), bucketMeta)
+	enc, err := store.NewEncrypted(s.Key("store", 32), bucketMeta, bucketSealed)
 	if err != nil {
 		return err
 	}

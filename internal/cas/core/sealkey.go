@@ -30,32 +30,11 @@ type KeySealer struct {
 // sealedMagic starts a sealed file: its format's version.
 const sealedMagic = "cloister-sealed-seed-v1\n"
 
-func (k KeySealer) aead() (cipher.AEAD, error) {
-	key, err := k.Key()
-	if err != nil {
-		return nil, err
-	}
-	if len(key) != 32 {
-		return nil, fmt.Errorf("%s is %d bytes, want 32", k.What, len(key))
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
-}
-
 func (k KeySealer) Seal(seed []byte) error {
-	a, err := k.aead()
+	out, err := wrapSeed(k.Key, k.What, seed)
 	if err != nil {
 		return fmt.Errorf("sealing the seed: %w", err)
 	}
-	nonce := make([]byte, a.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	out := append([]byte(sealedMagic), nonce...)
-	out = a.Seal(out, nonce, seed, []byte(sealedMagic))
 	if err := os.MkdirAll(filepath.Dir(k.Path), 0o700); err != nil {
 		return err
 	}
@@ -71,20 +50,55 @@ func (k KeySealer) Unseal() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := k.aead()
+	return unwrapSeed(k.Key, k.What, k.Path, raw)
+}
+
+// Insecure is false: the file is ciphertext under a key only the TEE has.
+func (KeySealer) Insecure() bool { return false }
+
+func sealingAEAD(key func() ([]byte, error), what string) (cipher.AEAD, error) {
+	k, err := key()
+	if err != nil {
+		return nil, err
+	}
+	if len(k) != 32 {
+		return nil, fmt.Errorf("%s is %d bytes, want 32", what, len(k))
+	}
+	block, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// wrapSeed seals seed under key: the format's version, a nonce, and the
+// ciphertext.
+func wrapSeed(key func() ([]byte, error), what string, seed []byte) ([]byte, error) {
+	a, err := sealingAEAD(key, what)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, a.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	out := append([]byte(sealedMagic), nonce...)
+	return a.Seal(out, nonce, seed, []byte(sealedMagic)), nil
+}
+
+// unwrapSeed opens what wrapSeed sealed; where names it in errors.
+func unwrapSeed(key func() ([]byte, error), what, where string, raw []byte) ([]byte, error) {
+	a, err := sealingAEAD(key, what)
 	if err != nil {
 		return nil, fmt.Errorf("unsealing the seed: %w", err)
 	}
 	body, ok := bytes.CutPrefix(raw, []byte(sealedMagic))
 	if !ok || len(body) < a.NonceSize()+a.Overhead() {
-		return nil, fmt.Errorf("%s is not a sealed seed", k.Path)
+		return nil, fmt.Errorf("%s is not a sealed seed", where)
 	}
 	seed, err := a.Open(nil, body[:a.NonceSize()], body[a.NonceSize():], []byte(sealedMagic))
 	if err != nil {
-		return nil, fmt.Errorf("the seed sealed in %s does not open with this VM's %s (another chip, image or policy sealed it): the owners' shares recover CAS", k.Path, k.What)
+		return nil, fmt.Errorf("the seed sealed in %s does not open with this VM's %s (another chip, image or policy sealed it): the owners' shares recover CAS", where, what)
 	}
 	return seed, nil
 }
-
-// Insecure is false: the file is ciphertext under a key only the TEE has.
-func (KeySealer) Insecure() bool { return false }

@@ -64,6 +64,12 @@ func (c *CAS) refresh() {
 		if m != nil {
 			c.meta = m
 			c.setState(wire.RecoveryMode, "another replica initialised CAS")
+			c.unseal("another replica initialised CAS: ")
+		}
+	case wire.RecoveryMode:
+		// Another replica on this node may have sealed the seed for it.
+		if _, ok := c.cfg.Sealer.(SlotSealer); ok && len(c.shares) == 0 {
+			c.unseal("")
 		}
 	case wire.Ready:
 		k := c.keys

@@ -3,6 +3,7 @@ package kubestore
 import (
 	"context"
 	"crypto/ecdsa"
+	"crypto/sha256"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -266,5 +268,66 @@ func TestConcurrentInitsOneWins(t *testing.T) {
 	}
 	if st, _ := a.Status(); st != wire.Ready {
 		t.Errorf("a after its init: %s", st)
+	}
+}
+
+// nodeKey is a test's per-node sealing key.
+func nodeKey(node string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		k := sha256.Sum256([]byte("test sealing key of " + node))
+		return k[:], nil
+	}
+}
+
+// The seed sealed in the state, per node: with every replica gone, one
+// started again on a node whose slot holds the seed serves with the same
+// CAs; one on a node without a slot waits for the owners (or a peer),
+// saying so, and seals the seed into its own slot once recovered.
+func TestSeedSealedPerNodeInTheState(t *testing.T) {
+	r := newReplicas(t)
+	var none func()
+	on := func(node string) *core.CAS {
+		c, err := core.Open(core.Config{Store: gated{open(t, r.c, r.ns), &none, &none}, InitToken: core.FixedToken(token),
+			Sealer: core.SlotSealer{Node: node, Key: nodeKey(node), What: "test key", Simulated: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := on("node-a")
+	shares, err := first.Init([]*ecdsa.PublicKey{&r.owner.PublicKey}, 1, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas, _ := first.CAs()
+	again := on("node-a")
+	if st, why := again.Status(); st != wire.Ready {
+		t.Fatalf("a replica started again on node-a: %s %q", st, why)
+	}
+	if got, _ := again.CAs(); got.RootCA != cas.RootCA {
+		t.Error("the root CA changed across the restart")
+	}
+	other := on("node-b")
+	if st, why := other.Status(); st != wire.RecoveryMode || !strings.Contains(why, "no sealed seed for node node-b") {
+		t.Fatalf("a replica on node-b: %s %q", st, why)
+	}
+	sh, err := seed.OpenShare(shares.Shares[0].Sealed, r.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if need, err := other.Recover(sh); need != 0 || err != nil {
+		t.Fatalf("recover: %d %v", need, err)
+	}
+	if st, why := on("node-b").Status(); st != wire.Ready {
+		t.Errorf("node-b after its replica was recovered once: %s %q", st, why)
+	}
+	// A slot sealed under another key (another chip) does not open.
+	wrong, err := core.Open(core.Config{Store: open(t, r.c, r.ns), InitToken: core.FixedToken(token),
+		Sealer: core.SlotSealer{Node: "node-a", Key: nodeKey("elsewhere"), What: "test key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, why := wrong.Status(); st != wire.RecoveryMode || !strings.Contains(why, "does not open with this VM's test key") {
+		t.Errorf("node-a's slot under another key: %s %q", st, why)
 	}
 }

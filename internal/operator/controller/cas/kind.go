@@ -6,6 +6,7 @@
 package cas
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -84,6 +85,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	}
 	values["name"] = c.Name
 	values["simulation"] = c.Spec.Simulation
+	values["sealing"] = string(cmp.Or(c.Spec.Sealing, servicesv1beta1.CASSealingNode))
 	if vm := c.Spec.ConfidentialVM; vm != nil {
 		values["confidentialVM"] = map[string]any{"platform": vm.Platform, "runtimeClassName": vm.RuntimeClassName}
 	}

@@ -245,7 +245,7 @@ func TestConfidentialVM(t *testing.T) {
 		pod := ss.Spec.Template.Spec
 		c := pod.Containers[0]
 		args := strings.Join(c.Args, " ")
-		sealer := map[string]string{"snp": "--sealer=snp:/etc/cas/db/sealed-seed", "tdx": "--sealer=none"}[platform]
+		sealer := map[string]string{"snp": "--sealer=snp-node:$(NODE_NAME)", "tdx": "--sealer=none"}[platform]
 		if pod.RuntimeClassName == nil || *pod.RuntimeClassName != "cloister-cc-"+platform+"-abc" || !strings.Contains(args, "--tee") ||
 			!strings.Contains(args, sealer) || strings.Contains(args, "--simulation") || !c.Resources.Limits.Name(tee.SGXEnclave, resource.DecimalSI).IsZero() ||
 			c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
@@ -255,6 +255,23 @@ func TestConfidentialVM(t *testing.T) {
 		if len(e.Policy.Identities) != 1 || e.Policy.AllowSimulation || string(e.Policy.Identities[0].Type) != platform ||
 			(platform == "snp" && len(e.Policy.Identities[0].Measurement) != 48) || (platform == "tdx" && len(e.Policy.Identities[0].MRTD) != 48) {
 			t.Errorf("%s: clients expect %+v", platform, e.Policy)
+		}
+	}
+	// Sealing None: the owners recover it, in a VM as in simulation.
+	for _, edit := range []func(*servicesv1beta1.CAS){
+		func(c *servicesv1beta1.CAS) {
+			c.Spec.ConfidentialVM = &servicesv1beta1.CASConfidentialVM{Platform: "snp", RuntimeClassName: "x", Measurement: measurement}
+		},
+		func(c *servicesv1beta1.CAS) { c.Spec.Simulation = true },
+	} {
+		for sealing, want := range map[servicesv1beta1.CASSealing]string{"": "--sealer=s", servicesv1beta1.CASSealingNone: "--sealer=none"} {
+			cr := casCR(func(c *servicesv1beta1.CAS) { edit(c); c.Spec.Sealing = sealing })
+			_, ss := render(t, cr)
+			c := ss.Spec.Template.Spec.Containers[0]
+			args := strings.Join(c.Args, " ")
+			if !strings.Contains(args, want) || (want != "--sealer=none" && (len(c.Env) == 0 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName")) {
+				t.Errorf("sealing %q: args %s, env %+v", sealing, args, c.Env)
+			}
 		}
 	}
 	// A measurement the CRD would refuse pins no CAS at all, never every one.
