@@ -37,6 +37,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral"
 	"github.com/cloister-cc/cloister/internal/attest/produce"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
@@ -84,6 +85,11 @@ type Config struct {
 	// SimulationKeyFile in the state folder, made when missing, with its
 	// public key in SimulationPubKeyFile for clients to pin.
 	SimulationKeyFile string
+	// Peers names CAS's Service, whose ready endpoints (with a kubernetes
+	// store) are the replicas this one recovers from; PeerAddrs, when set,
+	// lists them instead (tests).
+	Peers     string
+	PeerAddrs func(context.Context) ([]string, error)
 	// TEE: CAS runs in a confidential VM and vouches for its TLS key with
 	// the VM's own evidence (SEV-SNP or TDX through configfs-tsm or the
 	// guest devices at Guest's paths). Refused with Simulation.
@@ -163,7 +169,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if sealer.Insecure() {
 		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
 	}
-	db, err := openStore(ctx, cfg, log)
+	db, kube, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -235,11 +241,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return out
 		}
 	}
+	var own peerIdentity
 	if cfg.TEE {
 		ev, err := guestEvidence(ctx, cfg.Guest, &cert.PrivateKey.(*ecdsa.PrivateKey).PublicKey)
 		if err != nil {
 			return fmt.Errorf("--tee: %w", err)
 		}
+		own = teeIdentity(cfg.Guest, ev, verify.Options{TestRoots: testRoots, Intel: coreCfg.Intel, SNP: coreCfg.SNP})
 		server.Evidence = func() (*attest.Evidence, error) { return ev, nil }
 		log.Info("CAS vouches for its TLS key with this confidential VM's evidence", "type", string(ev.Type), "bytes", len(ev.Raw))
 	}
@@ -257,9 +265,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("--simulation-key-file: %w", err)
 		}
 		server.Evidence = q.Evidence
+		own = simIdentity(q)
 	}
 	if p, ok := simKeys.(pemKeys); ok {
 		server.SimulationKeys = p.Fingerprints
+	}
+	if cfg.Peers != "" || cfg.PeerAddrs != nil {
+		p, err := newPeers(cfg, cas, own, kube, log)
+		if err != nil {
+			return err
+		}
+		server.PeerSeed = p.serve
+		go p.run(ctx, peerInterval)
 	}
 	srv := &http.Server{
 		Handler:           server.Handler(),

@@ -29,6 +29,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.InitTokenFile, "init-token-file", "", "file with the one-time init token (the operator mounts its Secret there); default: one CAS makes in --state-dir while uninitialised")
 	fs.StringVar(&c.SimKeys, "sim-keys", "", "file, or folder of files, of PEM public keys: the only simulation keys (LAS nodes', a developer's) whose workload evidence CAS takes; default none: simulated workload evidence is refused")
 	fs.StringVar(&c.SimulationKeyFile, "simulation-key-file", "", "with --simulation: the key CAS signs its own simulated evidence with, which clients pin (the operator mounts its Secret there); default "+SimulationKeyFile+" in --state-dir, made when missing, its public key in "+SimulationPubKeyFile)
+	fs.StringVar(&c.Peers, "peers", "", "with a kubernetes store: CAS's Service, whose ready endpoints are the replicas that hand this one the root seed when it starts without it (each side proves by evidence that it is this CAS)")
 	fs.BoolVar(&c.TEE, "tee", false, "CAS runs in a confidential VM (SEV-SNP, TDX): vouch for the TLS key with this VM's own evidence; CAS does not start without it")
 	fs.StringVar(&c.Guest.TSM, "tsm", produce.DefaultTSM, "with --tee: configfs-tsm's folder")
 	fs.StringVar(&c.Guest.SEVGuest, "sev-guest", produce.DefaultSEVGuest, "with --tee: the SEV-SNP guest device (when configfs-tsm is missing)")

@@ -35,7 +35,7 @@ func TestChartPassesOnlyDefinedFlags(t *testing.T) {
 
 func TestStoreFlag(t *testing.T) {
 	for _, bad := range []string{"etcd", "kubernetes:", "kubernetes:ns", "kubernetes:/cas", "kubernetes:ns/"} {
-		_, err := openStore(t.Context(), Config{Store: bad, StateDir: t.TempDir()}, nil)
+		_, _, err := openStore(t.Context(), Config{Store: bad, StateDir: t.TempDir()}, nil)
 		if err == nil || !strings.Contains(err.Error(), "kubernetes:NAMESPACE/NAME") {
 			t.Errorf("--store %s: %v", bad, err)
 		}
@@ -43,10 +43,10 @@ func TestStoreFlag(t *testing.T) {
 	// Outside a pod, a kubernetes store without a configuration says what
 	// it lacks.
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	if _, err := openStore(t.Context(), Config{Store: "kubernetes:ns/cas"}, nil); err == nil || !strings.Contains(err.Error(), "service account") {
+	if _, _, err := openStore(t.Context(), Config{Store: "kubernetes:ns/cas"}, nil); err == nil || !strings.Contains(err.Error(), "service account") {
 		t.Errorf("no service account: %v", err)
 	}
-	s, err := openStore(t.Context(), Config{Store: "bolt", StateDir: t.TempDir()}, nil)
+	s, _, err := openStore(t.Context(), Config{Store: "bolt", StateDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,11 @@ func guestEvidence(ctx context.Context, paths produce.Paths, tlsKey crypto.Publi
 	if err != nil {
 		return nil, err
 	}
+	return guestEvidenceOver(ctx, paths, binding)
+}
+
+// guestEvidenceOver is this confidential VM's evidence over report data.
+func guestEvidenceOver(ctx context.Context, paths produce.Paths, binding []byte) (*attest.Evidence, error) {
 	ctx, cancel := context.WithTimeout(ctx, guestTimeout)
 	defer cancel()
 	p, err := produce.Detect(ctx, paths)

@@ -79,14 +79,26 @@ func (q *selfQuoter) signer() (*ecdsa.PrivateKey, error) {
 }
 
 // Evidence is CAS's simulated evidence, made now.
-func (q *selfQuoter) Evidence() (*attest.Evidence, error) {
+func (q *selfQuoter) Evidence() (*attest.Evidence, error) { return q.evidenceOver(q.binding) }
+
+// public is the simulation key's public half.
+func (q *selfQuoter) public() (*ecdsa.PublicKey, error) {
+	k, err := q.signer()
+	if err != nil {
+		return nil, err
+	}
+	return &k.PublicKey, nil
+}
+
+// evidenceOver is simulated evidence over report data, made now.
+func (q *selfQuoter) evidenceOver(binding []byte) (*attest.Evidence, error) {
 	k, err := q.signer()
 	if err != nil {
 		return nil, err
 	}
 	// Valid from a minute ago: a client whose clock is a little behind
 	// still takes it.
-	raw, err := sim.Generate(k, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: q.binding}, time.Now().Add(-time.Minute), selfEvidenceValidity)
+	raw, err := sim.Generate(k, attest.Claims{TCBStatus: attest.TCBUpToDate, ReportData: binding}, time.Now().Add(-time.Minute), selfEvidenceValidity)
 	if err != nil {
 		return nil, err
 	}

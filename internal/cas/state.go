@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,37 +21,78 @@ import (
 // kubernetesStore prefixes --store for the Kubernetes API.
 const kubernetesStore = "kubernetes:"
 
+// kubeAPI is how a CAS on a kubernetes store reaches the API: its own
+// state, and the endpoints of its Service (its ready peers).
+type kubeAPI struct {
+	c  client.WithWatch
+	ns string
+}
+
 // openStore opens the state --store names; a Kubernetes store takes in
 // other replicas' changes until ctx ends.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, *kubeAPI, error) {
 	if cfg.Store == "" || cfg.Store == "bolt" {
-		return store.OpenBolt(cfg.StateDir)
+		s, err := store.OpenBolt(cfg.StateDir)
+		return s, nil, err
 	}
 	ref, ok := strings.CutPrefix(cfg.Store, kubernetesStore)
 	ns, name, okName := strings.Cut(ref, "/")
 	if !ok || !okName || ns == "" || name == "" {
-		return nil, fmt.Errorf("--store %q: use bolt (the state in --state-dir) or kubernetes:NAMESPACE/NAME (on the Kubernetes API, shared by the replicas of the CAS resource NAME)", cfg.Store)
+		return nil, nil, fmt.Errorf("--store %q: use bolt (the state in --state-dir) or kubernetes:NAMESPACE/NAME (on the Kubernetes API, shared by the replicas of the CAS resource NAME)", cfg.Store)
 	}
 	rc := cfg.KubeConfig
 	if rc == nil {
 		var err error
 		if rc, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("--store %s: the pod's service account: %w", cfg.Store, err)
+			return nil, nil, fmt.Errorf("--store %s: the pod's service account: %w", cfg.Store, err)
 		}
 	}
 	scheme := runtime.NewScheme()
 	if err := servicesv1beta1.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
 	}
 	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, fmt.Errorf("--store %s: %w", cfg.Store, err)
+		return nil, nil, fmt.Errorf("--store %s: %w", cfg.Store, err)
 	}
 	s, err := kubestore.Open(ctx, c, kubestore.Options{Namespace: ns, CAS: name, Log: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	go s.Watch(ctx, 0)
 	log.Info("CAS's state is on the Kubernetes API, shared by its replicas", "namespace", ns, "cas", name, "generation", s.Generation())
-	return s, nil
+	return s, &kubeAPI{c: c, ns: ns}, nil
+}
+
+// endpointPeers lists the ready endpoints of service but this pod (self):
+// a replica is ready only once it holds the seed.
+func (k *kubeAPI) endpointPeers(service, self string) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		var slices discoveryv1.EndpointSliceList
+		if err := k.c.List(ctx, &slices, client.InNamespace(k.ns), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, sl := range slices.Items {
+			port := int32(8081)
+			for _, p := range sl.Ports {
+				if p.Port != nil {
+					port = *p.Port
+					break
+				}
+			}
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || ep.TargetRef != nil && ep.TargetRef.Name == self {
+					continue
+				}
+				for _, a := range ep.Addresses {
+					out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+				}
+			}
+		}
+		return out, nil
+	}
 }

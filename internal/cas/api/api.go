@@ -52,6 +52,10 @@ type Server struct {
 	SimulationKeys func() ([]string, error)
 	// Collateral, when set, reports the vendor collateral cache's state.
 	Collateral func() *wire.CollateralHealth
+	// PeerSeed, when set, answers a replica of this CAS that asks for the
+	// root seed (POST /v1/peer/seed): it verifies the request's evidence
+	// and seals the seed to the key it binds, or refuses.
+	PeerSeed func(*wire.PeerSeedRequest) (*wire.PeerSeedResponse, error)
 	// PerClient bounds concurrent requests per client address.
 	PerClient int
 	// MaxInFlight bounds concurrent requests from all clients together,
@@ -85,6 +89,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/challenge", s.challenge)
 	mux.HandleFunc("POST /v1/policies/{name}/read", s.ownerRead)
 	mux.HandleFunc("POST /v1/attest", s.attest)
+	mux.HandleFunc("POST /v1/peer/seed", s.peerSeed)
 	// Anything else gets the API's JSON error, as every other refusal.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.ReasonNotFound, fmt.Errorf("no API %s %s: CAS serves the requests docs/security.md lists", r.Method, r.URL.EscapedPath()))

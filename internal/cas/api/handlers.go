@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -106,6 +107,21 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	}
 	state, _ := s.CAS.Status()
 	writeJSON(w, http.StatusOK, wire.RecoverResponse{Needed: need, State: string(state)})
+}
+
+// peerSeed is POST /v1/peer/seed: a replica of this CAS, attested, gets
+// the root seed sealed to the key its evidence binds.
+func (s *Server) peerSeed(w http.ResponseWriter, r *http.Request) {
+	if s.PeerSeed == nil {
+		writeError(w, http.StatusNotFound, wire.ReasonNotFound, errors.New("this CAS hands its seed to no peer (it runs without replicas)"))
+		return
+	}
+	var req wire.PeerSeedRequest
+	if !decode(w, r, maxBody, &req) {
+		return
+	}
+	res, err := s.PeerSeed(&req)
+	respond(w, res, err)
 }
 
 // changeBoard is POST /v1/board: the board's next keys, signed by a

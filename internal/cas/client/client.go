@@ -207,3 +207,10 @@ func (c *Client) AttestRaw(ctx context.Context, req *wire.AttestRequest) (*wire.
 	var out wire.AttestResult
 	return &out, c.do(ctx, http.MethodPost, "/v1/attest", req, &out)
 }
+
+// PeerSeed asks a ready replica of this CAS for the root seed, sealed to
+// the key req's evidence binds.
+func (c *Client) PeerSeed(ctx context.Context, req *wire.PeerSeedRequest) (*wire.PeerSeedResponse, error) {
+	var out wire.PeerSeedResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/peer/seed", req, &out)
+}

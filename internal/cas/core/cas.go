@@ -152,8 +152,10 @@ type CAS struct {
 	keys   *keys                 // set when wire.Ready
 }
 
-// keys are everything derived from the seed.
+// keys are everything derived from the seed, and the seed, which a ready
+// replica hands to an attested peer (Seed).
 type keys struct {
+	seed       seed.Seed
 	enc        *store.Encrypted
 	authority  *pki.Authority
 	encryption hpke.PrivateKey

@@ -529,3 +529,34 @@ func TestOlderRecordRefusedAtUnlock(t *testing.T) {
 		t.Errorf("attestation on a rolled-back record: %v", err)
 	}
 }
+
+// A replica in recovery adopts the seed of a ready peer: the same CAS,
+// unlocked; another CAS's seed does not open it.
+func TestAdoptSeed(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	if _, err := f.register(f.policyText(""), f.owner); err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.cas.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.open(NoSealer{})
+	if st, _ := f.cas.Status(); st != wire.RecoveryMode {
+		t.Fatalf("after a restart without a sealer: %s", st)
+	}
+	if _, err := f.cas.Seed(); !errors.Is(err, ErrRecovery) {
+		t.Errorf("the seed of a CAS in recovery: %v", err)
+	}
+	other := newFixture(t, NoSealer{}, 1, 1)
+	wrong, _ := other.cas.Seed()
+	if err := f.cas.Adopt(wrong); err == nil || !strings.Contains(err.Error(), "not this CAS's") {
+		t.Errorf("another CAS's seed: %v", err)
+	}
+	if err := f.cas.Adopt(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {
+		t.Errorf("attestation after adopting the seed: %v", err)
+	}
+}

@@ -210,7 +210,7 @@ func (c *CAS) unlock(s seed.Seed) error {
 	if err != nil {
 		return err
 	}
-	k := &keys{enc: enc, history: pki.DeriveKey(s, "history"), challenge: s.Key("read-challenge", 32)}
+	k := &keys{seed: s, enc: enc, history: pki.DeriveKey(s, "history"), challenge: s.Key("read-challenge", 32)}
 	if k.encryption, err = policy.NewEncryptionKey(s.Key("policy-encryption", 32)); err != nil {
 		return err
 	}

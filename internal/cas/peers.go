@@ -1,0 +1,221 @@
+package cas
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/produce"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
+)
+
+// peers is peer recovery between the replicas of one CAS: a ready replica
+// hands the root seed to a replica that proves, by evidence bound to a key
+// made for the request, that it is this CAS (the same identity as its
+// own); a replica in recovery asks its ready peers for it, trusting a peer
+// only by the peer's evidence for its TLS key, so both sides are attested.
+type peers struct {
+	cas *core.CAS
+	// expect is what a peer's evidence must show to be this CAS: in
+	// simulation, signed by this CAS's own simulation key (insecure); in
+	// a confidential VM, this VM's own launch measurement.
+	expect casclient.Expect
+	// evidence makes this replica's own evidence over report data.
+	evidence func(ctx context.Context, reportData []byte) (*attest.Evidence, error)
+	// discover lists the addresses (host:port) of the ready peers.
+	discover func(ctx context.Context) ([]string, error)
+	dial     casclient.DialFunc
+	log      *slog.Logger
+}
+
+// serve answers POST /v1/peer/seed.
+func (p *peers) serve(req *wire.PeerSeedRequest) (*wire.PeerSeedResponse, error) {
+	key, err := keyfile.ParsePublic([]byte(req.Key))
+	if err != nil || key.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("%w: key: a P-256 public key (PKIX, PEM) made for this request: %v", core.ErrInvalid, err)
+	}
+	binding, err := wire.KeyBinding(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key: %w", core.ErrInvalid, err)
+	}
+	opts := p.expect.Verify
+	opts.At = time.Now()
+	claims, err := verify.Evidence(req.Evidence, opts)
+	if err == nil {
+		pol := p.expect.Policy
+		pol.ReportData = binding
+		err = pol.Check(claims)
+	}
+	if err != nil {
+		p.log.Warn("audit: the seed refused to a peer that is not this CAS", "type", string(req.Evidence.Type), "reason", err.Error())
+		return nil, fmt.Errorf("%w: a peer must be this CAS: %w", core.ErrRejected, err)
+	}
+	s, err := p.cas.Seed()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := wire.SealSeed(key, s)
+	if err != nil {
+		return nil, err
+	}
+	p.log.Info("audit: the seed handed to an attested peer", "type", string(req.Evidence.Type), "insecure", claims.Insecure)
+	return &wire.PeerSeedResponse{Sealed: sealed}, nil
+}
+
+// recoverFrom asks the ready peers, in turn, for the seed, until one
+// gives it and CAS is unlocked with it.
+func (p *peers) recoverFrom(ctx context.Context) error {
+	addrs, err := p.discover(ctx)
+	if err != nil {
+		return fmt.Errorf("finding ready peers: %w", err)
+	}
+	if len(addrs) == 0 {
+		return errNoPeers
+	}
+	var errs []error
+	for _, addr := range addrs {
+		err := p.askOne(ctx, addr)
+		if err == nil {
+			p.log.Info("CAS recovered from a ready peer", "peer", addr)
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("peer %s: %w", addr, err))
+	}
+	return errors.Join(errs...)
+}
+
+var errNoPeers = errors.New("no ready peer")
+
+func (p *peers) askOne(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	expect := p.expect
+	expect.Verify.At = time.Now()
+	c, _, err := casclient.NewAttested(ctx, "https://"+addr, expect, p.dial)
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	binding, err := wire.KeyBinding(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	ev, err := p.evidence(ctx, binding)
+	if err != nil {
+		return fmt.Errorf("this replica's evidence: %w", err)
+	}
+	res, err := c.PeerSeed(ctx, &wire.PeerSeedRequest{Evidence: *ev, Key: string(policy.MarshalPublicKey(&key.PublicKey))})
+	if err != nil {
+		return err
+	}
+	s, err := wire.OpenSeed(key, res.Sealed)
+	if err != nil {
+		return err
+	}
+	return p.cas.Adopt(s)
+}
+
+// run asks peers for the seed whenever this replica is in recovery with no
+// shares in: at once, then every interval, until ctx ends.
+func (p *peers) run(ctx context.Context, interval time.Duration) {
+	last := ""
+	for ctx.Err() == nil {
+		if state, _ := p.cas.Status(); state == wire.RecoveryMode && p.cas.SharesReceived() == 0 {
+			err := p.recoverFrom(ctx)
+			if msg := fmt.Sprint(err); err != nil && msg != last {
+				p.log.Info("no peer gave the seed yet: CAS waits for a ready peer, or for its owners' shares", "reason", msg)
+				last = msg
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
+	}
+}
+
+// peerInterval is how often a replica in recovery asks its peers again.
+const peerInterval = 2 * time.Second
+
+// peerIdentity is what this replica is, to its peers: what their evidence
+// must show, and how it makes its own over report data.
+type peerIdentity struct {
+	expect   casclient.Expect
+	evidence func(ctx context.Context, reportData []byte) (*attest.Evidence, error)
+	err      error
+}
+
+// simIdentity: a simulated CAS's replicas sign with its simulation key,
+// which they share (insecure: whoever holds the key is this CAS).
+func simIdentity(q *selfQuoter) peerIdentity {
+	pub, err := q.public()
+	return peerIdentity{
+		expect: casclient.Expect{Policy: attest.Policy{AllowSimulation: true}, Verify: verify.Options{SimKeys: []*ecdsa.PublicKey{pub}}},
+		evidence: func(_ context.Context, rd []byte) (*attest.Evidence, error) {
+			return q.evidenceOver(rd)
+		},
+		err: err,
+	}
+}
+
+// teeIdentity: a replica in a confidential VM is this CAS when its
+// evidence shows this VM's own launch measurement (SEV-SNP) or MRTD and
+// RTMRs (TDX); a new image is another identity.
+func teeIdentity(paths produce.Paths, own *attest.Evidence, opts verify.Options) peerIdentity {
+	id := peerIdentity{evidence: func(ctx context.Context, rd []byte) (*attest.Evidence, error) {
+		return guestEvidenceOver(ctx, paths, rd)
+	}}
+	claims, err := verify.Evidence(*own, opts)
+	switch {
+	case err != nil:
+		id.err = fmt.Errorf("verifying this VM's own evidence: %w", err)
+	case claims.SNP != nil:
+		id.expect.Policy.Identities = []attest.Identity{{Type: attest.SNP, Measurement: claims.SNP.Measurement}}
+	case claims.TDX != nil:
+		rtmr := make([]attest.Bytes, len(claims.TDX.RTMR))
+		copy(rtmr, claims.TDX.RTMR[:])
+		id.expect.Policy.Identities = []attest.Identity{{Type: attest.TDX, MRTD: claims.TDX.MRTD, RTMR: rtmr}}
+	default:
+		id.err = fmt.Errorf("this VM's %s evidence names no measurement", own.Type)
+	}
+	id.expect.Verify = opts
+	return id
+}
+
+func newPeers(cfg Config, cas *core.CAS, own peerIdentity, kube *kubeAPI, log *slog.Logger) (*peers, error) {
+	if own.evidence == nil {
+		return nil, errors.New("--peers: a replica proves it is this CAS by evidence: give --tee (or --simulation, insecure)")
+	}
+	if own.err != nil {
+		return nil, fmt.Errorf("--peers: %w", own.err)
+	}
+	p := &peers{cas: cas, expect: own.expect, evidence: own.evidence, discover: cfg.PeerAddrs, log: log}
+	if p.discover == nil {
+		if kube == nil {
+			return nil, errors.New("--peers: the ready peers are the endpoints of CAS's Service, on the API of a kubernetes store: give --store kubernetes:NAMESPACE/NAME")
+		}
+		self, err := os.Hostname()
+		if err != nil {
+			return nil, err
+		}
+		p.discover = kube.endpointPeers(cfg.Peers, self)
+	}
+	log.Info("peer recovery: ready replicas hand the seed to replicas that prove they are this CAS", "peers", cfg.Peers, "insecure", own.expect.Policy.AllowSimulation)
+	return p, nil
+}

@@ -1,0 +1,165 @@
+package cas
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
+)
+
+// copyState gives dir a copy of the state in from (as replicas share it
+// on the API), without its TLS key or sealed seed.
+func copyState(t *testing.T, from, dir string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(from, "cas.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cas.db"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func simKeyFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "sim.pem")
+	if _, err := keyfile.LoadOrCreate(f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func waitState(t *testing.T, url, ca string, want wire.State) {
+	t.Helper()
+	pem, _ := os.ReadFile(ca)
+	c, err := client.New(url, pem, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pk, err := c.PublicKey(context.Background())
+		if err == nil && pk.State == string(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CAS at %s never reached %s: %+v %v", url, want, pk, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A replica in recovery gets the seed from a ready peer that attests it
+// as this CAS (the same simulation key), over a connection it trusts by
+// the peer's own evidence; one with another key is refused, and stays in
+// recovery.
+func TestPeerRecovery(t *testing.T) {
+	simKey := simKeyFile(t)
+	dirA := t.TempDir()
+	urlA, caA, _ := StartConfigForTest(t, Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
+	pemA, _ := os.ReadFile(caA)
+	a, err := client.New(urlA, pemA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := policy.NewKey()
+	if _, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dirA), BoardPEMForTest()); err != nil {
+		t.Fatal(err)
+	}
+	cas, err := a.CAs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerA := func(context.Context) ([]string, error) { return []string{strings.TrimPrefix(urlA, "https://")}, nil }
+
+	// Another simulation key: another CAS, as far as A can tell.
+	dirC := t.TempDir()
+	copyState(t, dirA, dirC)
+	urlC, caC, _ := StartConfigForTest(t, Config{StateDir: dirC, Sealer: "none", Simulation: true, SimulationKeyFile: simKeyFile(t), PeerAddrs: peerA})
+	time.Sleep(3 * peerInterval)
+	waitState(t, urlC, caC, wire.RecoveryMode)
+
+	dirB := t.TempDir()
+	copyState(t, dirA, dirB)
+	urlB, caB, _ := StartConfigForTest(t, Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey, PeerAddrs: peerA})
+	waitState(t, urlB, caB, wire.Ready)
+	pemB, _ := os.ReadFile(caB)
+	b, _ := client.New(urlB, pemB, nil)
+	if got, err := b.CAs(context.Background()); err != nil || got.RootCA != cas.RootCA {
+		t.Errorf("the recovered replica's CAs: %v", err)
+	}
+	waitState(t, urlC, caC, wire.RecoveryMode)
+}
+
+// The seed goes only to evidence that binds the request's key and is this
+// CAS's: a request with its own evidence but another key, or evidence
+// signed by another key, is refused with the reason.
+func TestPeerSeedRefusals(t *testing.T) {
+	simKey := simKeyFile(t)
+	dir := t.TempDir()
+	url, ca, _ := StartConfigForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
+	pemCA, _ := os.ReadFile(ca)
+	c, _ := client.New(url, pemCA, nil)
+	rec, _ := policy.NewKey()
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dir), BoardPEMForTest()); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := newSelfQuoter(simKey, mustKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := newSelfQuoter(simKeyFile(t), mustKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t)
+	binding, _ := wire.KeyBinding(&key.PublicKey)
+	keyPEM := string(policy.MarshalPublicKey(&key.PublicKey))
+	otherEv, _ := other.evidenceOver(binding)
+	unbound, _ := mine.evidenceOver(make([]byte, 32))
+	good, _ := mine.evidenceOver(binding)
+	for name, req := range map[string]*wire.PeerSeedRequest{
+		"another simulation key":       {Evidence: *otherEv, Key: keyPEM},
+		"evidence over another key":    {Evidence: *unbound, Key: keyPEM},
+		"a key that is not P-256 PKIX": {Evidence: *good, Key: "nonsense"},
+	} {
+		if _, err := c.PeerSeed(context.Background(), req); err == nil {
+			t.Errorf("%s: the seed was handed out", name)
+		}
+	}
+	res, err := c.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *good, Key: keyPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := wire.OpenSeed(key, res.Sealed); err != nil || len(s) == 0 {
+		t.Errorf("opening the seed: %v", err)
+	}
+	// A CAS without peers hands its seed to nobody.
+	urlN, caN, _ := StartForTest(t, t.TempDir(), "none")
+	pemN, _ := os.ReadFile(caN)
+	n, _ := client.New(urlN, pemN, nil)
+	if _, err := n.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *good, Key: keyPEM}); err == nil || !strings.Contains(err.Error(), "hands its seed to no peer") {
+		t.Errorf("a CAS without peers: %v", err)
+	}
+}
+
+func mustKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
