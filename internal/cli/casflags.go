@@ -200,11 +200,17 @@ func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, fun
 		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
 	}
 	ref.Port = int(cas.Spec.Service.ClientPort)
-	dial, stop, err := conn.PortForward(ctx, cfg, ref.Namespace, conn.PodName(ref.Name))
-	if err != nil {
-		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	// The replicas in turn: one that died, or is being replaced, does not
+	// stop the command.
+	var errs []error
+	for _, pod := range conn.PodNames(ref.Name, cas.Spec.Replicas) {
+		dial, stop, err := conn.PortForward(ctx, cfg, ref.Namespace, pod)
+		if err == nil {
+			return ref.URL(), dial, stop, cas, nil
+		}
+		errs = append(errs, err)
 	}
-	return ref.URL(), dial, stop, cas, nil
+	return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, errors.Join(errs...))
 }
 
 // schemeWith is a scheme of the given API groups.

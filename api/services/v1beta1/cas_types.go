@@ -191,6 +191,16 @@ type CASSpec struct {
 	// +optional
 	Collateral *CASCollateral `json:"collateral,omitempty"`
 
+	// Replicas of CAS, each serving attestations from the state they share
+	// on the Kubernetes API; a replica started without the root seed gets
+	// it from a ready peer that attests it as this CAS. 3 ride out the
+	// loss of a node; on different nodes when the scheduler can.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	Replicas int32 `json:"replicas,omitempty"`
+
 	// Sealing says whether a CAS pod started again unseals the root seed
 	// by itself. Node (the default) seals it, in the state, under a key
 	// of the pod's node: SEV-SNP's derived key in a confidential VM, a key

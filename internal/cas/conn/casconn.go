@@ -37,8 +37,18 @@ const (
 	Port = 8081
 )
 
-// PodName is the pod of the CAS called name.
-func PodName(name string) string { return ReleasePrefix + "-" + name + "-0" }
+// PodName is the first pod of the CAS called name.
+func PodName(name string) string { return PodNames(name, 1)[0] }
+
+// PodNames are the pods of the CAS called name with replicas replicas
+// (at least one), in order.
+func PodNames(name string, replicas int32) []string {
+	out := make([]string, max(replicas, 1))
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%s-%d", ReleasePrefix, name, i)
+	}
+	return out
+}
 
 // InitTokenSecret is the Secret holding CAS NAME's one-time init token
 // (key InitTokenKey): the operator makes it, the CAS pod mounts it, and
@@ -208,12 +218,30 @@ type Connector struct {
 	Dial func(podAddress string) casclient.DialFunc
 }
 
-// Connect attests the CAS of cas and returns a client pinned to its key.
+// Connect attests a replica of the CAS of cas and returns a client pinned
+// to its key: the replicas in turn, until one answers, so that one that
+// died (or is being replaced) does not stop the caller.
 func (c *Connector) Connect(ctx context.Context, cas *servicesv1beta1.CAS) (*casclient.Client, *casclient.Attested, error) {
+	var errs []error
+	for _, name := range PodNames(cas.Name, cas.Spec.Replicas) {
+		cl, att, err := c.connectPod(ctx, cas, name)
+		if err == nil {
+			return cl, att, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return nil, nil, errs[0]
+	}
+	return nil, nil, fmt.Errorf("no replica of CAS %s/%s answered: %w", cas.Namespace, cas.Name, errors.Join(errs...))
+}
+
+// connectPod attests the CAS replica in pod name.
+func (c *Connector) connectPod(ctx context.Context, cas *servicesv1beta1.CAS, name string) (*casclient.Client, *casclient.Attested, error) {
 	pod := &corev1.Pod{}
-	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: cas.Namespace, Name: PodName(cas.Name)}, pod); err != nil {
+	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: cas.Namespace, Name: name}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("%w: pod %s/%s does not exist yet", ErrNotRunning, cas.Namespace, PodName(cas.Name))
+			return nil, nil, fmt.Errorf("%w: pod %s/%s does not exist yet", ErrNotRunning, cas.Namespace, name)
 		}
 		return nil, nil, err
 	}

@@ -86,6 +86,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	values["name"] = c.Name
 	values["simulation"] = c.Spec.Simulation
 	values["sealing"] = string(cmp.Or(c.Spec.Sealing, servicesv1beta1.CASSealingNode))
+	values["replicas"] = max(c.Spec.Replicas, 1)
 	if vm := c.Spec.ConfidentialVM; vm != nil {
 		values["confidentialVM"] = map[string]any{"platform": vm.Platform, "runtimeClassName": vm.RuntimeClassName}
 	}
