@@ -275,7 +275,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		server.PeerSeed = p.serve
+		server.PeerSeed, server.ReadyPeers = p.serve, p.discover
 		go p.run(ctx, peerInterval)
 	}
 	srv := &http.Server{

@@ -14,6 +14,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -74,7 +75,8 @@ func TestPeerRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dirA), BoardPEMForTest()); err != nil {
+	shares, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dirA), BoardPEMForTest())
+	if err != nil {
 		t.Fatal(err)
 	}
 	cas, err := a.CAs(context.Background())
@@ -100,6 +102,21 @@ func TestPeerRecovery(t *testing.T) {
 		t.Errorf("the recovered replica's CAs: %v", err)
 	}
 	waitState(t, urlC, caC, wire.RecoveryMode)
+
+	// While a ready peer exists, an owner's share is refused unless
+	// forced (C's peer refuses it, so only the owners bring it back).
+	sh, err := seed.OpenShare(shares.Shares[0].Sealed, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemC, _ := os.ReadFile(caC)
+	cl, _ := client.New(urlC, pemC, nil)
+	if _, err := cl.Recover(context.Background(), sh, false); err == nil || !strings.Contains(err.Error(), "cloister cas recover --force") {
+		t.Errorf("a share while a ready peer exists: %v", err)
+	}
+	if res, err := cl.Recover(context.Background(), sh, true); err != nil || res.State != string(wire.Ready) {
+		t.Errorf("a forced share: %+v %v", res, err)
+	}
 }
 
 // The seed goes only to evidence that binds the request's key and is this

@@ -83,20 +83,22 @@ func newCASInit(s Streams) *cobra.Command {
 func newCASRecover(s Streams) *cobra.Command {
 	var f casFlags
 	var sharesFile, keyFile string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "recover (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --shares shares.json --key OWNER.pem",
+		Use:   "recover (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --shares shares.json --key OWNER.pem [--force]",
 		Short: "Submit this owner's share to a CAS in recovery mode",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sharesFile == "" || keyFile == "" {
 				return errors.New("--shares and --key are required")
 			}
-			return submitShare(cmd.Context(), s, &f, sharesFile, keyFile)
+			return submitShare(cmd.Context(), s, &f, sharesFile, keyFile, force)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
 	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
+	cmd.Flags().BoolVar(&force, "force", false, "submit the share though a ready replica of this CAS could hand it the seed")
 	return cmd
 }
 
@@ -205,7 +207,7 @@ func ownShare(sharesFile, keyFile string) (seed.Share, error) {
 
 // submitShare sends the owner's share to CAS and says what CAS needs
 // still.
-func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string) error {
+func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string, force bool) error {
 	sh, err := ownShare(sharesFile, keyFile)
 	if err != nil {
 		return err
@@ -215,7 +217,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 		return err
 	}
 	defer done()
-	res, err := c.Recover(ctx, sh)
+	res, err := c.Recover(ctx, sh, force)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type Server struct {
 	// root seed (POST /v1/peer/seed): it verifies the request's evidence
 	// and seals the seed to the key it binds, or refuses.
 	PeerSeed func(*wire.PeerSeedRequest) (*wire.PeerSeedResponse, error)
+	// ReadyPeers, when set, lists the ready replicas of this CAS: while
+	// there is one, an owner's share is refused unless forced.
+	ReadyPeers func(context.Context) ([]string, error)
 	// PerClient bounds concurrent requests per client address.
 	PerClient int
 	// MaxInFlight bounds concurrent requests from all clients together,

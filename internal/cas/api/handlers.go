@@ -100,6 +100,12 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, maxBody, &req) {
 		return
 	}
+	if s.ReadyPeers != nil && !req.Force {
+		if peers, err := s.ReadyPeers(r.Context()); err == nil && len(peers) > 0 {
+			fail(w, fmt.Errorf("%w: %d ready replicas of this CAS hand it the seed, attested, with no owner acting: wait for them; submit shares only if they cannot (cloister cas recover --force)", core.ErrConflict, len(peers)))
+			return
+		}
+	}
 	need, err := s.CAS.Recover(req.Share)
 	if err != nil {
 		fail(w, err)

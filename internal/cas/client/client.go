@@ -108,9 +108,9 @@ func (c *Client) Init(ctx context.Context, owners []string, threshold int, token
 }
 
 // Recover is POST /v1/recover with one opened share.
-func (c *Client) Recover(ctx context.Context, sh seed.Share) (*wire.RecoverResponse, error) {
+func (c *Client) Recover(ctx context.Context, sh seed.Share, force bool) (*wire.RecoverResponse, error) {
 	var out wire.RecoverResponse
-	return &out, c.do(ctx, http.MethodPost, "/v1/recover", wire.RecoverRequest{Share: sh}, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/recover", wire.RecoverRequest{Share: sh, Force: force}, &out)
 }
 
 // RegisterPolicy is POST /v1/policies.

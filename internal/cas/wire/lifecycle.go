@@ -41,6 +41,9 @@ type InitRequest struct {
 // RecoverRequest is POST /v1/recover: one owner's opened share.
 type RecoverRequest struct {
 	Share seed.Share `json:"share"`
+	// Force takes the share though a ready replica of this CAS could hand
+	// this one the seed (which it does, attested, with no owner acting).
+	Force bool `json:"force,omitempty"`
 }
 
 // RecoverResponse says how many shares are still needed.
