@@ -166,7 +166,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			sealer = slot
 		}
 	}
-	if sealer.Insecure() {
+	if slot, ok := sealer.(core.SlotSealer); ok && slot.Simulated {
+		log.Warn("simulated sealing: the CAS root secret is sealed in this node's slot of the state under a key derived from the simulation key; whoever reads that key has every secret of this CAS (development only)", "node", slot.Node)
+	} else if sealer.Insecure() {
 		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
 	}
 	db, kube, err := openStore(ctx, cfg, log)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -187,7 +188,7 @@ func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, fun
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
-	scheme, err := schemeWith(servicesv1beta1.AddToScheme)
+	scheme, err := schemeWith(servicesv1beta1.AddToScheme, corev1.AddToScheme)
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
@@ -200,10 +201,14 @@ func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, fun
 		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
 	}
 	ref.Port = int(cas.Spec.Service.ClientPort)
-	// The replicas in turn: one that died, or is being replaced, does not
-	// stop the command.
+	// The replicas in turn, ready ones first: one that died, or is being
+	// replaced, does not stop the command.
+	pods, err := conn.ReplicasInOrder(ctx, kc, ref.Namespace, conn.PodNames(ref.Name, cas.Spec.Replicas))
+	if err != nil {
+		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	}
 	var errs []error
-	for _, pod := range conn.PodNames(ref.Name, cas.Spec.Replicas) {
+	for _, pod := range pods {
 		dial, stop, err := conn.PortForward(ctx, cfg, ref.Namespace, pod)
 		if err == nil {
 			return ref.URL(), dial, stop, cas, nil

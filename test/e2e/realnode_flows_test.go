@@ -62,6 +62,7 @@ func TestRealNode(t *testing.T) {
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"CASRestartsSealedOrRecovered", testCASRecovery},
+		{"CASReplicasRideOutAPodKill", testCASReplicas},
 		{"UpAgainAfterACrash", testUpAgainAfterACrash},
 		{"OtherRealNodeTestsSkipWhileItRuns", testOtherSuitesSkip},
 	}

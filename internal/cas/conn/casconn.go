@@ -40,6 +40,43 @@ const (
 // PodName is the first pod of the CAS called name.
 func PodName(name string) string { return PodNames(name, 1)[0] }
 
+// ReplicasInOrder orders the CAS pods names for a client to try: ready
+// ones first, then running ones (an uninitialised CAS is not ready); a
+// pod that is gone or terminating is left out, since its CAS is closing.
+func ReplicasInOrder(ctx context.Context, r client.Reader, namespace string, names []string) ([]string, error) {
+	var ready, running []string
+	var errs []error
+	for _, name := range names {
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, err := PodAddress(pod); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if podReady(pod) {
+			ready = append(ready, name)
+		} else {
+			running = append(running, name)
+		}
+	}
+	if out := append(ready, running...); len(out) > 0 {
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: %w", ErrNotRunning, errors.Join(errs...))
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // PodNames are the pods of the CAS called name with replicas replicas
 // (at least one), in order.
 func PodNames(name string, replicas int32) []string {
@@ -222,8 +259,12 @@ type Connector struct {
 // to its key: the replicas in turn, until one answers, so that one that
 // died (or is being replaced) does not stop the caller.
 func (c *Connector) Connect(ctx context.Context, cas *servicesv1beta1.CAS) (*casclient.Client, *casclient.Attested, error) {
+	names, err := ReplicasInOrder(ctx, c.Reader, cas.Namespace, PodNames(cas.Name, cas.Spec.Replicas))
+	if err != nil {
+		return nil, nil, err
+	}
 	var errs []error
-	for _, name := range PodNames(cas.Name, cas.Spec.Replicas) {
+	for _, name := range names {
 		cl, att, err := c.connectPod(ctx, cas, name)
 		if err == nil {
 			return cl, att, nil

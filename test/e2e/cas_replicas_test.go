@@ -1,0 +1,138 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cloister-cc/cloister/api/common"
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+// A CAS with three replicas, without sealing, so that a replaced replica
+// gets the seed from its peers: attestations from several clients go on
+// while one pod is deleted, none fails, and the replacement serves with no
+// owner acting; with every pod deleted, CAS waits for its owners' shares,
+// says so, and after them serves as the same CAS.
+func testCASReplicas(t *testing.T, e *realNodeEnv) {
+	ctx := context.Background()
+	cas := simCAS("ha")
+	cas.Spec.Replicas = 3
+	cas.Spec.Sealing = servicesv1beta1.CASSealingNone
+	devKey := filepath.Join(work.dir, "ha-sim.pem")
+	cas.Spec.SimulationKeys = []string{e.mustCLI(t, "policy", "keygen", "--out", devKey)}
+	if err := e.crs.Create(ctx, cas); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
+	at := []string{"--cluster", "default/ha", "--insecure-simulated-cas"}
+	shares := filepath.Join(work.dir, "ha-shares.json")
+	var owners []string
+	for _, k := range work.recoveryKeys {
+		owners = append(owners, "--recovery-owner", k+".pub")
+	}
+	e.mustCLI(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, at...), owners...)...)
+	waitState(t, e.crs, cas, common.StateHealthy)
+	e.mustCLI(t, append([]string{"cas", "register", e.signPolicy(t, "ha-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")}, at...)...)
+	pods := conn.PodNames("ha", 3)
+	for _, p := range pods {
+		e.waitPod(t, "default", p, "to be ready", 2*time.Minute, podReady)
+	}
+	attest := func(dir string) (string, error) {
+		if _, err := e.cli(append([]string{"cas", "attest", "--policy", "default/shop", "--service", "web", "--sim", "--sim-key", devKey, "--out", dir}, at...)...); err != nil {
+			return "", err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, casclient.RootCAFile))
+		return string(b), err
+	}
+	rootCA, err := attest(filepath.Join(work.dir, "ha-first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Three clients attest in a loop while one replica is deleted.
+	stop := make(chan struct{})
+	var attested, failed atomic.Int64
+	var wg sync.WaitGroup
+	var failures sync.Map
+	for i := range 3 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := attest(filepath.Join(work.dir, fmt.Sprintf("ha-%d-%d", i, n))); err != nil {
+					failed.Add(1)
+					failures.Store(fmt.Sprintf("client %d, attestation %d", i, n), err.Error())
+				} else {
+					attested.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(5 * time.Second)
+	old, err := e.cs.CoreV1().Pods("default").Get(ctx, pods[1], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	if err := e.cs.CoreV1().Pods("default").Delete(ctx, pods[1], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitPod(t, "default", pods[1], "to be replaced and ready", 2*time.Minute, func(p *corev1.Pod) bool {
+		return p.UID != old.UID && podReady(p)
+	})
+	t.Logf("one of three CAS replicas deleted: its replacement was ready, recovered from its peers with no owner acting, %s later",
+		time.Since(deleted).Round(100*time.Millisecond))
+	time.Sleep(5 * time.Second)
+	close(stop)
+	wg.Wait()
+	failures.Range(func(k, v any) bool {
+		t.Errorf("%s failed while a replica was replaced: %s", k, v)
+		return true
+	})
+	t.Logf("%d attestations from 3 clients while a replica was replaced, %d failed", attested.Load(), failed.Load())
+	if attested.Load() < 3 {
+		t.Errorf("only %d attestations went through", attested.Load())
+	}
+	logs, err := kubectl(t, e.c, "logs", "-n", "default", pods[1])
+	if err != nil || !strings.Contains(logs, "CAS recovered from a ready peer") {
+		t.Errorf("the replacement did not recover from a peer: %v\n%s", err, logs)
+	}
+
+	// Every replica gone: without sealing, CAS waits for its owners.
+	if err := e.cs.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=cas-ha"}); err != nil {
+		t.Fatal(err)
+	}
+	c := waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASRecovery)
+	if !strings.Contains(c.Message, "cloister cas recover --cluster default/ha") {
+		t.Errorf("a CAS whose replicas all restarted without sealing: %q", c.Message)
+	}
+	for _, k := range work.recoveryKeys[:2] {
+		e.mustCLI(t, append([]string{"cas", "recover", "--shares", shares, "--key", k}, at...)...)
+	}
+	for _, p := range pods {
+		e.waitPod(t, "default", p, "to be ready after the owners recovered CAS", 2*time.Minute, podReady)
+	}
+	waitState(t, e.crs, cas, common.StateHealthy)
+	if got, err := attest(filepath.Join(work.dir, "ha-after")); err != nil || got != rootCA {
+		t.Errorf("after the owners recovered CAS: the same root CA %v, %v", got == rootCA, err)
+	}
+}
