@@ -18,8 +18,8 @@ import (
 
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/cas/conn"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
