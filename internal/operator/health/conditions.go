@@ -21,6 +21,11 @@ const (
 	ReleaseSteady                ConditionType = "ReleaseSteady"
 	ReleaseFailed                ConditionType = "ReleaseFailed"
 	ReleaseDeployed              ConditionType = "ReleaseDeployed"
+	// ReleaseRolledBack: a change failed and was rolled back, for a kind
+	// whose uninstall is an outage (CAS, enclaves); the revision before
+	// keeps running, and the change is not tried again until the spec
+	// changes.
+	ReleaseRolledBack ConditionType = "ReleaseRolledBack"
 	AtLeastOneOwnedObjectPresent ConditionType = "AtLeastOneOwnedObjectPresent"
 	AllOwnedObjectsPresent       ConditionType = "AllOwnedObjectsPresent"
 )
@@ -60,7 +65,7 @@ type conditionDef struct {
 // crConditions are the CR rows of the table, in the order they are shown.
 var crConditions = []ConditionType{
 	IsHealthy, DeletionPresent, FinalizerPresent, ReleaseExists, ReleaseSteady,
-	ReleaseFailed, ReleaseDeployed, AtLeastOneOwnedObjectPresent, AllOwnedObjectsPresent,
+	ReleaseFailed, ReleaseDeployed, ReleaseRolledBack, AtLeastOneOwnedObjectPresent, AllOwnedObjectsPresent,
 }
 
 // ooConditions are the OO rows of the table, in the order they are shown.
@@ -89,6 +94,10 @@ var table = map[ConditionType]conditionDef{
 		Unknown: "Could not be determined"}},
 	ReleaseDeployed: {True, false, map[metav1.ConditionStatus]string{
 		True: "The helm release installing the OOs of the CR is in Deployed state", False: "The helm release installing the OOs of the CR is not in Deployed state",
+		Unknown: "Could not be determined"}},
+	ReleaseRolledBack: {False, true, map[metav1.ConditionStatus]string{
+		True:    "A change of the CR failed and was rolled back: the revision before keeps running",
+		False:   "No failed change of the CR was rolled back",
 		Unknown: "Could not be determined"}},
 	AtLeastOneOwnedObjectPresent: {True, false, map[metav1.ConditionStatus]string{
 		True: "At least one OO of the CR exists", False: "No OO of the CR was found",

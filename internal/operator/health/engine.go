@@ -188,6 +188,10 @@ func nextAction(cr func(ConditionType) metav1.ConditionStatus, oos []OwnedObject
 	if cr(ReleaseFailed) == True {
 		return ActionUninstallFailed, ""
 	}
+	if cr(ReleaseRolledBack) == True {
+		// The spec that failed is not tried again until it changes.
+		return ActionNone, ""
+	}
 	if cr(ReleaseExists) != True {
 		return ActionNone, ""
 	}

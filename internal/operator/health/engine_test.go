@@ -76,6 +76,9 @@ func TestConditionsTableRowByRow(t *testing.T) {
 		{false, ReleaseDeployed, True, H, ActionNone},
 		{false, ReleaseDeployed, False, P, ActionUpgrade},
 		{false, ReleaseDeployed, Unknown, P, ActionWait},
+		{false, ReleaseRolledBack, True, U, ActionNone},
+		{false, ReleaseRolledBack, False, H, ActionNone},
+		{false, ReleaseRolledBack, Unknown, P, ActionWait},
 		{false, AtLeastOneOwnedObjectPresent, True, H, ActionNone},
 		{false, AtLeastOneOwnedObjectPresent, False, P, ActionWait},
 		{false, AtLeastOneOwnedObjectPresent, Unknown, P, ActionWait},
@@ -167,6 +170,8 @@ func TestActionPriorities(t *testing.T) {
 			healthy().with("", ReleaseSteady, False).with("", ReleaseFailed, True), ActionWait, ""},
 		{"a failed release is uninstalled rather than upgraded (8 < 9)",
 			healthy().with("", ReleaseFailed, True).with("", ReleaseDeployed, False), ActionUninstallFailed, ""},
+		{"a change rolled back is not tried again, though the spec differs (until it changes)",
+			healthy(ds).with("", ReleaseRolledBack, True).with(ds, EqualSpecs, False), ActionNone, ""},
 		{"an unhealthy OO with a drifted spec is upgraded",
 			healthy(ds).with(ds, OwnedObjectHealthy, False).with(ds, EqualSpecs, False), ActionUpgrade, ""},
 	}

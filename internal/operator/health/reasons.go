@@ -10,7 +10,8 @@ const (
 	// The CR.
 	ReasonDeleting Reason = "Deleting"
 
-	// The release (ReleaseExists, ReleaseSteady, ReleaseFailed, ReleaseDeployed).
+	// The release (ReleaseExists, ReleaseSteady, ReleaseFailed, ReleaseDeployed,
+	// ReleaseRolledBack).
 	ReasonReleaseReadError     Reason = "ReleaseReadError"
 	ReasonReleaseNotFound      Reason = "ReleaseNotFound"
 	ReasonReleaseFound         Reason = "ReleaseFound"
@@ -22,6 +23,8 @@ const (
 	ReasonReleaseNotFailed     Reason = "ReleaseNotFailed"
 	ReasonReleaseDeployed      Reason = "ReleaseDeployed"
 	ReasonReleaseNotDeployed   Reason = "ReleaseNotDeployed"
+	ReasonReleaseRolledBack    Reason = "ReleaseRolledBack"
+	ReasonReleaseNotRolledBack Reason = "ReleaseNotRolledBack"
 
 	// The owned objects.
 	ReasonOwnedObjects   Reason = "OwnedObjects"
@@ -100,6 +103,7 @@ const (
 	EventUpgraded                 Reason = "Upgraded"
 	EventUninstalled              Reason = "Uninstalled"
 	EventUninstalledFailedRelease Reason = "UninstalledFailedRelease"
+	EventRolledBackFailedRelease  Reason = "RolledBackFailedRelease"
 	EventUninstallTimedOut        Reason = "UninstallTimedOut"
 	EventDraining                 Reason = "Draining"
 	EventSetOwner                 Reason = "SetOwner"

@@ -240,3 +240,74 @@ func (m *Manager) Uninstall(ctx context.Context, namespace, name string) error {
 	}
 	return nil
 }
+
+// ErrNothingToRollBackTo: no revision of the release was ever deployed.
+var ErrNothingToRollBackTo = errors.New("no earlier revision was deployed")
+
+// rollbackPrefix starts the description Helm gives a rollback's revision.
+const rollbackPrefix = "Rollback to "
+
+// Rollback returns a release whose latest revision failed to the last
+// revision that was deployed, which keeps (or starts again) running, and
+// returns that revision.
+func (m *Manager) Rollback(ctx context.Context, namespace, name string) (int, error) {
+	cfg, err := m.actionConfig(namespace)
+	if err != nil {
+		return 0, err
+	}
+	if err := m.recoverPending(cfg, name); err != nil {
+		return 0, err
+	}
+	good, err := m.lastDeployed(cfg, name)
+	if err != nil {
+		return 0, err
+	}
+	rb := action.NewRollback(cfg)
+	rb.Version = good.Version
+	rb.ServerSideApply, rb.ForceConflicts = "true", true
+	rb.WaitStrategy = kube.HookOnlyStrategy
+	rb.Timeout = time.Minute
+	rb.MaxHistory = 5
+	if err := rb.Run(name); err != nil {
+		return 0, fmt.Errorf("rolling release %s/%s back to revision %d: %w", namespace, name, good.Version, err)
+	}
+	return good.Version, nil
+}
+
+// lastDeployed is the newest revision of name that was deployed (now, or
+// until a later one superseded it).
+func (m *Manager) lastDeployed(cfg *action.Configuration, name string) (*helmrelease.Release, error) {
+	all, err := m.history(cfg, name)
+	if err != nil {
+		return nil, err
+	}
+	var good *helmrelease.Release
+	for _, r := range all {
+		if st := r.Info.Status; (st == rcommon.StatusDeployed || st == rcommon.StatusSuperseded) && (good == nil || r.Version > good.Version) {
+			good = r
+		}
+	}
+	if good == nil {
+		return nil, fmt.Errorf("release %s: %w", name, ErrNothingToRollBackTo)
+	}
+	return good, nil
+}
+
+// history is every stored revision of name.
+func (m *Manager) history(cfg *action.Configuration, name string) ([]*helmrelease.Release, error) {
+	rs, err := cfg.Releases.History(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*helmrelease.Release, 0, len(rs))
+	for _, r := range rs {
+		rel, ok := r.(*helmrelease.Release)
+		if !ok {
+			return nil, fmt.Errorf("release %s has unsupported type %T", name, r)
+		}
+		if rel.Info != nil {
+			out = append(out, rel)
+		}
+	}
+	return out, nil
+}

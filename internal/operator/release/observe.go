@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"helm.sh/helm/v4/pkg/action"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
+	helmrelease "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -15,6 +18,9 @@ import (
 // the objects the release should contain.
 type Snapshot struct {
 	Exists, Steady, Failed, Deployed health.Observation
+	// RolledBack: the latest revision rolled back a change to this very
+	// request, which failed; the revision before it keeps running.
+	RolledBack health.Observation
 	// Desired are the objects the chart renders for the request.
 	Desired []*unstructured.Unstructured
 	// DeployedObjects are the objects of the latest revision's manifest.
@@ -37,13 +43,14 @@ func (m *Manager) Observe(ctx context.Context, req Request) (*Snapshot, error) {
 	rel, err := m.latest(cfg, req.Name)
 	if err != nil {
 		u := health.Obs(health.Unknown, health.ReasonReleaseReadError, err.Error())
-		obs.Exists, obs.Steady, obs.Failed, obs.Deployed = u, u, u, u
+		obs.Exists, obs.Steady, obs.Failed, obs.Deployed, obs.RolledBack = u, u, u, u, u
 		return obs, nil
 	}
 	if rel == nil || rel.Info == nil {
 		obs.Exists = health.Obs(health.False, health.ReasonReleaseNotFound, fmt.Sprintf("no release %s in namespace %s", req.Name, req.Namespace))
 		no := health.Obs(health.Unknown, health.ReasonReleaseNotFound, "")
 		obs.Steady, obs.Failed, obs.Deployed = no, no, no
+		obs.RolledBack = health.Obs(health.False, health.ReasonReleaseNotFound, "")
 		return obs, nil
 	}
 	st := rel.Info.Status
@@ -77,10 +84,42 @@ func (m *Manager) Observe(ctx context.Context, req Request) (*Snapshot, error) {
 		obs.Deployed = health.Obs(health.False, health.ReasonReleaseNotDeployed, detail)
 	}
 
+	obs.RolledBack = m.rolledBack(cfg, rel, req)
+
 	if obs.DeployedObjects, err = parseManifestIn(rel.Manifest, req.Namespace); err != nil {
 		return nil, err
 	}
 	return obs, nil
+}
+
+// rolledBack says whether rel is the rollback of a failed change to
+// req's very values: then the change is not tried again until the values
+// change (the spec is corrected), and the revision rolled back to keeps
+// running.
+func (m *Manager) rolledBack(cfg *action.Configuration, rel *helmrelease.Release, req Request) health.Observation {
+	no := health.Obs(health.False, health.ReasonReleaseNotRolledBack, "")
+	if rel.Info.Status != rcommon.StatusDeployed || !strings.HasPrefix(rel.Info.Description, rollbackPrefix) {
+		return no
+	}
+	all, err := m.history(cfg, rel.Name)
+	if err != nil {
+		return health.Obs(health.Unknown, health.ReasonReleaseReadError, err.Error())
+	}
+	for _, r := range all {
+		if r.Version == rel.Version-1 && r.Info.Status == rcommon.StatusFailed && sameValues(r.Config, req.Values) {
+			return health.Obs(health.True, health.ReasonReleaseRolledBack, fmt.Sprintf(
+				"revision %d, which this spec made, failed and was rolled back; %s keeps running: %s. Correct the spec to try again",
+				r.Version, strings.TrimPrefix(rel.Info.Description, rollbackPrefix), r.Info.Description))
+		}
+	}
+	return no
+}
+
+// sameValues compares chart values as stored (JSON) with a request's.
+func sameValues(a, b map[string]any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(x) == string(y)
 }
 
 // Changed says whether an object of the latest revision (deployed) was

@@ -60,7 +60,11 @@ const (
 	probeTimeout = 5 * time.Second
 )
 
-func (k *Kind) Name() string                     { return "CAS" }
+func (k *Kind) Name() string { return "CAS" }
+
+// KeepsLastRevision: CAS's clients wait while it is gone, so a failed
+// change is rolled back rather than CAS uninstalled.
+func (k *Kind) KeepsLastRevision()               {}
 func (k *Kind) ReleasePrefix() string            { return conn.ReleasePrefix }
 func (k *Kind) New() service.Object              { return &servicesv1beta1.CAS{} }
 func as(obj service.Object) *servicesv1beta1.CAS { return obj.(*servicesv1beta1.CAS) }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,6 +75,21 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 		err = r.Releases.Install(ctx, req)
 		r.record(obj, err, health.EventInstalled, "Install", "release %s/%s installed", req.Namespace, req.Name)
 	case health.ActionUninstallFailed:
+		if _, keep := r.Kind.(KeepsLastRevision); keep {
+			revision, rerr := r.Releases.Rollback(ctx, req.Namespace, req.Name)
+			if !errors.Is(rerr, release.ErrNothingToRollBackTo) {
+				if err = rerr; err != nil {
+					r.record(obj, err, health.EventRolledBackFailedRelease, "Rollback", "")
+					break
+				}
+				// A warning: the spec the user wrote does not run.
+				r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventRolledBackFailedRelease), "Rollback",
+					"a change of release %s/%s failed (%s): rolled back to revision %d, which keeps running; the change is not tried again until the spec changes",
+					req.Namespace, req.Name, conditionMessage(res.Conditions, health.ReleaseFailed), revision)
+				break
+			}
+			// Nothing ever ran: installing again is no outage.
+		}
 		err = r.Releases.Uninstall(ctx, req.Namespace, req.Name)
 		r.record(obj, err, health.EventUninstalledFailedRelease, "Uninstall", "failed release %s/%s uninstalled, to be installed again", req.Namespace, req.Name)
 	case health.ActionUpgrade:
@@ -180,4 +196,14 @@ func (r *Reconciler) fixOwners(ctx context.Context, obj Object, res health.Resul
 	}
 	r.Recorder.Eventf(obj, nil, corev1.EventTypeNormal, string(reason), "Update", "%s now has %s as its only owner", oo.ID, r.Kind.Name())
 	return nil
+}
+
+// conditionMessage is the message of the condition of type t.
+func conditionMessage(conds []metav1.Condition, t health.ConditionType) string {
+	for _, c := range conds {
+		if c.Type == string(t) {
+			return c.Message
+		}
+	}
+	return ""
 }

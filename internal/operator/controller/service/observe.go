@@ -52,6 +52,7 @@ func (r *Reconciler) observe(ctx context.Context, obj Object, req release.Reques
 	obs.CR[health.ReleaseSteady] = rel.Steady
 	obs.CR[health.ReleaseFailed] = rel.Failed
 	obs.CR[health.ReleaseDeployed] = rel.Deployed
+	obs.CR[health.ReleaseRolledBack] = rel.RolledBack
 	installed := rel.Exists.Status == health.True
 
 	oos := ownedObjects(rel)

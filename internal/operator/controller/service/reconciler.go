@@ -71,6 +71,14 @@ type Kind interface {
 	Metrics(obj Object) []metrics.Sample
 }
 
+// KeepsLastRevision is a Kind whose uninstall is an outage (CAS, whose
+// clients wait while it is gone; enclaves, which restart): a failed change
+// is rolled back to the last revision that was deployed, which keeps
+// running, instead of the table's uninstall and install.
+type KeepsLastRevision interface {
+	KeepsLastRevision()
+}
+
 // Poller is a Kind whose health also comes from outside the cluster's
 // objects (a service's own API, e.g. whether CAS is initialised): the
 // reconciler looks again after PollAfter even when no watch fires.
