@@ -283,7 +283,7 @@ func nodeKey(node string) func() ([]byte, error) {
 // started again on a node whose slot holds the seed serves with the same
 // CAs; one on a node without a slot waits for the owners (or a peer),
 // saying so, and seals the seed into its own slot once recovered.
-func TestSeedSealedPerNodeInTheState(t *testing.T) {
+func TestRootSeedSealedPerNodeInTheState(t *testing.T) {
 	r := newReplicas(t)
 	var none func()
 	on := func(node string) *core.CAS {
