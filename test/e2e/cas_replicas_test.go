@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
@@ -115,6 +116,45 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 	if err != nil || !strings.Contains(logs, "CAS recovered from a ready peer") {
 		t.Errorf("the replacement did not recover from a peer: %v\n%s", err, logs)
 	}
+
+	// A change the API server refuses (a pod annotation with an invalid
+	// key) is rolled back, not uninstalled: the replicas keep running and
+	// serving, and the CAS says why; a corrected spec is rolled out.
+	uids := map[string]string{}
+	for _, p := range pods {
+		pod, err := e.cs.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[p] = string(pod.UID)
+	}
+	setAnnotations := func(a map[string]string) {
+		t.Helper()
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
+			t.Fatal(err)
+		}
+		cas.Spec.PodAnnotations = a
+		if err := e.crs.Update(ctx, cas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAnnotations(map[string]string{"not a valid key!": "x"})
+	rolled := waitCondition(t, e.crs, cas, health.ReleaseRolledBack, health.ReasonReleaseRolledBack)
+	if cas.Status.State != common.StateUnhealthy || !strings.Contains(rolled.Message, "keeps running") {
+		t.Errorf("a CAS whose change was rolled back: %s %q", cas.Status.State, rolled.Message)
+	}
+	if _, err := attest(filepath.Join(work.dir, "ha-rolled-back")); err != nil {
+		t.Errorf("CAS after a failed change: %v", err)
+	}
+	for _, p := range pods {
+		pod, err := e.cs.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{})
+		if err != nil || string(pod.UID) != uids[p] {
+			t.Errorf("replica %s did not keep running through the failed change: %v", p, err)
+		}
+	}
+	setAnnotations(nil)
+	waitCondition(t, e.crs, cas, health.ReleaseRolledBack, health.ReasonReleaseNotRolledBack)
+	waitState(t, e.crs, cas, common.StateHealthy)
 
 	// Every replica gone: without sealing, CAS waits for its owners.
 	if err := e.cs.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{},

@@ -26,6 +26,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // enclaveApp is the enclave test's user plugin (test/e2e/enclaveapp),
@@ -223,6 +224,26 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 		}
 		return n >= 2
 	})
+	samePod()
+
+	// A change the API server refuses (a pod annotation with an invalid
+	// key) is rolled back, not uninstalled: the enclave pod keeps running,
+	// and the NED says why; a corrected spec is rolled out again.
+	setAnnotations := func(a map[string]string) {
+		t.Helper()
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
+			t.Fatal(err)
+		}
+		ned.Spec.PodAnnotations = a
+		if err := e.crs.Update(ctx, ned); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAnnotations(map[string]string{"not a valid key!": "x"})
+	waitCondition(t, e.crs, ned, health.ReleaseRolledBack, health.ReasonReleaseRolledBack)
+	samePod()
+	setAnnotations(nil)
+	waitCondition(t, e.crs, ned, health.ReleaseRolledBack, health.ReasonReleaseNotRolledBack)
 	samePod()
 
 	// Never: failed for good; the pod leaves the ready ones; the NED says
