@@ -12,18 +12,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
@@ -82,15 +86,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 	waitState(b, e.crs, sp, common.StateHealthy)
 	registered := time.Since(start)
 
-	pod, err := e.cs.CoreV1().Pods("default").Get(ctx, conn.PodName("cas"), metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl, _, err := casclient.NewAttested(ctx, conn.Ref{Namespace: "default", Name: "cas", Port: 8081}.URL(),
-		conn.Expect(cas), conn.DialTo(pod.Status.PodIP+":8081"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := attestedPod(b, e, cas, conn.PodName("cas"))
 	// The host reaches the LAS pod itself: hostPorts are DNAT rules for
 	// traffic from pods and other machines, not for the node's own.
 	var lasIP string
@@ -116,21 +112,12 @@ func BenchmarkCASInCluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var failed atomic.Int64
 	b.ResetTimer()
-	b.SetParallelism(4)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := cl.AttestRaw(context.Background(), attestRequest(b, lasAt)); err != nil {
-				if failed.Add(1) == 1 {
-					b.Error(err)
-				}
-			}
-		}
-	})
+	p99 := attestLoad(b, []*casclient.Client{cl}, lasAt)
 	b.StopTimer()
 	cpuAfter, _ := proc.CPU(casPID)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
+	b.ReportMetric(p99, "p99-ms")
 	// After the timer's reset, which drops metrics reported before it.
 	b.ReportMetric(serving.Seconds(), "cas-apply-to-serving-s")
 	b.ReportMetric(float64(registered.Milliseconds()), "policy-apply-to-healthy-ms")
@@ -149,4 +136,122 @@ func attestRequest(b *testing.B, las *casclient.LAS) *wire.AttestRequest {
 	}
 	return &wire.AttestRequest{Policy: "default/shop", Service: "web", Evidence: ev,
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}
+}
+
+// attestedPod is a client attested to the CAS replica in pod.
+func attestedPod(b *testing.B, e *realNodeEnv, cas *servicesv1beta1.CAS, pod string) *casclient.Client {
+	b.Helper()
+	p, err := e.cs.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, _, err := casclient.NewAttested(context.Background(), conn.Ref{Namespace: "default", Name: cas.Name, Port: 8081}.URL(),
+		conn.Expect(cas), conn.DialTo(p.Status.PodIP+":8081"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
+}
+
+// attestLoad makes b.N attestations, 4 at a time per CPU, spread over the
+// clients (one per CAS replica), and returns their 99th percentile in ms.
+func attestLoad(b *testing.B, clients []*casclient.Client, las *casclient.LAS) float64 {
+	var failed, next atomic.Int64
+	var mu sync.Mutex
+	var took []time.Duration
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		cl := clients[int(next.Add(1))%len(clients)]
+		var mine []time.Duration
+		for pb.Next() {
+			req := attestRequest(b, las)
+			start := time.Now()
+			if _, err := cl.AttestRaw(context.Background(), req); err != nil {
+				if failed.Add(1) == 1 {
+					b.Error(err)
+				}
+			}
+			mine = append(mine, time.Since(start))
+		}
+		mu.Lock()
+		took = append(took, mine...)
+		mu.Unlock()
+	})
+	if len(took) == 0 {
+		return 0
+	}
+	slices.Sort(took)
+	return float64(took[(len(took)*99)/100].Microseconds()) / 1000
+}
+
+// BenchmarkCASReplicas is attestations at 1 and at 3 replicas of one CAS on
+// the real node (the load on the host, spread over the replicas): their
+// rate and 99th percentile.
+func BenchmarkCASReplicas(b *testing.B) {
+	e := startRealNodeEnv(b)
+	ctx := context.Background()
+	real := common.NodeSelector{cluster.LabelRealNode: "true"}
+	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.LASSpec{HostPort: 18766, Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
+	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
+	for _, o := range []serviceCR{plugin, las} {
+		if err := e.crs.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitState(b, e.crs, las, common.StateHealthy)
+	cas := simCAS("cas")
+	if err := e.crs.Create(ctx, cas); err != nil {
+		b.Fatal(err)
+	}
+	waitCondition(b, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
+	work = &casWork{dir: filepath.Join(e.dir, "cas")}
+	if err := os.MkdirAll(work.dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	rec := filepath.Join(work.dir, "r.pem")
+	if err := os.WriteFile(rec+".pub", []byte(e.mustCLI(b, "policy", "keygen", "--out", rec)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	e.mustCLI(b, "cas", "init", "--cluster", "default/cas", "--insecure-simulated-cas", "--recovery-owner", rec+".pub", "--out", filepath.Join(work.dir, "shares.json"))
+	work.recoveryKeys = []string{rec}
+	waitState(b, e.crs, cas, common.StateHealthy)
+	work.owner = filepath.Join(work.dir, "owner.pem")
+	work.ownerPub = e.mustCLI(b, "policy", "keygen", "--out", work.owner)
+	e.mustCLI(b, "cas", "register", e.signPolicy(b, "shop", policyDoc(work.ownerPub, "24h"), work.owner, ""), "--cluster", "default/cas", "--insecure-simulated-cas")
+	var lasIP string
+	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, pods), nil
+		}
+		lasIP = pods.Items[0].Status.PodIP
+		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
+	})
+	lasAt := &casclient.LAS{URL: "http://" + lasIP + ":18766"}
+	waitLASPinned(b, e, "cas")
+	for _, n := range []int32{1, 3} {
+		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
+			if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
+				b.Fatal(err)
+			}
+			if cas.Spec.Replicas != n {
+				cas.Spec.Replicas = n
+				if err := e.crs.Update(ctx, cas); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var clients []*casclient.Client
+			for _, p := range conn.PodNames("cas", n) {
+				e.waitPod(b, "default", p, "to be ready", 3*time.Minute, podReady)
+				clients = append(clients, attestedPod(b, e, cas, p))
+			}
+			b.ResetTimer()
+			p99 := attestLoad(b, clients, lasAt)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
+			b.ReportMetric(p99, "p99-ms")
+		})
+	}
 }
