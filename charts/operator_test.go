@@ -218,6 +218,13 @@ func TestOperatorCRDsAndRBAC(t *testing.T) {
 	if r.Namespace != "ops" || len(r.Rules) == 0 {
 		t.Errorf("Role %+v", r)
 	}
+	// CAS's fixed role: its state and its peers' endpoints, nothing else;
+	// labelled as the operator's objects.
+	cas := as[rbacv1.ClusterRole](t, objs["ClusterRole/cloister-cas-state"])
+	if len(cas.Rules) != 2 || cas.Rules[0].Resources[0] != "casstaterecords" || cas.Rules[1].Resources[0] != "endpointslices" ||
+		slices.Contains(cas.Rules[1].Verbs, "get") || cas.Labels["app.kubernetes.io/part-of"] == "" {
+		t.Errorf("ClusterRole cloister-cas-state: %+v", cas)
+	}
 }
 
 // With cert-manager asked for, it issues the certificate (self-signed

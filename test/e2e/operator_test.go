@@ -279,6 +279,11 @@ func installCRDs(tb testing.TB, c *cluster.Cluster, cs kubernetes.Interface) {
 	if out, err := kubectl(tb, c, "wait", "--for=condition=Established", "--timeout=60s", "-f", "charts/cloister-operator/files/crds"); err != nil {
 		tb.Fatalf("waiting for CRDs: %v\n%s", err, out)
 	}
+	// The fixed role the CAS chart binds CAS's service account to, which
+	// the operator's chart ships beside the CRDs.
+	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "charts/cloister-operator/files/cas/state-role.yaml"); err != nil {
+		tb.Fatalf("installing CAS's role: %v\n%s", err, out)
+	}
 	_, err := cs.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
