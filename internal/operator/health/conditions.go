@@ -14,18 +14,18 @@ type ConditionType string
 
 // Condition types of the CR (one each).
 const (
-	IsHealthy                    ConditionType = "IsHealthy"
-	DeletionPresent              ConditionType = "DeletionPresent"
-	FinalizerPresent             ConditionType = "FinalizerPresent"
-	ReleaseExists                ConditionType = "ReleaseExists"
-	ReleaseSteady                ConditionType = "ReleaseSteady"
-	ReleaseFailed                ConditionType = "ReleaseFailed"
-	ReleaseDeployed              ConditionType = "ReleaseDeployed"
+	IsHealthy        ConditionType = "IsHealthy"
+	DeletionPresent  ConditionType = "DeletionPresent"
+	FinalizerPresent ConditionType = "FinalizerPresent"
+	ReleaseExists    ConditionType = "ReleaseExists"
+	ReleaseSteady    ConditionType = "ReleaseSteady"
+	ReleaseFailed    ConditionType = "ReleaseFailed"
+	ReleaseDeployed  ConditionType = "ReleaseDeployed"
 	// ReleaseRolledBack: a change failed and was rolled back, for a kind
 	// whose uninstall is an outage (CAS, enclaves); the revision before
 	// keeps running, and the change is not tried again until the spec
 	// changes.
-	ReleaseRolledBack ConditionType = "ReleaseRolledBack"
+	ReleaseRolledBack            ConditionType = "ReleaseRolledBack"
 	AtLeastOneOwnedObjectPresent ConditionType = "AtLeastOneOwnedObjectPresent"
 	AllOwnedObjectsPresent       ConditionType = "AllOwnedObjectsPresent"
 )
