@@ -277,8 +277,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		server.PeerSeed, server.ReadyPeers = p.serve, p.discover
-		go p.run(ctx, peerInterval)
+		if p != nil {
+			server.PeerSeed, server.ReadyPeers = p.serve, p.discover
+			go p.run(ctx, peerInterval)
+		}
 	}
 	srv := &http.Server{
 		Handler:           server.Handler(),

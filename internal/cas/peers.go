@@ -203,7 +203,9 @@ func newPeers(cfg Config, cas *core.CAS, own peerIdentity, kube *kubeAPI, log *s
 		return nil, errors.New("--peers: a replica proves it is this CAS by evidence: give --tee (or --simulation, insecure)")
 	}
 	if own.err != nil {
-		return nil, fmt.Errorf("--peers: %w", own.err)
+		// CAS still serves; only peer recovery is off, and says why.
+		log.Warn("peer recovery is off: this replica cannot tell what its peers must be", "reason", own.err.Error())
+		return nil, nil
 	}
 	p := &peers{cas: cas, expect: own.expect, evidence: own.evidence, discover: cfg.PeerAddrs, log: log}
 	if p.discover == nil {
