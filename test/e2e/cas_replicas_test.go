@@ -206,14 +206,23 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 		}
 		return true, "", nil
 	})
+	before := map[string]string{}
+	for _, name := range pods {
+		p, err := e.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[name] = string(p.UID)
+	}
 	deleted = time.Now()
 	if err := e.cs.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=cas-ha"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
-	for _, p := range pods {
-		e.waitPod(t, "default", p, "to be ready again, unsealed", 2*time.Minute, podReady)
+	for _, name := range pods {
+		e.waitPod(t, "default", name, "to be replaced and ready, unsealed", 2*time.Minute, func(p *corev1.Pod) bool {
+			return string(p.UID) != before[name] && podReady(p)
+		})
 	}
 	t.Logf("every replica deleted: all ready again, unsealed with no owner acting, %s later", time.Since(deleted).Round(100*time.Millisecond))
 	waitState(t, e.crs, cas, common.StateHealthy)
