@@ -119,7 +119,9 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 		return nil, fmt.Errorf("storing the board: %w", err)
 	}
 	c.mu.Lock()
-	k.board, k.generation = next, max(k.generation, gen)
+	if cur := c.keys; cur != nil && cur.generation < gen {
+		cur.board, cur.generation = next, gen
+	}
 	c.mu.Unlock()
 	fps := make([]string, len(next.keys))
 	for i, key := range next.keys {

@@ -241,9 +241,13 @@ func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, 
 		return nil, fmt.Errorf("storing policy %s: %w", doc.Name, err)
 	}
 	c.mu.Lock()
-	k.policies[doc.Name] = r
-	k.generation = max(k.generation, gen)
-	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
+	// Into the keys CAS serves now, unless they were read after this
+	// commit (refresh) and hold it already.
+	if cur := c.keys; cur != nil && cur.generation < gen {
+		cur.policies[doc.Name] = r
+		cur.generation = gen
+		c.cfg.Metrics.policies.Set(float64(len(cur.policies)))
+	}
 	c.mu.Unlock()
 	c.cfg.Metrics.policyChanges.WithLabelValues("accepted").Inc()
 	c.cfg.Log.Info("audit: policy registered", "policy", doc.Name, "version", r.Version, "digest", digest, "signers", signerList(s.Signatures))

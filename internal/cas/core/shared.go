@@ -72,13 +72,17 @@ func (c *CAS) refresh() {
 			c.unseal("")
 		}
 	case wire.Ready:
-		k := c.keys
-		if err := c.load(k, nil); err != nil {
+		// A new value, never the old one changed: a registration decides
+		// on the keys it took without the state lock, and must see one
+		// generation throughout (it is refused at commit if that is old).
+		next := *c.keys
+		if err := c.load(&next, nil); err != nil {
 			c.keys = nil
 			c.setState(wire.RecoveryMode, "the state another replica wrote does not open: "+err.Error())
 			return
 		}
-		c.cfg.Metrics.policies.Set(float64(len(k.policies)))
-		c.cfg.Log.Debug("took in another replica's change", "generation", k.generation, "policies", len(k.policies))
+		c.keys = &next
+		c.cfg.Metrics.policies.Set(float64(len(next.policies)))
+		c.cfg.Log.Debug("took in another replica's change", "generation", next.generation, "policies", len(next.policies))
 	}
 }

@@ -90,7 +90,9 @@ func (c *CAS) seal(s seed.Seed) error {
 			return err
 		}
 		c.mu.Lock()
-		k.generation = max(k.generation, gen)
+		if cur := c.keys; cur != nil && cur.generation < gen {
+			cur.generation = gen
+		}
 		c.mu.Unlock()
 		c.cfg.Log.Info("the seed is sealed in this node's slot of the state", "node", slot.Node, "key", slot.What, "insecure", slot.Simulated)
 		return nil

@@ -69,6 +69,11 @@ func (g gated) Update(fn func(store.Tx) error) error {
 func (r *replicas) start(before, after *func()) *core.CAS {
 	r.t.Helper()
 	s := gated{open(r.t, r.c, r.ns), before, after}
+	// Other replicas' commits come in as they happen too, concurrently
+	// with this replica's own decisions (the race detector watches).
+	ctx, cancel := context.WithCancel(context.Background())
+	r.t.Cleanup(cancel)
+	go s.Watch(ctx, time.Hour)
 	c, err := core.Open(core.Config{Store: s, Sealer: r.sealer, InitToken: core.FixedToken(token), AllowSimulation: true})
 	if err != nil {
 		r.t.Fatal(err)
