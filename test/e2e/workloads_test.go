@@ -23,6 +23,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/workload/nodeinstaller"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 
@@ -97,6 +98,9 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	runtimeClass := installSimRuntime(t, e)
 	casCR := simCAS("cas-shop")
 	casCR.Spec.Persistence.Enabled = true
+	// The owners recover it after a restart (the seed sealed per node is
+	// tested with the CAS kind's own flows).
+	casCR.Spec.Sealing = servicesv1beta1.CASSealingNone
 	if err := e.crs.Create(ctx, casCR); err != nil {
 		t.Fatal(err)
 	}
