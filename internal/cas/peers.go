@@ -43,8 +43,11 @@ type peers struct {
 // serve answers POST /v1/peer/seed.
 func (p *peers) serve(req *wire.PeerSeedRequest) (*wire.PeerSeedResponse, error) {
 	key, err := keyfile.ParsePublic([]byte(req.Key))
-	if err != nil || key.Curve != elliptic.P256() {
-		return nil, fmt.Errorf("%w: key: a P-256 public key (PKIX, PEM) made for this request: %v", core.ErrInvalid, err)
+	if err == nil && key.Curve != elliptic.P256() {
+		err = errors.New("not on P-256")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: key: a P-256 public key (PKIX, PEM) made for this request: %w", core.ErrInvalid, err)
 	}
 	binding, err := wire.KeyBinding(key)
 	if err != nil {
