@@ -11,7 +11,6 @@ package cas
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
@@ -29,7 +28,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -144,32 +142,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StateDir == "" {
 		return errors.New("--state-dir is required: where CAS keeps its state (the CAS volume)")
 	}
-	sealer, err := ParseSealer(cfg.Sealer, cfg.Guest.SEVGuest)
+	sealer, err := sealerFor(cfg, log)
 	if err != nil {
 		return err
-	}
-	if slot, ok := sealer.(core.SlotSealer); ok {
-		if cfg.Store == "" || cfg.Store == "bolt" {
-			return fmt.Errorf("--sealer %s keeps the sealed seed in a slot of the state that replicas share: give --store kubernetes:NAMESPACE/NAME", cfg.Sealer)
-		}
-		if slot.Simulated {
-			if !cfg.Simulation {
-				return fmt.Errorf("--sealer %s is simulated sealing: it needs --simulation", cfg.Sealer)
-			}
-			keyFile := cfg.SimulationKeyFile
-			if keyFile == "" {
-				if keyFile, _, err = ownSimulationKey(cfg.StateDir); err != nil {
-					return err
-				}
-			}
-			slot.Key = simulatedSealingKey(keyFile, slot.Node)
-			sealer = slot
-		}
-	}
-	if slot, ok := sealer.(core.SlotSealer); ok && slot.Simulated {
-		log.Warn("simulated sealing: the CAS root secret is sealed in this node's slot of the state under a key derived from the simulation key; whoever reads that key has every secret of this CAS (development only)", "node", slot.Node)
-	} else if sealer.Insecure() {
-		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
 	}
 	db, kube, err := openStore(ctx, cfg, log)
 	if err != nil {
@@ -345,31 +320,6 @@ func (f *fileToken) ensure() error {
 	}
 	_, err := atomicfile.WriteIfChanged(f.path, []byte(base64.RawURLEncoding.EncodeToString(b)+"\n"), 0o600)
 	return err
-}
-
-var errSealerSpec = errors.New("use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy), " +
-	"snp-node:NODE (the same key, the sealed seed in NODE's slot of a kubernetes store), sim-node:NODE (simulation, insecure: a key from the simulation key and NODE, the sealed seed in NODE's slot of a kubernetes store) " +
-	"or file:PATH (development: the CAS root secret in a plain file)")
-
-// ParseSealer reads --sealer; sevGuest is the SEV-SNP guest device that
-// derives the snp sealers' key.
-func ParseSealer(spec, sevGuest string) (core.Sealer, error) {
-	switch {
-	case spec == "" || spec == "none":
-		return core.NoSealer{}, nil
-	case strings.HasPrefix(spec, "file:") && len(spec) > len("file:"):
-		return core.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
-	case strings.HasPrefix(spec, "snp-node:") && len(spec) > len("snp-node:"):
-		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
-		return core.SlotSealer{Node: strings.TrimPrefix(spec, "snp-node:"), Key: dev.SealingKey, What: "SEV-SNP derived key"}, nil
-	case strings.HasPrefix(spec, "snp:") && len(spec) > len("snp:"):
-		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
-		return core.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: "SEV-SNP derived key"}, nil
-	case strings.HasPrefix(spec, "sim-node:") && len(spec) > len("sim-node:"):
-		// The key comes from the simulation key, once Run knows it.
-		return core.SlotSealer{Node: strings.TrimPrefix(spec, "sim-node:"), What: "simulated sealing key", Simulated: true}, nil
-	}
-	return nil, fmt.Errorf("--sealer %q: %w", spec, errSealerSpec)
 }
 
 // tlsIdentity loads or makes the TLS key (in memory only when

@@ -19,21 +19,18 @@
 package kubestore
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
@@ -331,188 +328,4 @@ func (s *Store) notify() {
 	}
 }
 
-// Watch takes in what other replicas commit until ctx ends: it watches the
-// head, and reads it again every resync in case a watch missed an event.
-func (s *Store) Watch(ctx context.Context, resync time.Duration) {
-	if resync == 0 {
-		resync = 30 * time.Second
-	}
-	for ctx.Err() == nil {
-		s.watchOnce(ctx, resync)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Store) watchOnce(ctx context.Context, resync time.Duration) {
-	if err := s.refresh(ctx); err != nil {
-		s.log.Warn("reading CAS's state", "error", err.Error())
-		return
-	}
-	s.mu.RLock()
-	rv := s.headRV
-	s.mu.RUnlock()
-	w, err := s.c.Watch(ctx, &servicesv1beta1.CASStateRecordList{}, client.InNamespace(s.ns),
-		&client.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", HeadName(s.name)), Raw: &metav1.ListOptions{ResourceVersion: rv}})
-	if err != nil {
-		s.log.Warn("watching CAS's state", "error", err.Error())
-		return
-	}
-	defer w.Stop()
-	tick := time.NewTicker(resync)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := s.refresh(ctx); err != nil {
-				s.log.Warn("reading CAS's state", "error", err.Error())
-			}
-		case _, ok := <-w.ResultChan():
-			if !ok {
-				return
-			}
-			if err := s.refresh(ctx); err != nil {
-				s.log.Warn("reading CAS's state", "error", err.Error())
-			}
-		}
-	}
-}
-
-// Sync takes in what other replicas committed until now.
-func (s *Store) Sync() error { return s.refresh(context.Background()) }
-
-// refresh reads the state again when its head moved.
-func (s *Store) refresh(ctx context.Context) error {
-	s.updateMu.Lock()
-	defer s.updateMu.Unlock()
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	head := &servicesv1beta1.CASStateRecord{}
-	err := s.c.Get(cctx, client.ObjectKey{Namespace: s.ns, Name: HeadName(s.name)}, head)
-	if apierrors.IsNotFound(err) {
-		head.ResourceVersion = ""
-	} else if err != nil {
-		return err
-	}
-	s.mu.RLock()
-	same := head.ResourceVersion == s.headRV
-	s.mu.RUnlock()
-	if same {
-		return nil
-	}
-	if err := s.reload(ctx); err != nil {
-		return err
-	}
-	s.notify()
-	return nil
-}
-
 func (s *Store) Close() error { return nil }
-
-// tx is a transaction over the state in memory: reads see its own writes
-// over base; writes become the journal.
-type tx struct {
-	base     map[string]map[string][]byte
-	writes   map[[2]string]*servicesv1beta1.CASStateEntry
-	readOnly bool
-}
-
-var errReadOnly = errors.New("write in a read-only transaction")
-
-func (t *tx) Get(bucket, key string) ([]byte, error) {
-	if w := t.writes[[2]string{bucket, key}]; w != nil {
-		if w.Deleted {
-			return nil, nil
-		}
-		return slices.Clone(w.Value), nil
-	}
-	v, ok := t.base[bucket][key]
-	if !ok {
-		return nil, nil
-	}
-	return slices.Clone(v), nil
-}
-
-func (t *tx) Put(bucket, key string, value []byte) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	if bucket == "" || key == "" {
-		return errors.New("a record needs a bucket and a key")
-	}
-	t.writes[[2]string{bucket, key}] = &servicesv1beta1.CASStateEntry{Bucket: bucket, Key: key, Value: slices.Clone(value)}
-	return nil
-}
-
-func (t *tx) Delete(bucket, key string) error {
-	if t.readOnly {
-		return errReadOnly
-	}
-	t.writes[[2]string{bucket, key}] = &servicesv1beta1.CASStateEntry{Bucket: bucket, Key: key, Deleted: true}
-	return nil
-}
-
-// merged is the bucket as the transaction sees it.
-func (t *tx) merged(bucket string) map[string][]byte {
-	out := maps.Clone(t.base[bucket])
-	if out == nil {
-		out = map[string][]byte{}
-	}
-	for k, w := range t.writes {
-		if k[0] != bucket {
-			continue
-		}
-		if w.Deleted {
-			delete(out, k[1])
-		} else {
-			out[k[1]] = w.Value
-		}
-	}
-	return out
-}
-
-func (t *tx) ForEach(bucket string, fn func(string, []byte) error) error {
-	m := t.merged(bucket)
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if err := fn(k, slices.Clone(m[k])); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (t *tx) Buckets() ([]string, error) {
-	names := map[string]bool{}
-	for b := range t.base {
-		names[b] = true
-	}
-	for k := range t.writes {
-		names[k[0]] = true
-	}
-	var out []string
-	for _, b := range slices.Sorted(maps.Keys(names)) {
-		if len(t.merged(b)) > 0 {
-			out = append(out, b)
-		}
-	}
-	return out, nil
-}
-
-// journal is the transaction's writes, in a stable order.
-func (t *tx) journal() []servicesv1beta1.CASStateEntry {
-	keys := slices.SortedFunc(maps.Keys(t.writes), func(a, b [2]string) int {
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		return cmp.Compare(a[1], b[1])
-	})
-	out := make([]servicesv1beta1.CASStateEntry, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, *t.writes[k])
-	}
-	return out
-}
