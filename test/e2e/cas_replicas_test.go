@@ -174,8 +174,13 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 	if !strings.Contains(c.Message, "cloister cas recover --cluster default/ha") {
 		t.Errorf("a CAS whose replicas all restarted without sealing: %q", c.Message)
 	}
+	// A replica that just started may not listen yet: a share that did not
+	// reach CAS is sent again.
 	for _, k := range work.recoveryKeys[:2] {
-		e.mustCLI(t, append([]string{"cas", "recover", "--shares", shares, "--key", k}, at...)...)
+		waitFor(t, "CAS to take an owner's share", time.Minute, func(context.Context) (bool, string, error) {
+			out, err := e.cli(append([]string{"cas", "recover", "--shares", shares, "--key", k}, at...)...)
+			return err == nil, fmt.Sprint(out, err), nil
+		})
 	}
 	for _, p := range pods {
 		e.waitPod(t, "default", p, "to be ready after the owners recovered CAS", 2*time.Minute, podReady)
