@@ -5,16 +5,21 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -31,7 +36,7 @@ func copyState(t *testing.T, from, dir string) {
 	}
 }
 
-func simKeyFile(t *testing.T) string {
+func simKeyFile(t testing.TB) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "sim.pem")
 	if _, err := keyfile.LoadOrCreate(f); err != nil {
@@ -172,11 +177,59 @@ func TestPeerSeedRefusals(t *testing.T) {
 	}
 }
 
-func mustKey(t *testing.T) *ecdsa.PrivateKey {
+func mustKey(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// FuzzPeerSeed sends a ready CAS any seed request a client could: only
+// evidence of this CAS over the request's key gets the seed, so nothing
+// the fuzzer makes (it holds no simulation key) ever does.
+func FuzzPeerSeed(f *testing.F) {
+	simKey := simKeyFile(f)
+	dir := f.TempDir()
+	cfg := core.Config{Store: mustBolt(f, dir), Sealer: core.NoSealer{}, InitToken: core.FixedToken("t")}
+	c, err := core.Open(cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	rec, _ := policy.NewKey()
+	if _, err := c.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, "t"); err != nil {
+		f.Fatal(err)
+	}
+	q, err := newSelfQuoter(simKey, mustKey(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := &peers{cas: c, expect: simIdentity(q).expect, log: slog.New(slog.DiscardHandler)}
+	key := string(policy.MarshalPublicKey(&mustKey(f).PublicKey))
+	f.Add("sim", []byte("AAAA"), key)
+	f.Add("snp", []byte{}, "nonsense")
+	f.Fuzz(func(t *testing.T, typ string, raw []byte, key string) {
+		res, err := p.serve(&wire.PeerSeedRequest{Evidence: attest.Evidence{Type: attest.Type(typ), Raw: raw}, Key: key})
+		if err == nil || res != nil {
+			t.Fatalf("the seed went to evidence %s %q and key %q", typ, raw, key)
+		}
+		if !errors.Is(err, core.ErrInvalid) && !errors.Is(err, core.ErrRejected) {
+			t.Fatalf("neither invalid nor rejected: %v", err)
+		}
+		// A rejection names the check, which the API answers as its reason.
+		if errors.Is(err, core.ErrRejected) && attest.CheckOf(err) == "" {
+			t.Fatalf("a rejection without its check: %v", err)
+		}
+	})
+}
+
+func mustBolt(tb testing.TB, dir string) *store.Bolt {
+	tb.Helper()
+	b, err := store.OpenBolt(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = b.Close() })
+	return b
 }

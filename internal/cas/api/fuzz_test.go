@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -19,6 +22,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{http.MethodPost, "/v1/policies"},
 	{http.MethodPost, "/v1/policies/%s/read"},
 	{http.MethodPost, "/v1/attest"},
+	{http.MethodPost, "/v1/peer/seed"},
 	{http.MethodGet, "/v1/policies/%s"},
 	{http.MethodGet, "/v1/policies/%s/history"},
 }
@@ -28,7 +32,11 @@ var fuzzRoutes = []struct{ method, path string }{
 // answered with a named error or a success, never a panic or an internal
 // error, and an error's body is the API's JSON error.
 func FuzzAPI(f *testing.F) {
-	h := (&Server{CAS: readyCAS(f)}).Handler()
+	// Peers are refused here (the daemon's peers.serve is fuzzed in its
+	// package): what is fuzzed is the edge's limits and strict decoding.
+	h := (&Server{CAS: readyCAS(f), PeerSeed: func(*wire.PeerSeedRequest) (*wire.PeerSeedResponse, error) {
+		return nil, fmt.Errorf("%w: %w", core.ErrRejected, attest.Reject(attest.CheckIdentity, "not this CAS"))
+	}}).Handler()
 	seeds := map[int][]string{
 		0: {`{"owners":[],"threshold":1,"token":"x"}`},
 		1: {`{"share":{"id":1,"value":"AAAA"}}`},
@@ -36,6 +44,7 @@ func FuzzAPI(f *testing.F) {
 		3: {`{"policy":"version: cloister.dev/policy/v1\nname: shop\n","link":{"version":1}}`, `{"sealed":"AAAA","namespace":"default"}`},
 		4: {`{"nonce":"AAAA","signatures":[]}`},
 		5: {`{"evidence":"AAAA","type":"sim","policy":"shop","service":"web","csr":"x"}`},
+		6: {`{"evidence":{"type":"sim","raw":"AAAA"},"key":"-----BEGIN PUBLIC KEY-----"}`},
 	}
 	for i := range fuzzRoutes {
 		for _, s := range append(seeds[i], `{}`, `{"unknown":1}`, `[]`) {
