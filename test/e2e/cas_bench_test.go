@@ -45,17 +45,7 @@ import (
 func BenchmarkCASInCluster(b *testing.B) {
 	e := startRealNodeEnv(b)
 	ctx := context.Background()
-	real := common.NodeSelector{cluster.LabelRealNode: "true"}
-	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"},
-		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
-	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"},
-		Spec: basev1beta1.LASSpec{HostPort: 18766, Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
-	for _, o := range []serviceCR{plugin, las} {
-		if err := e.crs.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-	}
-	waitState(b, e.crs, las, common.StateHealthy)
+	startRealLAS(b, e)
 
 	start := time.Now()
 	cas := simCAS("cas")
@@ -87,18 +77,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 	registered := time.Since(start)
 
 	cl := attestedPod(b, e, cas, conn.PodName("cas"))
-	// The host reaches the LAS pod itself: hostPorts are DNAT rules for
-	// traffic from pods and other machines, not for the node's own.
-	var lasIP string
-	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
-		if err != nil || len(pods.Items) != 1 {
-			return false, fmt.Sprint(err, pods), nil
-		}
-		lasIP = pods.Items[0].Status.PodIP
-		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
-	})
-	lasAt := &casclient.LAS{URL: "http://" + lasIP + ":18766"}
+	lasAt := lasOnHost(b, e)
 	waitLASPinned(b, e, "cas")
 	casPID := 0
 	for _, line := range liveProcessesMentioning("--state-dir=/etc/cas/db") {
@@ -190,17 +169,7 @@ func attestLoad(b *testing.B, clients []*casclient.Client, las *casclient.LAS) f
 func BenchmarkCASReplicas(b *testing.B) {
 	e := startRealNodeEnv(b)
 	ctx := context.Background()
-	real := common.NodeSelector{cluster.LabelRealNode: "true"}
-	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"},
-		Spec: basev1beta1.LASSpec{HostPort: 18766, Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
-	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"},
-		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
-	for _, o := range []serviceCR{plugin, las} {
-		if err := e.crs.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-	}
-	waitState(b, e.crs, las, common.StateHealthy)
+	startRealLAS(b, e)
 	cas := simCAS("cas")
 	if err := e.crs.Create(ctx, cas); err != nil {
 		b.Fatal(err)
@@ -220,16 +189,7 @@ func BenchmarkCASReplicas(b *testing.B) {
 	work.owner = filepath.Join(work.dir, "owner.pem")
 	work.ownerPub = e.mustCLI(b, "policy", "keygen", "--out", work.owner)
 	e.mustCLI(b, "cas", "register", e.signPolicy(b, "shop", policyDoc(work.ownerPub, "24h"), work.owner, ""), "--cluster", "default/cas", "--insecure-simulated-cas")
-	var lasIP string
-	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
-		if err != nil || len(pods.Items) != 1 {
-			return false, fmt.Sprint(err, pods), nil
-		}
-		lasIP = pods.Items[0].Status.PodIP
-		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
-	})
-	lasAt := &casclient.LAS{URL: "http://" + lasIP + ":18766"}
+	lasAt := lasOnHost(b, e)
 	waitLASPinned(b, e, "cas")
 	for _, n := range []int32{1, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
@@ -254,4 +214,38 @@ func BenchmarkCASReplicas(b *testing.B) {
 			b.ReportMetric(p99, "p99-ms")
 		})
 	}
+}
+
+// startRealLAS runs the SGX plugin and a simulated LAS on the real node
+// and waits for the LAS to be HEALTHY.
+func startRealLAS(b *testing.B, e *realNodeEnv) {
+	b.Helper()
+	real := common.NodeSelector{cluster.LabelRealNode: "true"}
+	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.SGXPluginSpec{ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
+	las := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "real"},
+		Spec: basev1beta1.LASSpec{HostPort: 18766, Simulation: true, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent, NodeSelector: real}}}
+	for _, o := range []serviceCR{plugin, las} {
+		if err := e.crs.Create(context.Background(), o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitState(b, e.crs, las, common.StateHealthy)
+}
+
+// lasOnHost is the real node's LAS as the host reaches it: at its pod
+// (hostPorts are DNAT rules for traffic from pods and other machines, not
+// for the node's own).
+func lasOnHost(b *testing.B, e *realNodeEnv) *casclient.LAS {
+	b.Helper()
+	var lasIP string
+	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, pods), nil
+		}
+		lasIP = pods.Items[0].Status.PodIP
+		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
+	})
+	return &casclient.LAS{URL: "http://" + lasIP + ":18766"}
 }
