@@ -232,7 +232,7 @@ func TestNamesScopesAndColumns(t *testing.T) {
 	columns := map[string][]string{
 		"sgxplugins.base.cloister.dev":                 {"State", "Desired", "Ready", "Age"},
 		"las.base.cloister.dev":                        {"State", "Desired", "Available", "Age"},
-		"cas.services.cloister.dev":                    {"State", "Version", "Simulation", "Age"},
+		"cas.services.cloister.dev":                    {"State", "Version", "Ready", "Replicas", "Simulation", "Age"},
 		"signedpolicies.cas.cloister.dev":              {"State", "Policy", "Revision", "Hash", "Age"},
 		"encryptedpolicies.cas.cloister.dev":           {"State", "Policy", "Revision", "Hash", "Age"},
 		"cexplugins.base.cloister.dev":                 {"Type", "State", "Desired", "Ready", "Age"},

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -175,16 +176,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		Cache: cache.Options{
 			ByObject: map[client.Object]cache.ByObject{
 				// Only what the operator owns, not every DaemonSet of the cluster.
-				&appsv1.DaemonSet{}:           owned,
-				&appsv1.Deployment{}:          owned,
-				&corev1.ServiceAccount{}:      owned,
-				&corev1.ConfigMap{}:           owned,
-				&rbacv1.ClusterRole{}:         owned,
-				&rbacv1.ClusterRoleBinding{}:  owned,
-				&corev1.Pod{}:                 {Transform: slimPod},
-				&corev1.Node{}:                {Transform: slimNode},
-				&nodev1.RuntimeClass{}:        owned,
-				&networkingv1.NetworkPolicy{}: owned,
+				&appsv1.DaemonSet{}:             owned,
+				&appsv1.Deployment{}:            owned,
+				&corev1.ServiceAccount{}:        owned,
+				&corev1.ConfigMap{}:             owned,
+				&rbacv1.ClusterRole{}:           owned,
+				&rbacv1.ClusterRoleBinding{}:    owned,
+				&corev1.Pod{}:                   {Transform: slimPod},
+				&corev1.Node{}:                  {Transform: slimNode},
+				&nodev1.RuntimeClass{}:          owned,
+				&networkingv1.NetworkPolicy{}:   owned,
+				&policyv1.PodDisruptionBudget{}: owned,
 				// Only the operator's own (its webhook certificate).
 				&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 			},

@@ -85,6 +85,13 @@ type PolicyStatus struct {
 	// one more for each accepted change.
 	// +optional
 	Revision int `json:"revision,omitempty"`
+
+	// CASRootCA is the root CA (SHA-256 of its DER, hex) of the CAS that
+	// holds the registration. A CAS with another one was initialised
+	// again (its state lost or replaced), and the policy is registered
+	// with it again.
+	// +optional
+	CASRootCA string `json:"casRootCA,omitempty"`
 }
 
 // SignedPolicy registers a policy, signed by its owners, with a CAS.

@@ -212,6 +212,12 @@ type CASSpec struct {
 	// +kubebuilder:validation:Enum=Node;None
 	Sealing CASSealing `json:"sealing,omitempty"`
 
+	// Backup exports CAS's state on a schedule into a volume, sealed as it
+	// is stored: only the root seed, so the recovery owners' shares,
+	// opens a backup. cloister cas restore brings one into a new CAS.
+	// +optional
+	Backup *CASBackup `json:"backup,omitempty"`
+
 	// SimulationKeys are PEM public keys whose simulated workload evidence
 	// a simulated CAS takes besides its LAS nodes' (which the operator
 	// publishes itself): e.g. a developer's key for cloister cas attest
@@ -220,6 +226,31 @@ type CASSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=1024
 	SimulationKeys []string `json:"simulationKeys,omitempty"`
+}
+
+// CASBackup is a scheduled export of CAS's state.
+type CASBackup struct {
+	// Schedule of the backups, in cron syntax (a CronJob's schedule),
+	// e.g. "0 3 * * *" for every night at three.
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=64
+	Schedule string `json:"schedule"`
+
+	// ClaimName is the PersistentVolumeClaim, in CAS's namespace, the
+	// backups are written to. You make it, so that it outlives the CAS
+	// resource, and keep a copy elsewhere.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	ClaimName string `json:"claimName"`
+
+	// Keep is how many backups stay in the volume: the oldest go once a
+	// new one is written.
+	// +optional
+	// +kubebuilder:default=7
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Keep int32 `json:"keep,omitempty"`
 }
 
 // CASStatus reports CAS.
@@ -263,6 +294,37 @@ type CASStatus struct {
 	// CAS's cache or expired: 0 is desired, >0 alerts.
 	// +optional
 	CollateralAlert int32 `json:"collateralAlert"`
+
+	// Replicas is how many CAS pods spec.replicas asks for.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ReadyReplicas hold the root seed and serve.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// RecoveringReplicas run without the root seed yet: they get it from
+	// a ready peer, their node's slot of the state, or the recovery
+	// owners (or wait for cloister cas init).
+	// +optional
+	RecoveringReplicas int32 `json:"recoveringReplicas"`
+
+	// CASReplicaAlert counts the replicas spec.replicas asks for that are
+	// not ready: 0 is desired, >0 alerts.
+	// +optional
+	CASReplicaAlert int32 `json:"casReplicaAlert"`
+
+	// RootCA is the SHA-256 (hex) of the root CA certificate, as DER, that
+	// CAS issues workload certificates under, once it is ready. Another
+	// one means another CAS (initialised again): the operator registers
+	// the policies that name this CAS again.
+	// +optional
+	RootCA string `json:"rootCA,omitempty"`
+
+	// LastBackup is when the scheduled backup (spec.backup) last
+	// succeeded.
+	// +optional
+	LastBackup *metav1.Time `json:"lastBackup,omitempty"`
 }
 
 // CASCollateralStatus is the state of CAS's vendor collateral cache.
@@ -288,6 +350,9 @@ type CASCollateralStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup`,priority=1
 // +kubebuilder:printcolumn:name="Simulation",type=boolean,JSONPath=`.spec.simulation`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CAS struct {

@@ -274,6 +274,20 @@ func (m *Manager) Rollback(ctx context.Context, namespace, name string) (int, er
 	return good.Version, nil
 }
 
+// LastDeployed is the newest revision of the release in ns that was
+// deployed (now, or until a later one superseded it), or nil if none was.
+func (m *Manager) LastDeployed(ns, name string) (*helmrelease.Release, error) {
+	cfg, err := m.actionConfig(ns)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := m.lastDeployed(cfg, name)
+	if errors.Is(err, ErrNothingToRollBackTo) || errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	return rel, err
+}
+
 // lastDeployed is the newest revision of name that was deployed (now, or
 // until a later one superseded it).
 func (m *Manager) lastDeployed(cfg *action.Configuration, name string) (*helmrelease.Release, error) {

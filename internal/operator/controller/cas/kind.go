@@ -46,8 +46,9 @@ type Kind struct {
 }
 
 var (
-	_ service.Kind   = (*Kind)(nil)
-	_ service.Poller = (*Kind)(nil)
+	_ service.Kind          = (*Kind)(nil)
+	_ service.Poller        = (*Kind)(nil)
+	_ service.PinnedRelease = (*Kind)(nil)
 )
 
 // How often CAS's own state is read besides the watches: its pod turns
@@ -64,8 +65,23 @@ func (k *Kind) Name() string { return "CAS" }
 
 // KeepsLastRevision: CAS's clients wait while it is gone, so a failed
 // change is rolled back rather than CAS uninstalled.
-func (k *Kind) KeepsLastRevision()               {}
-func (k *Kind) ReleasePrefix() string            { return conn.ReleasePrefix }
+func (k *Kind) KeepsLastRevision()    {}
+func (k *Kind) ReleasePrefix() string { return conn.ReleasePrefix }
+
+// Carry keeps the image an empty spec.image resolved to when CAS was
+// installed: CAS is not updated behind its owners' backs (SCONE keeps
+// autoUpdate off for CAS), since on hardware a new image is a new
+// identity its replicas cannot hand the seed to. Set spec.image to move
+// it.
+func (k *Kind) Carry(obj service.Object, deployed, values map[string]any) {
+	if as(obj).Spec.Image != "" {
+		return
+	}
+	if image, ok := deployed["image"].(string); ok && image != "" {
+		values["image"] = image
+		values["version"] = service.ImageTag(image)
+	}
+}
 func (k *Kind) New() service.Object              { return &servicesv1beta1.CAS{} }
 func as(obj service.Object) *servicesv1beta1.CAS { return obj.(*servicesv1beta1.CAS) }
 func ref(c *servicesv1beta1.CAS) conn.Ref {
@@ -104,7 +120,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 
 // FillStatus reads CAS's version and state from its pod, over a
 // connection trusted by CAS's evidence, and judges them.
-func (k *Kind) FillStatus(ctx context.Context, obj service.Object, _ []service.Owned) health.Observation {
+func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
 	c := as(obj)
 	if c.DeletionTimestamp == nil {
 		if err := k.initToken(ctx, c, false); err != nil {
@@ -115,6 +131,8 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, _ []service.O
 		}
 	}
 	p := k.probe(ctx, c)
+	k.replicas(ctx, c)
+	c.Status.LastBackup = lastBackup(oos)
 	was := c.Status.CASState
 	if p.Err != nil {
 		c.Status.CASState = ""
@@ -181,6 +199,16 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 	if col := c.Status.Collateral; col != nil {
 		c.Status.CollateralAlert = col.Stale + col.Expired
 	}
+	c.Status.RootCA = ""
+	if att.PublicKey.State == string(wire.Ready) {
+		cas, err := cl.CAs(ctx)
+		if err != nil {
+			return Probe{Err: err}
+		}
+		if c.Status.RootCA, err = RootCAFingerprint(cas.RootCA); err != nil {
+			return Probe{Err: fmt.Errorf("CAS's root CA: %w", err)}
+		}
+	}
 	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
 }
 
@@ -194,6 +222,22 @@ func collateralStatus(h *wire.CollateralHealth) *servicesv1beta1.CASCollateralSt
 		out.NextUpdate = &t
 	}
 	return out
+}
+
+// replicas counts CAS's pods into the status: ready ones hold the seed,
+// running ones that are not are recovering it.
+func (k *Kind) replicas(ctx context.Context, c *servicesv1beta1.CAS) {
+	want := max(c.Spec.Replicas, 1)
+	var pods []*corev1.Pod
+	for _, name := range conn.PodNames(c.Name, want) {
+		pod := &corev1.Pod{}
+		if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, pod); err == nil {
+			pods = append(pods, pod)
+		}
+	}
+	c.Status.Replicas = want
+	c.Status.ReadyReplicas, c.Status.RecoveringReplicas = countReplicas(pods)
+	c.Status.CASReplicaAlert = max(want-c.Status.ReadyReplicas, 0)
 }
 
 // PollAfter reads CAS again soon while it waits for its owners.
@@ -210,5 +254,13 @@ func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 	if as(obj).Status.CASState == string(wire.Ready) {
 		ready = 1
 	}
-	return []metrics.Sample{{Field: "casReady", Value: ready}, {Field: "collateralAlert", Value: float64(as(obj).Status.CollateralAlert)}}
+	st := &as(obj).Status
+	return []metrics.Sample{
+		{Field: "casReady", Value: ready},
+		{Field: "collateralAlert", Value: float64(st.CollateralAlert)},
+		{Field: "casReplicas", Value: float64(st.Replicas)},
+		{Field: "casReadyReplicas", Value: float64(st.ReadyReplicas)},
+		{Field: "casRecoveringReplicas", Value: float64(st.RecoveringReplicas)},
+		{Field: "casReplicaAlert", Value: float64(st.CASReplicaAlert)},
+	}
 }

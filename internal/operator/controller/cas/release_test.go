@@ -1,12 +1,14 @@
 package cas
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -309,5 +311,35 @@ func TestCollateral(t *testing.T) {
 	}
 	if !mounted || !volume {
 		t.Errorf("the key's Secret: mounted %v, volume %v", mounted, volume)
+	}
+}
+
+// A CAS with replicas has a disruption budget of one replica, and rolls
+// out one replica at a time; a single CAS has no budget, which would
+// block every drain of its node.
+func TestDisruptionBudgetAndRollout(t *testing.T) {
+	single := renderFiles(t, casCR(nil))
+	if doc := strings.TrimSpace(single["cas/templates/poddisruptionbudget.yaml"]); doc != "" {
+		t.Errorf("a single CAS has a disruption budget:\n%s", doc)
+	}
+	c := casCR(func(c *servicesv1beta1.CAS) { c.Spec.Replicas = 3 })
+	out := renderFiles(t, c)
+	var pdb policyv1.PodDisruptionBudget
+	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/poddisruptionbudget.yaml"]), &pdb); err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+		t.Errorf("budget %+v, want maxUnavailable 1", pdb.Spec)
+	}
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("a replica that is not ready blocks the drain: %v", p)
+	}
+	_, ss := render(t, c)
+	if got := pdb.Spec.Selector.MatchLabels; !maps.Equal(got, ss.Spec.Selector.MatchLabels) {
+		t.Errorf("budget selects %v, the StatefulSet %v", got, ss.Spec.Selector.MatchLabels)
+	}
+	if u := ss.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateStatefulSetStrategyType || u.RollingUpdate == nil ||
+		u.RollingUpdate.MaxUnavailable != nil || u.RollingUpdate.Partition == nil || *u.RollingUpdate.Partition != 0 {
+		t.Errorf("update strategy %+v, want a rolling update of one replica at a time", u)
 	}
 }

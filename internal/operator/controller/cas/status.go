@@ -1,16 +1,23 @@
 package cas
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -24,6 +31,47 @@ type Probe struct {
 	Insecure bool
 	// Collateral is CAS's vendor collateral cache, when it has one.
 	Collateral *wire.CollateralHealth
+}
+
+// countReplicas counts CAS pods that are ready (they hold the seed) and
+// those running without being ready (recovering it, or waiting for an
+// init); pods terminating or not running count for neither.
+func countReplicas(pods []*corev1.Pod) (ready, recovering int32) {
+	for _, p := range pods {
+		switch {
+		case p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning:
+		case service.PodReady(p):
+			ready++
+		default:
+			recovering++
+		}
+	}
+	return ready, recovering
+}
+
+// RootCAFingerprint names a root CA certificate (PEM) by the SHA-256 of
+// its DER, as statuses show it.
+func RootCAFingerprint(certPEM string) (string, error) {
+	block, _ := pem.Decode([]byte(certPEM))
+	if block == nil || block.Type != "CERTIFICATE" {
+		return "", errors.New("not a PEM certificate")
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// lastBackup is when the scheduled backup's CronJob last succeeded.
+func lastBackup(oos []service.Owned) *metav1.Time {
+	for _, oo := range oos {
+		if oo.Live == nil || oo.Live.GetKind() != "CronJob" {
+			continue
+		}
+		cj := &batchv1.CronJob{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(oo.Live.Object, cj) == nil {
+			return cj.Status.LastSuccessfulTime
+		}
+	}
+	return nil
 }
 
 // judge turns a probe into the IsHealthy observation, telling a human

@@ -1,6 +1,9 @@
 package cas
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -8,13 +11,18 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
@@ -86,5 +94,65 @@ func TestCollateralAlert(t *testing.T) {
 	}
 	if !strings.Contains(string(rules), metrics.MetricName("collateralAlert")+`{node=""} > 0`) {
 		t.Errorf("no alert on %s", metrics.MetricName("collateralAlert"))
+	}
+}
+
+func TestCountReplicas(t *testing.T) {
+	pod := func(phase corev1.PodPhase, ready, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		if deleting {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name              string
+		pods              []*corev1.Pod
+		ready, recovering int32
+	}{
+		{"none", nil, 0, 0},
+		{"all ready", []*corev1.Pod{pod(corev1.PodRunning, true, false), pod(corev1.PodRunning, true, false)}, 2, 0},
+		{"one recovering", []*corev1.Pod{pod(corev1.PodRunning, true, false), pod(corev1.PodRunning, false, false)}, 1, 1},
+		{"pending and terminating count for neither", []*corev1.Pod{pod(corev1.PodPending, false, false), pod(corev1.PodRunning, true, true)}, 0, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if r, rec := countReplicas(tt.pods); r != tt.ready || rec != tt.recovering {
+				t.Errorf("ready %d, recovering %d; want %d, %d", r, rec, tt.ready, tt.recovering)
+			}
+		})
+	}
+}
+
+func TestLastBackupFromTheCronJob(t *testing.T) {
+	if got := lastBackup(nil); got != nil {
+		t.Errorf("no CronJob, last backup %v", got)
+	}
+	at := metav1.NewTime(time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC))
+	cj := &batchv1.CronJob{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"}, Status: batchv1.CronJobStatus{LastSuccessfulTime: &at}}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oos := []service.Owned{{ID: "x"}, {ID: "cj", Live: &unstructured.Unstructured{Object: u}}}
+	if got := lastBackup(oos); got == nil || !got.Equal(&at) {
+		t.Errorf("last backup %v, want %v", got, at)
+	}
+}
+
+func TestRootCAFingerprint(t *testing.T) {
+	der := []byte("not really DER, but hashed as given")
+	sum := sha256.Sum256(der)
+	got, err := RootCAFingerprint(string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	if err != nil || got != hex.EncodeToString(sum[:]) {
+		t.Errorf("fingerprint %q, %v", got, err)
+	}
+	if _, err := RootCAFingerprint("-----BEGIN PUBLIC KEY-----\nAA==\n-----END PUBLIC KEY-----\n"); err == nil {
+		t.Error("a public key taken for a certificate")
 	}
 }

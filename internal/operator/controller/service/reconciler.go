@@ -79,6 +79,25 @@ type KeepsLastRevision interface {
 	KeepsLastRevision()
 }
 
+// PinnedRelease is a Kind whose release changes only with its CR's spec
+// (CAS: a restart is an outage, and on hardware a new image waits for its
+// owners): while the CR's generation is the one the deployed revision was
+// made for, the reconciler asks for that revision's own chart and values,
+// so a new operator, with its newer chart and default image, leaves the
+// running pods alone; drift is still repaired, to that revision. A spec
+// change renders the operator's chart, with what Carry keeps from the
+// deployed values.
+type PinnedRelease interface {
+	// Carry sets in values, computed for a changed spec, what the deployed
+	// revision's values decided and the spec leaves open (the image an
+	// empty spec.image resolved to).
+	Carry(obj Object, deployed, values map[string]any)
+}
+
+// ValueSpecGeneration is the chart value, in a PinnedRelease's values,
+// that records the CR generation the revision was made for.
+const ValueSpecGeneration = "specGeneration"
+
 // Poller is a Kind whose health also comes from outside the cluster's
 // objects (a service's own API, e.g. whether CAS is initialised): the
 // reconciler looks again after PollAfter even when no watch fires.
@@ -181,6 +200,12 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 		return release.Request{}, fmt.Errorf("computing release of %s %s: %w", r.Kind.Name(), obj.GetName(), err)
 	}
 	values["host"] = r.Host.Values()
+	ch := r.Kind.Chart()
+	if p, ok := r.Kind.(PinnedRelease); ok {
+		if ch, values, err = r.pinned(p, obj, ns, ch, values); err != nil {
+			return release.Request{}, err
+		}
+	}
 	gvk, err := apiutil.GVKForObject(obj, r.Scheme)
 	if err != nil {
 		return release.Request{}, err
@@ -193,7 +218,7 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 	return release.Request{
 		Name:      r.Kind.ReleasePrefix() + "-" + obj.GetName(),
 		Namespace: ns,
-		Chart:     r.Kind.Chart(),
+		Chart:     ch,
 		Values:    values,
 		Owner: metav1.OwnerReference{
 			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: obj.GetName(), UID: obj.GetUID(),
@@ -201,6 +226,25 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 		},
 		Labels: labels,
 	}, nil
+}
+
+// pinned is the chart and values of a PinnedRelease's request: the
+// deployed revision's own while it was made for the CR's generation,
+// else the kind's with what Carry keeps from it.
+func (r *Reconciler) pinned(p PinnedRelease, obj Object, ns string, ch *chart.Chart, values map[string]any) (*chart.Chart, map[string]any, error) {
+	values[ValueSpecGeneration] = obj.GetGeneration()
+	deployed, err := r.Releases.LastDeployed(ns, r.Kind.ReleasePrefix()+"-"+obj.GetName())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the deployed release of %s %s: %w", r.Kind.Name(), obj.GetName(), err)
+	}
+	if deployed == nil || deployed.Chart == nil {
+		return ch, values, nil
+	}
+	if g, ok := deployed.Config[ValueSpecGeneration]; ok && scalar(g) == scalar(obj.GetGeneration()) {
+		return deployed.Chart, deployed.Config, nil
+	}
+	p.Carry(obj, deployed.Config, values)
+	return ch, values, nil
 }
 
 // writeStatus patches the status subresource if, and only if, it changed:
