@@ -6,6 +6,13 @@
 // backoff and woken by the CAS resource's changes, while CAS cannot be
 // asked. Deleting the resource leaves the policy registered in CAS, whose
 // history is append-only: a policy changes by a new signed version.
+//
+// A registered policy follows its CAS: when the CAS resource shows another
+// root CA (CAS initialised again after it lost or replaced its state) or
+// an uninitialised CAS, and every recheckEvery besides (a state restored
+// to an older point keeps its root CA), the registration is sent again.
+// CAS answers "unchanged" for a version it holds, so a registration sent
+// twice (a replica died before it answered) lands once.
 package policy
 
 import (
@@ -18,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +39,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	cascontroller "github.com/cloister-cc/cloister/internal/operator/controller/cas"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -51,6 +60,10 @@ type Reconciler struct {
 
 	once    sync.Once
 	backoff workqueue.TypedRateLimiter[ctrl.Request]
+	// checked is when each registered policy (by UID) was last sent to
+	// CAS; an operator that restarts sends each once more.
+	checkedMu sync.Mutex
+	checked   map[types.UID]time.Time
 }
 
 // Backoff of a policy whose CAS cannot be asked; the CAS resource's
@@ -60,6 +73,9 @@ const (
 	retryMax   = 5 * time.Minute
 	// callTimeout bounds one pass's calls to CAS.
 	callTimeout = 15 * time.Second
+	// recheckEvery: how often a registered policy is sent again to find
+	// out whether CAS still holds it.
+	recheckEvery = 10 * time.Minute
 )
 
 // Reconcile registers the policy unless it is registered, and reports.
@@ -76,13 +92,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	st := obj.GetPolicyStatus()
-	if obj.GetDeletionTimestamp() != nil || (st.State == common.StateHealthy && st.Hash != "" && st.ObservedGeneration == obj.GetGeneration()) {
-		// Registered once: the spec cannot change, CAS keeps the version.
+	if obj.GetDeletionTimestamp() != nil {
 		return ctrl.Result{}, nil
+	}
+	if after := r.holds(ctx, obj); after > 0 {
+		// Registered with the CAS that runs: the spec cannot change, and
+		// CAS keeps the version until it is replaced.
+		return ctrl.Result{RequeueAfter: after}, nil
 	}
 	before := obj.DeepCopyObject().(Object)
 	reg, err := r.register(ctx, obj)
 	obs := judge(reg, err)
+	if reg != nil && before.GetPolicyStatus().CASRootCA != "" && reg.CASRootCA != before.GetPolicyStatus().CASRootCA {
+		obs.Message += fmt.Sprintf(" (registered again: CAS's root CA is %s, it was %s when the policy was registered before, so CAS was initialised again)",
+			short(reg.CASRootCA), short(before.GetPolicyStatus().CASRootCA))
+	}
 	setStatus(st, obj.GetGeneration(), reg, obs)
 	if !equality.Semantic.DeepEqual(before.GetPolicyStatus(), st) {
 		if err := r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -93,6 +117,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		r.announce(obj, before.GetPolicyStatus().State, obs)
 	}
+	if obs.Status == health.True {
+		r.markChecked(obj.GetUID())
+		r.backoff.Forget(req)
+		return ctrl.Result{RequeueAfter: recheckEvery}, nil
+	}
 	if obs.Status != health.Unknown {
 		r.backoff.Forget(req)
 		return ctrl.Result{}, nil
@@ -100,6 +129,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log.FromContext(ctx).V(1).Info("CAS cannot be asked yet", "reason", obs.Reason, "message", obs.Message)
 	return ctrl.Result{RequeueAfter: r.backoff.When(req)}, nil
 }
+
+// holds says how long until a registered policy is sent to CAS again: 0
+// unless it is HEALTHY for its spec, with the root CA the CAS resource
+// shows (the operator reads it from CAS), that CAS is not uninitialised,
+// and it was sent within recheckEvery.
+func (r *Reconciler) holds(ctx context.Context, obj Object) time.Duration {
+	st := obj.GetPolicyStatus()
+	if st.State != common.StateHealthy || st.Hash == "" || st.CASRootCA == "" || st.ObservedGeneration != obj.GetGeneration() {
+		return 0
+	}
+	ref, err := conn.ParseAddress(obj.GetCASAddress())
+	if err != nil {
+		return 0
+	}
+	cas := &servicesv1beta1.CAS{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
+		return 0
+	}
+	if cas.Status.CASState == string(wire.Uninitialized) || (cas.Status.RootCA != "" && cas.Status.RootCA != st.CASRootCA) {
+		return 0
+	}
+	r.checkedMu.Lock()
+	at, ok := r.checked[obj.GetUID()]
+	r.checkedMu.Unlock()
+	if !ok {
+		return 0
+	}
+	return max(recheckEvery-time.Since(at), 0)
+}
+
+func (r *Reconciler) markChecked(uid types.UID) {
+	r.checkedMu.Lock()
+	defer r.checkedMu.Unlock()
+	if r.checked == nil {
+		r.checked = map[types.UID]time.Time{}
+	}
+	r.checked[uid] = time.Now()
+}
+
+// short is a fingerprint's first 12 characters, for messages.
+func short(fp string) string { return fp[:min(12, len(fp))] }
 
 // announce emits one event per state change, with CAS's answer.
 func (r *Reconciler) announce(obj Object, was common.State, obs health.Observation) {
@@ -123,8 +193,8 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 	if err != nil {
 		return nil, addressError{fmt.Errorf("%w; create the policy again with the address of a CAS resource", err)}
 	}
-	cas := &servicesv1beta1.CAS{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
+	resource := &servicesv1beta1.CAS{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, resource); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%w %s in this cluster, which casAddress %q names: create it, or create the policy again with another casAddress", errNoCAS, ref, addr)
 		}
@@ -132,13 +202,21 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	cl, att, err := r.Connector.Connect(ctx, cas)
+	cl, att, err := r.Connector.Connect(ctx, resource)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.CloseIdleConnections()
 	if att.PublicKey.State != string(wire.Ready) {
 		return nil, fmt.Errorf("%w: CAS %s is %s; it registers policies once its owners have initialised or recovered it", errCASNotReady, ref, att.PublicKey.State)
+	}
+	cas, err := cl.CAs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root, err := cascontroller.RootCAFingerprint(cas.RootCA)
+	if err != nil {
+		return nil, fmt.Errorf("CAS %s's root CA: %w", ref, err)
 	}
 	req, err := request(obj)
 	if err != nil {
@@ -158,13 +236,13 @@ func (r *Reconciler) register(ctx context.Context, obj Object) (*Registration, e
 		// history: the status says where, an operator that crashed
 		// before writing it included.
 		if doc, perr := policy.Parse([]byte(req.Policy)); perr == nil && req.EncryptionKey == "" {
-			return &Registration{Name: doc.Name, Revision: req.Version, Hash: doc.Digest(), Predecessor: req.Predecessor}, err
+			return &Registration{Name: doc.Name, Revision: req.Version, Hash: doc.Digest(), Predecessor: req.Predecessor, CASRootCA: root}, err
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Registration{Name: res.Name, Revision: res.Version, Hash: res.Digest, Predecessor: res.Predecessor}, nil
+	return &Registration{Name: res.Name, Revision: res.Version, Hash: res.Digest, Predecessor: res.Predecessor, CASRootCA: root}, nil
 }
 
 // request is what CAS is sent.

@@ -28,6 +28,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	cascontroller "github.com/cloister-cc/cloister/internal/operator/controller/cas"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -49,6 +50,9 @@ type fixture struct {
 	owner   *ecdsa.PrivateKey
 	address string
 	ns      string // of the CAS resource and the policies
+	// target is where the connector dials CAS; stop stops that CAS.
+	target *string
+	stop   func()
 }
 
 func newFixture(t *testing.T, ns string, initialise bool) *fixture {
@@ -68,7 +72,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	url, caFile, _ := cas.StartForTest(t, state, "none")
+	url, caFile, stop := cas.StartForTest(t, state, "none")
 	simPub := filepath.Join(state, cas.SimulationPubKeyFile)
 	ca, _ := os.ReadFile(caFile)
 	admin, err := casclient.New(url, ca, nil)
@@ -109,10 +113,11 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	if err := c.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	conn := &conn.Connector{Reader: c, Dial: func(string) casclient.DialFunc { return conn.DialTo(strings.TrimPrefix(url, "https://")) }}
+	target := strings.TrimPrefix(url, "https://")
+	conn := &conn.Connector{Reader: c, Dial: func(string) casclient.DialFunc { return conn.DialTo(target) }}
 	ev := &testenv.Events{}
 	owner, _ := policy.NewKey()
-	return &fixture{t: t, c: c, admin: admin, events: ev, owner: owner, address: "cas." + ns + ".svc:8081", ns: ns,
+	return &fixture{t: t, c: c, admin: admin, events: ev, owner: owner, address: "cas." + ns + ".svc:8081", ns: ns, target: &target, stop: stop,
 		signed: &Reconciler{Client: c, Connector: conn, Recorder: ev, New: func() Object { return &casv1beta1.SignedPolicy{} }},
 		sealed: &Reconciler{Client: c, Connector: conn, Recorder: ev, New: func() Object { return &casv1beta1.EncryptedPolicy{} }},
 	}
@@ -224,9 +229,10 @@ func TestSignedPolicyVersions(t *testing.T) {
 	if got := f.events.All(); len(got) != 1 || got[0].Type != "Normal" || got[0].Reason != "Registered" {
 		t.Errorf("events %v", got)
 	}
-	// Registered once: another pass asks CAS nothing and writes nothing.
+	// Registered once: another pass asks CAS nothing and writes nothing,
+	// until it is time to check CAS still holds it.
 	rv := v1.ResourceVersion
-	if res := f.reconcile(f.signed, v1); !res.IsZero() || v1.ResourceVersion != rv {
+	if res := f.reconcile(f.signed, v1); res.RequeueAfter <= 0 || res.RequeueAfter > recheckEvery || v1.ResourceVersion != rv {
 		t.Errorf("a registered policy was handled again: %+v, resourceVersion %s -> %s", res, rv, v1.ResourceVersion)
 	}
 
@@ -394,4 +400,92 @@ func randomBytes(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// rootCA is the fingerprint of the root CA of the CAS admin reaches.
+func rootCA(t *testing.T, admin *casclient.Client) string {
+	t.Helper()
+	cas, err := admin.CAs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := cascontroller.RootCAFingerprint(cas.RootCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// setCASStatus writes what the operator would read from CAS into the CAS
+// resource's status.
+func (f *fixture) setCASStatus(edit func(*servicesv1beta1.CASStatus)) {
+	f.t.Helper()
+	res := &servicesv1beta1.CAS{}
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "cas"}, res); err != nil {
+		f.t.Fatal(err)
+	}
+	edit(&res.Status)
+	if err := f.c.Status().Update(context.Background(), res); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// A registered policy follows its CAS: when CAS loses its state and is
+// initialised again (another root CA), the policy leaves HEALTHY while the
+// new CAS cannot take it, and is registered with it once it can. A pass
+// that sends the registration again to a CAS that holds it changes
+// nothing there.
+func TestPolicyFollowsAResetCAS(t *testing.T) {
+	f := newFixture(t, "reset", true)
+	first := rootCA(t, f.admin)
+	f.setCASStatus(func(st *servicesv1beta1.CASStatus) { st.CASState, st.RootCA = string(wire.Ready), first })
+	sp := f.apply("shop", "reset", f.sign(f.doc("1h"), f.owner), f.address)
+	if sp.Status.State != common.StateHealthy || sp.Status.CASRootCA != first {
+		t.Fatalf("registered: %+v, want HEALTHY with CAS's root CA %s", sp.Status, first)
+	}
+	// Sent again (as after recheckEvery, or an operator restart): CAS
+	// holds it, and its history is unchanged.
+	f.signed.checked = nil
+	if f.reconcile(f.signed, sp); sp.Status.State != common.StateHealthy || len(f.history()) != 1 {
+		t.Fatalf("sent again: %+v, history %v", sp.Status, f.history())
+	}
+
+	// CAS loses its state: a new, uninitialised CAS, whose status the
+	// operator has read.
+	f.stop()
+	state := t.TempDir()
+	url, caFile, _ := cas.StartForTest(t, state, "none")
+	*f.target = strings.TrimPrefix(url, "https://")
+	ca, _ := os.ReadFile(caFile)
+	admin, err := casclient.New(url, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.admin = admin
+	simKey, err := os.ReadFile(filepath.Join(state, cas.SimulationPubKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.setCASStatus(func(st *servicesv1beta1.CASStatus) {
+		st.CASState, st.RootCA, st.SimulationKey = string(wire.Uninitialized), "", string(simKey)
+	})
+	f.reconcile(f.signed, sp)
+	if c := cond(&sp.Status); sp.Status.State != common.StatePending || c.Reason != string(health.ReasonCASNotReady) {
+		t.Fatalf("against an uninitialised CAS: %+v, want PENDING", sp.Status)
+	}
+
+	// Initialised again: registered with the new CAS.
+	rec, _ := policy.NewKey()
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile)), cas.BoardPEMForTest()); err != nil {
+		t.Fatal(err)
+	}
+	second := rootCA(t, admin)
+	f.setCASStatus(func(st *servicesv1beta1.CASStatus) { st.CASState, st.RootCA = string(wire.Ready), second })
+	f.reconcile(f.signed, sp)
+	if c := cond(&sp.Status); sp.Status.State != common.StateHealthy || sp.Status.CASRootCA != second || !strings.Contains(c.Message, "registered again") {
+		t.Fatalf("after the new init: %+v", sp.Status)
+	}
+	if h := f.history(); len(h) != 1 || h[0] != sp.Status.Hash {
+		t.Errorf("the new CAS's history %v, want the policy once", h)
+	}
 }

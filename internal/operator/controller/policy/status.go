@@ -22,6 +22,9 @@ type Registration struct {
 	Revision    int
 	Hash        string
 	Predecessor string
+	// CASRootCA names (SHA-256 of its DER, hex) the root CA of the CAS
+	// that holds it.
+	CASRootCA string
 }
 
 // Errors of a pass that are not CAS's answer.
@@ -81,7 +84,7 @@ func judge(reg *Registration, err error) health.Observation {
 func setStatus(st *casv1beta1.PolicyStatus, generation int64, reg *Registration, obs health.Observation) {
 	st.ObservedGeneration = generation
 	if reg != nil {
-		st.PolicyName, st.Revision, st.Hash, st.Predecessor = reg.Name, reg.Revision, reg.Hash, reg.Predecessor
+		st.PolicyName, st.Revision, st.Hash, st.Predecessor, st.CASRootCA = reg.Name, reg.Revision, reg.Hash, reg.Predecessor, reg.CASRootCA
 	}
 	switch obs.Status {
 	case health.True:
