@@ -225,6 +225,12 @@ func TestOperatorCRDsAndRBAC(t *testing.T) {
 		slices.Contains(cas.Rules[1].Verbs, "get") || cas.Labels["app.kubernetes.io/part-of"] == "" {
 		t.Errorf("ClusterRole cloister-cas-state: %+v", cas)
 	}
+	// The backup's: reading CAS's state, nothing else.
+	bk := as[rbacv1.ClusterRole](t, objs["ClusterRole/cloister-cas-backup"])
+	if len(bk.Rules) != 1 || len(bk.Rules[0].Resources) != 1 || bk.Rules[0].Resources[0] != "casstaterecords" ||
+		!slices.Equal(bk.Rules[0].Verbs, []string{"get", "list"}) || bk.Labels["app.kubernetes.io/part-of"] == "" {
+		t.Errorf("ClusterRole cloister-cas-backup: %+v", bk)
+	}
 }
 
 // With cert-manager asked for, it issues the certificate (self-signed

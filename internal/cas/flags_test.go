@@ -96,3 +96,18 @@ func TestSlotSealers(t *testing.T) {
 		}
 	}
 }
+
+func TestBackupFlags(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  BackupConfig
+		says string
+	}{
+		{BackupConfig{Store: "kubernetes:ns/cas"}, "--dir is required"},
+		{BackupConfig{Store: "bolt", Dir: t.TempDir()}, "kubernetes:NAMESPACE/NAME"},
+		{BackupConfig{Store: "kubernetes:ns/cas", Dir: t.TempDir()}, "service account"},
+	} {
+		if err := Backup(t.Context(), tt.cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%+v: %v, want an error that says %q", tt.cfg, err, tt.says)
+		}
+	}
+}

@@ -35,26 +35,11 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, 
 		s, err := store.OpenBolt(cfg.StateDir)
 		return s, nil, err
 	}
-	ref, ok := strings.CutPrefix(cfg.Store, kubernetesStore)
-	ns, name, okName := strings.Cut(ref, "/")
-	if !ok || !okName || ns == "" || name == "" {
-		return nil, nil, fmt.Errorf("--store %q: use bolt (the state in --state-dir) or kubernetes:NAMESPACE/NAME (on the Kubernetes API, shared by the replicas of the CAS resource NAME)", cfg.Store)
-	}
-	rc := cfg.KubeConfig
-	if rc == nil {
-		var err error
-		if rc, err = rest.InClusterConfig(); err != nil {
-			return nil, nil, fmt.Errorf("--store %s: the pod's service account: %w", cfg.Store, err)
-		}
-	}
-	scheme := runtime.NewScheme()
-	if err := servicesv1beta1.AddToScheme(scheme); err != nil {
+	ns, name, err := parseKubeStore(cfg.Store)
+	if err != nil {
 		return nil, nil, err
 	}
-	if err := discoveryv1.AddToScheme(scheme); err != nil {
-		return nil, nil, err
-	}
-	c, err := client.NewWithWatch(rc, client.Options{Scheme: scheme})
+	c, err := kubeClient(cfg.KubeConfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--store %s: %w", cfg.Store, err)
 	}
@@ -65,6 +50,34 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, 
 	go s.Watch(ctx, 0)
 	log.Info("CAS's state is on the Kubernetes API, shared by its replicas", "namespace", ns, "cas", name, "generation", s.Generation())
 	return s, &kubeAPI{c: c, ns: ns}, nil
+}
+
+// parseKubeStore reads --store kubernetes:NAMESPACE/NAME.
+func parseKubeStore(flag string) (ns, name string, err error) {
+	ref, ok := strings.CutPrefix(flag, kubernetesStore)
+	ns, name, okName := strings.Cut(ref, "/")
+	if !ok || !okName || ns == "" || name == "" {
+		return "", "", fmt.Errorf("--store %q: use bolt (the state in --state-dir) or kubernetes:NAMESPACE/NAME (on the Kubernetes API, shared by the replicas of the CAS resource NAME)", flag)
+	}
+	return ns, name, nil
+}
+
+// kubeClient reaches the API with rc, or nil the pod's service account.
+func kubeClient(rc *rest.Config) (client.WithWatch, error) {
+	if rc == nil {
+		var err error
+		if rc, err = rest.InClusterConfig(); err != nil {
+			return nil, fmt.Errorf("the pod's service account: %w", err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := servicesv1beta1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.NewWithWatch(rc, client.Options{Scheme: scheme})
 }
 
 // endpointPeers lists the ready endpoints of service but this pod (self):

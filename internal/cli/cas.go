@@ -25,7 +25,7 @@ import (
 
 func newCAS(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "cas", Short: "Initialise, recover and attest to a CAS"}
-	cmd.AddCommand(newCASInit(s), newCASRecover(s), newCASBoard(s), newCASRegister(s), newCASAttest(s))
+	cmd.AddCommand(newCASInit(s), newCASRecover(s), newCASBoard(s), newCASRegister(s), newCASAttest(s), newCASBackup(s), newCASRestore(s))
 	return cmd
 }
 

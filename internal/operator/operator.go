@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -187,6 +188,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 				&nodev1.RuntimeClass{}:          owned,
 				&networkingv1.NetworkPolicy{}:   owned,
 				&policyv1.PodDisruptionBudget{}: owned,
+				&batchv1.CronJob{}:              owned,
 				// Only the operator's own (its webhook certificate).
 				&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 			},

@@ -279,9 +279,9 @@ func installCRDs(tb testing.TB, c *cluster.Cluster, cs kubernetes.Interface) {
 	if out, err := kubectl(tb, c, "wait", "--for=condition=Established", "--timeout=60s", "-f", "charts/cloister-operator/files/crds"); err != nil {
 		tb.Fatalf("waiting for CRDs: %v\n%s", err, out)
 	}
-	// The fixed role the CAS chart binds CAS's service account to, which
+	// The fixed roles the CAS chart binds CAS's and its backup's service accounts to, which
 	// the operator's chart ships beside the CRDs.
-	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "charts/cloister-operator/files/cas/state-role.yaml"); err != nil {
+	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", "charts/cloister-operator/files/cas"); err != nil {
 		tb.Fatalf("installing CAS's role: %v\n%s", err, out)
 	}
 	_, err := cs.CoreV1().Namespaces().Create(context.Background(),

@@ -13,3 +13,12 @@ app.kubernetes.io/version: {{ .Values.version | quote }}
 {{ .Values.name }},{{ .Values.name }}.{{ .Release.Namespace }},{{ .Values.name }}.{{ .Release.Namespace }}.svc,{{ .Values.name }}.{{ .Release.Namespace }}.svc.cluster.local
 {{- with .Values.service.loadBalancerIP }},{{ . }}{{ end }}
 {{- end }}
+{{/* The scheduled backup's objects: not CAS's selector, so its pods are
+never taken for a replica. */}}
+{{- define "cas.backupLabels" -}}
+app.kubernetes.io/name: cloister-cas-backup
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: backup
+app.kubernetes.io/part-of: cloister
+app.kubernetes.io/version: {{ .Values.version | quote }}
+{{- end }}

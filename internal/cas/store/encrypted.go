@@ -34,6 +34,9 @@ const (
 	integrityKey    = "state"
 )
 
+// IsIntegrity says whether bucket/key names the integrity record.
+func IsIntegrity(bucket, key string) bool { return bucket == integrityBucket && key == integrityKey }
+
 // NewEncrypted makes the sealing layer for one key.
 func NewEncrypted(key []byte, plain ...string) (*Encrypted, error) {
 	block, err := aes.NewCipher(key)

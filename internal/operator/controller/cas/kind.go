@@ -110,6 +110,9 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	if vm := c.Spec.ConfidentialVM; vm != nil {
 		values["confidentialVM"] = map[string]any{"platform": vm.Platform, "runtimeClassName": vm.RuntimeClassName}
 	}
+	if b := c.Spec.Backup; b != nil {
+		values["backup"] = map[string]any{"schedule": b.Schedule, "claimName": b.ClaimName, "keep": max(b.Keep, 1)}
+	}
 	if col := c.Spec.Collateral; col != nil {
 		values["collateral"] = map[string]any{"pcs": col.PCS, "kds": col.KDS, "dcapAPIKeySecret": col.DCAPAPIKeySecret}
 	}

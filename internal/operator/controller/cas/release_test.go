@@ -2,15 +2,19 @@ package cas
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
@@ -341,5 +345,48 @@ func TestDisruptionBudgetAndRollout(t *testing.T) {
 	if u := ss.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateStatefulSetStrategyType || u.RollingUpdate == nil ||
 		u.RollingUpdate.MaxUnavailable != nil || u.RollingUpdate.Partition == nil || *u.RollingUpdate.Partition != 0 {
 		t.Errorf("update strategy %+v, want a rolling update of one replica at a time", u)
+	}
+}
+
+// spec.backup makes a CronJob that runs CAS's image as `backup` under a
+// service account that may only read CAS's state, as a restricted pod
+// whose labels are not a replica's, writing into the owners' claim.
+func TestScheduledBackup(t *testing.T) {
+	if doc := strings.TrimSpace(renderFiles(t, casCR(nil))["cas/templates/backup.yaml"]); doc != "" {
+		t.Fatalf("a backup without spec.backup:\n%s", doc)
+	}
+	c := casCR(func(c *servicesv1beta1.CAS) {
+		c.Spec.Backup = &servicesv1beta1.CASBackup{Schedule: "0 3 * * *", ClaimName: "cas-backups", Keep: 5}
+	})
+	docs := strings.Split(renderFiles(t, c)["cas/templates/backup.yaml"], "\n---\n")
+	if len(docs) != 3 {
+		t.Fatalf("%d objects, want a ServiceAccount, a RoleBinding and a CronJob", len(docs))
+	}
+	var rb rbacv1.RoleBinding
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &rb); err != nil {
+		t.Fatal(err)
+	}
+	if rb.RoleRef.Name != "cloister-cas-backup" || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "cas-cas-backup" {
+		t.Errorf("role binding %+v", rb)
+	}
+	var cj batchv1.CronJob
+	if err := yaml.UnmarshalStrict([]byte(docs[2]), &cj); err != nil {
+		t.Fatal(err)
+	}
+	pod := cj.Spec.JobTemplate.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	_, ss := render(t, c)
+	if cj.Spec.Schedule != "0 3 * * *" || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || pod.ServiceAccountName != "cas-cas-backup" ||
+		ctr.Image != ss.Spec.Template.Spec.Containers[0].Image ||
+		!slices.Equal(ctr.Args, []string{"backup", "--store=kubernetes:team/cas", "--dir=/backup", "--keep=5"}) ||
+		pod.Volumes[0].PersistentVolumeClaim == nil || pod.Volumes[0].PersistentVolumeClaim.ClaimName != "cas-backups" {
+		t.Errorf("CronJob %+v", cj.Spec)
+	}
+	if sc := ctr.SecurityContext; sc == nil || !*sc.ReadOnlyRootFilesystem || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("backup container security %+v", sc)
+	}
+	sel := labels.SelectorFromSet(ss.Spec.Selector.MatchLabels)
+	if sel.Matches(labels.Set(cj.Spec.JobTemplate.Spec.Template.Labels)) {
+		t.Error("the backup pod is selected as a CAS replica")
 	}
 }

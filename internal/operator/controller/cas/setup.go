@@ -4,6 +4,7 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -27,7 +28,9 @@ import (
 // CAS's service account gets the fixed ClusterRole on its state, bound in
 // its namespace: the operator may bind that role and no other.
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=cloister-cas-state
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=cloister-cas-state;cloister-cas-backup
+// The scheduled backup, whose last success the status shows.
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch;delete
 // The init token Secret is made and renewed, never read: only the CAS pod
 // (which mounts it) and whoever initialises CAS read it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;patch
@@ -45,6 +48,7 @@ func Setup(mgr ctrl.Manager, r *service.Reconciler) error {
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&batchv1.CronJob{}).
 		Watches(&basev1beta1.LAS{}, handler.EnqueueRequestsFromMapFunc(simulated(mgr.GetClient())))
 	return service.OwnPods(b, "CAS").Complete(r)
 }
