@@ -226,6 +226,12 @@ func policyDoc(ownerPub, validity string) string {
 // name, which a board member (the first recovery owner) signs too.
 func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key, after string) string {
 	t.Helper()
+	return e.signPolicyFor(t, "cas.default.svc:8081", name, doc, key, after)
+}
+
+// signPolicyFor is signPolicy for the CAS at casAddress.
+func (e *realNodeEnv) signPolicyFor(t testing.TB, casAddress, name, doc, key, after string) string {
+	t.Helper()
 	src := filepath.Join(work.dir, name+".policy.yaml")
 	if err := os.WriteFile(src, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
@@ -234,7 +240,7 @@ func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key, after string) str
 	if after != "" {
 		link = []string{"--after", after}
 	}
-	out := e.mustCLI(t, append([]string{"policy", "sign", "--key", key, "--cas-address", "cas.default.svc:8081", "--name", name, src}, link...)...)
+	out := e.mustCLI(t, append([]string{"policy", "sign", "--key", key, "--cas-address", casAddress, "--name", name, src}, link...)...)
 	file := filepath.Join(work.dir, name+".yaml")
 	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
 		t.Fatal(err)

@@ -63,6 +63,9 @@ func TestRealNode(t *testing.T) {
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"CASRestartsSealedOrRecovered", testCASRecovery},
 		{"CASReplicasRideOutAPodKill", testCASReplicas},
+		{"CASUntouchedByAnOperatorUpgrade", testCASOperatorUpgrade},
+		{"CASRollsOutOneReplicaAtATime", testCASRollingUpdate},
+		{"CASBackupRestoredIntoANewCAS", testCASBackupRestore},
 		{"UpAgainAfterACrash", testUpAgainAfterACrash},
 		{"OtherRealNodeTestsSkipWhileItRuns", testOtherSuitesSkip},
 	}

@@ -63,8 +63,9 @@ func (c *CAS) refresh() {
 		}
 		if m != nil {
 			c.meta = m
-			c.setState(wire.RecoveryMode, "another replica initialised CAS")
-			c.unseal("another replica initialised CAS: ")
+			const why = "another replica initialised CAS, or a backup was restored"
+			c.setState(wire.RecoveryMode, why)
+			c.unseal(why + ": ")
 		}
 	case wire.RecoveryMode:
 		// Another replica on this node may have sealed the seed for it.
