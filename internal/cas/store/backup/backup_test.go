@@ -56,7 +56,7 @@ func restore(t *testing.T, b *Backup) store.Store {
 	return s
 }
 
-// A backup round-trips into a state the seed's key opens, with nothing
+// A backup round-trips into a state the root seed's key opens, with nothing
 // secret in the clear; another key opens nothing; a record dropped, added
 // or changed in the backup is refused at unlock.
 func TestBackupOpensOnlyWithTheSeed(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 )
 
 // A backup of one CAS's state restores into a CAS that has none (under
-// another name too), where the seed's key opens it whole; a replica
+// another name too), where the root seed's key opens it whole; a replica
 // watching that CAS takes it in; a CAS with a state is never overwritten.
 func TestBackupAndRestore(t *testing.T) {
 	ctx := context.Background()
