@@ -23,10 +23,10 @@ func TestBackupAndRestore(t *testing.T) {
 	enc, _ := store.NewEncrypted(key, "sealed")
 	src := open(t, c, ns)
 	at := uint64(0)
-	for i := range 3 {
+	for i, k := range []string{"a", "b", "c"} {
 		var err error
 		at, err = enc.Update(src, at, func(tx store.Tx) error {
-			return tx.Put("secrets", string(rune('a'+i)), bytes.Repeat([]byte{byte(i)}, 100))
+			return tx.Put("secrets", k, bytes.Repeat([]byte(k), 100+i))
 		})
 		if err != nil {
 			t.Fatal(err)
