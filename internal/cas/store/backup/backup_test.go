@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,4 +229,43 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// A state of 1000 records of 4 KiB, exported, written as JSON and read
+// back strictly: what a scheduled backup and a restore cost.
+func BenchmarkBackup(b *testing.B) {
+	s, err := store.OpenBolt(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	enc, _ := store.NewEncrypted(bytes.Repeat([]byte{7}, 32))
+	value := bytes.Repeat([]byte{1}, 4096)
+	if _, err := enc.Update(s, 0, func(tx store.Tx) error {
+		for i := range 1000 {
+			if err := tx.Put("secrets", fmt.Sprintf("team/%04d", i), value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		bk, err := Export(s, "team/cas", time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, err := json.Marshal(bk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(raw)
+		if _, err := Parse(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(size)/1024/1024, "MiB/backup")
 }
