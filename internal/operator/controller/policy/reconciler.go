@@ -60,10 +60,17 @@ type Reconciler struct {
 
 	once    sync.Once
 	backoff workqueue.TypedRateLimiter[ctrl.Request]
-	// checked is when each registered policy (by UID) was last sent to
-	// CAS; an operator that restarts sends each once more.
+	// checked is when each registered policy was last sent to CAS; an
+	// operator that restarts sends each once more.
 	checkedMu sync.Mutex
-	checked   map[types.UID]time.Time
+	checked   map[types.NamespacedName]sent
+}
+
+// sent is when a policy resource (by UID: a resource made again under
+// its name is sent again) was last sent to CAS.
+type sent struct {
+	uid types.UID
+	at  time.Time
 }
 
 // Backoff of a policy whose CAS cannot be asked; the CAS resource's
@@ -87,6 +94,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.backoff.Forget(req)
+			r.checkedMu.Lock()
+			delete(r.checked, req.NamespacedName)
+			r.checkedMu.Unlock()
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -118,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.announce(obj, before.GetPolicyStatus().State, obs)
 	}
 	if obs.Status == health.True {
-		r.markChecked(obj.GetUID())
+		r.markChecked(obj)
 		r.backoff.Forget(req)
 		return ctrl.Result{RequeueAfter: recheckEvery}, nil
 	}
@@ -151,21 +161,21 @@ func (r *Reconciler) holds(ctx context.Context, obj Object) time.Duration {
 		return 0
 	}
 	r.checkedMu.Lock()
-	at, ok := r.checked[obj.GetUID()]
+	last, ok := r.checked[client.ObjectKeyFromObject(obj)]
 	r.checkedMu.Unlock()
-	if !ok {
+	if !ok || last.uid != obj.GetUID() {
 		return 0
 	}
-	return max(recheckEvery-time.Since(at), 0)
+	return max(recheckEvery-time.Since(last.at), 0)
 }
 
-func (r *Reconciler) markChecked(uid types.UID) {
+func (r *Reconciler) markChecked(obj Object) {
 	r.checkedMu.Lock()
 	defer r.checkedMu.Unlock()
 	if r.checked == nil {
-		r.checked = map[types.UID]time.Time{}
+		r.checked = map[types.NamespacedName]sent{}
 	}
-	r.checked[uid] = time.Now()
+	r.checked[client.ObjectKeyFromObject(obj)] = sent{uid: obj.GetUID(), at: time.Now()}
 }
 
 // short is a fingerprint's first 12 characters, for messages.
