@@ -206,27 +206,64 @@ func ownShare(sharesFile, keyFile string) (seed.Share, error) {
 }
 
 // submitShare sends the owner's share to CAS and says what CAS needs
-// still.
+// still. With --cluster it goes to every running replica: replicas that
+// start while the owners act would otherwise each hold some of the shares
+// and none enough; the first to have enough recovers, and gives the
+// others the seed.
 func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string, force bool) error {
 	sh, err := ownShare(sharesFile, keyFile)
 	if err != nil {
 		return err
 	}
-	c, done, err := f.client(ctx, s)
+	if f.cluster == "" {
+		res, err := shareWith(ctx, s, f, sh, force)
+		if err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintln(s.Out, accepted("", res))
+		return nil
+	}
+	_, _, _, pods, err := f.replicas(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
-	res, err := c.Recover(ctx, sh, force)
-	if err != nil {
-		return err
+	var errs []error
+	took := 0
+	for _, pod := range pods {
+		one := *f
+		one.pod = pod
+		res, err := shareWith(ctx, s, &one, sh, force)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("replica %s: %w", pod, err))
+			continue
+		}
+		took++
+		_, _ = fmt.Fprintln(s.Out, accepted(pod+": ", res))
 	}
-	if res.Needed > 0 {
-		_, _ = fmt.Fprintf(s.Out, "share accepted: %d more needed\n", res.Needed)
-	} else {
-		_, _ = fmt.Fprintf(s.Out, "share accepted: CAS is %s\n", res.State)
+	if took == 0 {
+		return errors.Join(errs...)
+	}
+	for _, err := range errs {
+		_, _ = fmt.Fprintf(s.Err, "warning: %v\n", err)
 	}
 	return nil
+}
+
+// shareWith sends one share to the CAS (replica) f reaches.
+func shareWith(ctx context.Context, s Streams, f *casFlags, sh seed.Share, force bool) (*wire.RecoverResponse, error) {
+	c, done, err := f.client(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return c.Recover(ctx, sh, force)
+}
+
+func accepted(who string, res *wire.RecoverResponse) string {
+	if res.Needed > 0 {
+		return fmt.Sprintf("%sshare accepted: %d more needed", who, res.Needed)
+	}
+	return fmt.Sprintf("%sshare accepted: CAS is %s", who, res.State)
 }
 
 func newCASAttest(s Streams) *cobra.Command {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -33,6 +34,9 @@ type casFlags struct {
 	simKey                     string
 	initTokenFile              string
 	testRoots                  string
+	// pod, with --cluster, is the one replica to reach (set by commands
+	// that reach each replica in turn); empty: whichever answers.
+	pod string
 }
 
 // addInitToken adds the flag of the commands that may initialise CAS.
@@ -180,32 +184,12 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 // forward finds the CAS resource of --cluster and port-forwards to its
 // pod; the URL keeps the Service's name, which CAS's certificate names.
 func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), *servicesv1beta1.CAS, error) {
-	ref, err := conn.ParseRef(f.cluster)
-	if err != nil {
-		return "", nil, nil, nil, fmt.Errorf("--cluster: %w", err)
-	}
-	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	cfg, ref, cas, pods, err := f.replicas(ctx)
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
-	scheme, err := schemeWith(servicesv1beta1.AddToScheme, corev1.AddToScheme)
-	if err != nil {
-		return "", nil, nil, nil, err
-	}
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return "", nil, nil, nil, err
-	}
-	cas := &servicesv1beta1.CAS{}
-	if err := kc.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
-		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
-	}
-	ref.Port = int(cas.Spec.Service.ClientPort)
-	// The replicas in turn, ready ones first: one that died, or is being
-	// replaced, does not stop the command.
-	pods, err := conn.ReplicasInOrder(ctx, kc, ref.Namespace, conn.PodNames(ref.Name, cas.Spec.Replicas))
-	if err != nil {
-		return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	if f.pod != "" {
+		pods = []string{f.pod}
 	}
 	var errs []error
 	for _, pod := range pods {
@@ -216,6 +200,38 @@ func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, fun
 		errs = append(errs, err)
 	}
 	return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, errors.Join(errs...))
+}
+
+// replicas finds the CAS resource of --cluster and its running replicas,
+// ready ones first: one that died, or is being replaced, does not stop a
+// command that tries them in turn.
+func (f *casFlags) replicas(ctx context.Context) (*rest.Config, conn.Ref, *servicesv1beta1.CAS, []string, error) {
+	ref, err := conn.ParseRef(f.cluster)
+	if err != nil {
+		return nil, ref, nil, nil, fmt.Errorf("--cluster: %w", err)
+	}
+	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	if err != nil {
+		return nil, ref, nil, nil, err
+	}
+	scheme, err := schemeWith(servicesv1beta1.AddToScheme, corev1.AddToScheme)
+	if err != nil {
+		return nil, ref, nil, nil, err
+	}
+	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, ref, nil, nil, err
+	}
+	cas := &servicesv1beta1.CAS{}
+	if err := kc.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
+		return nil, ref, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	}
+	ref.Port = int(cas.Spec.Service.ClientPort)
+	pods, err := conn.ReplicasInOrder(ctx, kc, ref.Namespace, conn.PodNames(ref.Name, cas.Spec.Replicas))
+	if err != nil {
+		return nil, ref, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
+	}
+	return cfg, ref, cas, pods, nil
 }
 
 // schemeWith is a scheme of the given API groups.

@@ -176,14 +176,24 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 	}
 	// A replica that just started may not listen yet: a share that did not
 	// reach CAS is sent again.
+	// Each share goes to every running replica, so that shares sent while
+	// replicas start are not spread over them.
 	for _, k := range work.recoveryKeys[:2] {
 		waitFor(t, "CAS to take an owner's share", time.Minute, func(context.Context) (bool, string, error) {
 			out, err := e.cli(append([]string{"cas", "recover", "--shares", shares, "--key", k}, at...)...)
+			if err == nil {
+				t.Logf("cloister cas recover --key %s: %s", filepath.Base(k), strings.TrimSpace(out))
+			}
 			return err == nil, fmt.Sprint(out, err), nil
 		})
 	}
 	for _, p := range pods {
-		e.waitPod(t, "default", p, "to be ready after the owners recovered CAS", 2*time.Minute, podReady)
+		if !t.Run("ready "+p, func(t *testing.T) {
+			e.waitPod(t, "default", p, "to be ready after the owners recovered CAS", 2*time.Minute, podReady)
+		}) {
+			logs, err := kubectl(t, e.c, "logs", "-n", "default", p)
+			t.Fatalf("replica %s did not recover: %v\n%s", p, err, logs)
+		}
 	}
 	waitState(t, e.crs, cas, common.StateHealthy)
 	if got, err := attest(filepath.Join(work.dir, "ha-after")); err != nil || got != rootCA {
