@@ -134,12 +134,14 @@ func (p *peers) askOne(ctx context.Context, addr string) error {
 	return p.cas.Adopt(s)
 }
 
-// run asks peers for the seed whenever this replica is in recovery with no
-// shares in: at once, then every interval, until ctx ends.
+// run asks peers for the seed whenever this replica is in recovery: at
+// once, then every interval, until ctx ends. Shares some owners gave it
+// meanwhile do not stop it: a replica that started while the owners
+// recovered another would otherwise wait for shares that went elsewhere.
 func (p *peers) run(ctx context.Context, interval time.Duration) {
 	last := ""
 	for ctx.Err() == nil {
-		if state, _ := p.cas.Status(); state == wire.RecoveryMode && p.cas.SharesReceived() == 0 {
+		if state, _ := p.cas.Status(); state == wire.RecoveryMode {
 			err := p.recoverFrom(ctx)
 			if msg := fmt.Sprint(err); err != nil && msg != last {
 				p.log.Info("no peer gave the seed yet: CAS waits for a ready peer, or for its owners' shares", "reason", msg)

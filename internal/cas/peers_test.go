@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,4 +233,46 @@ func mustBolt(tb testing.TB, dir string) *store.Bolt {
 	}
 	tb.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// A replica that took some owners' shares, not enough, still takes the
+// seed from a peer that is ready: the owners' other shares went to
+// another replica, which recovered.
+func TestPeerRecoveryWithSomeSharesIn(t *testing.T) {
+	simKey := simKeyFile(t)
+	dirA := t.TempDir()
+	urlA, caA, _ := StartConfigForTest(t, Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
+	pemA, _ := os.ReadFile(caA)
+	a, _ := client.New(urlA, pemA, nil)
+	r1, _ := policy.NewKey()
+	r2, _ := policy.NewKey()
+	shares, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&r1.PublicKey)), string(policy.MarshalPublicKey(&r2.PublicKey))}, 2,
+		InitTokenForTest(t, dirA), BoardPEMForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B sees no peer until A is published as ready.
+	var published atomic.Bool
+	dirB := t.TempDir()
+	copyState(t, dirA, dirB)
+	urlB, caB, _ := StartConfigForTest(t, Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+		PeerAddrs: func(context.Context) ([]string, error) {
+			if !published.Load() {
+				return nil, nil
+			}
+			return []string{strings.TrimPrefix(urlA, "https://")}, nil
+		}})
+	waitState(t, urlB, caB, wire.RecoveryMode)
+	sh, err := seed.OpenShare(shares.Shares[0].Sealed, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemB, _ := os.ReadFile(caB)
+	b, _ := client.New(urlB, pemB, nil)
+	if res, err := b.Recover(context.Background(), sh, false); err != nil || res.Needed != 1 {
+		t.Fatalf("one share of two: %+v %v", res, err)
+	}
+	published.Store(true)
+	waitState(t, urlB, caB, wire.Ready)
 }
