@@ -188,7 +188,8 @@ func testCASRollingUpdate(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	// A policy registered while replicas come and go.
-	doc := strings.Replace(policyDoc(work.ownerPub, "24h"), "name: default/shop", "name: default/roll", 1)
+	// Its own name and certificate name: default/shop holds web.shop.svc.
+	doc := strings.NewReplacer("name: default/shop", "name: default/roll", "web.shop.svc", "web.roll.svc").Replace(policyDoc(work.ownerPub, "24h"))
 	e.applyFile(t, e.signPolicyFor(t, "ha.default.svc:8081", "roll", doc, work.owner, ""))
 	waitFor(t, "every replica to run the new image, ready", 6*time.Minute, func(ctx context.Context) (bool, string, error) {
 		ss, err := e.cs.AppsV1().StatefulSets("default").Get(ctx, "cas-ha", metav1.GetOptions{})
@@ -196,8 +197,9 @@ func testCASRollingUpdate(t *testing.T, e *realNodeEnv) {
 			return false, err.Error(), nil
 		}
 		st := ss.Status
-		done := st.ObservedGeneration == ss.Generation && st.UpdatedReplicas == 3 && st.ReadyReplicas == 3 && st.CurrentRevision == st.UpdateRevision
-		return done, fmt.Sprintf("%d updated, %d ready", st.UpdatedReplicas, st.ReadyReplicas), nil
+		done := ss.Spec.Template.Spec.Containers[0].Image == newImage && st.ObservedGeneration == ss.Generation &&
+			st.UpdatedReplicas == 3 && st.ReadyReplicas == 3 && st.CurrentRevision == st.UpdateRevision
+		return done, fmt.Sprintf("template image %s, %d updated, %d ready", ss.Spec.Template.Spec.Containers[0].Image, st.UpdatedReplicas, st.ReadyReplicas), nil
 	})
 	took := time.Since(start)
 	time.Sleep(3 * time.Second)
@@ -220,7 +222,9 @@ func testCASRollingUpdate(t *testing.T, e *realNodeEnv) {
 		}
 	}
 	roll := &casv1beta1.SignedPolicy{ObjectMeta: metav1.ObjectMeta{Name: "roll", Namespace: "default"}}
-	waitState(t, e.crs, roll, common.StateHealthy)
+	if !t.Run("policy registered", func(t *testing.T) { waitState(t, e.crs, roll, common.StateHealthy) }) {
+		t.Fatalf("the policy created during the rollout: %+v", roll.Status.Conditions)
+	}
 	if roll.Status.Revision != 1 || roll.Status.CASRootCA == "" {
 		t.Errorf("the policy registered during the rollout: %+v", roll.Status)
 	}
