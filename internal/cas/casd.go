@@ -48,8 +48,12 @@ const DefaultListen = ":8081"
 
 // Config is cloister-cas's command line.
 type Config struct {
-	Listen   string
-	StateDir string
+	Listen string
+	// DrainDelay is how long CAS, told to stop, goes on serving while it
+	// reports not ready, so that clients that chose this replica just
+	// before it was deleted are answered, and new ones go to the others.
+	DrainDelay time.Duration
+	StateDir   string
 	// Store is where the state is: empty for bbolt in StateDir, or
 	// kubernetes:NAMESPACE/NAME for the Kubernetes API, shared by the
 	// replicas of the CAS resource NAME.
@@ -282,6 +286,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	if cfg.DrainDelay > 0 {
+		server.Drain()
+		log.Info("stopping: not ready any more, serving a while longer for clients that chose this replica", "for", cfg.DrainDelay.String())
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(cfg.DrainDelay):
+		}
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package cas
 import (
 	"flag"
 	"strings"
+	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 )
@@ -11,6 +12,7 @@ import (
 // chart passes these flags; a test checks that it passes no other.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", DefaultListen, "address of the HTTPS API that workloads and the CLI call")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "told to stop, how long CAS goes on serving while it reports not ready (clients that chose this replica just before move on)")
 	fs.StringVar(&c.StateDir, "state-dir", "/var/lib/cloister-cas", "where CAS keeps its state (the CAS volume) with --store bolt; with a kubernetes store, its TLS certificate and collateral cache")
 	fs.StringVar(&c.Store, "store", "bolt", "bolt (the state in --state-dir) or kubernetes:NAMESPACE/NAME (the state on the Kubernetes API, shared by the replicas of the CAS resource NAME; the pod's service account reaches it)")
 	fs.StringVar(&c.Sealer, "sealer", "none", "none (owners recover after every restart), snp:PATH (in an SEV-SNP VM: the seed sealed in PATH under a key the firmware derives for this chip, image and policy) or file:PATH (development: the CAS root secret in a plain file)")

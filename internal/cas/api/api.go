@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -71,6 +72,7 @@ type Server struct {
 	mu       sync.Mutex
 	inFlight map[string]int
 	total    int
+	draining atomic.Bool
 }
 
 // Handler is the API.
@@ -155,7 +157,15 @@ func (s *Server) limit(next http.Handler) http.Handler {
 	})
 }
 
+// Drain makes the server report not ready from now on, while it goes on
+// serving: CAS is stopping, and new clients are to choose another replica.
+func (s *Server) Drain() { s.draining.Store(true) }
+
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "stopping: CAS is shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	state, why := s.CAS.Status()
 	if state != wire.Ready {
 		http.Error(w, string(state)+": "+why, http.StatusServiceUnavailable)

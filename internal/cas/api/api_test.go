@@ -246,3 +246,30 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A CAS told to stop reports not ready, so new clients choose another
+// replica, and goes on answering those that chose it already.
+func TestDrainingIsNotReadyButServes(t *testing.T) {
+	cas := readyCAS(t)
+	srv := &Server{CAS: cas}
+	ts := httptest.NewTLSServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	get := func(path string) int {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/readyz"); got != http.StatusOK {
+		t.Fatalf("a ready CAS: readyz %d", got)
+	}
+	srv.Drain()
+	if got := get("/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("a draining CAS: readyz %d", got)
+	}
+	if got := get("/v1/ca"); got != http.StatusOK {
+		t.Errorf("a draining CAS does not serve: /v1/ca %d", got)
+	}
+}

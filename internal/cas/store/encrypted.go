@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/cloister-cc/cloister/internal/cas/store/records"
 )
 
 // Encrypted seals values under key (32 bytes, AES-256-GCM), binding each
@@ -30,12 +32,9 @@ type Encrypted struct {
 
 // The integrity record, in a bucket of its own.
 const (
-	integrityBucket = "integrity"
-	integrityKey    = "state"
+	integrityBucket = records.IntegrityBucket
+	integrityKey    = records.IntegrityKey
 )
-
-// IsIntegrity says whether bucket/key names the integrity record.
-func IsIntegrity(bucket, key string) bool { return bucket == integrityBucket && key == integrityKey }
 
 // NewEncrypted makes the sealing layer for one key.
 func NewEncrypted(key []byte, plain ...string) (*Encrypted, error) {

@@ -15,34 +15,19 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/cloister-cc/cloister/internal/cas/store/records"
 )
 
-// ErrConflict is a transaction that lost to another writer of the same
-// state (another replica of CAS): nothing of it was stored; decide again
-// on the state as it now is.
-var ErrConflict = errors.New("the state changed meanwhile")
+// Store is CAS's state: records.Store, which tools that move a state
+// without a store use.
+type Store = records.Store
 
-// Store is CAS's state.
-type Store interface {
-	// View runs fn with a consistent read-only view.
-	View(fn func(Tx) error) error
-	// Update runs fn in one atomic, durable transaction; an error from fn
-	// rolls everything back.
-	Update(fn func(Tx) error) error
-	Close() error
-}
+// Tx is one transaction: records.Tx.
+type Tx = records.Tx
 
-// Tx reads and writes one transaction's buckets.
-type Tx interface {
-	// Get returns the value, or nil when there is none.
-	Get(bucket, key string) ([]byte, error)
-	Put(bucket, key string, value []byte) error
-	Delete(bucket, key string) error
-	// ForEach visits the bucket's keys in order.
-	ForEach(bucket string, fn func(key string, value []byte) error) error
-	// Buckets names the buckets that hold records, in order.
-	Buckets() ([]string, error)
-}
+// ErrConflict: see records.ErrConflict.
+var ErrConflict = records.ErrConflict
 
 // Bolt is the embedded file store.
 type Bolt struct{ db *bolt.DB }

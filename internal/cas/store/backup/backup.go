@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
-	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/store/records"
 )
 
 // Format names this version of the format.
@@ -49,9 +49,9 @@ type Record struct {
 }
 
 // Export reads every record of s in one consistent view.
-func Export(s store.Store, cas string, taken time.Time) (*Backup, error) {
+func Export(s records.Store, cas string, taken time.Time) (*Backup, error) {
 	b := &Backup{Format: Format, CAS: cas, Taken: taken.UTC()}
-	err := s.View(func(tx store.Tx) error {
+	err := s.View(func(tx records.Tx) error {
 		buckets, err := tx.Buckets()
 		if err != nil {
 			return err
@@ -125,7 +125,7 @@ func (b *Backup) Validate() error {
 			return fmt.Errorf("records[%d]: %s/%s is in the backup twice", i, r.Bucket, r.Key)
 		}
 		seen[[2]string{r.Bucket, r.Key}] = true
-		integrity = integrity || store.IsIntegrity(r.Bucket, r.Key)
+		integrity = integrity || records.IsIntegrity(r.Bucket, r.Key)
 	}
 	if !integrity {
 		return errors.New("records: no integrity record, so no CAS would unlock this state: it is not a whole CAS state")

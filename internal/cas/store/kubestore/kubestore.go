@@ -7,7 +7,7 @@
 // the state's next generation and the records the transaction wrote (its
 // journal); only then are the record objects written, each marked with
 // the generation that wrote it. Two replicas that commit on the same head
-// cannot both win: the loser gets store.ErrConflict and reads the state
+// cannot both win: the loser gets records.ErrConflict and reads the state
 // again. A crash between the head and its records loses nothing: whoever
 // reads the head next applies its journal, and no transaction commits
 // before the journal of the one before it is applied.
@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/store/records"
 )
 
 // LabelCAS names the CAS whose state an object holds.
@@ -172,13 +172,13 @@ func (s *Store) OnChange(fn func()) {
 	s.mu.Unlock()
 }
 
-func (s *Store) View(fn func(store.Tx) error) error {
+func (s *Store) View(fn func(records.Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return fn(&tx{base: s.data, readOnly: true})
 }
 
-func (s *Store) Update(fn func(store.Tx) error) error {
+func (s *Store) Update(fn func(records.Tx) error) error {
 	ctx := context.Background()
 	s.updateMu.Lock()
 	defer s.updateMu.Unlock()
@@ -218,7 +218,7 @@ func (s *Store) Update(fn func(store.Tx) error) error {
 		} else {
 			s.notify()
 		}
-		return fmt.Errorf("%w: another replica of CAS changed the state first (generation %d)", store.ErrConflict, gen+1)
+		return fmt.Errorf("%w: another replica of CAS changed the state first (generation %d)", records.ErrConflict, gen+1)
 	}
 	if err != nil {
 		return fmt.Errorf("committing generation %d of CAS's state: %w", gen+1, err)

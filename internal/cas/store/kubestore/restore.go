@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/store/backup"
+	"github.com/cloister-cc/cloister/internal/cas/store/records"
 )
 
 // AnnotationRestored, on a head, says when a backup was restored into it.
@@ -50,7 +50,7 @@ func Restore(ctx context.Context, c client.WithWatch, opts Options, b *backup.Ba
 	rest := make([]servicesv1beta1.CASStateEntry, 0, len(b.Records))
 	for _, r := range b.Records {
 		e := servicesv1beta1.CASStateEntry{Bucket: r.Bucket, Key: r.Key, Value: r.Value}
-		if store.IsIntegrity(e.Bucket, e.Key) {
+		if records.IsIntegrity(e.Bucket, e.Key) {
 			first = append(first, e)
 		} else {
 			rest = append(rest, e)
