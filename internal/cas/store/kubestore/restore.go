@@ -38,8 +38,8 @@ func Restore(ctx context.Context, c client.WithWatch, opts Options, b *backup.Ba
 	}
 	s.mu.RLock()
 	n, gen := 0, s.gen
-	for _, b := range s.data {
-		n += len(b)
+	for _, bucket := range s.data {
+		n += len(bucket)
 	}
 	s.mu.RUnlock()
 	if n > 0 || gen > 0 {
