@@ -1,8 +1,10 @@
 // Package cas is the CAS controller: the shared service reconciler with
-// the CAS chart (a one-pod StatefulSet, its Service and database volume),
-// and a status read from the running CAS itself: its version and whether
-// it is initialised, in recovery or ready, over a connection trusted by
-// CAS's evidence.
+// the CAS chart (a StatefulSet of spec.replicas pods, its Service, volume
+// claims, disruption budget and scheduled backup), its release pinned to
+// the CR's spec, and a status read from the running CAS itself (its
+// version, root CA, and whether it is initialised, in recovery or ready,
+// over a connection trusted by CAS's evidence) and from its pods (the
+// replicas ready and recovering).
 package cas
 
 import (
