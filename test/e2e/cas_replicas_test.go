@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,8 +19,6 @@ import (
 
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -41,7 +38,7 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASUninitialized)
-	at := []string{"--cluster", "default/ha", "--insecure-simulated-cas"}
+	at := haAt
 	shares := filepath.Join(work.dir, "ha-shares.json")
 	var owners []string
 	for _, k := range work.recoveryKeys {
@@ -50,16 +47,13 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 	e.mustCLI(t, append(append([]string{"cas", "init", "--threshold", "2", "--out", shares}, at...), owners...)...)
 	waitState(t, e.crs, cas, common.StateHealthy)
 	e.mustCLI(t, append([]string{"cas", "register", e.signPolicy(t, "ha-shop", policyDoc(work.ownerPub, "24h"), work.owner, "")}, at...)...)
-	pods := conn.PodNames("ha", 3)
+	pods := haPods
 	for _, p := range pods {
 		e.waitPod(t, "default", p, "to be ready", 2*time.Minute, podReady)
 	}
 	attest := func(dir string) (string, error) {
-		if _, err := e.cli(append([]string{"cas", "attest", "--policy", "default/shop", "--service", "web", "--sim", "--sim-key", devKey, "--out", dir}, at...)...); err != nil {
-			return "", err
-		}
-		b, err := os.ReadFile(filepath.Join(dir, casclient.RootCAFile))
-		return string(b), err
+		rootCA, _, err := e.haAttest(dir)
+		return rootCA, err
 	}
 	rootCA, err := attest(filepath.Join(work.dir, "ha-first"))
 	if err != nil {
@@ -129,14 +123,7 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 	// A change the API server refuses (a pod annotation with an invalid
 	// key) is rolled back, not uninstalled: the replicas keep running and
 	// serving, and the CAS says why; a corrected spec is rolled out.
-	uids := map[string]string{}
-	for _, p := range pods {
-		pod, err := e.cs.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[p] = string(pod.UID)
-	}
+	uids := e.podUIDs(t)
 	setAnnotations := func(a map[string]string) {
 		t.Helper()
 		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(cas), cas); err != nil {
@@ -221,14 +208,7 @@ func testCASReplicas(t *testing.T, e *realNodeEnv) {
 		}
 		return true, "", nil
 	})
-	before := map[string]string{}
-	for _, name := range pods {
-		p, err := e.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[name] = string(p.UID)
-	}
+	before := e.podUIDs(t)
 	deleted = time.Now()
 	if err := e.cs.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=cas-ha"}); err != nil {
