@@ -16,6 +16,9 @@ CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/...
                        output:crd:artifacts:config=charts/cloister-operator/files/crds \
                        rbac:roleName=cloister-operator paths=./internal/... \
                        output:rbac:artifacts:config=charts/cloister-operator/files/rbac
+# The kata agent policy's tests: a module of their own, so that OPA, which
+# evaluates the policies there, links into no binary.
+AGENTPOLICY := test/agentpolicy
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
@@ -50,6 +53,7 @@ build: tools
 test: lint node-deps
 	@skips=$$(mktemp); status=0; \
 	CLOISTER_SKIP_LOG=$$skips $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
+	$(GO) -C $(AGENTPOLICY) test -race -count=1 ./... || status=$$?; \
 	if [ -s "$$skips" ]; then \
 		echo "note: these tests skipped (go test without -v does not say so):"; sort -u "$$skips" | sed 's/^/      /'; \
 	fi; rm -f "$$skips"; \
@@ -64,6 +68,7 @@ test: lint node-deps
 ## unit: tests without the end-to-end suite (envtest still runs).
 unit: tools
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) -C $(AGENTPOLICY) test -race -count=1 ./...
 
 ## e2e: the end-to-end suite against a fresh dev cluster.
 e2e: tools
@@ -75,7 +80,9 @@ lint: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
-	@lint=$$($(GO) run ./cmd/cloister dev tools --lint | tail -1) && "$$lint/golangci-lint" run ./...
+	@$(GO) -C $(AGENTPOLICY) mod tidy -diff || { echo "$(AGENTPOLICY)'s go.mod/go.sum are not tidy: run go mod tidy there"; exit 1; }
+	@lint=$$($(GO) run ./cmd/cloister dev tools --lint | tail -1) && "$$lint/golangci-lint" run ./... && \
+		cd $(AGENTPOLICY) && "$$lint/golangci-lint" run ./...
 
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
 bench: tools

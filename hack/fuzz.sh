@@ -13,14 +13,17 @@ go=${GO:-go}
 export go
 long=" internal/cas/api:FuzzAPI internal/cas/policy:FuzzParse "
 
-one() { # pkg target time
-	local pkg=$1 target=$2 time=$3 counts start total secs status=ok
+one() { # pkg dir target time
+	local pkg=$1 dir=$2 target=$3 time=$4 counts start total secs status=ok
 	counts=$(mktemp -d)
 	start=$(date +%s)
 	# Build first, so the time is the fuzzer's.
-	"$go" test -c -o "$counts/test" "$pkg" >"$counts/log" 2>&1 || status=FAIL
-	if [ $status = ok ] && ! (cd "$("$go" list -f '{{.Dir}}' "$pkg")" && CLOISTER_FUZZ_COUNT=$counts "$counts/test" \
-		-test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$time" -test.parallel 1 -test.fuzzcachedir "$counts/cache") >>"$counts/log" 2>&1; then
+	"$go" test -C "$dir" -c -o "$counts/test" . >"$counts/log" 2>&1 || status=FAIL
+	# Minimizing a new input may take a minute of the fuzzing time (no
+	# executions counted meanwhile); a few seconds of it are enough here.
+	if [ $status = ok ] && ! (cd "$dir" && CLOISTER_FUZZ_COUNT=$counts "$counts/test" \
+		-test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$time" -test.fuzzminimizetime 5s -test.parallel 1 \
+		-test.fuzzcachedir "$counts/cache") >>"$counts/log" 2>&1; then
 		status=FAIL
 	fi
 	total=0
@@ -38,13 +41,14 @@ export -f one
 
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-for pkg in $("$go" list ./internal/...); do
-	dir=$("$go" list -f '{{.Dir}}' "$pkg")
+# The project's packages, and the agent policy's tests (a module of their own).
+for pkg in $("$go" list ./internal/...) $("$go" -C test/agentpolicy list ./...); do
+	dir=$("$go" list -f '{{.Dir}}' "$pkg" 2>/dev/null || "$go" -C test/agentpolicy list -f '{{.Dir}}' "$pkg")
 	short=${pkg#github.com/cloister-cc/cloister/}
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		time=$fuzztime first=1
 		case "$long" in *" $short:$target "*) time=$longtime first=0 ;; esac
-		echo "$first $pkg $target $time" >>"$list"
+		echo "$first $pkg $dir $target $time" >>"$list"
 	done
 done
 echo "$(wc -l <"$list") fuzz targets, $jobs at a time: $fuzztime each, $longtime for$long"

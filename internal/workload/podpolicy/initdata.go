@@ -36,10 +36,15 @@ type initdata struct {
 }
 
 // Initdata is the policy as an initdata document (TOML) and its digest,
-// the SHA-256 of the document's bytes.
+// the SHA-256 of the document's bytes. It holds the policy and the kata
+// agent's policy made from it, so the digest covers what the guest
+// enforces.
 func (p *Policy) Initdata() (doc []byte, digest string) {
 	var b bytes.Buffer
-	err := toml.NewEncoder(&b).Encode(initdata{Version: InitdataVersion, Algorithm: Algorithm, Data: map[string]string{DataKey: string(p.Canonical())}})
+	err := toml.NewEncoder(&b).Encode(initdata{Version: InitdataVersion, Algorithm: Algorithm, Data: map[string]string{
+		DataKey: string(p.Canonical()),
+		RegoKey: string(p.Rego()),
+	}})
 	if err != nil {
 		panic("podpolicy: encoding initdata: " + err.Error())
 	}
@@ -124,6 +129,16 @@ func ParseInitdata(doc []byte) (*Policy, error) {
 	}
 	if p.Version != Version {
 		return nil, fmt.Errorf("initdata: %s: version %q, want %q", DataKey, p.Version, Version)
+	}
+	// The agent's policy is derived: one that is not the policy's own
+	// would let the guest enforce something else than the identity says.
+	if rego, ok := d.Data[RegoKey]; !ok || rego != string(p.Rego()) {
+		return nil, fmt.Errorf("initdata: %s is missing or is not the one %s gives (made by another version?): run cloister generate again", RegoKey, DataKey)
+	}
+	for k := range d.Data {
+		if k != DataKey && k != RegoKey {
+			return nil, fmt.Errorf("initdata: unknown file %q in data", k)
+		}
 	}
 	return &p, nil
 }

@@ -76,6 +76,22 @@ type Container struct {
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 	// RestartPolicy Always marks a native sidecar among init containers.
 	RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy,omitempty"`
+	// Exec are the commands the kubelet runs in the container: its exec
+	// probes and lifecycle hooks, the only execs the guest allows.
+	Exec [][]string `json:"exec,omitempty"`
+	// ImageConfig is what the image (by its digest) runs when the pod
+	// does not say: generate reads it from the registry.
+	ImageConfig *ImageConfig `json:"imageConfig,omitempty"`
+}
+
+// ImageConfig is the part of an image's configuration that decides what
+// a container runs.
+type ImageConfig struct {
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	WorkingDir string   `json:"workingDir,omitempty"`
+	User       string   `json:"user,omitempty"`
 }
 
 // Volume is a volume by name and source. The source's description is
@@ -122,10 +138,34 @@ func containers(field string, cs []corev1.Container) ([]Container, error) {
 		out = append(out, Container{
 			Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, WorkingDir: c.WorkingDir,
 			Env: c.Env, EnvFrom: c.EnvFrom, VolumeMounts: c.VolumeMounts, SecurityContext: c.SecurityContext,
-			RestartPolicy: c.RestartPolicy,
+			RestartPolicy: c.RestartPolicy, Exec: execs(&c),
 		})
 	}
 	return out, nil
+}
+
+// execs are the commands the kubelet execs in a container, each once,
+// in the order the spec gives them.
+func execs(c *corev1.Container) [][]string {
+	var out [][]string
+	add := func(h *corev1.ExecAction) {
+		if h != nil && len(h.Command) > 0 && !slices.ContainsFunc(out, func(x []string) bool { return slices.Equal(x, h.Command) }) {
+			out = append(out, h.Command)
+		}
+	}
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if p != nil {
+			add(p.Exec)
+		}
+	}
+	if l := c.Lifecycle; l != nil {
+		for _, h := range []*corev1.LifecycleHandler{l.PostStart, l.PreStop} {
+			if h != nil {
+				add(h.Exec)
+			}
+		}
+	}
+	return out
 }
 
 // Pinned says whether image names a digest.

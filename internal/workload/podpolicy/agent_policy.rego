@@ -1,0 +1,431 @@
+package agent_policy
+
+# The rules are fixed; policy_data, below them, is the pod's. Every request
+# the kata agent receives is denied unless a rule here allows it.
+
+import future.keywords.every
+import future.keywords.if
+import future.keywords.in
+
+default AddARPNeighborsRequest := true
+default AddSwapRequest := false
+default CloseStdinRequest := false
+default CopyFileRequest := false
+default CreateContainerRequest := {"allowed": false}
+default CreateSandboxRequest := {"allowed": false}
+default DestroySandboxRequest := true
+default ExecProcessRequest := false
+default GetMetricsRequest := true
+default GetOOMEventRequest := true
+default GuestDetailsRequest := true
+default ListInterfacesRequest := true
+default ListRoutesRequest := true
+default MemHotplugByProbeRequest := true
+default OnlineCPUMemRequest := true
+default PauseContainerRequest := true
+default PullImageRequest := false
+default ReadStreamRequest := true
+default RemoveContainerRequest := true
+default RemoveStaleVirtiofsShareMountsRequest := true
+default ReseedRandomDevRequest := false
+default ResumeContainerRequest := true
+default SetGuestDateTimeRequest := false
+default SetPolicyRequest := false
+default SignalProcessRequest := true
+default StartContainerRequest := true
+default StartTracingRequest := false
+default StatsContainerRequest := true
+default StopTracingRequest := false
+default TtyWinResizeRequest := true
+default UpdateContainerRequest := true
+default UpdateEphemeralMountsRequest := false
+default UpdateInterfaceRequest := true
+default UpdateRoutesRequest := true
+default WaitProcessRequest := true
+default WriteStreamRequest := false
+
+# The sandbox, once: its process namespace as the pod shares it, no kernel
+# modules and no guest hooks (host-chosen code).
+CreateSandboxRequest := {"allowed": true, "ops": [
+	{"op": "add", "path": "/pstate/sandbox", "value": true},
+	{"op": "add", "path": "/pstate/containers", "value": {}},
+]} if {
+	not data.pstate.sandbox
+	object.get(input, "sandbox_pidns", false) == policy_data.share_process_namespace
+	count(object.get(input, "kernel_modules", [])) == 0
+	object.get(input, "guest_hook_path", "") == ""
+}
+
+# A container is remembered by its id, so that exec can name it.
+CreateContainerRequest := {"allowed": true, "ops": [{
+	"op": "add",
+	"path": concat("/", ["", "pstate", "containers", input.container_id]),
+	"value": object.get(input.OCI.Annotations, "io.kubernetes.cri.container-name", ""),
+}]} if {
+	data.pstate.sandbox
+	regex.match(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`, input.container_id)
+	not data.pstate.containers[input.container_id]
+	allow_create(input)
+}
+
+# The pause container of the sandbox.
+allow_create(req) if {
+	req.OCI.Annotations["io.kubernetes.cri.container-type"] == "sandbox"
+	req.OCI.Annotations["io.katacontainers.pkg.oci.container_type"] == "pod_sandbox"
+	req.OCI.Process.Args == ["/pause"]
+	no_hooks(req.OCI)
+	count(arr(object.get(req, "devices", []))) == 0
+	count(arr(req.OCI.Linux.Devices)) == 0
+	every m in arr(req.OCI.Mounts) {
+		runtime_mount(m)
+	}
+	every s in arr(object.get(req, "storages", [])) {
+		s.driver == "image_guest_pull"
+		s.source == "pause"
+	}
+}
+
+# A container of the policy, by its name.
+allow_create(req) if {
+	req.OCI.Annotations["io.kubernetes.cri.container-type"] == "container"
+	req.OCI.Annotations["io.katacontainers.pkg.oci.container_type"] == "pod_container"
+	some c in policy_data.containers
+	c.name == req.OCI.Annotations["io.kubernetes.cri.container-name"]
+	image_allowed(c, req)
+	process_allowed(c, req.OCI.Process)
+	req.OCI.Root.Readonly == c.readonly_root
+	no_hooks(req.OCI)
+	linux_allowed(c, req.OCI.Linux)
+	devices_allowed(c, req)
+	every m in arr(req.OCI.Mounts) {
+		mount_allowed(c, m)
+	}
+	every want in c.mounts {
+		some m in arr(req.OCI.Mounts)
+		m.destination == want.path
+	}
+	every s in arr(object.get(req, "storages", [])) {
+		storage_allowed(c, s)
+	}
+}
+
+# An exec only of a command the pod lists (its exec probes and hooks), in
+# the container that lists it, with the container's environment.
+ExecProcessRequest if {
+	name := data.pstate.containers[input.container_id]
+	some c in policy_data.containers
+	c.name == name
+	some cmd in c.exec
+	input.process.Args == cmd
+	env_entries_allowed(c, arr(input.process.Env))
+}
+
+# The runtime copies the pod's small files (hosts, resolv.conf, the
+# service account token, ConfigMaps and Secrets) into its shared folder,
+# and nowhere else.
+CopyFileRequest if {
+	regex.match(`^/run/kata-containers/shared/containers/[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, input.path)
+	not regex.match(`(^|/)\.\.?(/|$)`, input.path)
+}
+
+arr(x) := x if {
+	is_array(x)
+} else := []
+
+no_hooks(oci) if {
+	hooks := object.get(oci, "Hooks", null)
+	hooks == null
+}
+
+no_hooks(oci) if {
+	hooks := object.get(oci, "Hooks", null)
+	is_object(hooks)
+	every _, list in hooks {
+		count(arr(list)) == 0
+	}
+}
+
+######################################################################
+# The image: pulled in the guest, by the digest the policy names.
+
+image_allowed(c, req) if {
+	image_digest(req.OCI.Annotations["io.kubernetes.cri.image-name"]) == c.digest
+	some s in arr(object.get(req, "storages", []))
+	s.driver == "image_guest_pull"
+	image_digest(s.source) == c.digest
+	s.mount_point == req.OCI.Root.Path
+}
+
+image_digest(ref) := d if {
+	parts := split(ref, "@")
+	count(parts) == 2
+	parts[0] != ""
+	regex.match(`^sha256:[0-9a-f]{64}$`, parts[1])
+	d := parts[1]
+}
+
+storage_allowed(c, s) if {
+	s.driver == "image_guest_pull"
+	image_digest(s.source) == c.digest
+}
+
+# emptyDir volumes: on the guest's disk or in its memory.
+storage_allowed(_, s) if {
+	s.driver in {"local", "ephemeral"}
+	guest_path(s.mount_point)
+}
+
+guest_path(p) if {
+	regex.match(`^/run/kata-containers/(shared/containers|sandbox)/[A-Za-z0-9_.][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, p)
+	not regex.match(`(^|/)\.\.?(/|$)`, p)
+}
+
+######################################################################
+# The process: its arguments, folder, environment, user and privileges.
+
+process_allowed(c, p) if {
+	args_allowed(c, arr(p.Args))
+	cwd_allowed(c, p.Cwd)
+	env_allowed(c, arr(p.Env))
+	user_allowed(c, p.User)
+	caps_allowed(c, object.get(p, "Capabilities", null))
+	no_new_privs_allowed(c, object.get(p, "NoNewPrivileges", false))
+}
+
+args_allowed(c, args) if {
+	not c.args_any_prefix
+	count(args) == count(c.args)
+	every i, re in c.args {
+		regex.match(re, args[i])
+	}
+}
+
+# The image's entrypoint was not known when the policy was made: the
+# pod's arguments end the command line.
+args_allowed(c, args) if {
+	c.args_any_prefix
+	n := count(args) - count(c.args)
+	n >= 0
+	every i, re in c.args {
+		regex.match(re, args[n + i])
+	}
+}
+
+cwd_allowed(c, _) if c.cwd == ""
+
+cwd_allowed(c, cwd) if cwd == c.cwd
+
+# Every variable is one the pod or its image sets, or one the platform
+# adds (the host name, Kubernetes services); each name once; every
+# variable the pod sets is there.
+env_allowed(c, env) if {
+	env_entries_allowed(c, env)
+	every re in c.env_required {
+		some e in env
+		regex.match(re, e)
+	}
+}
+
+env_entries_allowed(c, env) if {
+	names := [name | some e in env; name := env_name(e)]
+	count(names) == count(env)
+	count(names) == count({n | some n in names})
+	every e in env {
+		env_entry_allowed(c, e)
+	}
+}
+
+env_name(e) := n if {
+	parts := split(e, "=")
+	count(parts) > 1
+	n := parts[0]
+	regex.match(`^[A-Za-z_][A-Za-z0-9_.-]*$`, n)
+}
+
+env_entry_allowed(c, e) if {
+	some re in c.env
+	regex.match(re, e)
+}
+
+env_entry_allowed(c, e) if {
+	e in c.image_env
+	not env_name(e) in c.env_names
+}
+
+env_entry_allowed(c, e) if {
+	c.image_env_unknown
+	env_name(e) == "PATH"
+	not "PATH" in c.env_names
+}
+
+env_entry_allowed(c, e) if {
+	some re in platform_env
+	regex.match(re, e)
+	not env_name(e) in c.env_names
+}
+
+env_entry_allowed(c, e) if {
+	c.env_from
+	not env_name(e) in c.env_names
+	not regex.match(`^(LD_|GCONV_PATH|GLIBC_TUNABLES|MALLOC_|NODE_OPTIONS|PYTHON|PERL5|RUBYOPT|JAVA_TOOL_OPTIONS|BASH_ENV|ENV=)`, e)
+}
+
+platform_env := [
+	`^HOSTNAME=[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`,
+	`^[A-Z_][A-Z0-9_]*_SERVICE_HOST=[0-9a-fA-F.:]{2,45}$`,
+	`^[A-Z_][A-Z0-9_]*_SERVICE_PORT(_[A-Z0-9_]+)?=[0-9]{1,5}$`,
+	`^[A-Z_][A-Z0-9_]*_PORT=(tcp|udp|sctp)://\[?[0-9a-fA-F.:]{2,45}\]?:[0-9]{1,5}$`,
+	`^[A-Z_][A-Z0-9_]*_PORT_[0-9]{1,5}_(TCP|UDP|SCTP)=(tcp|udp|sctp)://\[?[0-9a-fA-F.:]{2,45}\]?:[0-9]{1,5}$`,
+	`^[A-Z_][A-Z0-9_]*_PORT_[0-9]{1,5}_(TCP|UDP|SCTP)_PROTO=(tcp|udp|sctp)$`,
+	`^[A-Z_][A-Z0-9_]*_PORT_[0-9]{1,5}_(TCP|UDP|SCTP)_PORT=[0-9]{1,5}$`,
+	`^[A-Z_][A-Z0-9_]*_PORT_[0-9]{1,5}_(TCP|UDP|SCTP)_ADDR=[0-9a-fA-F.:]{2,45}$`,
+]
+
+user_allowed(c, u) if {
+	c.uid in {-1, u.UID}
+	c.gid in {-1, u.GID}
+	non_root_allowed(c, u)
+}
+
+non_root_allowed(c, _) if not c.run_as_non_root
+
+non_root_allowed(c, u) if {
+	c.run_as_non_root
+	u.UID != 0
+}
+
+caps_allowed(c, _) if c.privileged
+
+caps_allowed(c, caps) if {
+	not c.privileged
+	caps == null
+}
+
+caps_allowed(c, caps) if {
+	not c.privileged
+	is_object(caps)
+	every _, list in caps {
+		every cap in arr(list) {
+			cap in c.capabilities
+		}
+	}
+}
+
+no_new_privs_allowed(c, _) if not c.no_new_privileges
+
+no_new_privs_allowed(c, nnp) if {
+	c.no_new_privileges
+	nnp == true
+}
+
+######################################################################
+# Linux: no devices, no host namespaces joined, the kernel's masks kept,
+# the pod's sysctls only.
+
+linux_allowed(c, l) if {
+	every ns in arr(l.Namespaces) {
+		namespace_allowed(ns)
+	}
+	masks_allowed(c, l)
+	sysctls_allowed(object.get(l, "Sysctl", null))
+}
+
+sysctls_allowed(s) if s == policy_data.sysctls
+
+sysctls_allowed(s) if {
+	s in [null, {}]
+	count(policy_data.sysctls) == 0
+}
+
+namespace_allowed(ns) if ns.Path == ""
+
+# The sandbox's network, which every container joins.
+namespace_allowed(ns) if {
+	ns.Type == "network"
+	startswith(ns.Path, "/")
+}
+
+masks_allowed(c, _) if c.privileged
+
+masks_allowed(c, l) if {
+	not c.privileged
+	every p in masked_paths {
+		p in arr(l.MaskedPaths)
+	}
+	every p in readonly_paths {
+		p in arr(l.ReadonlyPaths)
+	}
+}
+
+masked_paths := ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"]
+
+readonly_paths := ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+
+devices_allowed(_, req) if {
+	count(arr(object.get(req, "devices", []))) == 0
+	count(arr(req.OCI.Linux.Devices)) == 0
+}
+
+# Devices passed into the VM (CDI) reach the containers that run privileged.
+devices_allowed(c, _) if {
+	c.privileged
+	policy_data.vm_devices
+}
+
+######################################################################
+# Mounts: the runtime's own, and the pod's volumes where the pod mounts
+# them.
+
+mount_allowed(_, m) if runtime_mount(m)
+
+mount_allowed(c, m) if {
+	some want in c.mounts
+	m.destination == want.path
+	guest_path(m.source)
+	readonly_allowed(want, arr(m.options))
+}
+
+readonly_allowed(want, _) if not want.read_only
+
+readonly_allowed(want, options) if {
+	want.read_only
+	"ro" in options
+}
+
+runtime_mount(m) if {
+	some want in runtime_mounts
+	m.destination == want.destination
+	m.type_ == want.type
+	m.source == want.source
+}
+
+runtime_mount(m) if {
+	some name, dest in shared_files
+	m.destination == dest
+	m.type_ == "bind"
+	regex.match(concat("", [`^/run/kata-containers/shared/containers/[A-Za-z0-9]+-[0-9a-f]{16}-`, name, `$`]), m.source)
+}
+
+runtime_mount(m) if {
+	m.destination == "/var/run/secrets/kubernetes.io/serviceaccount"
+	m.type_ == "bind"
+	regex.match(`^/run/kata-containers/shared/containers/[A-Za-z0-9]+-[0-9a-f]{16}-serviceaccount$`, m.source)
+	"ro" in arr(m.options)
+}
+
+runtime_mounts := [
+	{"destination": "/proc", "type": "proc", "source": "proc"},
+	{"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+	{"destination": "/dev/pts", "type": "devpts", "source": "devpts"},
+	{"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue"},
+	{"destination": "/sys", "type": "sysfs", "source": "sysfs"},
+	{"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup"},
+	{"destination": "/dev/shm", "type": "bind", "source": "/run/kata-containers/sandbox/shm"},
+]
+
+shared_files := {
+	"hosts": "/etc/hosts",
+	"hostname": "/etc/hostname",
+	`resolv\.conf`: "/etc/resolv.conf",
+	"termination-log": "/dev/termination-log",
+}

@@ -1,0 +1,93 @@
+package podpolicy
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The initdata carries the agent's policy made from the pod's, so the
+// digest CAS checks covers what the guest enforces; a document whose
+// agent policy is another is refused.
+func TestInitdataCarriesTheAgentPolicy(t *testing.T) {
+	p, err := of(pod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := p.Initdata()
+	var d initdata
+	if _, err := toml.Decode(string(doc), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Data[RegoKey] != string(p.Rego()) {
+		t.Fatalf("the initdata's %s is not the policy's Rego", RegoKey)
+	}
+	if !strings.HasPrefix(d.Data[RegoKey], "# The kata agent's policy") || !strings.Contains(d.Data[RegoKey], "package agent_policy") {
+		t.Errorf("%s:\n%.300s", RegoKey, d.Data[RegoKey])
+	}
+	for name, rego := range map[string]string{
+		"a permissive one": "package agent_policy\ndefault ExecProcessRequest := true\n",
+		"none":             "",
+	} {
+		d.Data[RegoKey] = rego
+		if rego == "" {
+			delete(d.Data, RegoKey)
+		}
+		var b strings.Builder
+		if err := toml.NewEncoder(&b).Encode(d); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseInitdata([]byte(b.String())); err == nil || !strings.Contains(err.Error(), "run cloister generate again") {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}
+
+// The agent's policy follows the pod: what the pod runs is in it.
+func TestRegoFollowsThePod(t *testing.T) {
+	base, _ := of(pod())
+	probed, err := of(pod(func(s *corev1.PodSpec) {
+		s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/ok"}}}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(base.Rego()) == string(probed.Rego()) || !strings.Contains(string(probed.Rego()), `"/tmp/ok"`) {
+		t.Error("an exec probe is not in the agent's policy")
+	}
+	if got := probed.Containers[0].Exec; len(got) != 1 || got[0][1] != "/tmp/ok" {
+		t.Errorf("exec %q", got)
+	}
+}
+
+func TestExpandable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":             "plain",
+		"a.b":               `a\.b`,
+		"--node=$(NODE_IP)": "--node=.*",
+		"$$(NOT)":           `\$\(NOT\)`,
+		"$(UNCLOSED":        `\$\(UNCLOSED`,
+		"cost: $5":          `cost: \$5`,
+	} {
+		if got := expandable(in); got != want {
+			t.Errorf("expandable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The agent policy's tests evaluate it with OPA, in a module of their
+// own: no binary may link OPA.
+func TestNoBinaryLinksOPA(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../../cmd/...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/open-policy-agent/opa") {
+			t.Errorf("a binary links %s", dep)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package agentpolicy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+)
+
+var (
+	setupImage = "registry.example/setup@sha256:" + strings.Repeat("1", 64)
+	webImage   = "registry.example/web@sha256:" + strings.Repeat("2", 64)
+	logImage   = "registry.example/log@sha256:" + strings.Repeat("3", 64)
+)
+
+// thePod has an init container and an app whose images' configurations
+// are known, and a sidecar whose image's is not.
+func thePod(t testing.TB) *podpolicy.Policy {
+	t.Helper()
+	spec := &corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsGroup: ptr.To[int64](1000)},
+		InitContainers:  []corev1.Container{{Name: "setup", Image: setupImage, Args: []string{"--once"}}},
+		Containers: []corev1.Container{{
+			Name: "web", Image: webImage, Command: []string{"/web"}, Args: []string{"--port", "8080", "--node=$(NODE_IP)"},
+			Env: []corev1.EnvVar{
+				{Name: "MODE", Value: "prod"},
+				{Name: "NODE_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+				{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "t"}, Key: "t", Optional: ptr.To(true)}}},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "secrets", MountPath: "/cloister", ReadOnly: true}, {Name: "data", MountPath: "/data"}},
+			SecurityContext: &corev1.SecurityContext{
+				RunAsUser: ptr.To[int64](1000), RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
+				ReadOnlyRootFilesystem: ptr.To(true),
+				Capabilities:           &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}},
+			},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/healthy"}}}},
+		}, {
+			Name: "log", Image: logImage, Args: []string{"serve"},
+		}},
+		Volumes: []corev1.Volume{
+			{Name: "secrets", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+			{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		},
+	}
+	p, err := podpolicy.Of(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.InitContainers[0].ImageConfig = &podpolicy.ImageConfig{Entrypoint: []string{"/setup"}, Env: []string{"PATH=/bin"}, User: "65532:65532"}
+	p.Containers[0].ImageConfig = &podpolicy.ImageConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"--help"}, Env: []string{"PATH=/usr/bin:/bin"}, WorkingDir: "/srv"}
+	return p
+}
+
+// The pod's own requests, as the kubelet and containerd make them.
+func setupRequest() container {
+	return container{id: id(1), name: "setup", image: setupImage, args: []string{"/setup", "--once"},
+		env: []string{"PATH=/bin", "HOSTNAME=web-0", "KUBERNETES_SERVICE_HOST=10.96.0.1"}, cwd: "/", uid: 65532, gid: 1000} // the pod's group
+}
+
+func webRequest() container {
+	return container{
+		id: id(2), name: "web", image: webImage, args: []string{"/web", "--port", "8080", "--node=10.0.0.7"},
+		env: []string{"PATH=/usr/bin:/bin", "HOSTNAME=web-0", "MODE=prod", "NODE_IP=10.0.0.7",
+			"KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_PORT=tcp://10.96.0.1:443",
+			"KUBERNETES_PORT_443_TCP_PROTO=tcp"},
+		cwd: "/srv", uid: 1000, gid: 1000, caps: []string{"CAP_NET_BIND_SERVICE"}, noNewPrivs: true, readonlyRoot: true,
+		mounts: []any{
+			mount("/cloister", "bind", "/run/kata-containers/sandbox/ephemeral/secrets", "rbind", "ro"),
+			mount("/data", "bind", "/run/kata-containers/shared/containers/"+sandboxID+"/rootfs/local/data", "rbind"),
+		},
+	}
+}
+
+func logRequest() container {
+	return container{id: id(3), name: "log", image: logImage, args: []string{"/usr/bin/log", "serve"},
+		env: []string{"PATH=/usr/local/bin:/usr/bin", "HOSTNAME=web-0"}, cwd: "/var/log", uid: 0, gid: 1000}
+}
+
+// started is an agent that has created the pod's sandbox and containers.
+func started(t *testing.T) *agent {
+	t.Helper()
+	a := newAgent(t, thePod(t).Rego())
+	a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+	a.mustAllow("CreateContainerRequest", pause(sandboxID))
+	for _, c := range []container{setupRequest(), webRequest(), logRequest()} {
+		a.mustAllow("CreateContainerRequest", c.request())
+		a.mustAllow("StartContainerRequest", request{"container_id": c.id})
+	}
+	return a
+}
+
+func TestThePodsOwnRequestsAreAllowed(t *testing.T) {
+	a := started(t)
+	for _, kind := range []string{"WaitProcessRequest", "StatsContainerRequest", "SignalProcessRequest", "ReadStreamRequest",
+		"RemoveContainerRequest", "TtyWinResizeRequest", "UpdateInterfaceRequest", "UpdateRoutesRequest", "GetOOMEventRequest",
+		"OnlineCPUMemRequest", "DestroySandboxRequest", "GuestDetailsRequest"} {
+		a.mustAllow(kind, request{"container_id": id(2)})
+	}
+	// The liveness probe, in its container.
+	a.mustAllow("ExecProcessRequest", exec(webRequest(), "cat", "/tmp/healthy"))
+	a.mustAllow("CopyFileRequest", request{"path": "/run/kata-containers/shared/containers/" + id(2) + "-e9bb691ee0df3258-resolv.conf"})
+	a.mustAllow("CopyFileRequest", request{"path": "/run/kata-containers/shared/containers/" + id(2) + "-bbb1a5bd88623ac4-serviceaccount/..2026_11_27/token"})
+}
+
+func TestTheHostCannotChangeWhatRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func() request
+	}{
+		{"another image", func() request {
+			c := webRequest()
+			c.image = strings.Replace(webImage, "2222", "6666", 1)
+			return c.request()
+		}},
+		{"another image in the guest's pull only", func() request {
+			r := webRequest().request()
+			r["storages"].([]any)[0].(map[string]any)["source"] = strings.Replace(webImage, "2222", "6666", 1)
+			return r
+		}},
+		{"an image by tag", func() request { c := webRequest(); c.image = "registry.example/web:latest"; return c.request() }},
+		{"a changed command", func() request { c := webRequest(); c.args[0] = "/bin/sh"; return c.request() }},
+		{"a changed argument", func() request { c := webRequest(); c.args[2] = "9090"; return c.request() }},
+		{"an extra argument", func() request { c := webRequest(); c.args = append(c.args, "--debug"); return c.request() }},
+		{"the image's arguments instead of the pod's", func() request { c := setupRequest(); c.args = []string{"/setup", "--help"}; return c.request() }},
+		{"another entrypoint", func() request { c := setupRequest(); c.args[0] = "/bin/sh"; return c.request() }},
+		{"a changed env value", func() request { c := webRequest(); c.env[2] = "MODE=debug"; return c.request() }},
+		{"an env value twice", func() request { c := webRequest(); c.env = append(c.env, "MODE=debug"); return c.request() }},
+		{"an env the pod sets, missing", func() request { c := webRequest(); c.env = slices.Delete(c.env, 2, 3); return c.request() }},
+		{"LD_PRELOAD", func() request { c := webRequest(); c.env = append(c.env, "LD_PRELOAD=/tmp/x.so"); return c.request() }},
+		{"a service variable with a shell in it", func() request {
+			c := webRequest()
+			c.env = append(c.env, "DB_SERVICE_HOST=$(sh)")
+			return c.request()
+		}},
+		{"PATH of another image", func() request { c := setupRequest(); c.env[0] = "PATH=/tmp"; return c.request() }},
+		{"another folder", func() request { c := webRequest(); c.cwd = "/tmp"; return c.request() }},
+		{"root", func() request { c := webRequest(); c.uid = 0; return c.request() }},
+		{"another group", func() request { c := webRequest(); c.gid = 0; return c.request() }},
+		{"the image's user changed", func() request { c := setupRequest(); c.uid = 0; return c.request() }},
+		{"privileges", func() request {
+			c := webRequest()
+			c.caps = append(slices.Clone(defaultCaps), "CAP_SYS_ADMIN")
+			return c.request()
+		}},
+		{"privilege escalation", func() request { c := webRequest(); c.noNewPrivs = false; return c.request() }},
+		{"a writable root", func() request { c := webRequest(); c.readonlyRoot = false; return c.request() }},
+		{"a host folder mounted", func() request {
+			c := webRequest()
+			c.mounts = append(c.mounts, mount("/host", "bind", "/", "rbind"))
+			return c.request()
+		}},
+		{"a volume mounted writable", func() request {
+			c := webRequest()
+			c.mounts[0] = mount("/cloister", "bind", "/run/kata-containers/sandbox/ephemeral/secrets", "rbind", "rw")
+			return c.request()
+		}},
+		{"a volume missing", func() request { c := webRequest(); c.mounts = c.mounts[:1]; return c.request() }},
+		{"a volume from outside the sandbox", func() request {
+			c := webRequest()
+			c.mounts[1] = mount("/data", "bind", "/run/kata-containers/shared/containers/../../../etc", "rbind")
+			return c.request()
+		}},
+		{"a device", func() request {
+			r := webRequest().request()
+			oci(r)["Linux"].(map[string]any)["Devices"] = []any{map[string]any{"Path": "/dev/sda", "Type": "b"}}
+			return r
+		}},
+		{"a hook", func() request {
+			r := webRequest().request()
+			oci(r)["Hooks"] = map[string]any{"Prestart": []any{map[string]any{"Path": "/bin/sh"}}}
+			return r
+		}},
+		{"another process's namespace", func() request {
+			r := webRequest().request()
+			oci(r)["Linux"].(map[string]any)["Namespaces"] = []any{map[string]any{"Path": "/proc/1/ns/pid", "Type": "pid"}}
+			return r
+		}},
+		{"/proc/kcore unmasked", func() request {
+			r := webRequest().request()
+			oci(r)["Linux"].(map[string]any)["MaskedPaths"] = []any{"/proc/keys"}
+			return r
+		}},
+		{"a sysctl", func() request {
+			r := webRequest().request()
+			oci(r)["Linux"].(map[string]any)["Sysctl"] = map[string]any{"kernel.core_pattern": "|/tmp/x"}
+			return r
+		}},
+		{"a container not in the policy", func() request { c := webRequest(); c.name = "spy"; return c.request() }},
+		{"a container id that is a path", func() request { c := webRequest(); c.id = "../sandbox"; return c.request() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAgent(t, thePod(t).Rego())
+			a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+			if a.ask("CreateContainerRequest", tc.change()) {
+				t.Error("allowed")
+			}
+			// The unchanged request passes the same agent.
+			a.mustAllow("CreateContainerRequest", webRequest().request())
+		})
+	}
+}
+
+func TestOnlyTheListedExecs(t *testing.T) {
+	a := started(t)
+	for _, tc := range []struct {
+		name string
+		req  request
+	}{
+		{"a shell", exec(webRequest(), "sh")},
+		{"the probe with another argument", exec(webRequest(), "cat", "/etc/shadow")},
+		{"the probe in another container", exec(logRequest(), "cat", "/tmp/healthy")},
+		{"a container never created", exec(container{id: id(5)}, "cat", "/tmp/healthy")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if a.ask("ExecProcessRequest", tc.req) {
+				t.Error("allowed")
+			}
+		})
+	}
+	withPreload := exec(webRequest(), "cat", "/tmp/healthy")
+	withPreload["process"].(map[string]any)["Env"] = []string{"LD_PRELOAD=/tmp/x.so"}
+	if a.ask("ExecProcessRequest", withPreload) {
+		t.Error("the probe with LD_PRELOAD allowed")
+	}
+}
+
+func TestRequestsNeverAllowed(t *testing.T) {
+	a := started(t)
+	for _, tc := range []struct {
+		kind string
+		req  request
+	}{
+		{"SetPolicyRequest", request{"policy": "package agent_policy\ndefault ExecProcessRequest := true\n"}},
+		{"CreateSandboxRequest", request{"sandbox_pidns": false}}, // a second one
+		{"CreateContainerRequest", webRequest().request()},        // the same id again
+		{"WriteStreamRequest", request{"container_id": id(2), "data": "cm0gLXJmIC8K"}},
+		{"PullImageRequest", request{"image": "evil"}},
+		{"SetGuestDateTimeRequest", request{"Sec": 0}},
+		{"StartTracingRequest", request{}},
+		{"CopyFileRequest", request{"path": "/etc/passwd"}},
+		{"CopyFileRequest", request{"path": "/run/kata-containers/shared/containers/" + id(2) + "/../../../../etc/passwd"}},
+		{"NoSuchRequest", request{}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			if a.ask(tc.kind, tc.req) {
+				t.Error("allowed")
+			}
+		})
+	}
+	fresh := newAgent(t, thePod(t).Rego())
+	for name, req := range map[string]request{
+		"a shared process namespace": {"sandbox_pidns": true},
+		"kernel modules":             {"sandbox_pidns": false, "kernel_modules": []any{map[string]any{"name": "evil.ko"}}},
+		"guest hooks":                {"sandbox_pidns": false, "guest_hook_path": "/attacker"},
+	} {
+		if fresh.ask("CreateSandboxRequest", req) {
+			t.Errorf("a sandbox with %s allowed", name)
+		}
+	}
+	if fresh.ask("CreateContainerRequest", webRequest().request()) {
+		t.Error("a container before its sandbox allowed")
+	}
+}
