@@ -27,6 +27,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
+	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -45,7 +46,7 @@ type generateFlags struct {
 	initializer, mesh, runtimeClass, overhead            string
 	addOwners                                            []string
 	disableUpdates, skipInit, skipMesh, fixResources     bool
-	offline                                              bool
+	offline, explain                                     bool
 }
 
 func newGenerate(s Streams) *cobra.Command {
@@ -81,6 +82,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.BoolVar(&f.skipMesh, "skip-service-mesh", false, "do not inject the service mesh into pods with a "+annotation.IngressAnnotation+" or "+annotation.EgressAnnotation+" annotation")
 	fl.BoolVar(&f.fixResources, "fix-resources", false, "set memory requests to the limits instead of refusing pods whose requests differ")
 	fl.BoolVar(&f.offline, "offline", false, "ask no registry: images must name digests (or be in the digest cache)")
+	fl.BoolVar(&f.explain, "explain", false, "change nothing: say in plain words what the guest allows each confidential pod of the generated YAML given")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
 	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
 	fl.StringVar(&f.testRoots, flagTestRoots, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to, for the initializers: a fake confidential VM's")
@@ -90,6 +92,9 @@ func newGenerate(s Streams) *cobra.Command {
 }
 
 func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) error {
+	if f.explain {
+		return explain(s, paths)
+	}
 	platform, err := runtimeclass.ParsePlatform(f.platform)
 	if err != nil {
 		return fmt.Errorf("--reference-values: %w", err)
@@ -116,6 +121,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		return fmt.Errorf("--workspace: %w", err)
 	}
 	pinner := &imagepin.Pinner{Offline: f.offline, Cache: filepath.Join(f.dir, generate.DigestCacheFile)}
+	configs := &imagepin.Configs{Offline: f.offline, Cache: filepath.Join(f.dir, generate.ConfigCacheFile)}
 	initializer := f.initializer
 	if initializer == "" {
 		if initializer, err = releaseImage("cloister-initializer"); err != nil {
@@ -137,6 +143,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		FixResources:     f.fixResources,
 		OverheadMiB:      overhead.Value() >> 20,
 		Resolver:         pinner,
+		Configs:          configs,
 		GuestEvidence:    platform != runtimeclass.Sim,
 	}
 	if f.testRoots != "" {
@@ -193,6 +200,9 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		}
 	}
 	if err := pinner.Save(); err != nil {
+		return err
+	}
+	if err := configs.Save(); err != nil {
 		return err
 	}
 	if len(all.Workloads) == 0 {
@@ -303,6 +313,37 @@ func pinnedOwners(keys []string) (string, error) {
 		fps = append(fps, policy.Fingerprint(pub))
 	}
 	return strings.Join(fps, ","), nil
+}
+
+// explain prints what the guest allows each confidential pod of the
+// generated YAML in paths.
+func explain(s Streams, paths []string) error {
+	files, err := generate.YAMLFiles(paths)
+	if err != nil {
+		return err
+	}
+	for _, file := range files {
+		in, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		res, err := generate.Inspect(in)
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		for _, w := range res.Workloads {
+			var p podpolicy.Policy
+			if err := json.Unmarshal(w.Policy, &p); err != nil {
+				return fmt.Errorf("%s: %s %s/%s: %w", file, w.Kind, w.Namespace, w.Name, err)
+			}
+			_, _ = fmt.Fprintf(s.Out, "%s %s/%s (policy %s) in its confidential VM, the guest allows:\n", w.Kind, w.Namespace, w.Name, w.Digest)
+			for _, line := range strings.SplitAfter(strings.TrimSuffix(p.Explain(), "\n"), "\n") {
+				_, _ = fmt.Fprint(s.Out, "  "+line)
+			}
+			_, _ = fmt.Fprintln(s.Out)
+		}
+	}
+	return nil
 }
 
 func rewriteFile(ctx context.Context, file string, opts generate.Options, all *generate.Result) error {

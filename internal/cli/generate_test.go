@@ -112,6 +112,28 @@ func TestGenerate(t *testing.T) {
 	if strings.Contains(stderr, "made ") {
 		t.Errorf("second run made keys again:\n%s", stderr)
 	}
+	// The images' configurations came from the registry once, and offline
+	// from the cache: no container is left with an unknown entrypoint.
+	if strings.Contains(stderr, "does not pin") {
+		t.Errorf("an image's configuration was not known offline:\n%s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(work, "image-configs.json")); err != nil {
+		t.Error(err)
+	}
+
+	// --explain reads the generated YAML and changes nothing.
+	explained, _, err := run(t, "generate", "--explain", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Deployment shop/web (policy ", "the guest allows:", "container web, image " + host + "/web@sha256:", "not enforced: the containers' start order"} {
+		if !strings.Contains(explained, want) {
+			t.Errorf("--explain lacks %q:\n%s", want, explained)
+		}
+	}
+	if again, _ := os.ReadFile(file); string(again) != string(out) {
+		t.Error("--explain changed the file")
+	}
 }
 
 func TestGenerateRefuses(t *testing.T) {

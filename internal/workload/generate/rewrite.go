@@ -32,6 +32,15 @@ type Resolver interface {
 	Resolve(ctx context.Context, image string) (string, error)
 }
 
+// ConfigReader reads what a pinned image runs when the pod does not say.
+type ConfigReader interface {
+	Config(ctx context.Context, image string) (*podpolicy.ImageConfig, error)
+}
+
+// maxAnnotations is the API server's limit on a pod's annotations, keys
+// and values together (TotalAnnotationSizeLimitB).
+const maxAnnotations = 256 << 10
+
 // Options say how pods are rewritten.
 type Options struct {
 	// RuntimeClass replaces the placeholder: the installed, versioned
@@ -67,6 +76,9 @@ type Options struct {
 	// OverheadMiB is the runtime class's fixed pod overhead.
 	OverheadMiB int64
 	Resolver    Resolver
+	// Configs, if set, reads the images' configurations into the policy,
+	// so the guest pins the entrypoint, environment and user they give.
+	Configs ConfigReader
 }
 
 // Result is what one YAML stream held.
@@ -259,14 +271,51 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 	if err != nil {
 		return err
 	}
+	warnings = append(warnings, imageConfigs(ctx, policy, opts.Configs)...)
 	w.Warnings = append(warnings, policy.Warnings()...)
 	value, digest := policy.AnnotationValue()
 	w.Digest, w.Policy = digest, policy.Canonical()
+	size := len(podpolicy.Annotation) + len(value)
+	for k, v := range annotations {
+		if k != podpolicy.Annotation {
+			size += len(k) + len(v)
+		}
+	}
+	if size > maxAnnotations {
+		return fmt.Errorf("the pod's annotations would be %d bytes with its policy (%d bytes in %s), more than the %d the API server takes: make the pod smaller (fewer containers, arguments or environment variables)",
+			size, len(value), podpolicy.Annotation, maxAnnotations)
+	}
 
 	if err := setNode(spec, pod); err != nil {
 		return err
 	}
 	return meta.PipeE(kyaml.LookupCreate(kyaml.MappingNode, "annotations"), kyaml.SetField(podpolicy.Annotation, kyaml.NewStringRNode(value)))
+}
+
+// imageConfigs puts each container's image configuration into the
+// policy, and names the containers whose configuration is unknown: for
+// them the guest cannot pin what the image decides.
+func imageConfigs(ctx context.Context, p *podpolicy.Policy, r ConfigReader) []string {
+	if r == nil {
+		return nil
+	}
+	var warnings []string
+	for _, set := range [][]podpolicy.Container{p.InitContainers, p.Containers} {
+		for i := range set {
+			c := &set[i]
+			cfg, err := r.Config(ctx, c.Image)
+			if err == nil {
+				c.ImageConfig = cfg
+				continue
+			}
+			what := "its PATH, folder and user"
+			if len(c.Command) == 0 {
+				what = "its entrypoint, PATH, folder and user"
+			}
+			warnings = append(warnings, fmt.Sprintf("container %s: %v, so the guest does not pin %s as its image gives them; run generate where it reaches the registry once", c.Name, err, what))
+		}
+	}
+	return warnings
 }
 
 // injectInitializer makes the initializer the first init container (or

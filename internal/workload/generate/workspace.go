@@ -21,6 +21,7 @@ const (
 	WorkloadOwnerKeyFile = "workload-owner.pem"
 	SeedShareOwnerFile   = "seedshare-owner.pem"
 	DigestCacheFile      = "image-digests.json"
+	ConfigCacheFile      = "image-configs.json"
 )
 
 // EnsureKey returns the private key in path, making it (0600) on first

@@ -83,36 +83,49 @@ func (p *Pinner) load() error {
 		return nil
 	}
 	p.known, p.loaded = map[string]string{}, true
-	if p.Cache == "" {
-		return nil
-	}
-	data, err := os.ReadFile(p.Cache)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the digest cache: %w", err)
-	}
-	if err := json.Unmarshal(data, &p.known); err != nil {
-		return fmt.Errorf("digest cache %s: %w (delete it to resolve the tags again)", p.Cache, err)
-	}
-	return nil
+	return loadCache(p.Cache, "digest cache", &p.known)
 }
 
 // Save writes the cache if something new was resolved.
 func (p *Pinner) Save() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.changed || p.Cache == "" {
+	if !p.changed {
 		return nil
 	}
-	data, err := json.MarshalIndent(p.known, "", "  ")
+	p.changed = false
+	return saveCache(p.Cache, "digest cache", p.known)
+}
+
+// loadCache reads a cache file into v; a missing file is an empty cache.
+func loadCache(path, what string, v any) error {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the %s: %w", what, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s %s: %w (delete it to ask the registries again)", what, path, err)
+	}
+	return nil
+}
+
+// saveCache writes v into a cache file, if there is one.
+func saveCache(path, what string, v any) error {
+	if path == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if _, err := atomicfile.WriteIfChanged(p.Cache, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the digest cache: %w", err)
+	if _, err := atomicfile.WriteIfChanged(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the %s: %w", what, err)
 	}
-	p.changed = false
 	return nil
 }

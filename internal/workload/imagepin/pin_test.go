@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
@@ -95,5 +97,53 @@ func TestUnknownTagNamesTheImage(t *testing.T) {
 	_, err := (&Pinner{}).Resolve(context.Background(), missing)
 	if err == nil || !strings.Contains(err.Error(), `"`+missing+`": reading its manifest`) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// An image's configuration costs its manifest and its configuration
+// blob, never a layer; from the cache, even offline, nothing.
+func TestConfigReadsNoLayer(t *testing.T) {
+	rec := &requests{}
+	host := testenv.Registry(t, rec.wrap)
+	ref := testenv.PushRandom(t, host, "shop/web")
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := img.Layers()
+	configDigest, _ := img.ConfigName()
+	before := len(rec.list())
+	cache := filepath.Join(t.TempDir(), "configs.json")
+	c := &Configs{Cache: cache}
+	cfg, err := c.Config(context.Background(), ref.String())
+	if err != nil || cfg == nil {
+		t.Fatalf("config %v, %v", cfg, err)
+	}
+	readConfig := false
+	for _, r := range rec.list()[before:] {
+		readConfig = readConfig || strings.HasSuffix(r, configDigest.String())
+		for _, l := range layers {
+			if d, _ := l.Digest(); strings.HasSuffix(r, d.String()) {
+				t.Errorf("reading the configuration read a layer: %s", r)
+			}
+		}
+	}
+	if !readConfig {
+		t.Errorf("the configuration blob was not read: %v", rec.list()[before:])
+	}
+	if err := c.Save(); err != nil {
+		t.Fatal(err)
+	}
+	asked := len(rec.list())
+	again := &Configs{Cache: cache, Offline: true}
+	if got, err := again.Config(context.Background(), ref.String()); err != nil || got == nil {
+		t.Fatalf("from the cache: %v, %v", got, err)
+	}
+	if len(rec.list()) != asked {
+		t.Errorf("the cache still asked the registry: %v", rec.list()[asked:])
+	}
+	other := strings.Replace(ref.String(), "@sha256:", "@sha256:0", 1)[:len(ref.String())]
+	if _, err := again.Config(context.Background(), other); !errors.Is(err, ErrConfigOffline) {
+		t.Errorf("an unknown image offline: %v", err)
 	}
 }

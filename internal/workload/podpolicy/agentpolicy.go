@@ -134,17 +134,8 @@ func (p *Policy) regoContainer(c *Container) regoContainer {
 
 	// The command line: the pod's command, else the image's entrypoint;
 	// the pod's arguments, else (without a pod command) the image's.
-	var argv []string
-	switch {
-	case len(c.Command) > 0:
-		argv = append(slices.Clone(c.Command), c.Args...)
-	case img != nil && len(c.Args) > 0:
-		argv = append(slices.Clone(img.Entrypoint), c.Args...)
-	case img != nil:
-		argv = append(slices.Clone(img.Entrypoint), img.Cmd...)
-	default:
-		argv, r.ArgsAnyPrefix = c.Args, true
-	}
+	argv := c.commandLine()
+	r.ArgsAnyPrefix = len(c.Command) == 0 && img == nil
 	r.Args = []string{}
 	for _, a := range argv {
 		r.Args = append(r.Args, "^"+expandable(a)+"$")

@@ -91,3 +91,28 @@ func TestNoBinaryLinksOPA(t *testing.T) {
 		}
 	}
 }
+
+func TestExplainSaysWhatTheGuestAllows(t *testing.T) {
+	p, err := of(pod(func(s *corev1.PodSpec) {
+		s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/ok"}}}}
+		s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+		s.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Explain()
+	for _, want := range []string{
+		"container web, image " + img, "runs the image's entrypoint (not known) followed by --port 8080",
+		"env MODE=prod", "env IP: any value (the host supplies it)", "capabilities: none", "exec: cat /tmp/ok",
+		"not enforced: the containers' start order",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, got)
+		}
+	}
+	p.Containers[0].ImageConfig = &ImageConfig{Entrypoint: []string{"/web"}, User: "1000"}
+	if got := p.Explain(); !strings.Contains(got, "runs /web --port 8080") || !strings.Contains(got, "as user 1000") {
+		t.Errorf("with the image's configuration:\n%s", got)
+	}
+}
