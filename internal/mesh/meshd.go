@@ -4,7 +4,9 @@
 // capabilities) runs the ingress proxy for the redirected ports, one
 // egress listener per upstream, and the plain admin port: /healthz (ready
 // once every listener is up and the certificates load; the sidecar's
-// startup probe) and /metrics.
+// startup probe), /metrics, and /app-health/ (the kubelet's probes of
+// meshed ports, run against the app). `forward` is the port forwarder,
+// an ordinary pod relaying to a confidential pod's ports.
 //
 // Its folder is the service mesh: annotation (the grammar of the mesh
 // annotations), redirect (the nftables redirect), proxy (ingress and
@@ -51,6 +53,9 @@ type Config struct {
 	// ends connections no side sends on (0: the proxy's defaults).
 	MaxConnections int
 	IdleTimeout    time.Duration
+	// AppProbes are the kubelet's probes of meshed ports, by name
+	// (CONTAINER/KIND), which the admin port runs against the app's URL.
+	AppProbes map[string]string
 }
 
 func (c Config) parse() (annotation.Config, error) {
@@ -154,6 +159,7 @@ func Proxy(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	admin.Handle("GET "+AppHealthPath, appProbes(cfg.AppProbes))
 	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := certs.Ready(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -161,7 +167,7 @@ func Proxy(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	// Only the probe and the metrics, each request bounded.
+	// Only the probes and the metrics, each request bounded.
 	srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10}
 	if err := listen(net.JoinHostPort("", strconv.Itoa(int(cfg.AdminPort))), func(ctx context.Context, ln net.Listener) error {

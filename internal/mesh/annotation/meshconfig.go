@@ -37,6 +37,12 @@ const (
 const (
 	ProxyPort = 15006
 	AdminPort = 15000
+	// AppHealthPath is where the admin port answers the kubelet's probes
+	// of meshed ports, by probe name (CONTAINER/KIND): generate points the
+	// probes there, as Istio does, since the kubelet has no mesh
+	// certificate, and passes the app's own probe URL in AppProbeFlag.
+	AppHealthPath = "/app-health/"
+	AppProbeFlag  = "--app-probe"
 )
 
 func reserved(p uint16) error {

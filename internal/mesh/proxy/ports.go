@@ -3,18 +3,22 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
 )
 
 // Ports routes the connections the pod's redirect sends to the ingress
 // proxy by the port each was sent to: listed ports as the ingress
-// annotation says, every other port with mTLS, all to the app on
-// loopback at the same port.
+// annotation says, every other port with mTLS, all to the app at the
+// same port: on loopback, or where the connection was sent (the pod's
+// address) for an app that listens only there.
 type Ports struct {
 	// Dial, if set, opens the connections to the app.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -41,14 +45,15 @@ func (p *Ports) Route(conn net.Conn) (Route, error) {
 	if err != nil {
 		return Route{}, err
 	}
-	return p.route(dst.Port())
+	return p.route(dst)
 }
 
-func (p *Ports) route(port uint16) (Route, error) {
+func (p *Ports) route(dst netip.AddrPort) (Route, error) {
+	port := dst.Port()
 	if slices.Contains(p.reserved, port) {
 		return Route{}, fmt.Errorf("port %d is the proxy's own", port)
 	}
-	r := Route{Target: net.JoinHostPort(appHost, strconv.Itoa(int(port))), TLS: p.mutual, Dial: p.Dial}
+	r := Route{Target: net.JoinHostPort(appHost, strconv.Itoa(int(port))), TLS: p.mutual, Dial: p.dialApp(dst)}
 	for _, in := range p.config.Ports {
 		if in.Port != port {
 			continue
@@ -63,4 +68,22 @@ func (p *Ports) route(port uint16) (Route, error) {
 		}
 	}
 	return r, nil
+}
+
+// dialApp dials the app on loopback, and where loopback refuses, at the
+// address the connection was sent to. That address is local: the
+// proxy's own connection to it is not redirected again (the redirect
+// takes only what arrives from outside the pod).
+func (p *Ports) dialApp(dst netip.AddrPort) func(ctx context.Context, network, address string) (net.Conn, error) {
+	dial := p.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := dial(ctx, network, address)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || !dst.IsValid() || dst.String() == address {
+			return c, err
+		}
+		return dial(ctx, network, dst.String())
+	}
 }

@@ -33,12 +33,15 @@ var errMeshWithoutInitializer = errors.New("the service mesh annotations need th
 // injectMesh puts the mesh's containers right after the initializer (or
 // brings them up to date), or takes them out when the pod has no mesh.
 // Their arguments carry the configuration, so the pod's policy covers it.
-func injectMesh(pod *corev1.PodSpec, cfg annotation.Config, present bool, image string) {
+func injectMesh(pod *corev1.PodSpec, cfg annotation.Config, present bool, image string) error {
+	if err := restoreProbes(pod); err != nil {
+		return err
+	}
 	pod.InitContainers = slices.DeleteFunc(pod.InitContainers, func(c corev1.Container) bool {
 		return c.Name == MeshName || c.Name == MeshRedirectName
 	})
 	if !present {
-		return
+		return nil
 	}
 	flags := []string{"--ingress=" + cfg.Ingress.String(), "--egress=" + annotation.FormatEgress(cfg.Egress)}
 	mount := []corev1.VolumeMount{{Name: SecretsVolume, MountPath: initenv.SecretsPath, ReadOnly: true}}
@@ -56,7 +59,7 @@ func injectMesh(pod *corev1.PodSpec, cfg annotation.Config, present bool, image 
 	}
 	always := corev1.ContainerRestartPolicyAlways
 	mesh = append(mesh, corev1.Container{
-		Name: MeshName, Image: image, Args: append([]string{"proxy"}, flags...),
+		Name: MeshName, Image: image, Args: append(append([]string{"proxy"}, flags...), meshProbes(pod, cfg.Ingress)...),
 		RestartPolicy: &always,
 		StartupProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -66,8 +69,8 @@ func injectMesh(pod *corev1.PodSpec, cfg annotation.Config, present bool, image 
 		Ports: []corev1.ContainerPort{{Name: "mesh-admin", ContainerPort: annotation.AdminPort, Protocol: corev1.ProtocolTCP}},
 		Resources: corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: meshMemory}, Requests: corev1.ResourceList{corev1.ResourceMemory: meshMemory}},
-		// The user stays the initializer's (the same image user or the
-		// pod's), whose files (mode 0600) the proxy reads.
+		// It reads the initializer's files by the pod's group, as every
+		// container does (initenv.FilesGroup).
 		SecurityContext: &corev1.SecurityContext{
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
@@ -79,4 +82,5 @@ func injectMesh(pod *corev1.PodSpec, cfg annotation.Config, present bool, image 
 		at = 1
 	}
 	pod.InitContainers = slices.Insert(pod.InitContainers, at, mesh...)
+	return nil
 }

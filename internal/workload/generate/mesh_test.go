@@ -149,3 +149,51 @@ func TestGPUPods(t *testing.T) {
 		t.Errorf("warnings %q", w)
 	}
 }
+
+// The kubelet's HTTP probes of meshed ports go through the proxy's admin
+// port; probes of plain ports stay; a rerun, or the mesh taken out, gives
+// the pod its own probes back.
+func TestMeshProbesRewritten(t *testing.T) {
+	probed := strings.Replace(contrastMesh, "        ports:\n        - containerPort: 8080\n",
+		"        ports:\n        - {name: main, containerPort: 8001}\n"+
+			"        readinessProbe: {httpGet: {path: /ready, port: main}}\n"+
+			"        livenessProbe: {httpGet: {path: /metrics, port: 8080}}\n", 1)
+	out, _ := rewrite(t, probed, meshOptions())
+	pod, _ := webPod(t, out)
+	web, proxy := pod.Containers[0], pod.InitContainers[2]
+	if r := web.ReadinessProbe.HTTPGet; r.Path != "/app-health/web/readiness" || r.Port.IntValue() != annotation.AdminPort || r.Scheme != corev1.URISchemeHTTP {
+		t.Errorf("the meshed readiness probe: %+v", r)
+	}
+	if l := web.LivenessProbe.HTTPGet; l.Path != "/metrics" || l.Port.IntValue() != 8080 {
+		t.Errorf("the plain port's liveness probe changed: %+v", l)
+	}
+	if want := "--app-probe=web/readiness=http://127.0.0.1:8001/ready"; !strings.Contains(strings.Join(proxy.Args, " "), want) {
+		t.Errorf("proxy args %q lack %s", proxy.Args, want)
+	}
+	if again, _ := rewrite(t, out, meshOptions()); again != out {
+		t.Errorf("a second run changed the probes:\n%s", again)
+	}
+	opts := meshOptions()
+	opts.SkipServiceMesh = true
+	plain, _ := rewrite(t, out, opts)
+	pod, _ = webPod(t, plain)
+	if r := pod.Containers[0].ReadinessProbe.HTTPGet; r.Path != "/ready" || r.Port.IntValue() != 8001 {
+		t.Errorf("without the mesh, the readiness probe is %+v", r)
+	}
+}
+
+// Every container reads the initializer's files by the pod's group.
+func TestInitializerGroupShared(t *testing.T) {
+	out, _ := rewrite(t, threeTier, options())
+	pod, _ := webPod(t, out)
+	if sc := pod.SecurityContext; sc == nil || len(sc.SupplementalGroups) != 1 || sc.SupplementalGroups[0] != 65532 {
+		t.Errorf("pod security context %+v", sc)
+	}
+	withGroup := strings.Replace(threeTier, "      runtimeClassName: cloister-cc # made confidential by generate\n",
+		"      runtimeClassName: cloister-cc # made confidential by generate\n      securityContext: {runAsGroup: 3000, supplementalGroups: [4000]}\n", 1)
+	out, _ = rewrite(t, withGroup, options())
+	pod, _ = webPod(t, out)
+	if got := pod.SecurityContext.SupplementalGroups; len(got) != 2 || got[0] != 4000 || got[1] != 3000 {
+		t.Errorf("supplemental groups %v, want [4000 3000]", got)
+	}
+}

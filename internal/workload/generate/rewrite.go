@@ -258,7 +258,9 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 	if hasMesh && opts.MeshImage == "" {
 		return ErrNoMeshImage
 	}
-	injectMesh(&pod, mesh, hasMesh, opts.MeshImage)
+	if err := injectMesh(&pod, mesh, hasMesh, opts.MeshImage); err != nil {
+		return err
+	}
 	if err := pinImages(ctx, &pod, opts.Resolver); err != nil {
 		return err
 	}
@@ -360,6 +362,17 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 		}
 	}
 	pod.InitContainers = inits
+	// Every container reads the initializer's files by its group.
+	if pod.SecurityContext == nil {
+		pod.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	group := int64(initenv.FilesGroup)
+	if pod.SecurityContext.RunAsGroup != nil {
+		group = *pod.SecurityContext.RunAsGroup
+	}
+	if !slices.Contains(pod.SecurityContext.SupplementalGroups, group) {
+		pod.SecurityContext.SupplementalGroups = append(pod.SecurityContext.SupplementalGroups, group)
+	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		if !hasMount(c, SecretsVolume) {

@@ -48,3 +48,10 @@ const (
 	// on the shared volume.
 	DefaultOut = SecretsPath + "/tls-config"
 )
+
+// FilesGroup is the group the initializer runs with unless the pod sets
+// one (its image's, 65532). Generate adds it to the pod's
+// supplementalGroups, and the initializer leaves its files readable by
+// it: every container of the pod reads them, as whatever user it runs,
+// and no other pod can reach the pod's in-memory volume.
+const FilesGroup = 65532

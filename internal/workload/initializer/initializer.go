@@ -11,7 +11,9 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -209,6 +211,32 @@ func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *c
 	if err != nil {
 		return fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
 	}
+	if err := shareWithThePod(cfg.Out); err != nil {
+		return fmt.Errorf("making the results readable by the pod's containers: %w", err)
+	}
 	log.Info("attested", "policy", cfg.Policy, "service", cfg.Service, "out", cfg.Out, "env", len(res.Env), "files", len(res.Files))
 	return nil
+}
+
+// shareWithThePod leaves the results readable by the initializer's
+// group, which generate gives every container of the pod
+// (initenv.FilesGroup), and by no one else: folders 0750, files 0640.
+// The walk stays inside dir (os.Root): a link another container put
+// there changes nothing outside it.
+func shareWithThePod(dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	return fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		mode := os.FileMode(0o640)
+		if d.IsDir() {
+			mode = 0o750
+		}
+		return root.Chmod(path, mode)
+	})
 }

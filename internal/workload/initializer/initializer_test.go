@@ -71,9 +71,15 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, logs)
 	}
+	// Readable by the pod's group (every container's), by no one else.
 	for _, f := range []string{"certChain.pem", "key.pem", "mesh-ca.pem", "root-ca.pem", "files/workload-secret"} {
-		if info, err := os.Stat(filepath.Join(out, f)); err != nil || info.Size() == 0 {
-			t.Errorf("%s: %v", f, err)
+		if info, err := os.Stat(filepath.Join(out, f)); err != nil || info.Size() == 0 || info.Mode().Perm() != 0o640 {
+			t.Errorf("%s: %v %v", f, info.Mode(), err)
+		}
+	}
+	for _, d := range []string{".", "files"} {
+		if info, err := os.Stat(filepath.Join(out, d)); err != nil || info.Mode().Perm() != 0o750 {
+			t.Errorf("folder %s: %v %v", d, info.Mode(), err)
 		}
 	}
 	if !strings.Contains(logs.String(), "simulated evidence: insecure") {
