@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -73,6 +77,7 @@ metadata:
   annotations:
     contrast.edgeless.systems/servicemesh-ingress: "main#8001#false##metrics#8080#true"
     contrast.edgeless.systems/servicemesh-egress: "backend#127.0.0.2:4001#backend.default:4001"
+    cloister.dev/port-forward: "8080"
 spec:
   runtimeClassName: cloister-cc
   nodeSelector: {NODE_LABEL: "true"}
@@ -84,6 +89,8 @@ spec:
     image: MESHAPP
     args: [serve, --name, app, --port, "8001", --port, "8080"]
     resources: {limits: {memory: 32Mi}}
+    # A probe of the meshed TLS port: generate sends it through the proxy.
+    readinessProbe: {httpGet: {path: /, port: 8001}, periodSeconds: 1}
 ---
 apiVersion: v1
 kind: Pod
@@ -101,6 +108,9 @@ spec:
     image: MESHAPP
     args: [serve, --name, client, --port, "9000"]
     resources: {limits: {memory: 32Mi}}
+    # Another user than the initializer's (65532): it reads the
+    # certificates by the pod's group.
+    securityContext: {runAsUser: 1000, runAsGroup: 1000}
 `
 
 // outsider runs the app without the mesh, on the same node.
@@ -147,12 +157,19 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string) {
 	// is not part of any policy.
 	docs := strings.Split(generated, "\n---\n")
 	var backendDoc, rest []string
+	forwarder := ""
 	for _, d := range docs {
-		if strings.Contains(d, "kind: Service") || strings.Contains(d, "kind: Pod") && strings.Contains(d, "\n  name: backend\n") {
+		switch {
+		case strings.Contains(d, "kind: Service") || strings.Contains(d, "kind: Pod") && strings.Contains(d, "\n  name: backend\n"):
 			backendDoc = append(backendDoc, d)
-		} else {
+		case strings.Contains(d, generate.ForwarderFor):
+			forwarder = d
+		default:
 			rest = append(rest, d)
 		}
+	}
+	if forwarder == "" {
+		t.Fatalf("generate added no port forwarder:\n%s", generated)
 	}
 	e.applyFile(t, writeFile(t, filepath.Join(e.dir, "mesh-backend.yaml"), strings.Join(backendDoc, "\n---\n")))
 	backend := e.waitPod(t, "default", "backend", "to run with its mesh", 3*time.Minute, func(p *corev1.Pod) bool {
@@ -167,6 +184,16 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string) {
 		})
 	}
 	app := pods["app"].Status.PodIP
+	// The probe of the meshed TLS port passes through the proxy's admin
+	// port: the app becomes ready.
+	e.waitPod(t, "default", "app", "to be ready by its probe of the meshed port", 2*time.Minute, func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	})
 	get := func(pod string, args ...string) (string, error) {
 		return kubectl(t, e.c, append([]string{"exec", "-n", "default", pod, "-c", pod, "--", path.Join(image.BinDir, meshApp), "get"}, args...)...)
 	}
@@ -182,6 +209,15 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string) {
 	if out, err := get("client", "http://"+app+":8080/"); err != nil || !strings.Contains(out, "app 8080") {
 		t.Errorf("metrics in plain text: %v\n%s", err, out)
 	}
+	// The client, another user than the initializer, reads its own
+	// certificate and key: the backend admits it by them.
+	if out, err := get("client", append(ca, "--cert", "/cloister/tls-config/certChain.pem", "--key", "/cloister/tls-config/key.pem",
+		"--servername", "backend.default", "https://"+backend.Status.PodIP+":4001/")...); err != nil || !strings.Contains(out, "backend 4001") {
+		t.Errorf("the client (user 1000) with its own certificate: %v\n%s", err, out)
+	}
+	// kubectl port-forward cannot reach into a confidential VM; it reaches
+	// the port forwarder, which relays to the app.
+	testPortForwarder(t, e, forwarder, app)
 	// Plain HTTP to main fails.
 	if out, err := get("client", "http://"+app+":8001/"); err == nil || strings.Contains(out, "app 8001") {
 		t.Errorf("plain HTTP to main answered: %s", out)
@@ -246,7 +282,7 @@ func testServiceMesh(t *testing.T, e *realNodeEnv, casIP string) {
 	if n := namespacesWithRedirect(t); n != 2 {
 		t.Errorf("%d network namespaces with the redirect, want 2 (app and backend)", n)
 	}
-	for _, name := range []string{"app", "backend", "client", "outsider"} {
+	for _, name := range []string{"app", "backend", "client", "outsider", generate.ForwarderPrefix + "app"} {
 		if err := e.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
@@ -376,4 +412,69 @@ func mustReadBytes(t *testing.T, file string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// testPortForwarder runs the forwarder generate wrote for the app on the
+// real node (there is no cluster DNS: a host alias names the app's
+// Service), and reaches the app's plain port through kubectl
+// port-forward to it.
+func testPortForwarder(t *testing.T, e *realNodeEnv, doc, appIP string) {
+	t.Helper()
+	doc = strings.Replace(doc, "\nspec:\n", "\nspec:\n  nodeSelector: {"+cluster.LabelRealNode+": \"true\"}\n"+
+		"  hostAliases: [{ip: "+appIP+", hostnames: [app.default.svc]}]\n", 1)
+	e.applyFile(t, writeFile(t, filepath.Join(e.dir, "port-forwarder.yaml"), doc))
+	name := generate.ForwarderPrefix + "app"
+	e.waitPod(t, "default", name, "to run", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if p, _ := e.cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{}); p != nil && p.Spec.RuntimeClassName != nil {
+		t.Errorf("the forwarder runs in runtime class %s, want an ordinary pod", *p.Spec.RuntimeClassName)
+	}
+	local, stop := kubectlPortForward(t, e.c, "default", name, 8080)
+	defer stop()
+	waitFor(t, "the app to answer through kubectl port-forward to its forwarder", 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		resp, err := http.Get("http://" + local + "/") //nolint:gosec // the test's own port-forward
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), "app 8080"), string(body), nil
+	})
+}
+
+// kubectlPortForward runs kubectl port-forward to a pod's port on a
+// local port kubectl picks, until stop.
+func kubectlPortForward(t *testing.T, c *cluster.Cluster, namespace, pod string, port int) (local string, stop func()) {
+	t.Helper()
+	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", c.KubeconfigPath(), "port-forward", "-n", namespace, "pod/"+pod, fmt.Sprintf("127.0.0.1::%d", port)) //nolint:gosec // the test's own kubectl
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			// "Forwarding from 127.0.0.1:41234 -> 8080"
+			if rest, ok := strings.CutPrefix(sc.Text(), "Forwarding from "); ok {
+				addr, _, _ := strings.Cut(rest, " ")
+				found <- addr
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case local = <-found:
+		return local, stop
+	case <-time.After(30 * time.Second):
+		stop()
+		t.Fatalf("kubectl port-forward to %s/%s did not start: %s", namespace, pod, stderr.String())
+		return "", nil
+	}
 }

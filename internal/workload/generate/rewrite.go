@@ -108,6 +108,9 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 	if err != nil {
 		return nil, nil, err
 	}
+	if docs, err = addForwarders(ctx, docs, res, opts); err != nil {
+		return nil, nil, err
+	}
 	var out bytes.Buffer
 	// One encoder for the stream: it separates the documents itself.
 	enc := kyaml.NewEncoder(&out)
@@ -237,6 +240,11 @@ func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Option
 		return err
 	}
 	w.Labels = labels
+	if v, ok := annotations[PortForwardAnnotation]; ok {
+		if w.Forward, err = parseForwardPorts(v); err != nil {
+			return err
+		}
+	}
 	mesh, hasMesh, err := annotation.FromAnnotations(annotations)
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ type Workload struct {
 	// Labels of its pods, to find the Services that select them.
 	Labels   map[string]string
 	Warnings []string
+	// Forward are the ports its port forwarder relays (the
+	// PortForwardAnnotation), if it has one.
+	Forward []uint16
 }
 
 // ServiceName is a workload's service name in the CAS manifest: its
