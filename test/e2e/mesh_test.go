@@ -431,7 +431,7 @@ func testPortForwarder(t *testing.T, e *realNodeEnv, doc, appIP string) {
 	local, stop := kubectlPortForward(t, e.c, "default", name, 8080)
 	defer stop()
 	waitFor(t, "the app to answer through kubectl port-forward to its forwarder", 30*time.Second, func(ctx context.Context) (bool, string, error) {
-		resp, err := http.Get("http://" + local + "/") //nolint:gosec // the test's own port-forward
+		resp, err := http.Get("http://" + local + "/")
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -445,7 +445,7 @@ func testPortForwarder(t *testing.T, e *realNodeEnv, doc, appIP string) {
 // local port kubectl picks, until stop.
 func kubectlPortForward(t *testing.T, c *cluster.Cluster, namespace, pod string, port int) (local string, stop func()) {
 	t.Helper()
-	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", c.KubeconfigPath(), "port-forward", "-n", namespace, "pod/"+pod, fmt.Sprintf("127.0.0.1::%d", port)) //nolint:gosec // the test's own kubectl
+	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", c.KubeconfigPath(), "port-forward", "-n", namespace, "pod/"+pod, fmt.Sprintf("127.0.0.1::%d", port))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
