@@ -445,7 +445,7 @@ func testPortForwarder(t *testing.T, e *realNodeEnv, doc, appIP string) {
 // local port kubectl picks, until stop.
 func kubectlPortForward(t *testing.T, c *cluster.Cluster, namespace, pod string, port int) (local string, stop func()) {
 	t.Helper()
-	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", c.KubeconfigPath(), "port-forward", "-n", namespace, "pod/"+pod, fmt.Sprintf("127.0.0.1::%d", port))
+	cmd := exec.Command(tools(t).Path("kubectl"), "--kubeconfig", c.KubeconfigPath(), "port-forward", "--address", "127.0.0.1", "-n", namespace, "pod/"+pod, fmt.Sprintf(":%d", port))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
