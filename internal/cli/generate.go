@@ -17,7 +17,10 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
@@ -47,6 +50,8 @@ type generateFlags struct {
 	addOwners                                            []string
 	disableUpdates, skipInit, skipMesh, fixResources     bool
 	offline, explain                                     bool
+	kubeconfig, kubeContext                              string
+	overheadGiven                                        bool
 }
 
 func newGenerate(s Streams) *cobra.Command {
@@ -66,7 +71,10 @@ func newGenerate(s Streams) *cobra.Command {
 			"digests. Makes workload-owner.pem (may update the manifest) and seedshare-owner.pem\n" +
 			"(recovers CAS) on first run. Running it again on its output changes nothing.",
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd.Context(), s, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.overheadGiven = cmd.Flags().Changed("runtime-overhead")
+			return f.run(cmd.Context(), s, args)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.platform, "reference-values", "", "platform of the confidential pods: sim (insecure, runc; LAS vouches for the pod), snp or tdx")
@@ -87,7 +95,9 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
 	fl.StringVar(&f.testRoots, flagTestRoots, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to, for the initializers: a fake confidential VM's")
 	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
-	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report")
+	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report (default: the installed RuntimeClass's, with --kubeconfig)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "a cluster whose installed RuntimeClass gives the runtime overhead")
+	fl.StringVar(&f.kubeContext, "context", "", "the kubeconfig context of --kubeconfig")
 	return cmd
 }
 
@@ -113,10 +123,6 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	if err != nil {
 		return err
 	}
-	overhead, err := resource.ParseQuantity(f.overhead)
-	if err != nil {
-		return fmt.Errorf("--runtime-overhead: %w", err)
-	}
 	if err := os.MkdirAll(f.dir, 0o755); err != nil { //nolint:gosec // generate's output folder holds manifests, read by the user's tools
 		return fmt.Errorf("--workspace: %w", err)
 	}
@@ -141,7 +147,6 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		Policy:           f.policyName,
 		SkipInitializer:  f.skipInit,
 		FixResources:     f.fixResources,
-		OverheadMiB:      overhead.Value() >> 20,
 		Resolver:         pinner,
 		Configs:          configs,
 		GuestEvidence:    platform != runtimeclass.Sim,
@@ -163,6 +168,9 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	}
 	if opts.RuntimeClass == "" {
 		opts.RuntimeClass = runtimeclass.ClassName(platform, version.Get().Version)
+	}
+	if opts.OverheadMiB, err = f.runtimeOverhead(ctx, s, opts.RuntimeClass); err != nil {
+		return err
 	}
 	if manifest.OwnerKeys, err = f.owners(s); err != nil {
 		return err
@@ -313,6 +321,39 @@ func pinnedOwners(keys []string) (string, error) {
 		fps = append(fps, policy.Fingerprint(pub))
 	}
 	return strings.Join(fps, ","), nil
+}
+
+// runtimeOverhead is the memory every pod's VM pays beside its
+// containers, in MiB: as given, else the installed RuntimeClass's (with
+// a kubeconfig), else the default, said so.
+func (f *generateFlags) runtimeOverhead(ctx context.Context, s Streams, class string) (int64, error) {
+	if f.overheadGiven || f.kubeconfig == "" {
+		q, err := resource.ParseQuantity(f.overhead)
+		if err != nil {
+			return 0, fmt.Errorf("--runtime-overhead: %w", err)
+		}
+		if !f.overheadGiven {
+			_, _ = fmt.Fprintf(s.Err, "warning: the VM memory counts a runtime overhead of %s per pod, the default: --kubeconfig reads RuntimeClass %s's, --runtime-overhead sets it\n", f.overhead, class)
+		}
+		return q.Value() >> 20, nil
+	}
+	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	if err != nil {
+		return 0, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	rc, err := cs.NodeV1().RuntimeClasses().Get(ctx, class, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("reading the runtime overhead from RuntimeClass %s: %w (is its ConfidentialRuntime installed? --runtime-overhead sets it instead)", class, err)
+	}
+	if rc.Overhead == nil {
+		return 0, nil
+	}
+	mem := rc.Overhead.PodFixed[corev1.ResourceMemory]
+	return mem.Value() >> 20, nil
 }
 
 // explain prints what the guest allows each confidential pod of the
