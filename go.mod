@@ -14,6 +14,7 @@ require (
 	github.com/google/go-sev-guest v0.14.0
 	github.com/google/go-tdx-guest v0.3.1
 	github.com/google/nftables v0.3.0
+	github.com/google/uuid v1.6.0
 	github.com/hf/nsm v0.0.0-20220930140112-cd181bd646b9
 	github.com/mdlayher/vsock v1.2.1
 	github.com/open-policy-agent/cert-controller v0.16.0
@@ -98,7 +99,6 @@ require (
 	github.com/google/cel-go v0.29.2 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/logger v1.1.1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gosuri/uitable v0.0.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect

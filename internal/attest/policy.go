@@ -50,6 +50,9 @@ type Identity struct {
 	HostData Bytes `json:"hostData,omitempty"`
 	// MinTCB is the lowest SEV-SNP TCB accepted, by component.
 	MinTCB *SNPTCB `json:"minTCB,omitempty"`
+	// GuestPolicy is the SEV-SNP guest policy the guest must run under
+	// (its report's POLICY: debug, SMT, migration, ABI).
+	GuestPolicy *uint64 `json:"guestPolicy,omitempty"`
 	// Nitro
 	PCRs map[int]Bytes `json:"pcrs,omitempty"`
 	// Manifest is the SHA-256 of the enclave manifest a Cloister enclave
@@ -152,6 +155,9 @@ func (id *Identity) mismatch(c *Claims) string {
 			if m := s.TCB.below(*id.MinTCB); m != "" {
 				return "reported TCB: " + m
 			}
+		}
+		if id.GuestPolicy != nil && s.GuestPolicy != *id.GuestPolicy {
+			return fmt.Sprintf("guest policy is %#x, want %#x", s.GuestPolicy, *id.GuestPolicy)
 		}
 		return first(eq("measurement", id.Measurement, s.Measurement), eq("host data", id.HostData, s.HostData))
 	case Sim:

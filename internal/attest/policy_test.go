@@ -73,6 +73,10 @@ func TestPolicyCheck(t *testing.T) {
 			&Claims{Type: TDX, TCBStatus: TCBUpToDate, TDX: &TDXIdentity{MRCONFIGID: Bytes{8}}}, CheckIdentity, "MRCONFIGID is 08, want 07"},
 		{"snp measurement", Policy{Identities: []Identity{{Type: SNP, Measurement: Bytes{1}}}},
 			&Claims{Type: SNP, TCBStatus: TCBUpToDate, SNP: &SNPIdentity{Measurement: Bytes{2}}}, CheckIdentity, "measurement is 02, want 01"},
+		{"snp guest policy: debug on", Policy{AllowDebug: true, Identities: []Identity{{Type: SNP, Measurement: Bytes{1}, GuestPolicy: u64(0x30000)}}},
+			&Claims{Type: SNP, TCBStatus: TCBUpToDate, SNP: &SNPIdentity{Measurement: Bytes{1}, GuestPolicy: 0xb0000}}, CheckIdentity, "guest policy is 0xb0000, want 0x30000"},
+		{"snp guest policy matches", Policy{Identities: []Identity{{Type: SNP, Measurement: Bytes{1}, GuestPolicy: u64(0x30000)}}},
+			&Claims{Type: SNP, TCBStatus: TCBUpToDate, SNP: &SNPIdentity{Measurement: Bytes{1}, GuestPolicy: 0x30000}}, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,3 +189,5 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+func u64(v uint64) *uint64 { return &v }

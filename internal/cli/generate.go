@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"golang.org/x/mod/module"
@@ -57,7 +58,7 @@ type generateFlags struct {
 func newGenerate(s Streams) *cobra.Command {
 	f := &generateFlags{}
 	cmd := &cobra.Command{
-		Use:   "generate --reference-values sim|snp|tdx [flags] PATH...",
+		Use:   "generate --reference-values sim|FILE [flags] PATH...",
 		Short: "Make the pods of Kubernetes YAML confidential and write the CAS manifest of their policies",
 		Long: "Rewrites, in place, every pod template whose runtimeClassName is cloister-cc in the YAML\n" +
 			"files and folders given (- reads standard input and writes standard output): the\n" +
@@ -77,8 +78,8 @@ func newGenerate(s Streams) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.platform, "reference-values", "", "platform of the confidential pods: sim (insecure, runc; LAS vouches for the pod), snp or tdx")
-	fl.StringVar(&f.referenceFile, "reference-values-file", "", "snp/tdx: YAML with snp.measurement and snp.minTCB, or tdx.mrtd and tdx.rtmr")
+	fl.StringVar(&f.platform, "reference-values", "", "sim (insecure, runc; LAS vouches for the pod), or a reference values file of snp or tdx values (cloister reference-values compute writes one)")
+	fl.StringVar(&f.referenceFile, "reference-values-file", "", "with --reference-values snp or tdx: the reference values file")
 	fl.StringVar(&f.policyName, "policy", "workloads", "the manifest's policy name in CAS")
 	fl.StringVar(&f.casAddress, "cas-address", defaultCASAddress, "where the initializers reach CAS (SERVICE.NAMESPACE.svc:PORT)")
 	fl.StringVar(&f.casIdentity, "cas-identity", "", "the attestation policy (YAML or JSON: identities, acceptTCB) CAS's evidence must meet for the initializers to trust it; sim trusts a simulated CAS")
@@ -105,20 +106,11 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	if f.explain {
 		return explain(s, paths)
 	}
-	platform, err := runtimeclass.ParsePlatform(f.platform)
+	platform, ref, err := f.referenceValues()
 	if err != nil {
-		return fmt.Errorf("--reference-values: %w", err)
+		return err
 	}
-	manifest := generate.Manifest{Name: f.policyName, Platform: platform}
-	if f.referenceFile != "" {
-		data, err := os.ReadFile(f.referenceFile)
-		if err != nil {
-			return fmt.Errorf("--reference-values-file: %w", err)
-		}
-		if manifest.Reference, err = generate.ParseReferenceValues(data); err != nil {
-			return fmt.Errorf("--reference-values-file %s: %w", f.referenceFile, err)
-		}
-	}
+	manifest := generate.Manifest{Name: f.policyName, Platform: platform, Reference: ref}
 	expect, simKey, err := f.casExpect(platform)
 	if err != nil {
 		return err
@@ -321,6 +313,47 @@ func pinnedOwners(keys []string) (string, error) {
 		fps = append(fps, policy.Fingerprint(pub))
 	}
 	return strings.Join(fps, ","), nil
+}
+
+// referenceValues are the platform and its values: a platform's name
+// (sim; snp or tdx with --reference-values-file), or a reference values
+// file, whose values name the platform.
+func (f *generateFlags) referenceValues() (runtimeclass.Platform, *refvalues.File, error) {
+	flag, path := "--reference-values-file", f.referenceFile
+	platform, err := runtimeclass.ParsePlatform(f.platform)
+	if err != nil {
+		if _, statErr := os.Stat(f.platform); f.platform == "" || statErr != nil {
+			return "", nil, fmt.Errorf("--reference-values: %w, or a reference values file (cloister reference-values compute)", err)
+		}
+		if f.referenceFile != "" {
+			return "", nil, errors.New("--reference-values FILE and --reference-values-file: give one file")
+		}
+		flag, path = "--reference-values", f.platform
+	}
+	if path == "" {
+		return platform, nil, nil
+	}
+	data, err := readArtifact(strings.TrimPrefix(flag, "--"), path)
+	if err != nil {
+		return "", nil, err
+	}
+	ref, err := refvalues.Parse(data)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	fromFile := runtimeclass.SNP
+	if ref.TDX != nil {
+		fromFile = runtimeclass.TDX
+	}
+	switch {
+	case ref.SNP != nil && ref.TDX != nil:
+		return "", nil, fmt.Errorf("%s %s: values for snp and tdx: give one platform's", flag, path)
+	case flag == "--reference-values":
+		platform = fromFile
+	case platform != fromFile:
+		return "", nil, fmt.Errorf("%s %s: %s values for platform %s", flag, path, fromFile, platform)
+	}
+	return platform, ref, nil
 }
 
 // runtimeOverhead is the memory every pod's VM pays beside its

@@ -7,42 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
-
-// ReferenceValues are what the hardware measures besides the pod policy:
-// the guest's launch measurement and the lowest TCB accepted.
-type ReferenceValues struct {
-	SNP *struct {
-		Measurement attest.Bytes   `json:"measurement"`
-		MinTCB      *attest.SNPTCB `json:"minTCB,omitempty"`
-	} `json:"snp,omitempty"`
-	TDX *struct {
-		MRTD attest.Bytes   `json:"mrtd"`
-		RTMR []attest.Bytes `json:"rtmr,omitempty"`
-	} `json:"tdx,omitempty"`
-}
-
-// ParseReferenceValues reads a reference-values file (YAML or JSON).
-func ParseReferenceValues(data []byte) (*ReferenceValues, error) {
-	var r ReferenceValues
-	if err := yaml.UnmarshalStrict(data, &r); err != nil {
-		return nil, err
-	}
-	// The launch measurement is what pins the pods' guest: without it the
-	// manifest would admit any guest of the platform, and CAS refuses it.
-	if r.SNP != nil && len(r.SNP.Measurement) != 48 {
-		return nil, fmt.Errorf("snp.measurement: %d bytes: give the guest's launch measurement, 48 bytes (96 hex digits)", len(r.SNP.Measurement))
-	}
-	if r.TDX != nil && len(r.TDX.MRTD) != 48 {
-		return nil, fmt.Errorf("tdx.mrtd: %d bytes: give the TD's launch measurement, 48 bytes (96 hex digits)", len(r.TDX.MRTD))
-	}
-	return &r, nil
-}
 
 // Manifest says what the CAS manifest holds besides the workloads.
 type Manifest struct {
@@ -50,7 +19,7 @@ type Manifest struct {
 	Name     string
 	Platform runtimeclass.Platform
 	// Reference values; sim needs none.
-	Reference *ReferenceValues
+	Reference *refvalues.File
 	// OwnerKeys (PEM public keys) may update the manifest; none makes it
 	// immutable.
 	OwnerKeys []string
@@ -117,7 +86,8 @@ func (m Manifest) identity(digest string) (attest.Identity, error) {
 		if m.Reference == nil || m.Reference.SNP == nil {
 			return attest.Identity{}, fmt.Errorf("reference values for snp: give the guest's launch measurement (snp.measurement) in a reference-values file")
 		}
-		return attest.Identity{Type: attest.SNP, Measurement: m.Reference.SNP.Measurement, MinTCB: m.Reference.SNP.MinTCB, HostData: d}, nil
+		snp := m.Reference.SNP
+		return attest.Identity{Type: attest.SNP, Measurement: snp.Measurement, MinTCB: snp.MinTCB, GuestPolicy: snp.GuestPolicy, HostData: d}, nil
 	case runtimeclass.TDX:
 		if m.Reference == nil || m.Reference.TDX == nil {
 			return attest.Identity{}, fmt.Errorf("reference values for tdx: give the TD's MRTD (tdx.mrtd) in a reference-values file")

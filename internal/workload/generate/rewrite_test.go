@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 
 	laswire "github.com/cloister-cc/cloister/internal/las/wire"
@@ -377,11 +378,11 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 		t.Errorf("snp without reference values: %v", err)
 	}
 	for _, bad := range []string{"snp: {}\n", "snp:\n  minTCB: {snp: 8}\n", "tdx:\n  rtmr: ['']\n", "tdx:\n  mrtd: abcd\n"} {
-		if _, err := ParseReferenceValues([]byte(bad)); err == nil || !strings.Contains(err.Error(), "launch measurement, 48 bytes") {
+		if _, err := refvalues.Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), "launch measurement, 48 bytes") {
 			t.Errorf("reference values %q without a launch measurement: %v", bad, err)
 		}
 	}
-	ref, err := ParseReferenceValues([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
+	ref, err := refvalues.Parse([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

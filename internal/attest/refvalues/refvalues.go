@@ -1,0 +1,119 @@
+// Package refvalues owns reference values: what a confidential VM's
+// hardware measures at launch, which a CAS manifest's identities pin.
+// It reads and writes their file (versioned, strict) and computes them
+// from the guest's artifacts: the SEV-SNP launch measurement from the
+// firmware (OVMF), the kernel, initrd and command line it measures by
+// hash, and the vCPUs (snp.go, ovmf.go); a TD's MRTD from its firmware
+// (TDVF, tdx.go).
+package refvalues
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+)
+
+// Version is the file format's.
+const Version = "cloister.dev/reference-values/v1"
+
+// maxFile bounds a reference values file: a few hundred bytes of hex.
+const maxFile = 64 << 10
+
+// File is a reference values file.
+type File struct {
+	Version string `json:"version,omitempty"`
+	SNP     *SNP   `json:"snp,omitempty"`
+	TDX     *TDX   `json:"tdx,omitempty"`
+	// Source says what the values were computed from, for the reader:
+	// the artifacts' SHA-256 and the command line.
+	Source *Source `json:"source,omitempty"`
+}
+
+// SNP are an SEV-SNP guest's: its launch measurement, the guest policy
+// it must run under, and the lowest TCB accepted.
+type SNP struct {
+	Measurement attest.Bytes   `json:"measurement"`
+	GuestPolicy *uint64        `json:"guestPolicy,omitempty"`
+	MinTCB      *attest.SNPTCB `json:"minTCB,omitempty"`
+	VCPUs       int            `json:"vcpus,omitempty"`
+	VCPUType    string         `json:"vcpuType,omitempty"`
+}
+
+// TDX are a TD's: its MRTD, and RTMRs by index (an empty one matches
+// anything).
+type TDX struct {
+	MRTD attest.Bytes   `json:"mrtd"`
+	RTMR []attest.Bytes `json:"rtmr,omitempty"`
+}
+
+// Source names the artifacts the values derive from.
+type Source struct {
+	Firmware string `json:"firmware,omitempty"`
+	Kernel   string `json:"kernel,omitempty"`
+	Initrd   string `json:"initrd,omitempty"`
+	Cmdline  string `json:"cmdline,omitempty"`
+}
+
+// Digest names an artifact in Source: sha256:HEX.
+func Digest(data []byte) string {
+	h := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// Parse reads a reference values file (YAML or JSON), refusing unknown
+// fields and values that cannot pin a guest.
+func Parse(data []byte) (*File, error) {
+	if len(data) > maxFile {
+		return nil, fmt.Errorf("reference values: %d bytes, more than %d", len(data), maxFile)
+	}
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("reference values: %w", err)
+	}
+	return &f, f.Validate()
+}
+
+// Validate checks what a manifest needs of the values.
+func (f *File) Validate() error {
+	if f.Version != "" && f.Version != Version {
+		return fmt.Errorf("version: %q, want %q (or none)", f.Version, Version)
+	}
+	if f.SNP == nil && f.TDX == nil {
+		return fmt.Errorf("neither snp nor tdx: give the platform's values")
+	}
+	// The launch measurement is what pins the guest: without it the
+	// manifest would admit any guest of the platform.
+	if f.SNP != nil && len(f.SNP.Measurement) != 48 {
+		return fmt.Errorf("snp.measurement: %d bytes: give the guest's launch measurement, 48 bytes (96 hex digits)", len(f.SNP.Measurement))
+	}
+	if f.TDX != nil {
+		if len(f.TDX.MRTD) != 48 {
+			return fmt.Errorf("tdx.mrtd: %d bytes: give the TD's launch measurement, 48 bytes (96 hex digits)", len(f.TDX.MRTD))
+		}
+		if len(f.TDX.RTMR) > 4 {
+			return fmt.Errorf("tdx.rtmr: %d entries, a TD has 4", len(f.TDX.RTMR))
+		}
+		for i, r := range f.TDX.RTMR {
+			if len(r) != 0 && len(r) != 48 {
+				return fmt.Errorf("tdx.rtmr[%d]: %d bytes, want 48 or none", i, len(r))
+			}
+		}
+	}
+	return nil
+}
+
+// Marshal writes the file as YAML, with its version.
+func (f *File) Marshal() ([]byte, error) {
+	out := *f
+	out.Version = Version
+	b, err := yaml.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(append([]byte("# Reference values: what the hardware measures at the guest's launch.\n"), b...)), nil
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
+)
+
+// maxArtifact bounds a guest artifact read whole: firmware is megabytes,
+// a kernel or initrd tens of them.
+const maxArtifact = 512 << 20
+
+func newReferenceValues(s Streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "reference-values", Short: "Reference values: what the hardware measures at a confidential VM's launch"}
+	cmd.AddCommand(newReferenceValuesCompute(s))
+	return cmd
+}
+
+type refCompute struct {
+	platform, firmware, kernel, initrd, cmdline, vcpuType string
+	guestPolicy, minTCB                                   string
+	vcpus                                                 int
+	rtmr                                                  []string
+}
+
+func newReferenceValuesCompute(s Streams) *cobra.Command {
+	o := &refCompute{}
+	cmd := &cobra.Command{
+		Use:   "compute --platform snp|tdx --firmware FILE [flags]",
+		Short: "Compute reference values from the guest's artifacts",
+		Long: "Computes what the hardware will measure when the guest launches, and writes a reference\n" +
+			"values file (" + refvalues.Version + ") that generate --reference-values takes:\n" +
+			"snp: the launch measurement of QEMU's SEV-SNP guest from its firmware (OVMF), the kernel,\n" +
+			"initrd and command line it measures by hash, the vCPUs and their type; tdx: the TD's MRTD\n" +
+			"from its firmware (TDVF), and RTMRs as given. Each artifact's SHA-256 is written beside them.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(s) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.platform, "platform", "", "snp or tdx")
+	f.StringVar(&o.firmware, "firmware", "", "the guest firmware: OVMF (snp) or TDVF (tdx)")
+	f.StringVar(&o.kernel, "kernel", "", "snp: the kernel the firmware measures (measured direct boot)")
+	f.StringVar(&o.initrd, "initrd", "", "snp: the initrd")
+	f.StringVar(&o.cmdline, "cmdline", "", "snp: the kernel command line")
+	f.IntVar(&o.vcpus, "vcpus", 1, "snp: the guest's vCPUs (Kata's default_vcpus)")
+	f.StringVar(&o.vcpuType, "vcpu-type", "EPYC-v4", "snp: QEMU's vCPU model: "+strings.Join(refvalues.VCPUTypes(), ", "))
+	f.StringVar(&o.guestPolicy, "guest-policy", "0x30000", "snp: the guest policy the guest must run under (hex; 0x30000: SMT allowed, no debug)")
+	f.StringVar(&o.minTCB, "min-tcb", "", "snp: the lowest TCB accepted, bootloader,tee,snp,microcode (e.g. 3,0,8,115)")
+	f.StringSliceVar(&o.rtmr, "rtmr", nil, "tdx: the RTMRs to pin, hex by index (empty: any), as the guest's event log gives them")
+	return cmd
+}
+
+func readArtifact(flag, path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	if info.Size() > maxArtifact {
+		return nil, fmt.Errorf("--%s %s: %d bytes, more than %d", flag, path, info.Size(), maxArtifact)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return data, nil
+}
+
+func (o *refCompute) run(s Streams) error {
+	fw, err := readArtifact("firmware", o.firmware)
+	if err != nil {
+		return err
+	}
+	if fw == nil {
+		return errors.New("--firmware: required: the guest's firmware image")
+	}
+	file := &refvalues.File{Source: &refvalues.Source{Firmware: refvalues.Digest(fw)}}
+	switch o.platform {
+	case "snp":
+		kernel, err := readArtifact("kernel", o.kernel)
+		if err != nil {
+			return err
+		}
+		initrd, err := readArtifact("initrd", o.initrd)
+		if err != nil {
+			return err
+		}
+		if kernel != nil && initrd == nil {
+			initrd = []byte{} // QEMU measures an absent initrd as empty
+		}
+		m, err := refvalues.SNPLaunchDigest(refvalues.SNPInput{Firmware: fw, Kernel: kernel, Initrd: initrd, Cmdline: o.cmdline, VCPUs: o.vcpus, VCPUType: o.vcpuType})
+		if err != nil {
+			return err
+		}
+		policy, err := strconv.ParseUint(strings.TrimPrefix(o.guestPolicy, "0x"), 16, 64)
+		if err != nil {
+			return fmt.Errorf("--guest-policy %q: not hex", o.guestPolicy)
+		}
+		file.SNP = &refvalues.SNP{Measurement: m, GuestPolicy: &policy, VCPUs: o.vcpus, VCPUType: o.vcpuType}
+		if file.SNP.MinTCB, err = parseMinTCB(o.minTCB); err != nil {
+			return err
+		}
+		if kernel != nil {
+			file.Source.Kernel, file.Source.Initrd, file.Source.Cmdline = refvalues.Digest(kernel), refvalues.Digest(initrd), o.cmdline
+		}
+	case "tdx":
+		m, err := refvalues.TDXMRTD(fw)
+		if err != nil {
+			return err
+		}
+		file.TDX = &refvalues.TDX{MRTD: m}
+		for i, r := range o.rtmr {
+			var b attest.Bytes
+			if err := b.UnmarshalText([]byte(r)); err != nil {
+				return fmt.Errorf("--rtmr %d: %w", i, err)
+			}
+			file.TDX.RTMR = append(file.TDX.RTMR, b)
+		}
+	default:
+		return fmt.Errorf("--platform %q: use snp or tdx", o.platform)
+	}
+	if err := file.Validate(); err != nil {
+		return err
+	}
+	out, err := file.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(s.Out, "%s\n", out)
+	return err
+}
+
+func parseMinTCB(s string) (*attest.SNPTCB, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != 4 {
+		return nil, fmt.Errorf("--min-tcb %q: want bootloader,tee,snp,microcode", s)
+	}
+	var v [4]uint8
+	for i, p := range parts {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 8)
+		if err != nil {
+			return nil, fmt.Errorf("--min-tcb %q: %q is not 0-255", s, p)
+		}
+		v[i] = uint8(n)
+	}
+	return &attest.SNPTCB{Bootloader: v[0], TEE: v[1], SNP: v[2], Microcode: v[3]}, nil
+}
