@@ -266,3 +266,21 @@ func TestRequestsNeverAllowed(t *testing.T) {
 		t.Error("a container before its sandbox allowed")
 	}
 }
+
+// An exec the pod's annotation allows passes, exactly as written.
+func TestAnExecTheAnnotationAllows(t *testing.T) {
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: webImage, Command: []string{"/web"}}}}
+	p, err := podpolicy.Of(spec, map[string]string{podpolicy.AllowExecAnnotation: `{"web": [["date", "-u"]]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Containers[0].ImageConfig = &podpolicy.ImageConfig{Env: []string{"PATH=/bin"}}
+	a := newAgent(t, p.Rego())
+	a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+	web := container{id: id(2), name: "web", image: webImage, args: []string{"/web"}, env: []string{"PATH=/bin", "HOSTNAME=web-0"}, cwd: "/"}
+	a.mustAllow("CreateContainerRequest", web.request())
+	a.mustAllow("ExecProcessRequest", exec(web, "date", "-u"))
+	if a.ask("ExecProcessRequest", exec(web, "date")) || a.ask("ExecProcessRequest", exec(web, "date", "-u", "-R")) {
+		t.Error("an exec other than the one allowed passed")
+	}
+}

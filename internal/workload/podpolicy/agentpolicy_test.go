@@ -116,3 +116,28 @@ func TestExplainSaysWhatTheGuestAllows(t *testing.T) {
 		t.Errorf("with the image's configuration:\n%s", got)
 	}
 }
+
+// The annotation adds execs, each exactly as written, to the named
+// container; a container not in the pod is refused.
+func TestAllowExecAnnotation(t *testing.T) {
+	p, err := Of(pod(), map[string]string{AllowExecAnnotation: `{"web": [["cat", "/tmp/state"], ["cat", "/tmp/state"]]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Containers[0].Exec; len(got) != 1 || got[0][1] != "/tmp/state" || !strings.Contains(string(p.Rego()), `"/tmp/state"`) {
+		t.Errorf("exec %q", got)
+	}
+	plain, _ := of(pod())
+	if _, d := plain.Initdata(); func() string { _, d2 := p.Initdata(); return d2 }() == d {
+		t.Error("an allowed exec kept the digest")
+	}
+	for value, want := range map[string]string{
+		`{"spy": [["sh"]]}`: `no container "spy"`,
+		`{"web": [[]]}`:     "an empty command",
+		`{"web": "sh"}`:     "want {",
+	} {
+		if _, err := Of(pod(), map[string]string{AllowExecAnnotation: value}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", value, err, want)
+		}
+	}
+}

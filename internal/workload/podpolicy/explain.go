@@ -80,6 +80,7 @@ func (p *Policy) Explain() string {
 	return b.String()
 }
 
+// container is the named container of the policy, or an empty one.
 func (p *Policy) container(name string) *Container {
 	for _, set := range [][]Container{p.InitContainers, p.Containers} {
 		for i := range set {

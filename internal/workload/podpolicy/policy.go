@@ -47,6 +47,10 @@ const (
 	CDIAnnotationPrefix = "cdi.k8s.io/"
 	// DefaultMemoryAnnotation is the VM's memory in MiB.
 	DefaultMemoryAnnotation = "io.katacontainers.config.hypervisor.default_memory"
+	// AllowExecAnnotation lists commands the guest lets the host exec
+	// beyond the pod spec's probes and hooks, by container (JSON:
+	// {"web": [["cat", "/tmp/state"]]}): each exactly as written.
+	AllowExecAnnotation = "cloister.dev/allow-exec"
 )
 
 // attested picks the annotations a policy covers.
@@ -121,6 +125,9 @@ func Of(spec *corev1.PodSpec, annotations map[string]string) (*Policy, error) {
 	if p.Containers, err = containers("containers", spec.Containers); err != nil {
 		return nil, err
 	}
+	if err := p.allowExec(annotations[AllowExecAnnotation]); err != nil {
+		return nil, err
+	}
 	for _, v := range spec.Volumes {
 		p.Volumes = append(p.Volumes, Volume{Name: v.Name, Source: v.VolumeSource})
 	}
@@ -142,6 +149,34 @@ func containers(field string, cs []corev1.Container) ([]Container, error) {
 		})
 	}
 	return out, nil
+}
+
+// allowExec adds the annotation's commands to their containers' execs.
+func (p *Policy) allowExec(value string) error {
+	if value == "" {
+		return nil
+	}
+	var allow map[string][][]string
+	dec := json.NewDecoder(strings.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&allow); err != nil {
+		return fmt.Errorf("annotation %s: %w (want {\"CONTAINER\": [[\"COMMAND\", \"ARG\"]]})", AllowExecAnnotation, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(allow)) {
+		c := p.container(name)
+		if c.Name == "" {
+			return fmt.Errorf("annotation %s: no container %q in the pod", AllowExecAnnotation, name)
+		}
+		for _, cmd := range allow[name] {
+			if len(cmd) == 0 || cmd[0] == "" {
+				return fmt.Errorf("annotation %s: container %s: an empty command", AllowExecAnnotation, name)
+			}
+			if !slices.ContainsFunc(c.Exec, func(x []string) bool { return slices.Equal(x, cmd) }) {
+				c.Exec = append(c.Exec, cmd)
+			}
+		}
+	}
+	return nil
 }
 
 // execs are the commands the kubelet execs in a container, each once,
