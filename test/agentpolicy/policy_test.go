@@ -284,3 +284,34 @@ func TestAnExecTheAnnotationAllows(t *testing.T) {
 		t.Error("an exec other than the one allowed passed")
 	}
 }
+
+// What the host controls beside the command line: the exec's user and
+// privileges, the pause container's environment, links among the
+// copied files.
+func TestTheHostsOtherLevers(t *testing.T) {
+	a := started(t)
+	asRoot := exec(webRequest(), "cat", "/tmp/healthy")
+	asRoot["process"].(map[string]any)["User"] = map[string]any{"UID": 0, "GID": 0}
+	if a.ask("ExecProcessRequest", asRoot) {
+		t.Error("the probe as root allowed")
+	}
+	privileged := exec(webRequest(), "cat", "/tmp/healthy")
+	privileged["process"].(map[string]any)["Capabilities"] = map[string]any{"Bounding": []string{"CAP_SYS_ADMIN"}}
+	if a.ask("ExecProcessRequest", privileged) {
+		t.Error("the probe with CAP_SYS_ADMIN allowed")
+	}
+	noUser := exec(webRequest(), "cat", "/tmp/healthy")
+	delete(noUser["process"].(map[string]any), "User")
+	a.mustAllow("ExecProcessRequest", noUser)
+	link := request{"path": "/run/kata-containers/shared/containers/" + id(2) + "-e9bb691ee0df3258-hosts", "file_mode": 0o120777}
+	if a.ask("CopyFileRequest", link) {
+		t.Error("a symbolic link copied")
+	}
+	fresh := newAgent(t, thePod(t).Rego())
+	fresh.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+	p := pause(sandboxID)
+	oci(p)["Process"].(map[string]any)["Env"] = []string{"PATH=/bin", "LD_PRELOAD=/etc/hosts"}
+	if fresh.ask("CreateContainerRequest", p) {
+		t.Error("the pause container with LD_PRELOAD allowed")
+	}
+}

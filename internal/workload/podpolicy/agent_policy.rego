@@ -73,6 +73,9 @@ allow_create(req) if {
 	req.OCI.Annotations["io.kubernetes.cri.container-type"] == "sandbox"
 	req.OCI.Annotations["io.katacontainers.pkg.oci.container_type"] == "pod_sandbox"
 	req.OCI.Process.Args == ["/pause"]
+	every e in arr(req.OCI.Process.Env) {
+		regex.match(`^PATH=[A-Za-z0-9/:._-]*$`, e)
+	}
 	no_hooks(req.OCI)
 	count(arr(object.get(req, "devices", []))) == 0
 	count(arr(req.OCI.Linux.Devices)) == 0
@@ -118,12 +121,23 @@ ExecProcessRequest if {
 	some cmd in c.exec
 	input.process.Args == cmd
 	env_entries_allowed(c, arr(input.process.Env))
+	exec_user_allowed(c, object.get(input.process, "User", null))
+	caps_allowed(c, object.get(input.process, "Capabilities", null))
 }
+
+# An exec runs as the container's user, or as the runtime's default
+# for it (no user given).
+exec_user_allowed(_, u) if u == null
+
+exec_user_allowed(c, u) if user_allowed(c, u)
 
 # The runtime copies the pod's small files (hosts, resolv.conf, the
 # service account token, ConfigMaps and Secrets) into its shared folder,
 # and nowhere else.
 CopyFileRequest if {
+	# Files and folders; never a symbolic link, which a mount of the
+	# shared file would follow out of the shared folder.
+	bits.and(object.get(input, "file_mode", 0), 61440) != 40960
 	regex.match(`^/run/kata-containers/shared/containers/[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, input.path)
 	not regex.match(`(^|/)\.\.?(/|$)`, input.path)
 }
