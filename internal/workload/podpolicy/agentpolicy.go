@@ -86,18 +86,21 @@ type regoMount struct {
 
 // Rego is the kata agent's policy for the pod: the fixed rules and the
 // pod's data, the same bytes for the same policy.
-func (p *Policy) Rego() []byte {
+func (p *Policy) Rego() []byte { return []byte(p.rego()) }
+
+func (p *Policy) rego() string {
 	data, err := json.MarshalIndent(p.regoData(), "", "\t")
 	if err != nil {
 		panic("podpolicy: marshalling the agent policy's data: " + err.Error())
 	}
 	var b strings.Builder
+	b.Grow(len(regoHeader) + len(regoRules) + len(data) + 32)
 	b.WriteString(regoHeader)
 	b.WriteString(regoRules)
 	b.WriteString("\npolicy_data := ")
 	b.Write(data)
 	b.WriteString("\n")
-	return []byte(b.String())
+	return b.String()
 }
 
 func (p *Policy) regoData() regoData {

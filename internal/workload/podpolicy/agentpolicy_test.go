@@ -141,3 +141,16 @@ func TestAllowExecAnnotation(t *testing.T) {
 		}
 	}
 }
+
+// The initdata's strings read back, through a TOML decoder, as written.
+func TestTOMLStrings(t *testing.T) {
+	for _, s := range []string{"", `plain`, "quote \" and \\ backslash", "line\nbreak\ttab\r\x00\x1f\x7f", "ünïcödé ✓", "\xff\xfe"} {
+		var got struct{ S string }
+		if _, err := toml.Decode("s = "+tomlString(s), &got); err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if want := strings.ToValidUTF8(s, "\uFFFD"); got.S != want {
+			t.Errorf("%q read back as %q", want, got.S)
+		}
+	}
+}
