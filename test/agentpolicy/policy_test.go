@@ -160,6 +160,11 @@ func TestTheHostCannotChangeWhatRuns(t *testing.T) {
 			return c.request()
 		}},
 		{"a volume missing", func() request { c := webRequest(); c.mounts = c.mounts[:1]; return c.request() }},
+		{"a volume mounted as another file system", func() request {
+			c := webRequest()
+			c.mounts[1] = mount("/data", "sysfs", "/run/kata-containers/sandbox/ephemeral/data", "rw")
+			return c.request()
+		}},
 		{"a volume from outside the sandbox", func() request {
 			c := webRequest()
 			c.mounts[1] = mount("/data", "bind", "/run/kata-containers/shared/containers/../../../etc", "rbind")
@@ -178,6 +183,17 @@ func TestTheHostCannotChangeWhatRuns(t *testing.T) {
 		{"another process's namespace", func() request {
 			r := webRequest().request()
 			oci(r)["Linux"].(map[string]any)["Namespaces"] = []any{map[string]any{"Path": "/proc/1/ns/pid", "Type": "pid"}}
+			return r
+		}},
+		{"no mount namespace", func() request {
+			r := webRequest().request()
+			oci(r)["Linux"].(map[string]any)["Namespaces"] = []any{map[string]any{"Path": "", "Type": "ipc"}, map[string]any{"Path": "", "Type": "uts"}}
+			return r
+		}},
+		{"the guest's network namespace joined", func() request {
+			r := webRequest().request()
+			l := oci(r)["Linux"].(map[string]any)
+			l["Namespaces"] = append(l["Namespaces"].([]any), map[string]any{"Path": "/proc/1/ns/net", "Type": "network"})
 			return r
 		}},
 		{"/proc/kcore unmasked", func() request {
@@ -303,10 +319,14 @@ func TestTheHostsOtherLevers(t *testing.T) {
 	noUser := exec(webRequest(), "cat", "/tmp/healthy")
 	delete(noUser["process"].(map[string]any), "User")
 	a.mustAllow("ExecProcessRequest", noUser)
-	link := request{"path": "/run/kata-containers/shared/containers/" + id(2) + "-e9bb691ee0df3258-hosts", "file_mode": 0o120777}
-	if a.ask("CopyFileRequest", link) {
+	shared := "/run/kata-containers/shared/containers/" + id(2) + "-e9bb691ee0df3258-"
+	if a.ask("CopyFileRequest", request{"path": shared + "hosts", "file_mode": 0o120777}) {
 		t.Error("a symbolic link copied")
 	}
+	if a.ask("CopyFileRequest", request{"path": shared + "serviceaccount/su", "file_mode": 0o104755, "uid": 0}) {
+		t.Error("a setuid file copied")
+	}
+	a.mustAllow("CopyFileRequest", request{"path": shared + "serviceaccount/token", "file_mode": 0o100644})
 	fresh := newAgent(t, thePod(t).Rego())
 	fresh.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
 	p := pause(sandboxID)

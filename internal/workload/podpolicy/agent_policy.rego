@@ -138,6 +138,9 @@ CopyFileRequest if {
 	# Files and folders; never a symbolic link, which a mount of the
 	# shared file would follow out of the shared folder.
 	bits.and(object.get(input, "file_mode", 0), 61440) != 40960
+	# Nor setuid or setgid: a program the host copies in would run as its
+	# owner in the container.
+	bits.and(object.get(input, "file_mode", 0), 3072) == 0
 	regex.match(`^/run/kata-containers/shared/containers/[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, input.path)
 	not regex.match(`(^|/)\.\.?(/|$)`, input.path)
 }
@@ -333,13 +336,11 @@ no_new_privs_allowed(c, nnp) if {
 }
 
 ######################################################################
-# Linux: no devices, no host namespaces joined, the kernel's masks kept,
-# the pod's sysctls only.
+# Linux: no devices, no namespaces joined or left out, the kernel's masks
+# kept, the pod's sysctls only.
 
 linux_allowed(c, l) if {
-	every ns in arr(l.Namespaces) {
-		namespace_allowed(ns)
-	}
+	namespaces_allowed(arr(l.Namespaces))
 	masks_allowed(c, l)
 	sysctls_allowed(object.get(l, "Sysctl", null))
 }
@@ -351,12 +352,15 @@ sysctls_allowed(s) if {
 	count(policy_data.sysctls) == 0
 }
 
-namespace_allowed(ns) if ns.Path == ""
-
-# The sandbox's network, which every container joins.
-namespace_allowed(ns) if {
-	ns.Type == "network"
-	startswith(ns.Path, "/")
+# Each container's own mount, IPC and UTS namespaces, joining none: a
+# container without a mount namespace would see the whole guest. (The
+# agent puts it into the sandbox's network and process namespaces.)
+namespaces_allowed(nss) if {
+	count(nss) == 3
+	{ns.Type | some ns in nss} == {"ipc", "uts", "mount"}
+	every ns in nss {
+		ns.Path == ""
+	}
 }
 
 masks_allowed(c, _) if c.privileged
@@ -395,6 +399,7 @@ mount_allowed(_, m) if runtime_mount(m)
 mount_allowed(c, m) if {
 	some want in c.mounts
 	m.destination == want.path
+	m.type_ in {"bind", "local"}
 	guest_path(m.source)
 	readonly_allowed(want, arr(m.options))
 }
