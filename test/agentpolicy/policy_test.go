@@ -335,3 +335,45 @@ func TestTheHostsOtherLevers(t *testing.T) {
 		t.Error("the pause container with LD_PRELOAD allowed")
 	}
 }
+
+// The guest-evidence initializer runs privileged and has the guest's
+// TEE device; an unprivileged container has no device, and GPUs reach
+// a pod only with the VM's CDI devices in its policy.
+func TestDevices(t *testing.T) {
+	privileged := true
+	spec := &corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: setupImage, Command: []string{"/init"}, SecurityContext: &corev1.SecurityContext{Privileged: &privileged}}},
+		Containers:     []corev1.Container{{Name: "web", Image: webImage, Command: []string{"/web"}}},
+	}
+	withDevice := func(c container, path string) request {
+		r := c.request()
+		oci(r)["Linux"].(map[string]any)["Devices"] = []any{map[string]any{"Path": path, "Type": "c"}}
+		return r
+	}
+	init := container{id: id(1), name: "init", image: setupImage, args: []string{"/init"}, env: []string{"HOSTNAME=web-0"}, cwd: "/", caps: append(slices.Clone(defaultCaps), "CAP_SYS_ADMIN")}
+	web := container{id: id(2), name: "web", image: webImage, args: []string{"/web"}, env: []string{"HOSTNAME=web-0"}, cwd: "/"}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		req         request
+		allowed     bool
+	}{
+		{"the privileged initializer's TEE device", nil, withDevice(init, "/dev/sev-guest"), true},
+		{"an unprivileged container's TEE device", nil, withDevice(web, "/dev/sev-guest"), false},
+		{"a GPU without the VM's devices", nil, withDevice(web, "/dev/nvidia0"), false},
+		{"a GPU with the VM's devices", map[string]string{"cdi.k8s.io/gpu": "nvidia.com/pgpu=0"}, withDevice(web, "/dev/nvidia0"), true},
+		{"a disk with the VM's devices", map[string]string{"cdi.k8s.io/gpu": "nvidia.com/pgpu=0"}, withDevice(web, "/dev/vda"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := podpolicy.Of(spec, tc.annotations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := newAgent(t, p.Rego())
+			a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+			if got := a.ask("CreateContainerRequest", tc.req); got != tc.allowed {
+				t.Errorf("allowed %v, want %v", got, tc.allowed)
+			}
+		})
+	}
+}

@@ -384,10 +384,16 @@ devices_allowed(_, req) if {
 	count(arr(req.OCI.Linux.Devices)) == 0
 }
 
-# Devices passed into the VM (CDI) reach the containers that run privileged.
-devices_allowed(c, _) if {
-	c.privileged
+# A privileged container has the guest's devices (the initializer its TEE
+# device): privileged inside the VM reaches the guest's, never the host's.
+devices_allowed(c, _) if c.privileged
+
+# Devices passed into the VM (CDI: GPUs) reach the pod's containers.
+devices_allowed(_, req) if {
 	policy_data.vm_devices
+	every d in arr(req.OCI.Linux.Devices) {
+		regex.match(`^/dev/(vfio/([0-9]+|vfio)|nvidia[a-z0-9-]*)$`, d.Path)
+	}
 }
 
 ######################################################################
