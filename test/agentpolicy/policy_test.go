@@ -377,3 +377,29 @@ func TestDevices(t *testing.T) {
 		})
 	}
 }
+
+// A process namespace of its own is the container's; a second mount
+// namespace entry, or one joined by path, is not.
+func TestNamespaceEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		extra   map[string]any
+		allowed bool
+	}{
+		{"a pid namespace of its own", map[string]any{"Path": "", "Type": "pid"}, true},
+		{"the mount namespace twice", map[string]any{"Path": "", "Type": "mount"}, false},
+		{"a pid namespace joined", map[string]any{"Path": "/proc/1/ns/pid", "Type": "pid"}, false},
+		{"a user namespace", map[string]any{"Path": "", "Type": "user"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAgent(t, thePod(t).Rego())
+			a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+			r := webRequest().request()
+			l := oci(r)["Linux"].(map[string]any)
+			l["Namespaces"] = append(l["Namespaces"].([]any), tc.extra)
+			if got := a.ask("CreateContainerRequest", r); got != tc.allowed {
+				t.Errorf("allowed %v, want %v", got, tc.allowed)
+			}
+		})
+	}
+}

@@ -186,9 +186,10 @@ storage_allowed(c, s) if {
 	image_digest(s.source) == c.digest
 }
 
-# emptyDir volumes: on the guest's disk or in its memory.
+# emptyDir volumes, on the guest's disk or in its memory, and the
+# runtime's copies of ConfigMaps and Secrets (watchable-bind).
 storage_allowed(_, s) if {
-	s.driver in {"local", "ephemeral"}
+	s.driver in {"local", "ephemeral", "watchable-bind"}
 	guest_path(s.mount_point)
 }
 
@@ -352,15 +353,20 @@ sysctls_allowed(s) if {
 	count(policy_data.sysctls) == 0
 }
 
-# Each container's own mount, IPC and UTS namespaces, joining none: a
-# container without a mount namespace would see the whole guest. (The
-# agent puts it into the sandbox's network and process namespaces.)
+# Each container's own mount, IPC and UTS namespaces (and PID or cgroup
+# ones, if asked), joining none: a container without a mount namespace
+# would see the whole guest. (The agent puts it into the sandbox's network
+# namespace, and its process namespace as the pod shares it.)
 namespaces_allowed(nss) if {
-	count(nss) == 3
-	{ns.Type | some ns in nss} == {"ipc", "uts", "mount"}
+	every t in ["ipc", "uts", "mount"] {
+		some ns in nss
+		ns.Type == t
+	}
 	every ns in nss {
 		ns.Path == ""
+		ns.Type in {"ipc", "uts", "mount", "pid", "cgroup"}
 	}
+	count(nss) == count({ns.Type | some ns in nss})
 }
 
 masks_allowed(c, _) if c.privileged
