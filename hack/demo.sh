@@ -189,6 +189,8 @@ demo_workloads() {
 	# them (generate --offline refuses anything it cannot pin from it).
 	awk 'BEGIN{printf "{"} {split($2, r, "@"); printf "%s\"%s\": \"%s\"", (NR>1 ? ", " : ""), r[1], $2} END{print "}"}' \
 		"$IMAGES/pinned.txt" >"$ws/image-digests.json"
+	# And their configurations, so the guest's policy pins what they run.
+	cp "$IMAGES/image-configs.json" "$ws/image-configs.json"
 	cat >"$ws/resources/shop.yaml" <<-EOF
 		# A plain Pod marked confidential (runtimeClassName: cloister-cc).
 		apiVersion: v1

@@ -17,11 +17,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
-// PinnedFile lists each image by digest, in -out.
-const PinnedFile = "pinned.txt"
+// PinnedFile lists each image by digest, in -out; ConfigsFile holds
+// their configurations, as generate's cache of them (imagepin.Configs)
+// keeps them, for workspaces that pin these images without a registry.
+const (
+	PinnedFile  = "pinned.txt"
+	ConfigsFile = "image-configs.json"
+)
 
 func main() {
 	bin := flag.String("bin", "bin", "directory of the static binaries (make build)")
@@ -75,6 +81,19 @@ func run(bin, out, registry, version, revision, source, push string, key *ecdsa.
 		fmt.Fprintf(&pinned, "%s %s\n", b.Name, b.Pinned())
 	}
 	if err := os.WriteFile(filepath.Join(out, PinnedFile), []byte(pinned.String()), 0o644); err != nil { //nolint:gosec // the list of pinned image references is public
+		return err
+	}
+	configs := &imagepin.Configs{Cache: filepath.Join(out, ConfigsFile)}
+	for _, b := range built {
+		file, err := b.Image.ConfigFile()
+		if err != nil {
+			return err
+		}
+		if err := configs.Put(b.Pinned(), file); err != nil {
+			return err
+		}
+	}
+	if err := configs.Save(); err != nil {
 		return err
 	}
 	for _, b := range built {

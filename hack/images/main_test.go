@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
@@ -50,6 +51,15 @@ func TestBuildAndPush(t *testing.T) {
 	pinned, err := os.ReadFile(filepath.Join(out, PinnedFile))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Each image's configuration, as generate's cache keeps it, offline.
+	configs := &imagepin.Configs{Cache: filepath.Join(out, ConfigsFile), Offline: true}
+	for _, line := range strings.Split(strings.TrimSpace(string(pinned)), "\n") {
+		binary, ref, _ := strings.Cut(line, " ")
+		cfg, err := configs.Config(context.Background(), ref)
+		if err != nil || len(cfg.Entrypoint) != 1 || cfg.Entrypoint[0] != "/usr/local/bin/"+binary || cfg.User != "65532:65532" {
+			t.Errorf("%s's configuration: %+v, %v", binary, cfg, err)
+		}
 	}
 	for _, b := range image.Binaries {
 		if _, err := os.Stat(filepath.Join(out, b+".tar")); err != nil {

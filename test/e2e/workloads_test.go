@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -396,6 +397,23 @@ func writeDigestCache(t *testing.T, e *realNodeEnv, ws string) map[string]string
 	}
 	data, _ := json.Marshal(cache)
 	if err := os.WriteFile(filepath.Join(ws, generate.DigestCacheFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Their configurations too, by both ways the images are pinned: the
+	// agent's policy then pins what each runs.
+	configs := &imagepin.Configs{Cache: filepath.Join(ws, generate.ConfigCacheFile)}
+	for _, b := range e.built {
+		file, err := b.Image.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range []string{cache[b.Ref], b.Pinned()} {
+			if err := configs.Put(ref, file); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := configs.Save(); err != nil {
 		t.Fatal(err)
 	}
 	return cache

@@ -63,13 +63,34 @@ func (c *Configs) Config(ctx context.Context, image string) (*podpolicy.ImageCon
 	if err != nil {
 		return nil, fmt.Errorf("image %q: reading its configuration: %w", image, err)
 	}
-	cfg := &podpolicy.ImageConfig{
-		Entrypoint: file.Config.Entrypoint, Cmd: file.Config.Cmd, Env: file.Config.Env,
-		WorkingDir: file.Config.WorkingDir, User: file.Config.User,
-	}
+	cfg := ConfigOf(file)
 	c.known[image] = cfg
 	c.changed = true
 	return cfg, nil
+}
+
+// ConfigOf is the part of an image's configuration a pod's policy pins.
+func ConfigOf(file *v1.ConfigFile) *podpolicy.ImageConfig {
+	return &podpolicy.ImageConfig{
+		Entrypoint: file.Config.Entrypoint, Cmd: file.Config.Cmd, Env: file.Config.Env,
+		WorkingDir: file.Config.WorkingDir, User: file.Config.User,
+	}
+}
+
+// Put records the configuration of image (pinned) without asking a
+// registry: for images built here, which no registry serves yet.
+func (c *Configs) Put(image string, file *v1.ConfigFile) error {
+	if _, err := name.NewDigest(image); err != nil {
+		return fmt.Errorf("image %q: %w", image, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.load(); err != nil {
+		return err
+	}
+	c.known[image] = ConfigOf(file)
+	c.changed = true
+	return nil
 }
 
 func (c *Configs) load() error {
