@@ -206,7 +206,8 @@ demo_workloads() {
 	EOF
 	echo "cloister generate --reference-values sim: initializer, pinned images, runtime class, policy annotation, manifest.yaml"
 	kube get cas cas -o jsonpath='{.status.simulationKey}' >"$ws/cas-sim.pem"
-	"$CLOISTER" generate --reference-values sim --cas-sim-key "$ws/cas-sim.pem" --offline --workspace "$ws" "$ws/resources"
+	"$CLOISTER" generate --reference-values sim --cas-sim-key "$ws/cas-sim.pem" --offline --kubeconfig "$KUBECONFIG_PATH" \
+		--workspace "$ws" "$ws/resources"
 	kube delete pod shop --ignore-not-found >/dev/null
 	kube apply -f "$ws/resources/shop.yaml" >/dev/null
 	echo "cloister set --cluster default/cas: the manifest is a CAS policy; the pod's initializer attests and gets its certificate"
