@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -61,16 +62,18 @@ func readArtifact(flag, path string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	info, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
-	if info.Size() > maxArtifact {
-		return nil, fmt.Errorf("--%s %s: %d bytes, more than %d", flag, path, info.Size(), maxArtifact)
-	}
-	data, err := os.ReadFile(path)
+	defer func() { _ = f.Close() }()
+	// One bounded read: the size is what was read, not what a stat said.
+	data, err := io.ReadAll(io.LimitReader(f, maxArtifact+1))
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	if len(data) > maxArtifact {
+		return nil, fmt.Errorf("--%s %s: more than %d bytes", flag, path, maxArtifact)
 	}
 	return data, nil
 }
