@@ -333,7 +333,7 @@ func (f *generateFlags) referenceValues() (runtimeclass.Platform, *refvalues.Fil
 	if path == "" {
 		return platform, nil, nil
 	}
-	data, err := readArtifact(strings.TrimPrefix(flag, "--"), path)
+	data, err := readBounded(strings.TrimPrefix(flag, "--"), path, refvalues.MaxFile)
 	if err != nil {
 		return "", nil, err
 	}

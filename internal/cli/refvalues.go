@@ -58,7 +58,10 @@ func newReferenceValuesCompute(s Streams) *cobra.Command {
 	return cmd
 }
 
-func readArtifact(flag, path string) ([]byte, error) {
+func readArtifact(flag, path string) ([]byte, error) { return readBounded(flag, path, maxArtifact) }
+
+// readBounded reads at most limit bytes of path, refusing a larger file.
+func readBounded(flag, path string, limit int) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -68,12 +71,12 @@ func readArtifact(flag, path string) ([]byte, error) {
 	}
 	defer func() { _ = f.Close() }()
 	// One bounded read: the size is what was read, not what a stat said.
-	data, err := io.ReadAll(io.LimitReader(f, maxArtifact+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
-	if len(data) > maxArtifact {
-		return nil, fmt.Errorf("--%s %s: more than %d bytes", flag, path, maxArtifact)
+	if len(data) > limit {
+		return nil, fmt.Errorf("--%s %s: more than %d bytes", flag, path, limit)
 	}
 	return data, nil
 }

@@ -21,8 +21,8 @@ import (
 // Version is the file format's.
 const Version = "cloister.dev/reference-values/v1"
 
-// maxFile bounds a reference values file: a few hundred bytes of hex.
-const maxFile = 64 << 10
+// MaxFile bounds a reference values file: a few hundred bytes of hex.
+const MaxFile = 64 << 10
 
 // File is a reference values file.
 type File struct {
@@ -68,8 +68,8 @@ func Digest(data []byte) string {
 // Parse reads a reference values file (YAML or JSON), refusing unknown
 // fields and values that cannot pin a guest.
 func Parse(data []byte) (*File, error) {
-	if len(data) > maxFile {
-		return nil, fmt.Errorf("reference values: %d bytes, more than %d", len(data), maxFile)
+	if len(data) > MaxFile {
+		return nil, fmt.Errorf("reference values: %d bytes, more than %d", len(data), MaxFile)
 	}
 	var f File
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
