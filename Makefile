@@ -19,10 +19,25 @@ CONTROLLER_GEN_ARGS := object paths=./api/... crd:maxDescLen=400 paths=./api/...
 # The kata agent policy's tests: a module of their own, so that OPA, which
 # evaluates the policies there, links into no binary.
 AGENTPOLICY := test/agentpolicy
+# The platforms of the images: host (the default, all make build, make demo
+# and make test need), all (linux/amd64, linux/arm64 and linux/s390x: a
+# release, make images PLATFORMS=all), or a comma-separated list. Each
+# platform's binaries go into bin/OS_ARCH (the host's into bin), cross-compiled.
+PLATFORMS ?= host
+IMAGE_FLAGS = -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -platforms '$(PLATFORMS)'
+# $(call build-each,PACKAGES,LDFLAGS,SKIP): go build for every platform into
+# its folder of bin, but the folder SKIP.
+build-each = $(GO) run ./hack/images $(IMAGE_FLAGS) -dirs | while read -r os arch dir; do \
+	[ "$$dir" = "$(3)" ] && continue; echo "building $(1) for $$os/$$arch into $$dir"; \
+	GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $(2)" -o $$dir/ $(1) || exit 1; done
+# Debian's qemu-user-static (user-mode emulation, no KVM), pinned, in the
+# cache: the device plugins' tests run on s390x and arm64 under it.
+QEMU_USER := 1:7.2+dfsg-7+deb12u18+b2
+QEMU_DIR  := $(or $(CLOISTER_CACHE_DIR),$(CURDIR)/.cache)/qemu-user/$(subst :,_,$(QEMU_USER))
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
-.PHONY: all tools generate build test unit e2e lint node-deps bench fuzz images push demo demo-down clean
+.PHONY: all tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
 
 all: build
 
@@ -37,22 +52,24 @@ generate: tools
 	"$$($(GO) run ./cmd/cloister dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
 
 ## build: every binary into bin/ (saying how far a cold build is, as the
-## toolchain does); the operator's default images are then
-## pinned to the digests of the images of these binaries (make images),
-## and the image cloister install deploys to the operator's.
+## toolchain does), and with PLATFORMS into bin/OS_ARCH; the operator's
+## default images are then pinned to the index digests of the images of
+## these binaries (make images), and the image cloister install deploys to
+## the operator's.
 build: tools
 	CGO_ENABLED=0 $(GO) run ./cmd/cloister dev go-build -- -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
-	pins=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -operator-ldflags) && \
-		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator && \
-	pin=$$($(GO) run ./hack/images -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -cli-ldflags) && \
-		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $$pin" -o $(BIN)/ ./cmd/cloister
+	@$(call build-each,./cmd/...,,$(BIN))
+	@pins=$$($(GO) run ./hack/images $(IMAGE_FLAGS) -operator-ldflags) && \
+		$(call build-each,./cmd/cloister-operator,$$pins) && \
+	pin=$$($(GO) run ./hack/images $(IMAGE_FLAGS) -cli-ldflags) && \
+		$(call build-each,./cmd/cloister,$$pin)
 
 ## test: lint, then unit, envtest and end-to-end tests with the race detector.
 ## With another real node on the host (a running make demo), the real-node
 ## tests skip, and the last lines say so.
-test: lint node-deps
+test: lint node-deps qemu-user
 	@skips=$$(mktemp); status=0; \
-	CLOISTER_SKIP_LOG=$$skips $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
+	CLOISTER_QEMU_USER=$(QEMU_DIR) CLOISTER_SKIP_LOG=$$skips $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
 	$(GO) -C $(AGENTPOLICY) test -race -count=1 ./... || status=$$?; \
 	if [ -s "$$skips" ]; then \
 		echo "note: these tests skipped (go test without -v does not say so):"; sort -u "$$skips" | sed 's/^/      /'; \
@@ -66,8 +83,8 @@ test: lint node-deps
 	fi; exit $$status
 
 ## unit: tests without the end-to-end suite (envtest still runs).
-unit: tools
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+unit: tools qemu-user
+	CLOISTER_QEMU_USER=$(QEMU_DIR) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) -C $(AGENTPOLICY) test -race -count=1 ./...
 
 ## e2e: the end-to-end suite against a fresh dev cluster.
@@ -96,18 +113,34 @@ node-deps:
 		apt-get install -y -qq runc nftables >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq runc nftables >/dev/null; }; \
 	fi
 
-## images: an OCI image per binary (no Docker, no base image; reproducible)
-## as OCI-layout tarballs in .cache/images, and pinned.txt naming each by
-## digest. push: the same, pushed to
+## qemu-user: Debian's qemu-user-static $(QEMU_USER), its s390x and
+## aarch64 emulators only, into the cache (once; Debian's current one, said
+## so, when the pinned one has left its index).
+qemu-user:
+	@if [ ! -x "$(QEMU_DIR)/qemu-s390x-static" ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's qemu-user-static $(QEMU_USER) into $(QEMU_DIR)"; \
+		tmp=$$(mktemp -d) && cd "$$tmp" && get="apt-get download -qq -o APT::Sandbox::User=root"; \
+		{ $$get qemu-user-static=$(QEMU_USER) || { apt-get update -qq && $$get qemu-user-static=$(QEMU_USER); } || \
+		  { echo "note: qemu-user-static $(QEMU_USER) has left Debian's index; taking its current one"; $$get qemu-user-static; }; } && \
+		dpkg-deb -x qemu-user-static_*.deb x && mkdir -p "$(QEMU_DIR)" && \
+		cp x/usr/bin/qemu-s390x-static x/usr/bin/qemu-aarch64-static "$(QEMU_DIR)/"; \
+		status=$$?; rm -rf "$$tmp"; exit $$status; \
+	fi
+
+## images: an OCI image index per binary (no Docker, no base image;
+## reproducible), with an image for each of PLATFORMS (the host's alone by
+## default; PLATFORMS=all for amd64, arm64 and s390x), as OCI-layout
+## tarballs in .cache/images, and pinned.txt naming each by index digest.
+## push: the same, pushed to
 ## REGISTRY (make push REGISTRY=ghcr.io/you), and signed with SIGN_KEY if
 ## given (an unencrypted ECDSA P-256 PEM key; cloister install
 ## --verify-image-signatures checks them with its public key).
 images: build
-	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT)
+	$(GO) run ./hack/images $(IMAGE_FLAGS) -out $(IMAGES)
 
 push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
-	$(GO) run ./hack/images -out $(IMAGES) -version $(VERSION) -revision $(COMMIT) -push $(REGISTRY) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
+	$(GO) run ./hack/images $(IMAGE_FLAGS) -out $(IMAGES) -push $(REGISTRY) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
 
 ## fuzz: every fuzz target, two at a time, FUZZTIME each (default 2m; 10m for the CAS API and policy parsers), with the executions each made.
 fuzz:

@@ -1,6 +1,7 @@
-// Command images builds an OCI image for every Cloister binary in -bin
-// (see internal/dev/image) into -out as OCI-layout tarballs, and with -push
-// also pushes them: `make images`, `make push REGISTRY=...`.
+// Command images builds an OCI image index for every Cloister binary in
+// -bin, with an image per platform of -platforms (see internal/dev/image),
+// into -out as OCI-layout tarballs, and with -push also pushes them:
+// `make images [PLATFORMS=all]`, `make push REGISTRY=...`.
 package main
 
 import (
@@ -42,10 +43,23 @@ func main() {
 		"only print the -X flags that pin cloister-operator's default images to the digests of the images of -bin (make build links them in)")
 	cliLDFlags := flag.Bool("cli-ldflags", false,
 		"only print the -X flags that pin the images the CLI names (the operator cloister install deploys, the initializer and mesh cloister generate injects) to the digests of -bin's images (make build links them in)")
+	platformList := flag.String("platforms", "host", "platforms of the image indexes: host, all ("+platformNames()+"), or a comma-separated list; each one's binaries are in its folder of -bin (bin/OS_ARCH, the host's in bin)")
+	dirs := flag.Bool("dirs", false, "only print, per line, GOOS, GOARCH and the folder of -bin of each platform of -platforms (make build compiles into them)")
 	flag.Parse()
-	pin := map[bool]func(bin, registry, version, revision, source string) (string, error){true: pinInstallImage, false: pinOperatorDefaults}[*cliLDFlags]
+	platforms, err := image.ParsePlatforms(*platformList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "images: -platforms:", err)
+		os.Exit(2)
+	}
+	if *dirs {
+		for _, p := range platforms {
+			fmt.Println(p.OS, p.Architecture, p.Dir(*bin))
+		}
+		return
+	}
+	pin := map[bool]func(bin, registry, version, revision, source string, platforms []image.Platform) (string, error){true: pinInstallImage, false: pinOperatorDefaults}[*cliLDFlags]
 	if *cliLDFlags || *operatorLDFlags {
-		flags, err := pin(*bin, *registry, *version, *revision, *source)
+		flags, err := pin(*bin, *registry, *version, *revision, *source, platforms)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "images:", err)
 			os.Exit(1)
@@ -64,14 +78,22 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(*bin, *out, *registry, *version, *revision, *source, *push, key); err != nil {
+	if err := run(*bin, *out, *registry, *version, *revision, *source, *push, key, platforms); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, out, registry, version, revision, source, push string, key *ecdsa.PrivateKey) error {
-	built, err := image.BuildAll(bin, out, registry, version, revision, source)
+func platformNames() string {
+	names := make([]string, len(image.All))
+	for i, p := range image.All {
+		names[i] = p.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+func run(bin, out, registry, version, revision, source, push string, key *ecdsa.PrivateKey, platforms []image.Platform) error {
+	built, err := image.BuildAll(bin, out, registry, version, revision, source, platforms...)
 	if err != nil {
 		return fmt.Errorf("%w (run make build first)", err)
 	}
@@ -105,13 +127,15 @@ func run(bin, out, registry, version, revision, source, push string, key *ecdsa.
 		if err != nil {
 			return fmt.Errorf("-push %q: %w", push, err)
 		}
-		if err := remote.Write(tag, b.Image, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		if err := remote.WriteIndex(tag, b.Index, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return fmt.Errorf("pushing %s: %w", tag, err)
 		}
 		fmt.Printf("pushed %s@%s\n", tag, b.Digest)
 		if key == nil {
 			continue
 		}
+		// The index's signature covers every platform's manifest, each
+		// named by its digest in the index.
 		if err := imagesig.Sign(context.Background(), tag.Context().Digest(b.Digest), key, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 			return err
 		}
@@ -124,14 +148,14 @@ func run(bin, out, registry, version, revision, source, push string, key *ecdsa.
 // the operator image cloister install deploys (built in memory from the
 // operator binary in bin, which must already carry its own pins) and the
 // initializer and the mesh cloister generate injects.
-func pinInstallImage(bin, registry, version, revision, source string) (string, error) {
+func pinInstallImage(bin, registry, version, revision, source string, platforms []image.Platform) (string, error) {
 	var flags []string
 	for _, p := range []struct{ name, variable string }{
 		{"cloister-operator", "github.com/cloister-cc/cloister/internal/operator/install.OperatorImage"},
 		{"cloister-initializer", "github.com/cloister-cc/cloister/internal/cli.InitializerImage"},
 		{"cloister-mesh", "github.com/cloister-cc/cloister/internal/cli.MeshImage"},
 	} {
-		ref, err := pinned(bin, p.name, registry, version, revision, source)
+		ref, err := pinned(bin, p.name, registry, version, revision, source, platforms)
 		if err != nil {
 			return "", err
 		}
@@ -140,13 +164,13 @@ func pinInstallImage(bin, registry, version, revision, source string) (string, e
 	return strings.Join(flags, " "), nil
 }
 
-// pinned builds the image of one binary in memory: REF@DIGEST.
-func pinned(bin, name, registry, version, revision, source string) (string, error) {
-	img, err := image.Build(image.Spec{Name: name, Binary: filepath.Join(bin, name), Version: version, Revision: revision, Source: source})
+// pinned builds the image index of one binary in memory: REF@DIGEST.
+func pinned(bin, name, registry, version, revision, source string, platforms []image.Platform) (string, error) {
+	index, _, err := image.BuildIndex(image.Spec{Name: name, Binary: filepath.Join(bin, name), Version: version, Revision: revision, Source: source}, platforms)
 	if err != nil {
 		return "", err
 	}
-	digest, err := img.Digest()
+	digest, err := index.Digest()
 	if err != nil {
 		return "", err
 	}
@@ -159,14 +183,14 @@ var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePlugin
 
 // pinOperatorDefaults builds the images the operator deploys (in memory)
 // and returns the linker flags that make them its defaults by digest.
-func pinOperatorDefaults(bin, registry, version, revision, source string) (string, error) {
+func pinOperatorDefaults(bin, registry, version, revision, source string, platforms []image.Platform) (string, error) {
 	var flags []string
 	for _, name := range image.Binaries {
 		variable, ok := operatorDefaults[name]
 		if !ok {
 			continue
 		}
-		ref, err := pinned(bin, name, registry, version, revision, source)
+		ref, err := pinned(bin, name, registry, version, revision, source, platforms)
 		if err != nil {
 			return "", err
 		}

@@ -45,7 +45,7 @@ func TestBuildAndPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister", key); err != nil {
+	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister", key, nil); err != nil {
 		t.Fatal(err)
 	}
 	pinned, err := os.ReadFile(filepath.Join(out, PinnedFile))
@@ -68,12 +68,12 @@ func TestBuildAndPush(t *testing.T) {
 		if !strings.Contains(string(pinned), b+" ghcr.io/cloister-cc/"+b+":v9.9.9@sha256:") {
 			t.Errorf("%s not pinned in %s:\n%s", b, PinnedFile, pinned)
 		}
-		want, err := image.Build(image.Spec{Name: b, Binary: filepath.Join(bin, b), Version: "v9.9.9", Revision: "abc", Source: "src"})
+		want, _, err := image.BuildIndex(image.Spec{Name: b, Binary: filepath.Join(bin, b), Version: "v9.9.9", Revision: "abc", Source: "src"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ref, _ := name.NewTag(host + "/cloister/" + b + ":v9.9.9")
-		got, err := remote.Image(ref)
+		got, err := remote.Index(ref)
 		if err != nil {
 			t.Fatalf("pulling %s: %v", ref, err)
 		}
@@ -86,7 +86,7 @@ func TestBuildAndPush(t *testing.T) {
 			t.Errorf("%s: %v", b, err)
 		}
 	}
-	if err := run(t.TempDir(), out, "r", "v", "", "", "", nil); err == nil || !strings.Contains(err.Error(), "make build first") {
+	if err := run(t.TempDir(), out, "r", "v", "", "", "", nil, nil); err == nil || !strings.Contains(err.Error(), "make build first") {
 		t.Errorf("missing binaries: %v", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestImagesFromSourceAreReproducible(t *testing.T) {
 // same binaries.
 func TestOperatorLDFlags(t *testing.T) {
 	bin := fakeBinaries(t)
-	flags, err := pinOperatorDefaults(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
+	flags, err := pinOperatorDefaults(bin, "ghcr.io/cloister-cc", "v1", "abc", "src", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestOperatorLDFlags(t *testing.T) {
 	}
 	// cloister install deploys the operator image make images builds;
 	// cloister generate injects its initializer and mesh images.
-	pin, err := pinInstallImage(bin, "ghcr.io/cloister-cc", "v1", "abc", "src")
+	pin, err := pinInstallImage(bin, "ghcr.io/cloister-cc", "v1", "abc", "src", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

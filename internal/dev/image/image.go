@@ -36,8 +36,9 @@ type Spec struct {
 	Version string
 	// Revision is the source commit; Source the repository URL.
 	Revision, Source string
-	// OS and Architecture of the binary; linux/amd64 when empty.
-	OS, Architecture string
+	// Platform of the binaries; the host's when empty. Build refuses
+	// binaries of another.
+	Platform Platform
 }
 
 // UID and GID the images run as (distroless's "nonroot").
@@ -57,18 +58,21 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Build makes the image.
 func Build(s Spec) (v1.Image, error) {
-	bin, err := os.ReadFile(s.Binary)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", s.Name, err)
+	if s.Platform == (Platform{}) {
+		s.Platform = Host()
 	}
-	bins := []namedFile{{s.Name, bin}}
-	for _, p := range s.Extra {
+	var bins []namedFile
+	for _, p := range append([]string{s.Binary}, s.Extra...) {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", s.Name, err)
 		}
+		if err := checkMachine(p, data, s.Platform); err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.Name, err)
+		}
 		bins = append(bins, namedFile{path.Base(p), data})
 	}
+	bins[0].name = s.Name
 	layerTar, err := rootfs(bins)
 	if err != nil {
 		return nil, err
@@ -92,7 +96,7 @@ func Build(s Spec) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = or(s.OS, "linux"), or(s.Architecture, "amd64")
+	cfg.OS, cfg.Architecture = s.Platform.OS, s.Platform.Architecture
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.User = fmt.Sprintf("%d:%d", UID, GID)
 	cfg.Config.Entrypoint = []string{path.Join(BinDir, s.Name)}
@@ -106,13 +110,6 @@ func Build(s Spec) (v1.Image, error) {
 		"org.opencontainers.image.licenses": "Apache-2.0",
 	}
 	return mutate.ConfigFile(img, cfg)
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 type namedFile struct {

@@ -28,21 +28,25 @@ func Ref(registry, name, version string) string {
 	return fmt.Sprintf("%s/%s:%s", registry, name, version)
 }
 
-// Built is one image written by BuildAll.
+// Built is one image index written by BuildAll.
 type Built struct {
+	// Digest is the index's: what a reference pins.
 	Name, Ref, Digest, File string
-	Image                   v1.Image
+	Index                   v1.ImageIndex
+	// Image is the first platform's image (the host's, by default).
+	Image v1.Image
 }
 
-// BuildAll builds the image of every binary in binDir (Binaries) into
-// outDir/<name>.tar, named Ref(registry, name, version).
-func BuildAll(binDir, outDir, registry, version, revision, source string) ([]Built, error) {
+// BuildAll builds the image index of every binary in binDir (Binaries),
+// for platforms (the host when none), into outDir/<name>.tar, named
+// Ref(registry, name, version).
+func BuildAll(binDir, outDir, registry, version, revision, source string, platforms ...Platform) ([]Built, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // image tarballs are public
 		return nil, err
 	}
 	out := make([]Built, 0, len(Binaries))
 	for _, b := range Binaries {
-		built, err := BuildTo(Spec{Name: b, Binary: filepath.Join(binDir, b), Version: version, Revision: revision, Source: source}, outDir, registry)
+		built, err := BuildTo(Spec{Name: b, Binary: filepath.Join(binDir, b), Version: version, Revision: revision, Source: source}, outDir, registry, platforms...)
 		if err != nil {
 			return nil, err
 		}
@@ -51,26 +55,26 @@ func BuildAll(binDir, outDir, registry, version, revision, source string) ([]Bui
 	return out, nil
 }
 
-// BuildTo builds the image of s into outDir/<name>.tar, named
-// Ref(registry, s.Name, s.Version).
-func BuildTo(s Spec, outDir, registry string) (Built, error) {
-	img, err := Build(s)
+// BuildTo builds the image index of s for platforms (the host when
+// none) into outDir/<name>.tar, named Ref(registry, s.Name, s.Version).
+func BuildTo(s Spec, outDir, registry string, platforms ...Platform) (Built, error) {
+	index, images, err := BuildIndex(s, platforms)
 	if err != nil {
 		return Built{}, err
 	}
-	digest, err := img.Digest()
+	digest, err := index.Digest()
 	if err != nil {
 		return Built{}, err
 	}
-	built := Built{Name: s.Name, Ref: Ref(registry, s.Name, s.Version), Digest: digest.String(), File: filepath.Join(outDir, s.Name+".tar"), Image: img}
-	if err := WriteOCI(img, built.Ref, built.File); err != nil {
+	built := Built{Name: s.Name, Ref: Ref(registry, s.Name, s.Version), Digest: digest.String(), File: filepath.Join(outDir, s.Name+".tar"), Index: index, Image: images[0]}
+	if err := WriteIndex(index, built.Ref, built.File); err != nil {
 		return Built{}, fmt.Errorf("writing %s: %w", built.File, err)
 	}
 	return built, nil
 }
 
 // ReadRef is the image name an OCI-layout tarball's index gives its
-// image (WriteOCI's ref), and the image's manifest digest.
+// image or image index (WriteOCI's or WriteIndex's ref), and its digest.
 func ReadRef(file string) (ref, digest string, err error) {
 	f, err := os.Open(file)
 	if err != nil {

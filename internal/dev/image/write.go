@@ -17,6 +17,22 @@ import (
 // ref; files are in a fixed order with fixed times, so the tarball is as
 // reproducible as the image.
 func WriteOCI(img v1.Image, ref, file string) error {
+	return writeLayout(file, func(p layout.Path) error { return p.AppendImage(img, refName(ref)) })
+}
+
+// WriteIndex is WriteOCI for an image index: the layout's index.json
+// names the index ref, and holds every platform's image. ctr imports
+// only its own platform's content from it unless told otherwise.
+func WriteIndex(index v1.ImageIndex, ref, file string) error {
+	return writeLayout(file, func(p layout.Path) error { return p.AppendIndex(index, refName(ref)) })
+}
+
+func refName(ref string) layout.Option {
+	return layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})
+}
+
+// writeLayout writes an OCI layout that add fills into a tar file.
+func writeLayout(file string, add func(layout.Path) error) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(file), ".oci-")
 	if err != nil {
 		return err
@@ -26,7 +42,7 @@ func WriteOCI(img v1.Image, ref, file string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+	if err := add(p); err != nil {
 		return err
 	}
 	var paths []string
