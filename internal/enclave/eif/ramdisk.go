@@ -97,10 +97,10 @@ func (r *Ramdisk) Bytes() ([]byte, error) {
 	for i, n := range names {
 		e := r.entries[n]
 		h := &cpio.Header{Name: n, Mode: e.mode, ModTime: time.Unix(0, 0), Inode: int64(i + 1), Links: 1}
-		switch {
-		case e.mode&cpio.ModeType == cpio.TypeSymlink:
+		switch e.mode & cpio.ModeType {
+		case cpio.TypeSymlink:
 			h.Linkname, h.Size = e.link, int64(len(e.link))
-		case e.mode&cpio.ModeType == cpio.TypeDir:
+		case cpio.TypeDir:
 			h.Links = 2
 		default:
 			h.Size = int64(len(e.data))
