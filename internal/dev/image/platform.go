@@ -1,8 +1,6 @@
 package image
 
 import (
-	"bytes"
-	"debug/elf"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -10,6 +8,8 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/cloister-cc/cloister/internal/base/elfarch"
 )
 
 // Platform is what an image's binaries run on.
@@ -81,20 +81,14 @@ func (p Platform) Dir(bin string) string {
 	return filepath.Join(bin, p.OS+"_"+p.Architecture)
 }
 
-// machines are the ELF machines of each architecture.
-var machines = map[string]elf.Machine{
-	"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "s390x": elf.EM_S390, "386": elf.EM_386, "ppc64le": elf.EM_PPC64, "riscv64": elf.EM_RISCV,
-}
-
 // checkMachine refuses a binary that is no executable of p: a stale
 // folder of another platform's binaries must not end up in p's image.
 func checkMachine(name string, data []byte, p Platform) error {
-	f, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("%s is no ELF executable for %s: %w", name, p, err)
+	if p.OS != "linux" {
+		return fmt.Errorf("%s: images are for linux, not %s", name, p.OS)
 	}
-	if want, ok := machines[p.Architecture]; !ok || f.Machine != want {
-		return fmt.Errorf("%s is built for %s, not for %s: build it again with GOARCH=%s", name, f.Machine, p, p.Architecture)
+	if err := elfarch.Check(name, data, p.Architecture); err != nil {
+		return fmt.Errorf("%w (for %s)", err, p)
 	}
 	return nil
 }

@@ -79,14 +79,14 @@ func TestHostIndex(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := BuildIndex(Spec{Name: "cloister-las", Binary: script}, nil); err == nil || !strings.Contains(err.Error(), "is no ELF executable for linux/") {
+	if _, _, err := BuildIndex(Spec{Name: "cloister-las", Binary: script}, nil); err == nil || !strings.Contains(err.Error(), "is no ELF executable for "+runtime.GOARCH) {
 		t.Errorf("a script as the binary: %v", err)
 	}
 	other := Platform{"linux", "s390x"}
 	if runtime.GOARCH == "s390x" {
 		other = Platform{"linux", "amd64"}
 	}
-	if _, err := Build(Spec{Name: "x", Binary: binary(t), Platform: other}); err == nil || !strings.Contains(err.Error(), "not for "+other.String()+": build it again with GOARCH="+other.Architecture) {
+	if _, err := Build(Spec{Name: "x", Binary: binary(t), Platform: other}); err == nil || !strings.Contains(err.Error(), "not for "+other.Architecture+": build it again with GOARCH="+other.Architecture) {
 		t.Errorf("this machine's binary as %s's: %v", other, err)
 	}
 }
