@@ -25,6 +25,12 @@ const (
 	MaxSections       = 32
 	// FlagARM64 marks an image for Graviton (aarch64); clear for x86_64.
 	FlagARM64 = 0x1
+	// MaxCmdline is the longest kernel command line (arm64's limit; x86's
+	// is 2048).
+	MaxCmdline = 4096
+	// The largest defaults an image may name.
+	maxMemoryMiB = 1 << 40
+	maxCPUs      = 1 << 16
 )
 
 // SectionType says what a section holds.

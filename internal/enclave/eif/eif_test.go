@@ -150,7 +150,7 @@ func TestParseRoundTripsAndRefuses(t *testing.T) {
 		{"trailing", append(append([]byte{}, file...), 0), "1 bytes after the last section"},
 		{"truncated", file[:len(file)-1], "runs past the end"},
 		{"count", corrupt(func(b []byte) []byte { b[27] = 33; return b }), "33 sections"},
-		{"size", corrupt(func(b []byte) []byte { b[284+7]++; return b }), "section 0"},
+		{"size", corrupt(func(b []byte) []byte { b[284+7]++; return b }), "sections follow each other"},
 		{"order", func() []byte {
 			f, _ := write(t, &Image{Kernel: []byte("k"), Ramdisks: [][]byte{{1}}})
 			// Turn the metadata section into a ramdisk.
@@ -162,6 +162,18 @@ func TestParseRoundTripsAndRefuses(t *testing.T) {
 		if _, err := Parse(tc.data); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+	// Measured in one pass from a reader, as the supervisor measures the
+	// file it boots: the same PCRs, and the same refusals.
+	if got, err := MeasureFile(bytes.NewReader(file), int64(len(file))); err != nil || got != pcrs {
+		t.Errorf("MeasureFile: %v", err)
+	}
+	damaged := corrupt(func(b []byte) []byte { b[len(b)-1] ^= 1; return b })
+	if _, err := MeasureFile(bytes.NewReader(damaged), int64(len(damaged))); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("MeasureFile of a damaged file: %v", err)
+	}
+	if _, err := MeasureFile(bytes.NewReader(file[:1000]), int64(len(file))); err == nil {
+		t.Error("MeasureFile of a short read")
 	}
 	for _, bad := range []*Image{{Ramdisks: [][]byte{{1}}}, {Kernel: []byte("k")}, {Kernel: []byte("k"), Cmdline: "a\x00b", Ramdisks: [][]byte{{1}}}} {
 		if _, err := bad.Write(&bytes.Buffer{}); err == nil {
@@ -181,8 +193,15 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		img, err := Parse(data)
+		pcrs, merr := MeasureFile(bytes.NewReader(data), int64(len(data)))
+		if (err == nil) != (merr == nil) {
+			t.Fatalf("Parse: %v; MeasureFile: %v", err, merr)
+		}
 		if err != nil {
 			return
+		}
+		if Measure(img) != pcrs {
+			t.Fatal("MeasureFile and Measure disagree")
 		}
 		var out bytes.Buffer
 		if _, err := img.Write(&out); err != nil {
