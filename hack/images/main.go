@@ -42,7 +42,7 @@ func main() {
 	operatorLDFlags := flag.Bool("operator-ldflags", false,
 		"only print the -X flags that pin cloister-operator's default images to the digests of the images of -bin (make build links them in)")
 	cliLDFlags := flag.Bool("cli-ldflags", false,
-		"only print the -X flags that pin the images the CLI names (the operator cloister install deploys, the initializer and mesh cloister generate injects) to the digests of -bin's images (make build links them in)")
+		"only print the -X flags that pin the images the CLI names (the operator cloister install deploys, the initializer and mesh cloister generate injects, the base of enclave build's pod image) to the digests of -bin's images (make build links them in)")
 	platformList := flag.String("platforms", "host", "platforms of the image indexes: host, all ("+platformNames()+"), or a comma-separated list; each one's binaries are in its folder of -bin (bin/OS_ARCH, the host's in bin)")
 	dirs := flag.Bool("dirs", false, "only print, per line, GOOS, GOARCH and the folder of -bin of each platform of -platforms (make build compiles into them)")
 	flag.Parse()
@@ -154,6 +154,7 @@ func pinInstallImage(bin, registry, version, revision, source string, platforms 
 		{"cloister-operator", "github.com/cloister-cc/cloister/internal/operator/install.OperatorImage"},
 		{"cloister-initializer", "github.com/cloister-cc/cloister/internal/cli.InitializerImage"},
 		{"cloister-mesh", "github.com/cloister-cc/cloister/internal/cli.MeshImage"},
+		{"cloister-enclave", "github.com/cloister-cc/cloister/internal/cli.EnclaveImage"},
 	} {
 		ref, err := pinned(bin, p.name, registry, version, revision, source, platforms)
 		if err != nil {

@@ -150,7 +150,7 @@ func TestOperatorLDFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"cloister-operator": "internal/operator/install.OperatorImage", "cloister-initializer": "internal/cli.InitializerImage",
-		"cloister-mesh": "internal/cli.MeshImage"}
+		"cloister-mesh": "internal/cli.MeshImage", "cloister-enclave": "internal/cli.EnclaveImage"}
 	for _, b := range built {
 		if v, ok := want[b.Name]; ok && !strings.Contains(pin, "-X github.com/cloister-cc/cloister/"+v+"="+b.Pinned()) {
 			t.Errorf("CLI pins %q, the image of %s is %s", pin, b.Name, b.Pinned())

@@ -6,6 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
@@ -29,8 +33,14 @@ func newEnclave(s Streams) *cobra.Command {
 	return cmd
 }
 
+// EnclaveImage is cloister-enclave's image, the base of the enclave pods'
+// image enclave build --push makes, pinned like InitializerImage.
+var EnclaveImage string
+
 type enclaveBuild struct {
 	file, kernel, init, nsm, orchestrator, cmdline, arch, output string
+	push, base                                                   string
+	update                                                       bool
 }
 
 func newEnclaveBuild(s Streams) *cobra.Command {
@@ -55,6 +65,9 @@ func newEnclaveBuild(s Streams) *cobra.Command {
 	f.StringVar(&o.cmdline, "cmdline", build.DefaultCmdline, "the kernel command line (nitro-cli's blobs: cmdline)")
 	f.StringVar(&o.arch, "arch", "amd64", "the enclave's architecture: amd64, or arm64 (Graviton)")
 	f.StringVarP(&o.output, "output", "o", "", "where to write the enclave image file")
+	f.StringVar(&o.push, "push", "", "also push the enclave pods' image, --base with the image file at "+build.EIFPath+", as this reference (REPOSITORY:TAG)")
+	f.StringVar(&o.base, "base", "", "with --push, the image to add the file to (default: this release's cloister-enclave image)")
+	f.BoolVar(&o.update, "update", false, "write the PCRs (and with --push the pods' image, by digest) into the resource's file")
 	return cmd
 }
 
@@ -99,8 +112,65 @@ func (o *enclaveBuild) run(ctx context.Context, s Streams, fetch build.Fetcher) 
 		return err
 	}
 	_, _ = fmt.Fprintf(s.Err, "wrote %s (%d bytes)\n", o.output, out.Len())
+	podImage := ""
+	if o.push != "" {
+		if podImage, err = o.pushPodImage(ctx, out.Bytes(), pcrs); err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintf(s.Err, "pushed %s\n", podImage)
+	}
 	printPCRs(s, pcrs)
+	if !o.update {
+		return nil
+	}
+	pinned, err := build.Pin(data, podImage, pcrs)
+	if err != nil {
+		return fmt.Errorf("-f %s: %w", o.file, err)
+	}
+	if _, err := atomicfile.WriteIfChanged(o.file, pinned, 0o644); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(s.Err, "updated %s: spec.enclave.pcrs%s\n", o.file, map[bool]string{true: " and spec.image", false: ""}[podImage != ""])
 	return nil
+}
+
+// pushPodImage pushes the enclave pods' image (--base with the file) and
+// returns it by digest.
+func (o *enclaveBuild) pushPodImage(ctx context.Context, file []byte, pcrs eif.PCRs) (string, error) {
+	baseRef := o.base
+	if baseRef == "" {
+		if baseRef = EnclaveImage; baseRef == "" {
+			var err error
+			if baseRef, err = releaseImage("cloister-enclave"); err != nil {
+				return "", fmt.Errorf("--base: %w", err)
+			}
+		}
+	}
+	ref, err := name.ParseReference(baseRef)
+	if err != nil {
+		return "", fmt.Errorf("--base %q: %w", baseRef, err)
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: o.arch})}
+	base, err := remote.Image(ref, opts...)
+	if err != nil {
+		return "", fmt.Errorf("--base %s: %w", baseRef, err)
+	}
+	img, err := build.PodImage(base, file, pcrs)
+	if err != nil {
+		return "", err
+	}
+	tag, err := name.NewTag(o.push)
+	if err != nil {
+		return "", fmt.Errorf("--push %q: %w", o.push, err)
+	}
+	if err := remote.Write(tag, img, opts...); err != nil {
+		return "", fmt.Errorf("pushing %s: %w", tag, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return tag.Context().Digest(digest.String()).String(), nil
 }
 
 func printPCRs(s Streams, pcrs eif.PCRs) {

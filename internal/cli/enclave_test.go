@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"archive/tar"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"sigs.k8s.io/yaml"
+
+	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/enclave/eif"
 )
@@ -62,6 +69,48 @@ spec:
 	described, _, err := run(t, "enclave", "describe", filepath.Join(dir, "one.eif"))
 	if err != nil || described != out {
 		t.Errorf("describe printed %q, %v; build printed %q", described, err, out)
+	}
+
+	// --push makes the pods' image (the base with the file) and --update
+	// writes it, by digest, and the PCRs into the resource's file.
+	host := strings.Split(ref.Name(), "/")[0]
+	base := testenv.PushRandom(t, host, "cloister-enclave")
+	pushArgs := append(append([]string{}, args...), "-o", filepath.Join(dir, "three.eif"), "--push", host+"/web-enclave:v1", "--base", base.String(), "--update")
+	if _, stderr, err := run(t, pushArgs...); err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	var pinned enclavev1beta1.NitroEnclaveDeployment
+	if err := yaml.UnmarshalStrict(mustReadFile(t, ned), &pinned); err != nil {
+		t.Fatal(err)
+	}
+	if p := pinned.Spec.Enclave.PCRs; p == nil || p.PCR0 != p0 || p.PCR1 != p1 || p.PCR2 != p2 || !strings.HasPrefix(pinned.Spec.Image, host+"/web-enclave@sha256:") {
+		t.Fatalf("the resource after --update: image %q, pcrs %+v", pinned.Spec.Image, pinned.Spec.Enclave.PCRs)
+	}
+	podImage, err := name.NewDigest(pinned.Spec.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(podImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	layers, _ := img.Layers()
+	if len(layers) != 3 || cfg.Config.Labels["dev.cloister.enclave.pcr0"] != p0 {
+		t.Errorf("pod image: %d layers (the base's 2 and the file), labels %v", len(layers), cfg.Config.Labels)
+	}
+	rc, _ := layers[2].Uncompressed()
+	tr := tar.NewReader(rc)
+	found := false
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		if h.Name == "enclave/enclave.eif" {
+			data, _ := io.ReadAll(tr)
+			found = string(data) == string(one)
+		}
+	}
+	_ = rc.Close()
+	if !found {
+		t.Error("the pod image does not carry the enclave image file at /enclave/enclave.eif")
 	}
 
 	// A tag, an unknown field and a damaged file are refused.

@@ -25,6 +25,26 @@ type EnclaveResources struct {
 	// its attestation documents carry zero PCRs. Never for production.
 	// +optional
 	Debug bool `json:"debug,omitempty"`
+	// PCRs are the measurements of the enclave image file the pods'
+	// image carries (/enclave/enclave.eif), as `cloister enclave build`
+	// printed them (with --update, it writes them here). The supervisor
+	// measures the file before booting it and refuses one that measures
+	// otherwise. Ignored in simulation.
+	// +optional
+	PCRs *EnclavePCRs `json:"pcrs,omitempty"`
+}
+
+// EnclavePCRs are a Nitro Enclave image's measurements, each the
+// lowercase hex of a SHA-384 register, as attestation documents carry
+// them: PCR0 the whole image, PCR1 the kernel and boot ramdisk (AWS's
+// files), PCR2 the application (the orchestrator and the plugins).
+type EnclavePCRs struct {
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{96}$`
+	PCR0 string `json:"pcr0"`
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{96}$`
+	PCR1 string `json:"pcr1"`
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{96}$`
+	PCR2 string `json:"pcr2"`
 }
 
 // UserPlugin is a container the orchestrator inside the enclave runs.
@@ -117,6 +137,12 @@ type NitroEnclaveDeploymentStatus struct {
 	// argument or environment variable the host makes.
 	// +optional
 	Manifest string `json:"manifest,omitempty"`
+	// PCRs are what a verifier pins the enclaves by (a nitro identity's
+	// pcrs): spec.enclave.pcrs once a pod booted an image file that
+	// measures so (the supervisor refuses any other); in simulation, the
+	// simulated evidence's, derived from the manifest.
+	// +optional
+	PCRs *EnclavePCRs `json:"pcrs,omitempty"`
 }
 
 // NitroEnclaveDeployment runs enclave pods on AWS Nitro nodes.
@@ -127,6 +153,7 @@ type NitroEnclaveDeploymentStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,priority=1
+// +kubebuilder:printcolumn:name="PCR0",type=string,JSONPath=`.status.pcrs.pcr0`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NitroEnclaveDeployment struct {
 	metav1.TypeMeta   `json:",inline"`

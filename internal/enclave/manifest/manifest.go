@@ -38,11 +38,20 @@ type Manifest struct {
 	Plugins []Plugin `json:"plugins"`
 }
 
-// Size is the enclave's: CPUs, memory, debug mode.
+// Size is the enclave's: CPUs, memory, debug mode, and the PCRs its
+// image file must measure.
 type Size struct {
 	CPUs      int32 `json:"cpus"`
 	MemoryMiB int32 `json:"memoryMiB"`
 	Debug     bool  `json:"debug,omitempty"`
+	PCRs      *PCRs `json:"pcrs,omitempty"`
+}
+
+// PCRs are an enclave image file's measurements (lowercase hex).
+type PCRs struct {
+	PCR0 string `json:"pcr0"`
+	PCR1 string `json:"pcr1"`
+	PCR2 string `json:"pcr2"`
 }
 
 // Plugin is a user plugin: a container the orchestrator runs.
@@ -72,6 +81,9 @@ type Port struct {
 // FromSpec derives the manifest of a NitroEnclaveDeployment's spec.
 func FromSpec(spec *enclavev1beta1.NitroEnclaveDeploymentSpec) (*Manifest, error) {
 	m := &Manifest{Version: Version, Enclave: Size{CPUs: spec.Enclave.CPUs, MemoryMiB: spec.Enclave.MemoryMiB, Debug: spec.Enclave.Debug}}
+	if p := spec.Enclave.PCRs; p != nil && !spec.Simulation {
+		m.Enclave.PCRs = &PCRs{PCR0: p.PCR0, PCR1: p.PCR1, PCR2: p.PCR2}
+	}
 	if m.Enclave.CPUs == 0 {
 		m.Enclave.CPUs = DefaultCPUs
 	}

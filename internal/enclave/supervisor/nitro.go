@@ -1,18 +1,21 @@
 package supervisor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"time"
 
 	"github.com/mdlayher/vsock"
 
+	"github.com/cloister-cc/cloister/internal/enclave/eif"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
@@ -52,8 +55,12 @@ type nitroEnclave struct {
 	stop context.CancelFunc
 }
 
-// Boot runs nitro-cli run-enclave with the manifest's size.
+// Boot runs nitro-cli run-enclave with the manifest's size, once the
+// image file measures as the manifest's PCRs say.
 func (n *Nitro) Boot(ctx context.Context, m *manifest.Manifest) (Enclave, error) {
+	if err := n.checkPCRs(m.Enclave.PCRs); err != nil {
+		return nil, err
+	}
 	args := []string{"run-enclave", "--eif-path", n.EIFPath,
 		"--cpu-count", strconv.Itoa(int(m.Enclave.CPUs)), "--memory", strconv.Itoa(int(m.Enclave.MemoryMiB))}
 	if m.Enclave.Debug {
@@ -75,6 +82,35 @@ func (n *Nitro) Boot(ctx context.Context, m *manifest.Manifest) (Enclave, error)
 		go e.console(watch)
 	}
 	return e, nil
+}
+
+// checkPCRs measures the image file (in one pass: it is hundreds of
+// megabytes) and refuses it unless it measures as want says. Without
+// PCRs in the manifest nothing is checked here: the enclave's verifier
+// still pins what it boots.
+func (n *Nitro) checkPCRs(want *manifest.PCRs) error {
+	if want == nil {
+		return nil
+	}
+	f, err := os.Open(n.EIFPath)
+	if err != nil {
+		return fmt.Errorf("measuring the enclave image file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pcrs, err := eif.MeasureFile(bufio.NewReaderSize(f, 1<<20), info.Size())
+	if err != nil {
+		return fmt.Errorf("measuring %s: %w", n.EIFPath, err)
+	}
+	p0, p1, p2 := pcrs.Hex()
+	if p0 != want.PCR0 || p1 != want.PCR1 || p2 != want.PCR2 {
+		return fmt.Errorf("%s measures PCR0 %s, PCR1 %s, PCR2 %s, not the PCRs of spec.enclave.pcrs (PCR0 %s): the pod's image does not carry the enclave image built for this resource; build it again (cloister enclave build --update)",
+			n.EIFPath, p0, p1, p2, want.PCR0)
+	}
+	return nil
 }
 
 func (n *Nitro) run(ctx context.Context, args ...string) ([]byte, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/enclave"
+	"github.com/cloister-cc/cloister/internal/enclave/eif"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
 )
@@ -234,4 +235,47 @@ esac
 	if _, err := n.Boot(context.Background(), m); err == nil || !strings.Contains(err.Error(), "nitro-cli run-enclave") {
 		t.Errorf("failing nitro-cli: %v", err)
 	}
+}
+
+// With PCRs in the manifest, the supervisor measures the image file
+// before nitro-cli sees it: an image file of another build is refused,
+// and nitro-cli is never run; the one built for the resource boots.
+func TestNitroBootsOnlyTheImageFileOfItsPCRs(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	cli := filepath.Join(dir, "nitro-cli")
+	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\necho '{\"EnclaveID\":\"i-1-enc2\",\"EnclaveCID\":17}'\n"
+	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := &eif.Image{Kernel: []byte("kernel"), Cmdline: "console=ttyS0", Ramdisks: [][]byte{[]byte("boot"), []byte("app")}}
+	file := filepath.Join(dir, "enclave.eif")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcrs, err := img.Write(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	p0, p1, p2 := pcrs.Hex()
+	n := &supervisor.Nitro{CLI: cli, EIFPath: file, Port: 5005, Poll: time.Hour}
+	other := strings.Repeat("0", 96)
+	m := &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 2, MemoryMiB: 512, PCRs: &manifest.PCRs{PCR0: p0, PCR1: p1, PCR2: other}}}
+	if _, err := n.Boot(context.Background(), m); err == nil || !strings.Contains(err.Error(), "not the PCRs of spec.enclave.pcrs") {
+		t.Fatalf("an image file of other PCRs: %v", err)
+	}
+	if _, err := os.Stat(calls); !os.IsNotExist(err) {
+		t.Fatal("nitro-cli ran for an image file of other PCRs")
+	}
+	m.Enclave.PCRs.PCR2 = p2
+	enc, err := n.Boot(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.ID() != "i-1-enc2" {
+		t.Errorf("enclave %q", enc.ID())
+	}
+	_ = enc.Stop(context.Background())
 }

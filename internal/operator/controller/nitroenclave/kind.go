@@ -176,6 +176,7 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	st.ServiceStatus, st.Status = n.Status.ServiceStatus, n.Status.Status
 	if m, err := manifest.FromSpec(&n.Spec); err == nil {
 		st.Manifest = m.ManifestDigest()
+		st.PCRs = PCRs(&n.Spec, m, st.ReadyReplicas)
 	}
 	n.Status = st
 	return obs

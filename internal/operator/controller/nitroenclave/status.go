@@ -1,6 +1,7 @@
 package nitroenclave
 
 import (
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
@@ -102,4 +104,21 @@ func DeploymentStatus(prev enclavev1beta1.DeploymentStatus, dep bool, failed hea
 		return enclavev1beta1.DeploymentScheduled
 	}
 	return prev
+}
+
+// PCRs are what a verifier pins the enclaves of spec by: in simulation,
+// the simulated evidence's, from the manifest m; on Nitro, the spec's
+// once a pod is ready, since its supervisor booted only an image file
+// that measures so; otherwise none yet.
+func PCRs(spec *enclavev1beta1.NitroEnclaveDeploymentSpec, m *manifest.Manifest, ready int32) *enclavev1beta1.EnclavePCRs {
+	if spec.Simulation {
+		sim := m.SimPCRs()
+		return &enclavev1beta1.EnclavePCRs{PCR0: hex.EncodeToString(sim[manifest.PCRImage]), PCR1: hex.EncodeToString(sim[manifest.PCRKernel]),
+			PCR2: hex.EncodeToString(sim[manifest.PCRApplication])}
+	}
+	if spec.Enclave.PCRs == nil || ready == 0 {
+		return nil
+	}
+	p := *spec.Enclave.PCRs
+	return &p
 }

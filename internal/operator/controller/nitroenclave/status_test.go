@@ -1,6 +1,7 @@
 package nitroenclave
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -163,5 +164,34 @@ func TestAnnounce(t *testing.T) {
 		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
 			t.Errorf("%s: events %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The status shows the PCRs a verifier pins: the spec's only once a pod
+// booted an image file that measures so; the simulated evidence's in
+// simulation, as its verifier computes them.
+func TestPCRs(t *testing.T) {
+	declared := &enclavev1beta1.EnclavePCRs{PCR0: strings.Repeat("a", 96), PCR1: strings.Repeat("b", 96), PCR2: strings.Repeat("c", 96)}
+	spec := enclavev1beta1.NitroEnclaveDeploymentSpec{UserPlugins: []enclavev1beta1.UserPlugin{{Name: "api", Image: "r/api@sha256:" + strings.Repeat("1", 64)}}}
+	spec.Enclave.PCRs = declared
+	m, err := manifest.FromSpec(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PCRs(&spec, m, 0); got != nil {
+		t.Errorf("no pod ready, yet PCRs %v", got)
+	}
+	if got := PCRs(&spec, m, 1); got == nil || *got != *declared || got == declared {
+		t.Errorf("a ready pod: %v, want a copy of %v", got, declared)
+	}
+	if m.Enclave.PCRs == nil || m.Enclave.PCRs.PCR2 != declared.PCR2 {
+		t.Errorf("the manifest does not carry the PCRs to the supervisor: %+v", m.Enclave)
+	}
+	spec.Simulation = true
+	m, _ = manifest.FromSpec(&spec)
+	sim := m.SimPCRs()
+	got := PCRs(&spec, m, 0)
+	if got == nil || got.PCR0 != hex.EncodeToString(sim[manifest.PCRImage]) || got.PCR2 != hex.EncodeToString(sim[manifest.PCRApplication]) || m.Enclave.PCRs != nil {
+		t.Errorf("simulation: %+v, manifest %+v", got, m.Enclave)
 	}
 }
