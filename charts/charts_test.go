@@ -31,7 +31,7 @@ func daemonSet(t *testing.T, name string, values map[string]any) *appsv1.DaemonS
 // own enclave device node.
 func TestHostPaths(t *testing.T) {
 	host := map[string]any{"host": map[string]any{"devDir": "/n/dev", "kubeletDir": "/n/kubelet"}}
-	for _, name := range []string{"sgxplugin", "cexplugin"} {
+	for _, name := range []string{"sgxplugin", "cexplugin", "nitroplugin"} {
 		ds := daemonSet(t, name, host)
 		spec := ds.Spec.Template.Spec
 		c := spec.Containers[0]
@@ -77,13 +77,36 @@ func mustJSON(t *testing.T, v any) []byte {
 	return data
 }
 
-// The SGX plugin makes its sockets in the kubelet's root-owned folder: it
-// runs as root, but with no capability and no privilege escalation.
+// The SGX and Nitro plugins make their sockets in the kubelet's
+// root-owned folder: they run as root, but with no capability and no
+// privilege escalation.
 func TestSGXPluginRunsAsRootWithoutCapabilities(t *testing.T) {
-	sc := daemonSet(t, "sgxplugin", nil).Spec.Template.Spec.Containers[0].SecurityContext
-	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
-		sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Errorf("security context %+v", sc)
+	for _, name := range []string{"sgxplugin", "nitroplugin"} {
+		sc := daemonSet(t, name, nil).Spec.Template.Spec.Containers[0].SecurityContext
+		if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
+			sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: security context %+v", name, sc)
+		}
+	}
+}
+
+// The Nitro plugin runs on x86 and Graviton nodes, offers the enclaves and
+// CPUs its CR says, and stays off the nodes where AWS's plugin runs.
+func TestNitroPluginStaysOffAWSPluginNodes(t *testing.T) {
+	ds := daemonSet(t, "nitroplugin", map[string]any{"enclaves": 2, "enclaveCPUs": true, "excludeNodes": []any{"node-a", "node-b"}})
+	spec := ds.Spec.Template.Spec
+	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 || terms[0].MatchExpressions[0].Key != "kubernetes.io/arch" ||
+		terms[0].MatchExpressions[1].Key != "kubernetes.io/hostname" || terms[0].MatchExpressions[1].Operator != corev1.NodeSelectorOpNotIn ||
+		!slices.Equal(terms[0].MatchExpressions[1].Values, []string{"node-a", "node-b"}) {
+		t.Errorf("affinity %s", mustJSON(t, terms))
+	}
+	args := strings.Join(spec.Containers[0].Args, " ")
+	if !strings.HasPrefix(args, "nitro ") || !strings.Contains(args, "--enclaves=2") || !strings.Contains(args, "--enclave-cpus") {
+		t.Errorf("args %s", args)
+	}
+	if terms := daemonSet(t, "nitroplugin", nil).Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms[0].MatchExpressions) != 1 {
+		t.Errorf("no AWS plugin, yet %s", mustJSON(t, terms))
 	}
 }
 

@@ -53,6 +53,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/controller/confidentialruntime"
 	"github.com/cloister-cc/cloister/internal/operator/controller/las"
 	"github.com/cloister-cc/cloister/internal/operator/controller/nitroenclave"
+	"github.com/cloister-cc/cloister/internal/operator/controller/nitroplugin"
 	"github.com/cloister-cc/cloister/internal/operator/controller/policy"
 	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
@@ -237,6 +238,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 	}{
 		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &sgxplugin.Kind{Base: b} }, sgxplugin.Setup},
 		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
+		{"nitroplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &nitroplugin.Kind{Base: b} }, nitroplugin.Setup},
 		{"las", opts.Images.LAS, func(b service.Base) service.Kind {
 			return &las.Kind{Base: b, Keys: &las.NodeKeys{Reader: mgr.GetClient()}}
 		}, las.Setup},

@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/api/common"
@@ -47,24 +46,12 @@ const enclaveApp = "enclaveapp"
 func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	node := cluster.RealNodeName
-	patch := func(subresource string, body string) {
-		t.Helper()
-		var sub []string
-		if subresource != "" {
-			sub = []string{subresource}
-		}
-		if _, err := e.cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{}, sub...); err != nil {
-			t.Fatal(err)
-		}
+	// The NitroPlugin of the step before labels the node and offers its
+	// enclaves (from the fake /dev/nitro_enclaves).
+	n, err := e.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if q := n.Status.Allocatable[tee.NitroEnclaves]; err != nil || n.Labels[tee.LabelNitro] != "true" || q.Value() < 1 {
+		t.Fatalf("the real node is no Nitro node: %v, label %q, %s enclaves", err, n.Labels[tee.LabelNitro], q.String())
 	}
-	// What the Nitro device plugin would do; extended resources advertised
-	// in the node's status, as Kubernetes documents.
-	patch("", fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, tee.LabelNitro))
-	patch("status", fmt.Sprintf(`{"status":{"capacity":{%q:"4"},"allocatable":{%[1]q:"4"}}}`, tee.NitroEnclaves))
-	t.Cleanup(func() {
-		patch("", fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, tee.LabelNitro))
-		patch("status", fmt.Sprintf(`{"status":{"capacity":{%q:null},"allocatable":{%[1]q:null}}}`, tee.NitroEnclaves))
-	})
 
 	ned := &enclavev1beta1.NitroEnclaveDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "enc"},
@@ -155,11 +142,15 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 		!bytes.Equal(c.Nitro.PCRs[manifest.PCRImage], m.SimPCRs()[manifest.PCRImage]) || !bytes.Equal(c.Nitro.PCRs[manifest.PCRApplication], m.SimPCRs()[manifest.PCRApplication]) {
 		t.Errorf("claims %+v, status.manifest %q: want the manifest's PCRs and digest %s", c, ned.Status.Manifest, m.ManifestDigest())
 	}
-	// A verifier pins the manifest the status shows.
+	// The status shows the PCRs the evidence carries: what a verifier pins.
+	if p := ned.Status.PCRs; p == nil || p.PCR0 != fmt.Sprintf("%x", c0(verdict.Claims)) || p.PCR2 != fmt.Sprintf("%x", m.SimPCRs()[manifest.PCRApplication]) {
+		t.Errorf("status.pcrs %+v, the evidence's PCR0 %x", p, c0(verdict.Claims))
+	}
+	// A verifier pins the manifest and the PCR0 the status shows.
 	pin := func(name, digest string) string {
 		t.Helper()
 		file := filepath.Join(e.dir, name)
-		doc := fmt.Sprintf("allowSimulation: true\nidentities:\n- type: nitro\n  pcrs: {0: \"%x\"}\n  manifest: \"%s\"\n", m.SimPCRs()[manifest.PCRImage], digest)
+		doc := fmt.Sprintf("allowSimulation: true\nidentities:\n- type: nitro\n  pcrs: {0: \"%s\"}\n  manifest: \"%s\"\n", ned.Status.PCRs.PCR0, digest)
 		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -275,4 +266,12 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// c0 is the PCR0 of Nitro claims, nil without them.
+func c0(c attest.Claims) []byte {
+	if c.Nitro == nil {
+		return nil
+	}
+	return c.Nitro.PCRs[manifest.PCRImage]
 }

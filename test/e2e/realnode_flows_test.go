@@ -58,6 +58,7 @@ func TestRealNode(t *testing.T) {
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
 		{"ConfidentialWorkloads", testConfidentialWorkloads},
 		{"PodAttestsWithItsVMsOwnEvidence", testGuestEvidence},
+		{"NitroPluginFollowsTheDevice", testNitroPluginFollowsTheDevice},
 		{"NitroEnclaves", testNitroEnclaves},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},

@@ -16,3 +16,6 @@ func (s *CEXPlugin) GetServiceStatus() *common.ServiceStatus { return &s.Status.
 func (s *ConfidentialRuntime) GetServiceStatus() *common.ServiceStatus {
 	return &s.Status.ServiceStatus
 }
+
+// GetServiceStatus returns the status every service kind has.
+func (s *NitroPlugin) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }

@@ -55,6 +55,11 @@ const (
 	ReasonCEXDeviceAlert    Reason = "CEXDeviceAlert"
 	ReasonCEXReplicaAlert   Reason = "CEXReplicaAlert"
 	ReasonLASReplicaAlert   Reason = "LASReplicaAlert"
+	ReasonNitroDeviceAlert  Reason = "NitroDeviceAlert"
+	ReasonNitroReplicaAlert Reason = "NitroReplicaAlert"
+	// ReasonNitroAWSPluginConflict: AWS's Nitro Enclaves device plugin
+	// runs on selected nodes; it registers the same resource.
+	ReasonNitroAWSPluginConflict Reason = "NitroAWSPluginConflict"
 	// ReasonLASNoEvidence: a node's LAS cannot produce evidence (no
 	// simulation, no quoting stack).
 	ReasonLASNoEvidence Reason = "LASNoEvidence"

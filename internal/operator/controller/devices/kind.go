@@ -27,7 +27,7 @@ type Plugin interface {
 // cannot be read every number is -1 and IsHealthy Unknown.
 func FillStatus(ctx context.Context, r client.Reader, p Plugin, obj service.Object, oos []service.Owned) health.Observation {
 	selector, spec, fields := p.Devices(obj)
-	nodes, pods, err := nodesAndPods(ctx, r, selector)
+	nodes, pods, err := NodesAndPods(ctx, r, selector)
 	if err != nil {
 		fields.Unknown()
 		return health.Obs(health.Unknown, health.ReasonReadError, err.Error())
@@ -42,9 +42,9 @@ func Status(spec Spec, fields Fields, nodes []corev1.Node, pods []corev1.Pod, ds
 	return Judge(spec, fields, c, r)
 }
 
-// nodesAndPods reads the nodes a device plugin serves (those matching its
+// NodesAndPods reads the nodes a device plugin serves (those matching its
 // node selector) and every pod, whose requests are the devices in use.
-func nodesAndPods(ctx context.Context, r client.Reader, selector common.NodeSelector) ([]corev1.Node, []corev1.Pod, error) {
+func NodesAndPods(ctx context.Context, r client.Reader, selector common.NodeSelector) ([]corev1.Node, []corev1.Pod, error) {
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(selector.Map())}); err != nil {
 		return nil, nil, fmt.Errorf("listing nodes: %w", err)

@@ -22,16 +22,16 @@ import (
 // one of the kind's resources, each enqueuing every CR of list's kind (the
 // numbers of each CR depend on all nodes and pods).
 func Watch(b *builder.Builder, c client.Reader, list client.ObjectList, requested func(corev1.ResourceName) bool) *builder.Builder {
-	all := enqueueAll(c, list)
+	all := EnqueueAll(c, list)
 	return b.
 		Watches(&corev1.Node{}, all, builder.WithPredicates(NodeDevicesChanged)).
 		Watches(&corev1.Pod{}, all, builder.WithPredicates(PodsRequesting(requested)))
 }
 
-// enqueueAll maps any event to every CR of list's kind. A list that fails
+// EnqueueAll maps any event to every CR of list's kind. A list that fails
 // is logged: the map function has no error to return, and the periodic
 // resync brings the CRs back.
-func enqueueAll(c client.Reader, list client.ObjectList) handler.EventHandler {
+func EnqueueAll(c client.Reader, list client.ObjectList) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		l := list.DeepCopyObject().(client.ObjectList)
 		if err := c.List(ctx, l); err != nil {
