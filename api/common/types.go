@@ -45,8 +45,12 @@ func (s NodeSelector) Map() map[string]string {
 // ServiceSpec is the configuration every service CR has: image, pull
 // policy and secrets, resources, node selector and pod annotations.
 type ServiceSpec struct {
-	// AutoUpdate lets the operator roll the service to newer images of the
-	// same semantic-version line. Not supported by CAS.
+	// AutoUpdate lets the operator roll the service to the newest image of
+	// its image's version line: the highest vMAJOR.MINOR.PATCH tag of the
+	// same repository, major and minor version (no pre-releases), read
+	// from the registry with ImagePullSecrets every 10 minutes, pinned by
+	// digest. status.autoUpdate says what it chose and from where. Not
+	// for CAS: a new image is a new measurement, which its owners approve.
 	// +optional
 	AutoUpdate bool `json:"autoUpdate,omitempty"`
 
@@ -100,4 +104,31 @@ type ServiceStatus struct {
 	// ObservedGeneration is the generation of the spec the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// AutoUpdate is what spec.autoUpdate chose, and when.
+	// +optional
+	AutoUpdate *AutoUpdateStatus `json:"autoUpdate,omitempty"`
+}
+
+// AutoUpdateStatus is the image spec.autoUpdate follows.
+type AutoUpdateStatus struct {
+	// Image is the image the service runs: the newest of its line, by tag
+	// and digest.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Previous is the image the last update replaced.
+	// +optional
+	Previous string `json:"previous,omitempty"`
+	// Source is the repository whose tags were read.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// UpdatedAt is when the image last changed.
+	// +optional
+	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
+	// CheckedAt is when the registry was last read.
+	// +optional
+	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
+	// Message says why the last check changed nothing, if it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
 }

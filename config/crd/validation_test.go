@@ -42,7 +42,7 @@ func resourceOf(u *unstructured.Unstructured) schema.GroupVersionResource {
 	plural := map[string]string{
 		"SGXPlugin": "sgxplugins", "LAS": "las", "CEXPlugin": "cexplugins", "CAS": "cas",
 		"SignedPolicy": "signedpolicies", "EncryptedPolicy": "encryptedpolicies",
-		"NitroEnclaveDeployment": "nitroenclavedeployments",
+		"NitroEnclaveDeployment": "nitroenclavedeployments", "NitroPlugin": "nitroplugins",
 	}[u.GetKind()]
 	gv, _ := schema.ParseGroupVersion(u.GetAPIVersion())
 	return gv.WithResource(plural)
@@ -140,6 +140,12 @@ func TestValidationNamesTheField(t *testing.T) {
 			[]string{"spec.service.type"}},
 		{"CAS confidential VM and simulation", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-cvm-sim, namespace: default}, spec: {simulation: true, confidentialVM: {platform: snp, runtimeClassName: kata, measurement: "` + strings.Repeat("ab", 48) + `"}}}`,
 			[]string{"confidentialVM and simulation exclude each other"}},
+		{"CAS autoUpdate", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-auto, namespace: default}, spec: {autoUpdate: true}}`,
+			[]string{"CAS is never updated automatically"}},
+		{"NED PCRs", `{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: ned-pcr, namespace: default}, spec: {enclave: {pcrs: {pcr0: "ABC", pcr1: "` + strings.Repeat("a", 96) + `", pcr2: "` + strings.Repeat("a", 96) + `"}}, userPlugins: [{name: a, image: "r/a:1"}]}}`,
+			[]string{"spec.enclave.pcrs.pcr0"}},
+		{"NitroPlugin enclaves", `{apiVersion: base.cloister.dev/v1beta1, kind: NitroPlugin, metadata: {name: nitro-5}, spec: {enclaves: 5}}`,
+			[]string{"spec.enclaves"}},
 		{"CAS confidential VM measurement", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-cvm-m, namespace: default}, spec: {confidentialVM: {platform: snp, runtimeClassName: kata, measurement: "abcd"}}}`,
 			[]string{"spec.confidentialVM.measurement"}},
 		{"CAS confidential VM platform", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-cvm-p, namespace: default}, spec: {confidentialVM: {platform: sgx, runtimeClassName: kata, measurement: "` + strings.Repeat("ab", 48) + `"}}}`,

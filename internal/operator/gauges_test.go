@@ -8,6 +8,7 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	"github.com/cloister-cc/cloister/internal/operator/controller/nitroplugin"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
 )
@@ -42,6 +43,8 @@ func TestEveryStatusFieldIsAGauge(t *testing.T) {
 	sgx.Status.UsedSGXDevicesPerNode = map[string]int32{"n": 1}
 	cex := &basev1beta1.CEXPlugin{}
 	cex.Status.AvailableDevicesPerNode = map[string]int32{"n": 1}
+	nitro := &basev1beta1.NitroPlugin{}
+	nitro.Status.CapacityDevicesPerNode = map[string]int32{"n": 1}
 	lasCR := &basev1beta1.LAS{}
 	lasCR.Status.Nodes = map[string]basev1beta1.LASNode{"n": {Pod: "p", Ready: true}}
 	for _, tt := range []struct {
@@ -52,6 +55,7 @@ func TestEveryStatusFieldIsAGauge(t *testing.T) {
 		{&sgxplugin.Kind{}, sgx, sgx.Status},
 		{&las.Kind{}, lasCR, lasCR.Status},
 		{&cexplugin.Kind{}, cex, cex.Status},
+		{&nitroplugin.Kind{}, nitro, nitro.Status},
 	} {
 		exported := map[string]bool{}
 		perNode := map[string]bool{}

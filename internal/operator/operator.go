@@ -48,6 +48,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/admission"
+	"github.com/cloister-cc/cloister/internal/operator/autoupdate"
 	"github.com/cloister-cc/cloister/internal/operator/controller/cas"
 	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/operator/controller/confidentialruntime"
@@ -226,7 +227,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		return &service.Reconciler{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme,
 			Releases: releases, Recorder: mgr.GetEventRecorder("cloister-operator"), Metrics: recorder,
-			Kind: kind, OperatorNamespace: opts.Namespace, Host: opts.Host,
+			Kind: kind, OperatorNamespace: opts.Namespace, Host: opts.Host, Images: &autoupdate.Resolver{},
 		}
 	}
 

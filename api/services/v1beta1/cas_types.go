@@ -157,6 +157,7 @@ type CASCollateral struct {
 
 // CASSpec configures the configuration and attestation service (CAS): its
 // image, exposure, persistence and the policies it serves.
+// +kubebuilder:validation:XValidation:rule="!has(self.autoUpdate) || !self.autoUpdate",message="autoUpdate: CAS is never updated automatically: a new image is a new measurement, which its owners approve; name the new image in spec.image"
 // +kubebuilder:validation:XValidation:rule="!(has(self.confidentialVM) && has(self.simulation) && self.simulation)",message="confidentialVM and simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence"
 type CASSpec struct {
 	common.ServiceSpec `json:",inline"`

@@ -5,3 +5,6 @@ import "github.com/cloister-cc/cloister/api/common"
 // GetServiceStatus returns the status every service kind has, for the
 // shared reconciler.
 func (s *CAS) GetServiceStatus() *common.ServiceStatus { return &s.Status.ServiceStatus }
+
+// GetServiceSpec returns the spec every service kind has.
+func (s *CAS) GetServiceSpec() *common.ServiceSpec { return &s.Spec.ServiceSpec }

@@ -113,6 +113,8 @@ const (
 	EventDraining                 Reason = "Draining"
 	EventSetOwner                 Reason = "SetOwner"
 	EventRemovedForeignOwners     Reason = "RemovedForeignOwners"
+	// EventAutoUpdated: spec.autoUpdate moved the service to a newer image.
+	EventAutoUpdated Reason = "AutoUpdated"
 	// A policy's registration with CAS.
 	EventRegistered Reason = "Registered"
 	EventRefused    Reason = "Refused"

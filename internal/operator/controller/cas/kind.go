@@ -67,7 +67,11 @@ func (k *Kind) Name() string { return "CAS" }
 
 // KeepsLastRevision: CAS's clients wait while it is gone, so a failed
 // change is rolled back rather than CAS uninstalled.
-func (k *Kind) KeepsLastRevision()    {}
+func (k *Kind) KeepsLastRevision() {}
+
+// NoAutoUpdate: spec.autoUpdate never moves CAS (its CRD refuses it too):
+// a new image is a new measurement, which its owners approve.
+func (k *Kind) NoAutoUpdate()         {}
 func (k *Kind) ReleasePrefix() string { return conn.ReleasePrefix }
 
 // Carry keeps the image an empty spec.image resolved to when CAS was

@@ -48,6 +48,7 @@ const (
 // Object is a service CR.
 type Object interface {
 	client.Object
+	GetServiceSpec() *common.ServiceSpec
 	GetServiceStatus() *common.ServiceStatus
 }
 
@@ -134,6 +135,12 @@ type Reconciler struct {
 	DeletionTimeout time.Duration
 	// Clock tells the time; nil means the real clock.
 	Clock clock.PassiveClock
+	// Images resolves spec.autoUpdate's newest image; nil: autoUpdate is
+	// off.
+	Images ImageResolver
+	// AutoUpdateInterval is how often autoUpdate reads the registry; 0
+	// means DefaultAutoUpdateInterval.
+	AutoUpdateInterval time.Duration
 }
 
 // errGone: the CR was deleted while being reconciled.
@@ -163,6 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	recheck := r.autoUpdate(ctx, obj, &rreq)
 	obs, oos, err := r.observe(ctx, obj, rreq)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -189,6 +197,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	result, err := r.act(ctx, obj, rreq, res, oos)
 	if p, ok := r.Kind.(Poller); ok && err == nil && result.IsZero() && obj.GetDeletionTimestamp() == nil {
 		result.RequeueAfter = p.PollAfter(obj)
+	}
+	if recheck > 0 && err == nil && (result.RequeueAfter == 0 || recheck < result.RequeueAfter) {
+		result.RequeueAfter = recheck
 	}
 	return result, err
 }

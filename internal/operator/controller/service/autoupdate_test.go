@@ -1,0 +1,160 @@
+package service
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/operator/autoupdate"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+)
+
+// privateRegistry is a registry (go-containerregistry's, in memory) that
+// answers only with the user and password u:p.
+func privateRegistry(t *testing.T) string {
+	t.Helper()
+	return testenv.Registry(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("u:p")) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+}
+
+// pushTag pushes a random image as host/repo:tag and returns its digest.
+func pushTag(t *testing.T, host, repo, tag string) string {
+	t.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := name.NewTag(host + "/" + repo + ":" + tag)
+	if err := remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "u", Password: "p"})); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return d.String()
+}
+
+// noAutoUpdateKind is testKind for a service spec.autoUpdate never moves
+// (as CAS).
+type noAutoUpdateKind struct{ testKind }
+
+func (noAutoUpdateKind) NoAutoUpdate() {}
+
+// spec.autoUpdate: the newest tag of the image's line (not another line)
+// is read with the CR's pull secret and rolled out by digest, with the
+// choice and its source in the status and an event; a newer tag pushed
+// later is taken at the next check, not before the interval; a kind that
+// never updates (CAS) keeps its image whatever the registry holds.
+func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
+	f := newFixture(t, "autoupdate")
+	f.r.Images = &autoupdate.Resolver{}
+	host := privateRegistry(t)
+	pushTag(t, host, "svc", "v1.2.3")
+	newest := pushTag(t, host, "svc", "v1.2.5")
+	pushTag(t, host, "svc", "v1.3.0")
+	pushTag(t, host, "svc", "v1.2.6-rc.1")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("u:p")) + `"}}}`)}}
+	if err := f.client.Create(f.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	cr := f.newCR("followed")
+	cr.Spec.Image, cr.Spec.AutoUpdate = host+"/svc:v1.2.3", true
+	cr.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	if err := f.client.Update(f.ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	want := host + "/svc:v1.2.5@" + newest
+	f.until(cr, func() bool { return f.owned(cr) != nil && f.owned(cr).Data["image"] == want }, "the release to run "+want)
+	au := cr.Status.AutoUpdate
+	if au == nil || au.Image != want || au.Previous != host+"/svc:v1.2.3" || au.Source != host+"/svc" || au.UpdatedAt == nil || au.Message != "" {
+		t.Errorf("status.autoUpdate %+v", au)
+	}
+	if f.events.countOf(cr.Name, health.EventAutoUpdated) != 1 {
+		t.Errorf("events %v, want one AutoUpdated", f.events.take())
+	}
+
+	// A newer patch release: not read again before the interval, then
+	// rolled out.
+	later := pushTag(t, host, "svc", "v1.2.7")
+	f.reconcile(cr)
+	if img := f.owned(cr).Data["image"]; img != want {
+		t.Errorf("the registry was read again within the interval: %s", img)
+	}
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool { return f.owned(cr).Data["image"] == host+"/svc:v1.2.7@"+later }, "v1.2.7")
+	if f.get(cr); cr.Status.AutoUpdate.Previous != want {
+		t.Errorf("previous %s, want %s", cr.Status.AutoUpdate.Previous, want)
+	}
+
+	// Without the pull secret the registry refuses: the status says so
+	// and the image stays.
+	f.get(cr)
+	cr.Spec.ImagePullSecrets = nil
+	if err := f.client.Update(f.ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool {
+		return cr.Status.AutoUpdate != nil && strings.Contains(strings.ToLower(cr.Status.AutoUpdate.Message), "unauthorized")
+	}, "the refusal in the status")
+	if img := f.owned(cr).Data["image"]; img != host+"/svc:v1.2.7@"+later {
+		t.Errorf("a failed check moved the image to %s", img)
+	}
+
+	// autoUpdate off: the spec's image again, and no status.
+	f.get(cr)
+	cr.Spec.AutoUpdate = false
+	if err := f.client.Update(f.ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	f.until(cr, func() bool { return f.owned(cr).Data["image"] == host+"/svc:v1.2.3" && cr.Status.AutoUpdate == nil }, "the spec's image")
+
+	// A kind that is never updated (CAS) keeps its image.
+	g := newFixture(t, "autoupdate-never")
+	g.r.Images = &autoupdate.Resolver{}
+	g.r.Kind = &noAutoUpdateKind{testKind{Base{ChartData: testChart()}}}
+	never := g.newCR("never")
+	never.Spec.Image, never.Spec.AutoUpdate = host+"/svc:v1.2.3", true
+	if err := g.client.Update(g.ctx, never); err != nil {
+		t.Fatal(err)
+	}
+	g.until(never, func() bool { return g.owned(never) != nil && never.Status.State == "HEALTHY" }, "HEALTHY")
+	if img := g.owned(never).Data["image"]; img != host+"/svc:v1.2.3" || never.Status.AutoUpdate != nil || g.events.countOf(never.Name, health.EventAutoUpdated) != 0 {
+		t.Errorf("a kind that is never updated runs %s, status %+v", img, never.Status.AutoUpdate)
+	}
+}
+
+// until reconciles cr until ok holds (reading cr again each pass).
+func (f *fixture) until(cr *basev1beta1.LAS, ok func() bool, what string) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := f.r.Reconcile(context.Background(), reqFor(cr)); err != nil {
+			f.t.Fatalf("reconcile: %v", err)
+		}
+		f.get(cr)
+		if ok() {
+			return
+		}
+	}
+	f.t.Fatalf("waiting for %s: status %+v, autoUpdate %+v", what, cr.Status, cr.Status.AutoUpdate)
+}
