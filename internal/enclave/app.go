@@ -26,6 +26,7 @@ import (
 	"github.com/mdlayher/vsock"
 
 	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/orchestrator"
 	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
 )
@@ -56,7 +57,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprintln(stderr, usage)
 		return flag.ErrHelp
 	case "supervise":
-		return supervise(ctx, args[1:], stderr)
+		return supervise(ctx, args[1:], stdout, stderr)
 	case "orchestrator":
 		return orchestrate(ctx, args[1:], stderr)
 	case "probe":
@@ -67,7 +68,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q; %s", args[0], usage)
 }
 
-func supervise(ctx context.Context, args []string, stderr io.Writer) error {
+func supervise(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cloister-enclave supervise", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	backend := fs.String("backend", BackendNitro, "nitro (a Nitro Enclave through nitro-cli) or sim (the enclave as a child process: insecure, for development)")
@@ -82,7 +83,7 @@ func supervise(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log = log.With("component", "supervisor")
-	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval}
+	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval, EnclaveLog: stdout}
 	if *port == 0 || *port > math.MaxUint32 {
 		return fmt.Errorf("--vsock-port %d: a vsock port is 1-%d", *port, uint32(math.MaxUint32))
 	}
@@ -116,12 +117,15 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "vsock:"+strconv.Itoa(supervisor.DefaultOrchestratorPort), "a unix socket path, or vsock:PORT inside a Nitro Enclave")
 	simulation := fs.Bool("simulation", false, "simulated attestation (insecure): no Nitro Secure Module here")
-	log, err := startup.ParseFlags(fs, args, stderr)
+	// The log goes to the console (read in debug mode only) and into the
+	// buffer the pod's supervisor follows.
+	logs := &logstream.Buffer{}
+	log, err := startup.ParseFlags(fs, args, io.MultiWriter(stderr, logs))
 	if err != nil {
 		return err
 	}
 	log = log.With("component", "enclave-orchestrator")
-	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester}
+	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester, Logs: logs}
 	if *simulation {
 		o.NewAttester = orchestrator.NewSimAttester
 	}

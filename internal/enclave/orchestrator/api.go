@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
@@ -22,6 +23,9 @@ const (
 	// HeaderEvidenceType header names its type.
 	PathEvidence       = "/v1/evidence"
 	HeaderEvidenceType = "Cloister-Evidence-Type"
+	// PathLogs: GET the log as a logstream (?after=<seq> resumes), kept
+	// open for what comes.
+	PathLogs = "/v1/logs"
 )
 
 // maxManifest bounds a manifest's size: 32 plugins with their
@@ -67,6 +71,28 @@ func (o *Orchestrator) Handler() http.Handler {
 		w.Header().Set(HeaderEvidenceType, string(ev.Type))
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write(ev.Raw)
+	})
+	mux.HandleFunc("GET "+PathLogs, func(w http.ResponseWriter, r *http.Request) {
+		if o.Logs == nil {
+			http.Error(w, "this orchestrator keeps no log", http.StatusNotFound)
+			return
+		}
+		var after uint64
+		if a := r.URL.Query().Get("after"); a != "" {
+			var err error
+			if after, err = strconv.ParseUint(a, 10, 64); err != nil {
+				http.Error(w, "after: give the number of the last line read", http.StatusBadRequest)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		flush := func() {}
+		if f, ok := w.(http.Flusher); ok {
+			flush = f.Flush
+		}
+		w.WriteHeader(http.StatusOK)
+		flush()
+		_ = o.Logs.Follow(r.Context(), after, w, flush)
 	})
 	return mux
 }

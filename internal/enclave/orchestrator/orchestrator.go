@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
@@ -44,6 +45,9 @@ type Orchestrator struct {
 	// NewAttester makes the enclave's attester from the manifest it
 	// booted with (the first applied).
 	NewAttester func(boot *manifest.Manifest) (Attester, error)
+	// Logs holds the log Log writes (the plugins' lines among it), which
+	// the pod's supervisor follows (GET /v1/logs); nil: none served.
+	Logs *logstream.Buffer
 
 	mu       sync.Mutex
 	boot     string // boot digest of the first manifest

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
@@ -152,16 +154,32 @@ func (p *plugin) once(ctx context.Context) (int, error) {
 	}
 }
 
-// lineLogger logs each line written to it as one record of the plugin.
+// lineLogger logs each line written to it as one record of the plugin; a
+// line longer than logstream.MaxLine is logged cut, marked so, and the
+// rest of it skipped, so no plugin output grows the orchestrator's memory.
 func lineLogger(log interface{ Info(string, ...any) }, stream string) io.WriteCloser {
 	r, w := io.Pipe()
 	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			log.Info(sc.Text(), "stream", stream)
+		br := bufio.NewReaderSize(r, logstream.MaxLine)
+		skipping := false
+		for {
+			line, err := br.ReadSlice('\n')
+			switch {
+			case errors.Is(err, bufio.ErrBufferFull):
+				if !skipping {
+					log.Info(string(line), "stream", stream, "cut", true)
+				}
+				skipping = true
+				continue
+			case len(line) > 0 && !skipping:
+				log.Info(strings.TrimSuffix(string(line), "\n"), "stream", stream)
+			}
+			skipping = false
+			if err != nil {
+				_, _ = io.Copy(io.Discard, r)
+				return
+			}
 		}
-		_, _ = io.Copy(io.Discard, r)
 	}()
 	return w
 }

@@ -43,7 +43,9 @@ type Sim struct {
 	Program []string
 	// Dir holds the socket.
 	Dir string
-	// Stdout and Stderr get the orchestrator's: its log is the pod's.
+	// Stdout and Stderr get the orchestrator's console in debug mode, as
+	// a Nitro Enclave's; otherwise its log reaches the pod only as a
+	// Nitro Enclave's does, through the supervisor (Supervisor.EnclaveLog).
 	Stdout, Stderr io.Writer
 }
 
@@ -58,7 +60,7 @@ type simEnclave struct {
 }
 
 // Boot starts the orchestrator process.
-func (s *Sim) Boot(_ context.Context, _ *manifest.Manifest) (Enclave, error) {
+func (s *Sim) Boot(_ context.Context, m *manifest.Manifest) (Enclave, error) {
 	if len(s.Program) == 0 {
 		return nil, errors.New("no orchestrator program to run")
 	}
@@ -68,7 +70,9 @@ func (s *Sim) Boot(_ context.Context, _ *manifest.Manifest) (Enclave, error) {
 	}
 	argv := append(append([]string{}, s.Program...), "--listen", socket)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
+	if m.Enclave.Debug {
+		cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
+	}
 	// Its own group, so Stop can end the plugins with it. (No parent-death
 	// signal: Go ties it to the forking thread, not the process; the
 	// container's end kills the child anyway.)

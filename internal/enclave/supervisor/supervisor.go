@@ -37,7 +37,12 @@ type Supervisor struct {
 	BootTimeout time.Duration
 	// RemindEvery repeats an unhealthy finding in the log while it lasts.
 	RemindEvery time.Duration
+	// EnclaveLog gets the enclave's log (the orchestrator's records, the
+	// plugins' lines among them), followed over the orchestrator's API:
+	// the pod's log, without debug mode. Nil: not followed.
+	EnclaveLog io.Writer
 
+	logMu   sync.Mutex // one enclave record written at a time
 	mu      sync.Mutex
 	health  Health
 	enc     Enclave
@@ -93,6 +98,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if err := s.waitOrchestrator(ctx, enc); err != nil {
 		return err
 	}
+	go s.followLogs(ctx, enc)
 	s.Log.Info("enclave booted; syncing the manifest", "enclave", enc.ID())
 	if err := s.sync(ctx, data, m); err != nil {
 		return err

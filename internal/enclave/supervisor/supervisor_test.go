@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,14 +61,16 @@ func TestSupervisorWithSimulatedEnclave(t *testing.T) {
 	dir := t.TempDir()
 	manifestPath := filepath.Join(dir, "manifest.json")
 	m := &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: []manifest.Plugin{
-		plugin("api", "echo $MODE > "+filepath.Join(dir, "mode")+"; exec sleep 60", "Always", manifest.Env{Name: "MODE", Value: "one"}),
+		plugin("api", "echo $MODE > "+filepath.Join(dir, "mode")+"; echo api says $MODE; exec sleep 60", "Always", manifest.Env{Name: "MODE", Value: "one"}),
 		plugin("job", "exit 0", "Never"),
 	}}
 	writeManifest(t, manifestPath, m)
-	logs := &testenv.Buffer{}
+	logs, console := &testenv.Buffer{}, &testenv.Buffer{}
 	s := &supervisor.Supervisor{
-		Backend:  &supervisor.Sim{Program: []string{os.Args[0], "orchestrator", "--simulation"}, Dir: dir, Stdout: logs, Stderr: logs},
-		Manifest: manifestPath, Log: slog.New(slog.NewJSONHandler(logs, nil)), Interval: 50 * time.Millisecond,
+		// The console, as a Nitro Enclave's, is written only in debug
+		// mode: the enclave's log reaches the pod through EnclaveLog.
+		Backend:  &supervisor.Sim{Program: []string{os.Args[0], "orchestrator", "--simulation"}, Dir: dir, Stdout: console, Stderr: console},
+		Manifest: manifestPath, Log: slog.New(slog.NewJSONHandler(logs, nil)), Interval: 50 * time.Millisecond, EnclaveLog: logs,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -101,14 +104,20 @@ func TestSupervisorWithSimulatedEnclave(t *testing.T) {
 	})
 	mode := func() string { b, _ := os.ReadFile(filepath.Join(dir, "mode")); return strings.TrimSpace(string(b)) }
 	eventually("api ran with MODE=one", func() bool { return mode() == "one" })
+	eventually("the plugin's line in the pod's log, followed out of the enclave", func() bool {
+		return strings.Contains(logs.String(), `"msg":"api says one","component":"enclave-orchestrator","plugin":"api","stream":"stdout"`)
+	})
+	if console.String() != "" {
+		t.Errorf("the console of an enclave not in debug mode was written:\n%s", console.String())
+	}
 
 	// Only configuration changed: synced in place, no new enclave.
 	m.Plugins[0].Env[0].Value = "two"
 	writeManifest(t, manifestPath, m)
 	eventually("api restarted with MODE=two", func() bool { return mode() == "two" })
-	if !strings.Contains(logs.String(), `"msg":"manifest applied in place","component":"enclave-orchestrator"`) {
-		t.Errorf("the orchestrator did not log the in-place apply:\n%s", logs.String())
-	}
+	eventually("the orchestrator's log of the in-place apply", func() bool {
+		return strings.Contains(logs.String(), `"msg":"manifest applied in place","component":"enclave-orchestrator"`)
+	})
 
 	// What the enclave boots with changed: this enclave keeps its manifest.
 	bigger := *m
@@ -278,4 +287,51 @@ func TestNitroBootsOnlyTheImageFileOfItsPCRs(t *testing.T) {
 		t.Errorf("enclave %q", enc.ID())
 	}
 	_ = enc.Stop(context.Background())
+}
+
+// slowWriter is a pod log that keeps up slower than a plugin floods.
+type slowWriter struct {
+	mu    sync.Mutex
+	lines int
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
+	w.lines++
+	w.mu.Unlock()
+	return len(p), nil
+}
+
+// A plugin that floods its output loses its oldest lines inside the
+// enclave, counted in the pod's log, and the pod keeps up at its pace.
+func TestAFloodingPluginLosesLinesNotMemory(t *testing.T) {
+	t.Setenv(asOrchestrator, "1")
+	dir := t.TempDir()
+	manifestPath := filepath.Join(dir, "manifest.json")
+	m := &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: []manifest.Plugin{
+		plugin("flood", "yes 'a line of a plugin that floods its output' | head -n 300000; exec sleep 60", "Always"),
+	}}
+	writeManifest(t, manifestPath, m)
+	logs := &testenv.Buffer{}
+	pod := &slowWriter{}
+	s := &supervisor.Supervisor{
+		Backend:  &supervisor.Sim{Program: []string{os.Args[0], "orchestrator", "--simulation"}, Dir: dir},
+		Manifest: manifestPath, Log: slog.New(slog.NewJSONHandler(logs, nil)), Interval: 50 * time.Millisecond, EnclaveLog: pod,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"the enclave's log lost lines that came faster than they were read"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no lost lines counted; log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pod.mu.Lock()
+	defer pod.mu.Unlock()
+	if pod.lines == 0 || pod.lines >= 300000 {
+		t.Errorf("%d of 300000 lines reached the pod's log", pod.lines)
+	}
 }
