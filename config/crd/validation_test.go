@@ -144,6 +144,8 @@ func TestValidationNamesTheField(t *testing.T) {
 			[]string{"CAS is never updated automatically"}},
 		{"NED PCRs", `{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: ned-pcr, namespace: default}, spec: {enclave: {pcrs: {pcr0: "ABC", pcr1: "` + strings.Repeat("a", 96) + `", pcr2: "` + strings.Repeat("a", 96) + `"}}, userPlugins: [{name: a, image: "r/a:1"}]}}`,
 			[]string{"spec.enclave.pcrs.pcr0"}},
+		{"NED egress address", `{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: ned-egress, namespace: default}, spec: {egress: [{name: db, port: 5432, address: "postgres"}], userPlugins: [{name: a, image: "r/a:1"}]}}`,
+			[]string{"spec.egress[0].address"}},
 		{"NitroPlugin enclaves", `{apiVersion: base.cloister.dev/v1beta1, kind: NitroPlugin, metadata: {name: nitro-5}, spec: {enclaves: 5}}`,
 			[]string{"spec.enclaves"}},
 		{"CAS confidential VM measurement", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-cvm-m, namespace: default}, spec: {confidentialVM: {platform: snp, runtimeClassName: kata, measurement: "abcd"}}}`,

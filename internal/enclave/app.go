@@ -26,6 +26,7 @@ import (
 	"github.com/mdlayher/vsock"
 
 	"github.com/cloister-cc/cloister/internal/base/startup"
+	"github.com/cloister-cc/cloister/internal/enclave/channel"
 	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/orchestrator"
 	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
@@ -78,12 +79,13 @@ func supervise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cli := fs.String("nitro-cli", "nitro-cli", "nitro: nitro-cli's path")
 	port := fs.Uint("vsock-port", supervisor.DefaultOrchestratorPort, "nitro: the orchestrator's vsock port")
 	interval := fs.Duration("interval", 2*time.Second, "how often the enclave's health and the manifest are checked")
+	listenHost := fs.String("listen-host", "", "where the plugins' ports are relayed from (empty: every address of the pod; in simulation the pod's address, the plugins having loopback)")
 	log, err := startup.ParseFlags(fs, args, stderr)
 	if err != nil {
 		return err
 	}
 	log = log.With("component", "supervisor")
-	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval, EnclaveLog: stdout}
+	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval, EnclaveLog: stdout, ListenHost: *listenHost}
 	if *port == 0 || *port > math.MaxUint32 {
 		return fmt.Errorf("--vsock-port %d: a vsock port is 1-%d", *port, uint32(math.MaxUint32))
 	}
@@ -125,7 +127,11 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log = log.With("component", "enclave-orchestrator")
-	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester, Logs: logs}
+	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester, Logs: logs, Channel: channel.Vsock{}}
+	if !strings.HasPrefix(*listen, "vsock:") {
+		// A simulated enclave: its channel is the folder of its socket.
+		o.Channel = channel.Unix{Dir: filepath.Dir(*listen)}
+	}
 	if *simulation {
 		o.NewAttester = orchestrator.NewSimAttester
 	}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +55,21 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 		t.Fatalf("the real node is no Nitro node: %v, label %q, %s enclaves", err, n.Labels[tee.LabelNitro], q.String())
 	}
 
+	// A pod outside the enclave, which the plugin reaches through its
+	// egress.
+	otherImg, pull := pullNever(enclaveApp)
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "enclave-egress-target", Namespace: "default"},
+		Spec: onRealNode(corev1.PodSpec{Containers: []corev1.Container{{Name: "answer", Image: otherImg, ImagePullPolicy: pull,
+			Command:         []string{image.BinDir + "/" + enclaveApp, "answer", "--listen", ":9090", "--text", "the other pod says hi"},
+			SecurityContext: restricted()}}})}
+	if _, err := e.cs.CoreV1().Pods("default").Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.CoreV1().Pods("default").Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+	})
+	other = e.waitPod(t, "default", other.Name, "to run", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" })
+
 	ned := &enclavev1beta1.NitroEnclaveDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "enc"},
 		Spec: enclavev1beta1.NitroEnclaveDeploymentSpec{
@@ -61,9 +78,14 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 			Simulation: true,
 			Enclave:    enclavev1beta1.EnclaveResources{MemoryMiB: 256},
 			UserPlugins: []enclavev1beta1.UserPlugin{{
-				Name: "api", Image: "registry.example/api:1", Command: []string{image.BinDir + "/" + enclaveApp, "serve"},
-				Env: []corev1.EnvVar{{Name: "MODE", Value: "one"}}, RestartPolicy: corev1.RestartPolicyAlways,
+				Name: "api", Image: "registry.example/api:1",
+				// Loopback only: in simulation the pod's address is the
+				// supervisor's, which relays into the enclave.
+				Command: []string{image.BinDir + "/" + enclaveApp, "serve", "--listen", "127.0.0.1:8080", "--egress", "127.0.0.1:9191"},
+				Env:     []corev1.EnvVar{{Name: "MODE", Value: "one"}}, RestartPolicy: corev1.RestartPolicyAlways,
+				Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
 			}},
+			Egress: []enclavev1beta1.EnclaveEgress{{Name: "other", Port: 9191, Address: net.JoinHostPort(other.Status.PodIP, "9090")}},
 		},
 	}
 	applied := time.Now()
@@ -87,6 +109,23 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 		t.Fatalf("enclave pods %v, want one on %s", pods, node)
 	}
 	pod := pods[0]
+	// A client reaches the plugin's port at the pod's address: the
+	// supervisor relays it into the enclave over the channel (unix
+	// sockets standing in for vsock), and the plugin's own connection to
+	// its egress port comes out through the pod to the other pod.
+	reply := func() string {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(pod.Status.PodIP, "8080"), 5*time.Second)
+		if err != nil {
+			return err.Error()
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(c)
+		return strings.TrimSpace(string(b))
+	}
+	if got := reply(); got != "mode one; egress: the other pod says hi" {
+		t.Errorf("through the enclave's port and egress: %q", got)
+	}
 	logs := func() string {
 		out, _ := kubectl(t, e.c, "logs", "-n", "default", pod.Name, "-c", "enclave")
 		return out

@@ -100,6 +100,33 @@ type NitroEnclaveDeploymentSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	UserPlugins []UserPlugin `json:"userPlugins"`
+	// Egress are the addresses in the cluster the plugins may reach: each
+	// a loopback port inside the enclave that the pod relays to its
+	// address (an enclave has no network of its own). Use TLS across it:
+	// the pod's node relays the bytes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	Egress []EnclaveEgress `json:"egress,omitempty"`
+}
+
+// EnclaveEgress is one address the enclave's plugins reach through the
+// pod.
+type EnclaveEgress struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Port is the loopback port inside the enclave the plugins connect to.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// Address is HOST:PORT in the cluster (a Service's name, or an IP).
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:\[\]-]+:[0-9]{1,5}$`
+	Address string `json:"address"`
 }
 
 // DeploymentStatus is SCHEDULED once the enclave pods' Deployment exists, or

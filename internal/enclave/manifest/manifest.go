@@ -16,10 +16,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 
 	corev1 "k8s.io/api/core/v1"
 
 	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
+	"github.com/cloister-cc/cloister/internal/enclave/channel"
 )
 
 // Version is the manifest's schema.
@@ -36,6 +38,15 @@ type Manifest struct {
 	Version string   `json:"version"`
 	Enclave Size     `json:"enclave"`
 	Plugins []Plugin `json:"plugins"`
+	Egress  []Egress `json:"egress,omitempty"`
+}
+
+// Egress is an address in the cluster the plugins reach through the pod
+// at a loopback port inside the enclave.
+type Egress struct {
+	Name    string `json:"name"`
+	Port    int32  `json:"port"`
+	Address string `json:"address"`
 }
 
 // Size is the enclave's: CPUs, memory, debug mode, and the PCRs its
@@ -113,6 +124,32 @@ func FromSpec(spec *enclavev1beta1.NitroEnclaveDeploymentSpec) (*Manifest, error
 		}
 		m.Plugins = append(m.Plugins, p)
 	}
+	ports := map[int32]string{}
+	for _, p := range m.Plugins {
+		for _, port := range p.Ports {
+			ports[port.Port] = "plugin " + p.Name
+		}
+	}
+	for i, e := range spec.Egress {
+		if e.Port == channel.API {
+			return nil, fmt.Errorf("spec.egress[%d] (%s): port %d is the orchestrator's; take another", i, e.Name, e.Port)
+		}
+		if who, ok := ports[e.Port]; ok {
+			return nil, fmt.Errorf("spec.egress[%d] (%s): port %d is taken by %s; take another", i, e.Name, e.Port, who)
+		}
+		if _, _, err := net.SplitHostPort(e.Address); err != nil {
+			return nil, fmt.Errorf("spec.egress[%d] (%s): address %q: give HOST:PORT", i, e.Name, e.Address)
+		}
+		ports[e.Port] = "egress " + e.Name
+		m.Egress = append(m.Egress, Egress{Name: e.Name, Port: e.Port, Address: e.Address})
+	}
+	for _, p := range m.Plugins {
+		for _, port := range p.Ports {
+			if port.Port == channel.API {
+				return nil, fmt.Errorf("plugin %s: port %d is the orchestrator's; take another", p.Name, port.Port)
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -147,8 +184,9 @@ func (m *Manifest) BootDigest() string {
 	type boot struct {
 		Enclave Size
 		Images  [][2]string
+		Egress  []Egress `json:",omitempty"`
 	}
-	b := boot{Enclave: m.Enclave}
+	b := boot{Enclave: m.Enclave, Egress: m.Egress}
 	for _, p := range m.Plugins {
 		b.Images = append(b.Images, [2]string{p.Name, p.Image})
 	}

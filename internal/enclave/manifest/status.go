@@ -28,6 +28,16 @@ type Status struct {
 	// Manifest is the digest of the manifest applied (ManifestDigest).
 	Manifest string         `json:"manifest"`
 	Plugins  []PluginStatus `json:"plugins"`
+	// Ports are the plugins' declared ports, and whether each answers
+	// inside the enclave.
+	Ports []PortStatus `json:"ports,omitempty"`
+}
+
+// PortStatus is one declared port of a plugin.
+type PortStatus struct {
+	Plugin string `json:"plugin"`
+	Port   int32  `json:"port"`
+	Open   bool   `json:"open"`
 }
 
 // PluginStatus is one plugin's.
@@ -57,6 +67,11 @@ func (s *Status) Ready() (bool, string) {
 			problems = append(problems, fmt.Sprintf("plugin %s failed: %s", p.Name, p.Message))
 		default:
 			problems = append(problems, fmt.Sprintf("plugin %s is not running: %s", p.Name, p.Message))
+		}
+	}
+	for _, p := range s.Ports {
+		if !p.Open {
+			problems = append(problems, fmt.Sprintf("port %d of plugin %s does not answer", p.Port, p.Plugin))
 		}
 	}
 	if len(problems) > 0 {

@@ -56,3 +56,16 @@ func TestBooted(t *testing.T) {
 		}
 	}
 }
+
+// A plugin whose declared port does not answer keeps the enclave unready,
+// naming the port.
+func TestReadyNeedsThePortsToAnswer(t *testing.T) {
+	st := Status{Manifest: "m", Plugins: []PluginStatus{{Name: "web", State: PluginRunning}}, Ports: []PortStatus{{Plugin: "web", Port: 8080}}}
+	if ok, why := st.Ready(); ok || why != "port 8080 of plugin web does not answer" {
+		t.Errorf("closed port: %v %q", ok, why)
+	}
+	st.Ports[0].Open = true
+	if ok, _ := st.Ready(); !ok {
+		t.Error("open port: not ready")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/enclave/channel"
 	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
@@ -45,6 +46,9 @@ type Orchestrator struct {
 	// NewAttester makes the enclave's attester from the manifest it
 	// booted with (the first applied).
 	NewAttester func(boot *manifest.Manifest) (Attester, error)
+	// Channel is the enclave's way to the pod, for the plugins' ports and
+	// the egresses; nil: no relays (tests of plugins alone).
+	Channel channel.Inside
 	// Logs holds the log Log writes (the plugins' lines among it), which
 	// the pod's supervisor follows (GET /v1/logs); nil: none served.
 	Logs *logstream.Buffer
@@ -56,6 +60,8 @@ type Orchestrator struct {
 	order    []string
 	attester Attester
 	wg       sync.WaitGroup
+	net      *network
+	specs    []manifest.Plugin // the applied manifest's plugins
 }
 
 // Apply runs m: the first manifest boots the plugins; a later one with the
@@ -91,6 +97,10 @@ func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 		o.start(spec)
 	}
 	o.order = order
+	o.specs = m.Plugins
+	if err := o.syncNetwork(m); err != nil {
+		o.log().Error("relaying the enclave's ports", "error", err.Error())
+	}
 	o.applied = m.ManifestDigest()
 	if len(changed) > 0 {
 		o.log().Info("manifest applied in place", "restarted", changed, "manifest", o.applied)
@@ -115,14 +125,17 @@ func (o *Orchestrator) start(spec manifest.Plugin) {
 	}()
 }
 
-// Status reports every plugin, in the manifest's order.
+// Status reports every plugin, in the manifest's order, and whether
+// their ports answer (checked without the lock: a dial may take a moment).
 func (o *Orchestrator) Status() manifest.Status {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	st := manifest.Status{Manifest: o.applied, Plugins: []manifest.PluginStatus{}}
 	for _, name := range o.order {
 		st.Plugins = append(st.Plugins, o.plugins[name].snapshot())
 	}
+	specs := o.specs
+	o.mu.Unlock()
+	st.Ports = portsAnswer(specs)
 	return st
 }
 
@@ -148,6 +161,7 @@ func (o *Orchestrator) Stop() {
 	for _, p := range o.plugins {
 		p.cancel()
 	}
+	o.stopNetwork()
 	o.mu.Unlock()
 	o.wg.Wait()
 }

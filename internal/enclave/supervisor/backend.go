@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/enclave/channel"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
@@ -34,6 +35,8 @@ type Enclave interface {
 	Err() error
 	// Stop terminates it.
 	Stop(ctx context.Context) error
+	// Channel reaches its ports and serves its egresses.
+	Channel() channel.Outside
 }
 
 // Sim boots a simulated enclave: the orchestrator as a child process,
@@ -100,6 +103,9 @@ func (e *simEnclave) Dial(ctx context.Context) (net.Conn, error) {
 }
 
 func (e *simEnclave) Done() <-chan struct{} { return e.done }
+
+// Channel is the folder of the enclave's sockets.
+func (e *simEnclave) Channel() channel.Outside { return channel.Unix{Dir: filepath.Dir(e.socket)} }
 
 func (e *simEnclave) Err() error {
 	select {

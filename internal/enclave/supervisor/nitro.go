@@ -15,13 +15,14 @@ import (
 
 	"github.com/mdlayher/vsock"
 
+	"github.com/cloister-cc/cloister/internal/enclave/channel"
 	"github.com/cloister-cc/cloister/internal/enclave/eif"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
 // DefaultOrchestratorPort is the vsock port the orchestrator listens on
 // inside a Nitro Enclave.
-const DefaultOrchestratorPort = 5005
+const DefaultOrchestratorPort = channel.API
 
 // Nitro boots Nitro Enclaves with nitro-cli and reaches the orchestrator
 // over vsock. Tested against a fake nitro-cli only: this machine has no
@@ -131,6 +132,9 @@ func (e *nitroEnclave) Dial(context.Context) (net.Conn, error) {
 }
 
 func (e *nitroEnclave) Done() <-chan struct{} { return e.done.done }
+
+// Channel is vsock to the enclave's CID.
+func (e *nitroEnclave) Channel() channel.Outside { return channel.Vsock{CID: e.res.EnclaveCID} }
 
 func (e *nitroEnclave) Err() error {
 	select {

@@ -37,6 +37,9 @@ type Supervisor struct {
 	BootTimeout time.Duration
 	// RemindEvery repeats an unhealthy finding in the log while it lasts.
 	RemindEvery time.Duration
+	// ListenHost is the pod's address the plugins' ports are relayed from
+	// (empty: every address).
+	ListenHost string
 	// EnclaveLog gets the enclave's log (the orchestrator's records, the
 	// plugins' lines among them), followed over the orchestrator's API:
 	// the pod's log, without debug mode. Nil: not followed.
@@ -103,6 +106,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if err := s.sync(ctx, data, m); err != nil {
 		return err
 	}
+	s.relay(ctx, enc, m)
 	return s.loop(ctx, enc, m.BootDigest())
 }
 

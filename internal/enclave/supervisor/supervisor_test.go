@@ -2,7 +2,10 @@ package supervisor_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +28,16 @@ import (
 // asOrchestrator makes this test binary the simulated enclave's program.
 const asOrchestrator = "CLOISTER_ENCLAVE_TEST_ORCHESTRATOR"
 
+// asPlugin makes this test binary a plugin that serves $PORT on loopback
+// and answers each connection with what $EGRESS (through the enclave's
+// egress) says.
+const asPlugin = "CLOISTER_ENCLAVE_TEST_PLUGIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(asPlugin) == "1" {
+		servePlugin()
+		return
+	}
 	if os.Getenv(asOrchestrator) == "1" {
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
@@ -333,5 +345,105 @@ func TestAFloodingPluginLosesLinesNotMemory(t *testing.T) {
 	defer pod.mu.Unlock()
 	if pod.lines == 0 || pod.lines >= 300000 {
 		t.Errorf("%d of 300000 lines reached the pod's log", pod.lines)
+	}
+}
+
+func servePlugin() {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer func() { _ = c.Close() }()
+			out, err := net.Dial("tcp", os.Getenv("EGRESS"))
+			if err != nil {
+				_, _ = fmt.Fprintf(c, "egress: %v\n", err)
+				return
+			}
+			reply, _ := io.ReadAll(out)
+			_ = out.Close()
+			_, _ = fmt.Fprintf(c, "plugin got: %s", reply)
+		}()
+	}
+}
+
+func freePort(t *testing.T) int32 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return int32(ln.Addr().(*net.TCPAddr).Port) //nolint:gosec // a port
+}
+
+// The enclave's network, with the sim backend as a real child process
+// and unix sockets for vsock: a client reaches a plugin's port at the
+// pod's address (relayed into the enclave, where the plugin listens on
+// loopback only), and the plugin reaches an address outside through its
+// egress; the pod is ready only once the port answers inside.
+func TestPluginPortsAndEgressThroughTheChannel(t *testing.T) {
+	t.Setenv(asOrchestrator, "1")
+	outside, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = outside.Close() }()
+	go func() {
+		for {
+			c, err := outside.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("outside says hi\n"))
+			_ = c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	manifestPath := filepath.Join(dir, "manifest.json")
+	port, egress := freePort(t), freePort(t)
+	web := manifest.Plugin{Name: "web", Image: "registry.example/web:1", Command: []string{os.Args[0]}, RestartPolicy: "Always",
+		Env:   []manifest.Env{{Name: asPlugin, Value: "1"}, {Name: "PORT", Value: fmt.Sprint(port)}, {Name: "EGRESS", Value: fmt.Sprintf("127.0.0.1:%d", egress)}},
+		Ports: []manifest.Port{{Port: port, Protocol: "TCP"}}}
+	m := &manifest.Manifest{Version: manifest.Version, Enclave: manifest.Size{CPUs: 2, MemoryMiB: 2048}, Plugins: []manifest.Plugin{web},
+		Egress: []manifest.Egress{{Name: "out", Port: egress, Address: outside.Addr().String()}}}
+	writeManifest(t, manifestPath, m)
+	logs := &testenv.Buffer{}
+	s := &supervisor.Supervisor{
+		Backend:  &supervisor.Sim{Program: []string{os.Args[0], "orchestrator", "--simulation"}, Dir: dir},
+		Manifest: manifestPath, Log: slog.New(slog.NewJSONHandler(logs, nil)), Interval: 50 * time.Millisecond, EnclaveLog: logs,
+		// The pod's address: the plugin has 127.0.0.1 to itself.
+		ListenHost: "127.0.0.2",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	socket := filepath.Join(dir, "supervisor.sock")
+	go func() { _ = s.Serve(ctx, socket) }()
+	go func() { _ = s.Run(ctx) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, _, _, _ := supervisor.Get(ctx, socket, supervisor.PathReady)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready; log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.2:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _ := io.ReadAll(c)
+	_ = c.Close()
+	if string(reply) != "plugin got: outside says hi\n" {
+		t.Errorf("through the enclave's port and egress: %q; log:\n%s", reply, logs.String())
 	}
 }
