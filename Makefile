@@ -64,11 +64,14 @@ build: tools
 	pin=$$($(GO) run ./hack/images $(IMAGE_FLAGS) -cli-ldflags) && \
 		$(call build-each,./cmd/cloister,$$pin)
 
-## test: lint, then unit, envtest and end-to-end tests with the race detector.
+## test: lint, then unit, envtest and end-to-end tests with the race detector;
+## with PLATFORMS (all), first the release images for them (make images),
+## which a test then checks.
 ## With another real node on the host (a running make demo), the real-node
 ## tests skip, and the last lines say so.
-test: lint node-deps qemu-user
+test: lint node-deps qemu-user $(if $(filter-out host,$(PLATFORMS)),images)
 	@skips=$$(mktemp); status=0; \
+	$(if $(filter-out host,$(PLATFORMS)),CLOISTER_RELEASE_IMAGES=$(abspath $(IMAGES))) \
 	CLOISTER_QEMU_USER=$(QEMU_DIR) CLOISTER_SKIP_LOG=$$skips $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -tags e2e ./... || status=$$?; \
 	$(GO) -C $(AGENTPOLICY) test -race -count=1 ./... || status=$$?; \
 	if [ -s "$$skips" ]; then \
