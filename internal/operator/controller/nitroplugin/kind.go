@@ -7,6 +7,7 @@ package nitroplugin
 
 import (
 	"context"
+	"time"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
@@ -24,7 +25,14 @@ type Kind struct {
 var (
 	_ service.Kind   = (*Kind)(nil)
 	_ devices.Plugin = (*Kind)(nil)
+	_ service.Poller = (*Kind)(nil)
 )
+
+// PollAfter looks again a while later: the nodes to stay off come from
+// the status a pass wrote, and the release takes them at the next pass,
+// which no watch may bring soon (AWS's plugin leaving a node changes no
+// pod that requests enclaves).
+func (k *Kind) PollAfter(service.Object) time.Duration { return 30 * time.Second }
 
 func (k *Kind) Name() string                         { return "NitroPlugin" }
 func (k *Kind) ReleasePrefix() string                { return "nitro" }
