@@ -19,7 +19,8 @@ import (
 
 // PortForward forwards a loopback port to CAS's port in pod namespace/pod
 // through the API server, as kubectl port-forward does (WebSocket first,
-// SPDY as fallback), and returns a dialer to it. Users need no
+// SPDY as fallback), and returns a dialer to it once CAS answers there (a
+// replica still starting does not, and its caller tries the next). Users need no
 // LoadBalancer, NodePort or forwarder pod to reach a CAS, only the right to
 // create pods/portforward. stop ends the forward.
 func PortForward(ctx context.Context, cfg *rest.Config, namespace, pod string) (dial casclient.DialFunc, stop func(), err error) {
@@ -69,5 +70,10 @@ func PortForward(ctx context.Context, cfg *rest.Config, namespace, pod string) (
 		cancel()
 		<-done //nolint:errcheck // how the forward ended once cancelled says nothing
 	}
-	return DialTo(local), stopForward, nil
+	dial = DialTo(local)
+	if err := Answers(ctx, dial); err != nil {
+		stopForward()
+		return nil, nil, fmt.Errorf("port-forwarding to pod %s/%s: %w", namespace, pod, err)
+	}
+	return dial, stopForward, nil
 }
