@@ -3,8 +3,8 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"encoding/binary"
 	"debug/elf"
+	"encoding/binary"
 	"io"
 	"os"
 	"os/exec"
