@@ -18,11 +18,17 @@ import (
 	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
-// fakeBinaries is a bin folder with this test binary under every name.
+// fakeBinaries is a bin folder with the small pause program, built for
+// this machine, under every name (this test binary is too large to pack
+// ten times under the race detector).
 func fakeBinaries(t *testing.T) string {
 	t.Helper()
-	exe, _ := os.Executable()
-	data, _ := os.ReadFile(exe)
+	built := t.TempDir()
+	crossBuild(t, image.Host(), "github.com/cloister-cc/cloister/cmd/cloister-pause", built)
+	data, err := os.ReadFile(filepath.Join(built, "cloister-pause"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := t.TempDir()
 	for _, b := range image.Binaries {
 		if err := os.WriteFile(filepath.Join(bin, b), data, 0o755); err != nil {
