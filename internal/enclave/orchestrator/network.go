@@ -73,13 +73,10 @@ func (o *Orchestrator) syncNetwork(m *manifest.Manifest) error {
 	return nil
 }
 
-// stopNetwork closes every listener.
+// stopNetwork ends every relay; the proxy closes their listeners.
 func (o *Orchestrator) stopNetwork() {
 	if o.net != nil {
 		o.net.cancel()
-		for _, ln := range o.net.ingress {
-			_ = ln.Close()
-		}
 	}
 }
 
