@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -118,19 +119,10 @@ func onLine(image string, line autoupdate.Line) bool {
 
 func versionLine(l autoupdate.Line) string {
 	v := l.Tag
-	if i := lastDot(v); i > 0 {
+	if i := strings.LastIndexByte(v, '.'); i > 0 {
 		v = v[:i]
 	}
 	return fmt.Sprintf("%s.x release", v)
-}
-
-func lastDot(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '.' {
-			return i
-		}
-	}
-	return -1
 }
 
 // pullSecrets reads the CR's pull secrets from the release's namespace
