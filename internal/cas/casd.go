@@ -296,9 +296,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		case <-time.After(cfg.DrainDelay):
 		}
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
+	return shutdown(srv, 10*time.Second)
 }
 
 // fileToken is the init token in a file: one the operator mounts, or one
