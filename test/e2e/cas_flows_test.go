@@ -446,7 +446,8 @@ func testWorkloadAttestsThroughLAS(t *testing.T, e *realNodeEnv) {
 	e.waitPod(t, "default", "web", "to run after its init container", 2*time.Minute, func(p *corev1.Pod) bool {
 		if p.Status.Phase == corev1.PodFailed || (len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].RestartCount > 0) {
 			out, _ := kubectl(t, e.c, "logs", "-n", "default", "web", "-c", "attest")
-			t.Fatalf("the init container failed: %s\n%s", podSummary(p), out)
+			prev, _ := kubectl(t, e.c, "logs", "-n", "default", "web", "-c", "attest", "--previous")
+			t.Fatalf("the init container failed: %s\n%s\nits run before:\n%s", podSummary(p), out, prev)
 		}
 		return p.Status.Phase == corev1.PodRunning
 	})
@@ -728,9 +729,25 @@ func waitLASPinned(t testing.TB, e *realNodeEnv, name string) {
 		if err := e.crs.List(ctx, &lases); err != nil {
 			return false, "", err
 		}
+		// A key the status still holds from a LAS pod that has since been
+		// replaced is not the one the node's workloads get quotes from.
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cloister-las",
+			FieldSelector: "spec.nodeName=" + e.node.Name})
+		if err != nil {
+			return false, "", err
+		}
+		live := map[string]bool{}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil && podReady(p) {
+				live[p.Name] = true
+			}
+		}
 		var want []string
 		for _, l := range lases.Items {
 			if n, ok := l.Status.Nodes[e.node.Name]; ok && n.SimulationKey != "" {
+				if !live[n.Pod] {
+					return false, fmt.Sprintf("LAS %s's status names pod %s on %s, which is not a ready LAS pod there", l.Name, n.Pod, e.node.Name), nil
+				}
 				k, err := keyfile.ParsePublic([]byte(n.SimulationKey))
 				if err != nil {
 					return false, "", fmt.Errorf("LAS %s's key for %s: %w", l.Name, e.node.Name, err)

@@ -302,6 +302,9 @@ func podSummary(p *corev1.Pod) string {
 		default:
 			s += fmt.Sprintf("; %s running, ready %v", c.Name, c.Ready)
 		}
+		if last := c.LastTerminationState.Terminated; c.RestartCount > 0 && last != nil {
+			s += fmt.Sprintf(" (restarted %d times, last %s, exit %d %s)", c.RestartCount, last.Reason, last.ExitCode, last.Message)
+		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Status != corev1.ConditionTrue && c.Message != "" {
