@@ -78,20 +78,28 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	if err := tools.Ensure(ctx, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox image as a release ships it: an index of every
+	// platform's image, of which the node must take only its own.
 	dir := t.TempDir()
-	pause := filepath.Join(dir, "pause")
-	build := exec.CommandContext(ctx, "go", "build", "-o", pause, "github.com/cloister-cc/cloister/cmd/cloister-pause")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building pause: %v\n%s", err, out)
+	bin := filepath.Join(dir, "bin")
+	platforms := slices.Clone(image.All)
+	if !slices.Contains(platforms, image.Host()) {
+		platforms = append([]image.Platform{image.Host()}, platforms...)
 	}
-	img, err := image.Build(image.Spec{Name: "pause", Binary: pause, Version: "test"})
+	for _, p := range platforms {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(p.Dir(bin), "pause"), "github.com/cloister-cc/cloister/cmd/cloister-pause")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building pause for %s: %v\n%s", p, err, out)
+		}
+	}
+	index, images, err := image.BuildIndex(image.Spec{Name: "pause", Binary: filepath.Join(bin, "pause"), Version: "test"}, platforms)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ref = "localhost/cloister/pause:test"
 	tarball := filepath.Join(dir, "pause.tar")
-	if err := image.WriteOCI(img, ref, tarball); err != nil {
+	if err := image.WriteIndex(index, ref, tarball); err != nil {
 		t.Fatal(err)
 	}
 	sockets := func() []string {
@@ -124,9 +132,23 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 		t.Errorf("the sandbox image is not pinned: %v\n%s", err, out)
 	}
 	// Named by digest too, as manifests that pin it name it.
-	digest, _ := img.Digest()
+	digest, _ := index.Digest()
 	if out, err := r.Ctr(ctx, "images", "ls", "-q"); err != nil || !strings.Contains(string(out), "localhost/cloister/pause@"+digest.String()) {
 		t.Errorf("no image named by its digest %s: %v\n%s", digest, err, out)
+	}
+	content, err := r.Ctr(ctx, "content", "ls", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range platforms {
+		layers, err := images[i].Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		layer, _ := layers[0].Digest()
+		if has := strings.Contains(string(content), layer.String()); has != (p == image.Host()) {
+			t.Errorf("the node holds %s's layer: %v, want only the host's (%s)", p, has, image.Host())
+		}
 	}
 	if _, err := r.Ctr(ctx, "run", "--detach", "--runc-root", r.RuncRoot(), ref, "p1"); err != nil {
 		t.Fatal(err)
