@@ -1,11 +1,14 @@
 package realnode
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -68,6 +71,101 @@ func removeHostPortTables(file string) error {
 		}
 		if out, err := exec.Command("nft", "delete", "table", family, table).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("removing nftables table %s %s: %w: %s", family, table, err, out))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hostPortRule is one of the portmap plugin's rules: its comment is the
+// pod sandbox it was made for.
+type hostPortRule struct {
+	Family  string `json:"family"`
+	Table   string `json:"table"`
+	Chain   string `json:"chain"`
+	Handle  int    `json:"handle"`
+	Comment string `json:"comment"`
+	// addrs are the addresses the rule names (the pod's, in a DNAT or a
+	// masquerade).
+	addrs []netip.Addr
+}
+
+// staleHostPortRules picks from a table's listing (nft -j) the rules that
+// name an address in pods but no sandbox in live: an earlier node's, whose
+// pods were killed without a CNI DEL and whose record of the table went
+// with its folder. The first rule for a port wins, so one such rule sends
+// the port to a pod that is gone ("no route to host").
+func staleHostPortRules(listing []byte, pods netip.Prefix, live map[string]bool) ([]hostPortRule, error) {
+	var doc struct {
+		Nftables []struct {
+			Rule *struct {
+				hostPortRule
+				Expr json.RawMessage `json:"expr"`
+			} `json:"rule"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(listing, &doc); err != nil {
+		return nil, fmt.Errorf("reading nft's listing: %w", err)
+	}
+	var stale []hostPortRule
+	for _, o := range doc.Nftables {
+		if o.Rule == nil || live[o.Rule.Comment] {
+			continue
+		}
+		r := o.Rule.hostPortRule
+		var expr any
+		if err := json.Unmarshal(o.Rule.Expr, &expr); err != nil {
+			return nil, fmt.Errorf("reading rule %d of %s: %w", r.Handle, r.Chain, err)
+		}
+		r.addrs = addrsIn(expr, pods, nil)
+		if len(r.addrs) > 0 {
+			stale = append(stale, r)
+		}
+	}
+	return stale, nil
+}
+
+// addrsIn collects the strings in v that are addresses in pods.
+func addrsIn(v any, pods netip.Prefix, out []netip.Addr) []netip.Addr {
+	switch v := v.(type) {
+	case string:
+		if a, err := netip.ParseAddr(v); err == nil && pods.Contains(a) {
+			out = append(out, a)
+		}
+	case []any:
+		for _, e := range v {
+			out = addrsIn(e, pods, out)
+		}
+	case map[string]any:
+		for _, e := range v {
+			out = addrsIn(e, pods, out)
+		}
+	}
+	return out
+}
+
+// removeStaleHostPorts deletes the portmap plugin's rules into pods that
+// name no sandbox of sandboxes (staleHostPortRules). Only one real node
+// runs per host, so an address in its pod subnet is no one else's.
+func removeStaleHostPorts(pods netip.Prefix, sandboxes []string) error {
+	live := map[string]bool{}
+	for _, id := range sandboxes {
+		live[id] = true
+	}
+	var errs []error
+	for _, t := range hostPortTables {
+		listing, err := exec.Command("nft", "-j", "list", "table", t[0], t[1]).Output()
+		if err != nil {
+			continue // no such table
+		}
+		stale, err := staleHostPortRules(listing, pods, live)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, r := range stale {
+			if out, err := exec.Command("nft", "delete", "rule", r.Family, r.Table, r.Chain, "handle", strconv.Itoa(r.Handle)).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("removing a stale hostPort rule (%s %v): %w: %s", r.Chain, r.addrs, err, out))
+			}
 		}
 	}
 	return errors.Join(errs...)

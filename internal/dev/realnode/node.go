@@ -122,6 +122,15 @@ func (n *Node) Up(ctx context.Context) error {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
+	// Before the kubelet makes pods: their hostPorts must not lose to an
+	// earlier node's rules.
+	ids, err := rt.Ctr(ctx, "containers", "list", "--quiet")
+	if err != nil {
+		return err
+	}
+	if err := removeStaleHostPorts(n.Network.PodCIDR(), strings.Fields(string(ids))); err != nil {
+		return err
+	}
 	// ctr imports one tarball a run; several runs at once halve the wait.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
