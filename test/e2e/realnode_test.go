@@ -236,6 +236,10 @@ func upRealNodeCluster(t testing.TB) *realNodeEnv {
 		if after.hostPorts && !before.hostPorts {
 			t.Error("the hostPort rules' nftables table (ip cni_hostport) left")
 		}
+		// A table that was there before stays, but not the node's rules.
+		if rules, err := realnode.HostPortRulesInto(realnode.DefaultNetwork.PodCIDR()); err != nil || len(rules) > 0 {
+			t.Errorf("hostPort rules into the node's pods left: %v %v", err, rules)
+		}
 		if left := slices.DeleteFunc(slices.Clone(before.missing), func(p string) bool { return slices.Contains(after.missing, p) }); len(left) > 0 {
 			t.Errorf("paths made outside the node's folder and left: %v", left)
 		}

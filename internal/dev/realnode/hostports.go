@@ -143,15 +143,14 @@ func addrsIn(v any, pods netip.Prefix, out []netip.Addr) []netip.Addr {
 	return out
 }
 
-// removeStaleHostPorts deletes the portmap plugin's rules into pods that
-// name no sandbox of sandboxes (staleHostPortRules). Only one real node
-// runs per host, so an address in its pod subnet is no one else's.
-func removeStaleHostPorts(pods netip.Prefix, sandboxes []string) error {
+// hostPortRulesInto lists the portmap plugin's rules into pods that name
+// no sandbox of sandboxes (staleHostPortRules), from every table it keeps.
+func hostPortRulesInto(pods netip.Prefix, sandboxes []string) ([]hostPortRule, error) {
 	live := map[string]bool{}
 	for _, id := range sandboxes {
 		live[id] = true
 	}
-	var errs []error
+	var rules []hostPortRule
 	for _, t := range hostPortTables {
 		listing, err := exec.Command("nft", "-j", "list", "table", t[0], t[1]).Output()
 		if err != nil {
@@ -159,14 +158,41 @@ func removeStaleHostPorts(pods netip.Prefix, sandboxes []string) error {
 		}
 		stale, err := staleHostPortRules(listing, pods, live)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return nil, err
 		}
-		for _, r := range stale {
-			if out, err := exec.Command("nft", "delete", "rule", r.Family, r.Table, r.Chain, "handle", strconv.Itoa(r.Handle)).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("removing a stale hostPort rule (%s %v): %w: %s", r.Chain, r.addrs, err, out))
-			}
+		rules = append(rules, stale...)
+	}
+	return rules, nil
+}
+
+// removeStaleHostPorts deletes the portmap plugin's rules into pods that
+// name no sandbox of sandboxes. Only one real node runs per host, so an
+// address in its pod subnet is no one else's.
+func removeStaleHostPorts(pods netip.Prefix, sandboxes []string) error {
+	stale, err := hostPortRulesInto(pods, sandboxes)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range stale {
+		if out, err := exec.Command("nft", "delete", "rule", r.Family, r.Table, r.Chain, "handle", strconv.Itoa(r.Handle)).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("removing a stale hostPort rule (%s %v): %w: %s", r.Chain, r.addrs, err, out))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// HostPortRulesInto describes the portmap plugin's rules that send
+// traffic to addresses in pods, as "chain: addresses (sandbox)": none
+// should be left once the node that made them is down.
+func HostPortRulesInto(pods netip.Prefix) ([]string, error) {
+	rules, err := hostPortRulesInto(pods, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = fmt.Sprintf("%s: %v (%s)", r.Chain, r.addrs, r.Comment)
+	}
+	return out, nil
 }

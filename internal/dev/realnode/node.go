@@ -215,6 +215,11 @@ func (n *Node) Down() error {
 	if err := n.runtime("").Stop(); err != nil {
 		errs = append(errs, fmt.Errorf("stopping containerd: %w", err))
 	}
+	// Its pods were killed without a CNI DEL: their hostPort rules go
+	// here, also from a table that was there before the node.
+	if err := removeStaleHostPorts(n.Network.PodCIDR(), nil); err != nil {
+		errs = append(errs, err)
+	}
 	if err := unmountUnder(n.Dir); err != nil {
 		errs = append(errs, err)
 	}
