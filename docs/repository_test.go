@@ -1,0 +1,45 @@
+package docs
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// maxTrackedFile bounds a tracked file: sources, charts and test vectors
+// are kilobytes; anything larger is build output or data that belongs in
+// the module cache.
+const maxTrackedFile = 1 << 20
+
+// The repository tracks sources, never build output: no executable (ELF)
+// and no file over 1 MiB. A clone stays small, and a binary built on one
+// machine never poses as a source of another.
+func TestNoBuildOutputTracked(t *testing.T) {
+	out, err := exec.Command("git", "-C", "..", "ls-files", "-z").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, name := range bytes.Split(bytes.TrimRight(out, "\x00"), []byte{0}) {
+		path := filepath.Join("..", string(name))
+		st, err := os.Lstat(path)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the work tree, or a link
+		}
+		if st.Size() > maxTrackedFile {
+			t.Errorf("%s is tracked and %d bytes (over 1 MiB): build output or data does not belong in git; git rm --cached it and ignore it by a rule", name, st.Size())
+			continue
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := make([]byte, 4)
+		n, _ := f.Read(head)
+		_ = f.Close()
+		if n == 4 && bytes.Equal(head, []byte("\x7fELF")) {
+			t.Errorf("%s is a tracked executable: build output does not belong in git; git rm --cached it and ignore it by a rule", name)
+		}
+	}
+}
