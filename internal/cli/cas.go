@@ -32,15 +32,16 @@ func newCAS(s Streams) *cobra.Command {
 func newCASInit(s Streams) *cobra.Command {
 	var f casFlags
 	var owners, board []string
-	var threshold int
+	var threshold, boardThreshold int
 	var out string
 	cmd := &cobra.Command{
-		Use:   "init (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --recovery-owner PUB.pem... [--board PUB.pem...] --threshold K --out shares.json",
+		Use:   "init (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --recovery-owner PUB.pem... [--board PUB.pem... [--board-threshold N]] --threshold K --out shares.json",
 		Short: "Make CAS generate its seed and split it among the recovery owners",
 		Long: "CAS generates its root secret and splits it k-of-n among the recovery owners, each\n" +
 			"share sealed to its owner's key. The shares are written to --out and kept by nobody\n" +
 			"else: after a restart without a sealer, k owners recover CAS with them. The board\n" +
-			"(--board; default the recovery owners) approves every new policy name.",
+			"(--board; default the recovery owners) approves every new policy name, by\n" +
+			"--board-threshold of its keys (default a majority).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(owners) == 0 || out == "" {
@@ -63,7 +64,7 @@ func newCASInit(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			shares, err := initCAS(cmd.Context(), c, pems, threshold, token, out, boardPEMs...)
+			shares, err := initCAS(cmd.Context(), c, &wire.InitRequest{RecoveryOwners: pems, Threshold: threshold, Token: token, Board: boardPEMs, BoardThreshold: boardThreshold}, out)
 			if err != nil {
 				return err
 			}
@@ -76,6 +77,7 @@ func newCASInit(s Streams) *cobra.Command {
 	cmd.Flags().StringArrayVar(&owners, "recovery-owner", nil, "a recovery owner's public key (PEM, cloister policy keygen); repeat")
 	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the board, which approves every new policy name (its first version); repeat; default the recovery owners")
 	cmd.Flags().IntVar(&threshold, "threshold", 1, "how many owners' shares recover CAS")
+	cmd.Flags().IntVar(&boardThreshold, "board-threshold", 0, "how many of the board's keys approve a new policy name or a wildcard (default a majority)")
 	cmd.Flags().StringVar(&out, "out", "", "where to write the sealed shares")
 	return cmd
 }
@@ -105,12 +107,14 @@ func newCASRecover(s Streams) *cobra.Command {
 func newCASBoard(s Streams) *cobra.Command {
 	var f casFlags
 	var members, board []string
+	var threshold int
 	cmd := &cobra.Command{
-		Use:   "board (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --key MEMBER.pem... --board PUB.pem...",
-		Short: "Replace the board that approves new policy names, signed by a majority of the current board",
-		Long: "The board's members (--key, repeat) sign the new board (--board, repeat) as the board's\n" +
-			"next version for this CAS, so the change cannot be replayed later or elsewhere. CAS\n" +
-			"needs the signatures of a majority of the current board.",
+		Use:   "board (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --key MEMBER.pem... --board PUB.pem... [--threshold N]",
+		Short: "Replace the board that approves new policy names, signed by the current board",
+		Long: "The board's members (--key, repeat) sign the new board (--board, repeat) and its threshold\n" +
+			"as the board's next version for this CAS, so the change cannot be replayed later or\n" +
+			"elsewhere. CAS needs the signatures of the current board's threshold of its keys, and of\n" +
+			"at least a majority.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(members) == 0 || len(board) == 0 {
@@ -137,24 +141,25 @@ func newCASBoard(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			res, err := c.ChangeBoard(cmd.Context(), pems, keys...)
+			res, err := c.ChangeBoard(cmd.Context(), pems, threshold, keys...)
 			if err != nil {
 				return err
 			}
-			_, _ = fmt.Fprintf(s.Out, "the board is at version %d: %s\n", res.Version, strings.Join(res.Board, ", "))
+			_, _ = fmt.Fprintf(s.Out, "the board is at version %d, %d of its keys approve a name: %s\n", res.Version, res.Threshold, strings.Join(res.Board, ", "))
 			return nil
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringArrayVar(&members, "key", nil, "a current board member's private key; repeat")
 	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the new board; repeat")
+	cmd.Flags().IntVar(&threshold, "threshold", 0, "how many of the new board's keys approve a new policy name or a wildcard (default a majority)")
 	return cmd
 }
 
 // initCAS makes CAS generate its seed, split among the recovery owners,
 // and writes the sealed shares to path, the only place they are kept.
-func initCAS(ctx context.Context, c *casclient.Client, owners []string, threshold int, token, path string, board ...string) (*wire.Shares, error) {
-	shares, err := c.Init(ctx, owners, threshold, token, board...)
+func initCAS(ctx context.Context, c *casclient.Client, req *wire.InitRequest, path string) (*wire.Shares, error) {
+	shares, err := c.InitWith(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -99,8 +99,8 @@ secrets:
 	if err := os.WriteFile(signed, []byte(mustRun(t, append([]string{"policy", "sign", "--key", owner, policyFile}, casArgs...)...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A new name: its owner alone does not make it; a board member (the
-	// recovery owners, by default) signs it too.
+	// A new name: its owner alone does not make it; a majority of the
+	// board (the recovery owners, by default) signs it too.
 	if _, _, err := run(t, append([]string{"cas", "register", signed}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "is a new name") {
 		t.Errorf("a new name without the board: %v", err)
 	}
@@ -108,10 +108,14 @@ secrets:
 		t.Fatal(err)
 	}
 	// A SignedPolicy signed again keeps its name: it is the same resource.
+	if _, _, err := run(t, append([]string{"cas", "register", signed}, casArgs...)...); err == nil || !strings.Contains(err.Error(), "needs the signatures of 2 of the 3 board keys") {
+		t.Errorf("a new name one of three board members approved: %v", err)
+	}
 	approved := mustRun(t, "policy", "sign", "--key", owners[1], signed)
 	if !strings.Contains(approved, "\n  name: shop-v1\n") {
 		t.Errorf("the SignedPolicy signed again lost its name:\n%s", approved)
 	}
+	writeFile(t, dir, "signed.yaml", approved)
 	if out := mustRun(t, append([]string{"cas", "register", signed}, casArgs...)...); !strings.Contains(out, "policy shop registered: version 1") {
 		t.Errorf("register: %s", out)
 	}
@@ -143,6 +147,7 @@ secrets:
 	}
 	sealed := filepath.Join(dir, "encrypted.yaml")
 	sealedSigned := writeFile(t, dir, "sealed-signed.yaml", mustRun(t, "policy", "sign", "--key", owner, "--version", "1", sealedSrc))
+	sealedSigned = writeFile(t, dir, "sealed-signed.yaml", mustRun(t, "policy", "sign", "--key", owners[1], sealedSigned))
 	if err := os.WriteFile(sealed, []byte(mustRun(t, append([]string{"policy", "encrypt", "--key", owners[0], sealedSigned}, casArgs...)...)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -290,11 +295,11 @@ func TestCASBoardCommand(t *testing.T) {
 	newPubFile := writeFile(t, dir, "new-board.pub.pem", newPub)
 
 	if _, _, err := run(t, append([]string{"cas", "board", "--key", members[0], "--board", newPubFile}, casArgs...)...); err == nil ||
-		!strings.Contains(err.Error(), "signed by 1 of the board's 3 keys, 2 (a majority) needed") {
+		!strings.Contains(err.Error(), "signed by 1 of the board's 3 keys, 2 (its threshold, and at least a majority) needed") {
 		t.Errorf("one of three: %v", err)
 	}
 	out := mustRun(t, append([]string{"cas", "board", "--key", members[0], "--key", members[2], "--board", newPubFile}, casArgs...)...)
-	if !strings.Contains(out, "the board is at version 1: sha256:") {
+	if !strings.Contains(out, "the board is at version 1, 1 of its keys approve a name: sha256:") {
 		t.Errorf("a majority: %s", out)
 	}
 

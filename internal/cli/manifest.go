@@ -29,7 +29,8 @@ const (
 
 func newSet(s Streams) *cobra.Command {
 	var f casFlags
-	var dir, ownerKey, boardKey string
+	var dir, ownerKey string
+	var boardKeys []string
 	cmd := &cobra.Command{
 		Use:   "set (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] PATH...",
 		Short: "Check the YAML against manifest.yaml, attest CAS and set the manifest there",
@@ -76,7 +77,7 @@ func newSet(s Streams) *cobra.Command {
 				}
 			}
 			if signed.Version == 1 {
-				if err := approveName(cmd.Context(), c, signed, dir, boardKey); err != nil {
+				if err := approveName(cmd.Context(), c, signed, dir, boardKeys); err != nil {
 					return err
 				}
 			}
@@ -99,21 +100,26 @@ func newSet(s Streams) *cobra.Command {
 	f.addInitToken(cmd)
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml and the owner keys (cloister generate's)")
 	cmd.Flags().StringVar(&ownerKey, "workload-owner-key", "", "the key that signs the manifest (default: workload-owner.pem of the workspace)")
-	cmd.Flags().StringVar(&boardKey, "board-key", "", "a key of CAS's board, which approves a new manifest name (default: the workspace's seedshare-owner.pem when it is on the board)")
+	cmd.Flags().StringArrayVar(&boardKeys, "board-key", nil, "a key of CAS's board, which approves a new manifest name; repeat up to the board's threshold (default: the workspace's seedshare-owner.pem when it is on the board)")
 	return cmd
 }
 
-// approveName adds the board's signature to the first version of a
-// manifest: with boardKey, or else the workspace's seed share owner key
-// when CAS has it on its board. Without either CAS refuses the new name
-// and says why.
-func approveName(ctx context.Context, c *casclient.Client, signed *policy.Signed, dir, boardKey string) error {
-	if boardKey != "" {
-		key, err := policy.ReadKeyFile(boardKey)
+// approveName adds the board's signatures to the first version of a
+// manifest: with boardKeys, or else the workspace's seed share owner key
+// when CAS has it on its board. Without enough of them CAS refuses the
+// new name and says why.
+func approveName(ctx context.Context, c *casclient.Client, signed *policy.Signed, dir string, boardKeys []string) error {
+	for _, file := range boardKeys {
+		key, err := policy.ReadKeyFile(file)
 		if err != nil {
 			return fmt.Errorf("--board-key: %w", err)
 		}
-		return policy.Sign(signed, key)
+		if err := policy.Sign(signed, key); err != nil {
+			return err
+		}
+	}
+	if len(boardKeys) > 0 {
+		return nil
 	}
 	key, err := policy.ReadKeyFile(filepath.Join(dir, generate.SeedShareOwnerFile))
 	if err != nil {
@@ -310,7 +316,7 @@ func initIfNeeded(ctx context.Context, s Streams, c *casclient.Client, f *casFla
 		return fmt.Errorf("CAS is not initialised yet: %w", err)
 	}
 	path := filepath.Join(dir, seedSharesFile)
-	if _, err := initCAS(ctx, c, []string{pub}, 1, token, path); err != nil {
+	if _, err := initCAS(ctx, c, &wire.InitRequest{RecoveryOwners: []string{pub}, Threshold: 1, Token: token}, path); err != nil {
 		return fmt.Errorf("initialising CAS: %w", err)
 	}
 	_, _ = fmt.Fprintf(s.Err, "CAS initialised: its seed share, sealed to %s, is in %s; keep both to recover CAS\n", generate.SeedShareOwnerFile, path)

@@ -246,8 +246,12 @@ func (e *realNodeEnv) signPolicyFor(t testing.TB, casAddress, name, doc, key, af
 		t.Fatal(err)
 	}
 	if after == "" {
-		if err := os.WriteFile(file, []byte(e.mustCLI(t, "policy", "sign", "--key", work.recoveryKeys[0], file)), 0o644); err != nil {
-			t.Fatal(err)
+		// A new name: a majority of the board (the three recovery owners)
+		// approves it.
+		for _, k := range work.recoveryKeys[:2] {
+			if err := os.WriteFile(file, []byte(e.mustCLI(t, "policy", "sign", "--key", k, file)), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return file
@@ -583,8 +587,11 @@ func testSimulationRefused(t *testing.T, e *realNodeEnv) {
 		t.Fatal(err)
 	}
 	cas := []string{"--cluster", "default/strict", "--cas-ca", ca}
-	pub := work.recoveryKeys[0] + ".pub"
-	e.mustCLI(t, append([]string{"cas", "init", "--recovery-owner", pub, "--out", filepath.Join(work.dir, "strict-shares.json")}, cas...)...)
+	initArgs := []string{"cas", "init", "--out", filepath.Join(work.dir, "strict-shares.json")}
+	for _, k := range work.recoveryKeys {
+		initArgs = append(initArgs, "--recovery-owner", k+".pub")
+	}
+	e.mustCLI(t, append(initArgs, cas...)...)
 	// A policy only simulated evidence could meet is refused at once; with
 	// a measured identity it registers, and simulated evidence is still
 	// refused at attestation.

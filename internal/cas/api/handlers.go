@@ -38,8 +38,8 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}
-	if board, version, err := s.CAS.Board(); err == nil {
-		out.Board, out.BoardVersion = board, version
+	if board, err := s.CAS.Board(); err == nil {
+		out.Board, out.BoardThreshold, out.BoardVersion = board.Keys, board.Threshold, board.Version
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -74,7 +74,7 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	shares, err := s.CAS.Init(owners, req.Threshold, req.Token, board...)
+	shares, err := s.CAS.InitWith(core.InitRequest{Owners: owners, Threshold: req.Threshold, Token: req.Token, Board: board, BoardThreshold: req.BoardThreshold})
 	if err != nil {
 		fail(w, err)
 		return
@@ -138,7 +138,7 @@ func (s *Server) changeBoard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	board, err := s.CAS.ChangeBoard(&req)
-	respond(w, wire.Board{Board: board, Version: req.Version}, err)
+	respond(w, wire.Board{Board: board.Keys, Threshold: board.Threshold, Version: board.Version}, err)
 }
 
 func (s *Server) registerPolicy(w http.ResponseWriter, r *http.Request) {

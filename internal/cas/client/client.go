@@ -101,10 +101,16 @@ func (c *Client) PublicKey(ctx context.Context) (*wire.PublicKey, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/public-key", nil, &out)
 }
 
-// Init is POST /v1/init, with the init token CAS was started with.
+// Init is POST /v1/init, with the init token CAS was started with and a
+// board whose threshold is a majority.
 func (c *Client) Init(ctx context.Context, owners []string, threshold int, token string, board ...string) (*wire.Shares, error) {
+	return c.InitWith(ctx, &wire.InitRequest{RecoveryOwners: owners, Threshold: threshold, Token: token, Board: board})
+}
+
+// InitWith is POST /v1/init.
+func (c *Client) InitWith(ctx context.Context, req *wire.InitRequest) (*wire.Shares, error) {
 	var out wire.Shares
-	return &out, c.do(ctx, http.MethodPost, "/v1/init", wire.InitRequest{RecoveryOwners: owners, Threshold: threshold, Token: token, Board: board}, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/init", req, &out)
 }
 
 // Recover is POST /v1/recover with one opened share.
@@ -172,16 +178,17 @@ func (c *Client) ReadHistory(ctx context.Context, name string, owner *ecdsa.Priv
 	return &out, c.do(ctx, http.MethodPost, "/v1/policies/"+url.PathEscape(name)+"/read", req, &out)
 }
 
-// ChangeBoard replaces CAS's board by keys (PEM), signed by members of
-// the current board: GET /v1/public-key for the board's version and the
-// CAS the change is bound to, then POST /v1/board. CAS needs a majority
-// of the current board among members.
-func (c *Client) ChangeBoard(ctx context.Context, keys []string, members ...*ecdsa.PrivateKey) (*wire.Board, error) {
+// ChangeBoard replaces CAS's board by keys (PEM) of which threshold
+// approve a name (0: a majority), signed by members of the current board:
+// GET /v1/public-key for the board's version and the CAS the change is
+// bound to, then POST /v1/board. CAS needs the current board's threshold,
+// and at least a majority, among members.
+func (c *Client) ChangeBoard(ctx context.Context, keys []string, threshold int, members ...*ecdsa.PrivateKey) (*wire.Board, error) {
 	pk, err := c.PublicKey(ctx)
 	if err != nil {
 		return nil, err
 	}
-	req := wire.BoardChange{Version: pk.BoardVersion + 1, Keys: keys}
+	req := wire.BoardChange{Version: pk.BoardVersion + 1, Keys: keys, Threshold: threshold}
 	fps := make([]string, len(keys))
 	for i, p := range keys {
 		k, err := policy.ParsePublicKey([]byte(p))
@@ -190,7 +197,7 @@ func (c *Client) ChangeBoard(ctx context.Context, keys []string, members ...*ecd
 		}
 		fps[i] = policy.Fingerprint(k)
 	}
-	digest := wire.BoardDigest(pk.EncryptionKey, req.Version, fps)
+	digest := wire.BoardDigest(pk.EncryptionKey, req.Version, wire.BoardThreshold(threshold, len(keys)), fps)
 	for _, m := range members {
 		sig, err := ecdsa.SignASN1(rand.Reader, m, digest)
 		if err != nil {

@@ -14,30 +14,54 @@ import (
 )
 
 // The board approves new policy names: the first version of a name needs
-// the signature of one board key besides its owners', so nobody takes a
-// name (and the certificate names it would hold) just by being first.
-// Its keys are fixed at init (by default the recovery owners) and kept
-// with the encrypted state, so whoever can write the store cannot swap
-// them.
+// the signatures of the board's threshold of its keys besides its owners',
+// so nobody takes a name (and the certificate names it would hold) just by
+// being first, nor by holding one member's key. Its keys and threshold are
+// fixed at init (by default the recovery owners, a majority of them) and
+// kept with the encrypted state, so whoever can write the store cannot
+// swap them; a state without a board does not open.
 const boardRecord = "board" // in bucketCA
 
 type boardKeys struct {
 	Keys []string `json:"keys"` // PEM public keys
 	// Version counts changes: a change is signed for the next one.
 	Version int `json:"version,omitempty"`
+	// Threshold is how many of the keys approve a new name or a
+	// wildcard; 0 in a board stored before thresholds: a majority.
+	Threshold int `json:"threshold,omitempty"`
 }
 
 // boardState is the current board.
 type boardState struct {
-	keys    []*ecdsa.PublicKey
-	version int
+	keys      []*ecdsa.PublicKey
+	version   int
+	threshold int
+}
+
+// majority of n keys.
+func majority(n int) int { return wire.BoardThreshold(0, n) }
+
+// approvals is how many of the board's keys approve a name or a wildcard.
+func (b boardState) approvals() int {
+	if b.threshold > 0 {
+		return b.threshold
+	}
+	return majority(len(b.keys))
+}
+
+// approvedBy says whether the board's threshold is among the signers.
+func (b boardState) approvedBy(signers map[string]bool) bool {
+	return len(b.keys) > 0 && countSigned(b.keys, signers) >= b.approvals()
 }
 
 func marshalBoard(b boardState) ([]byte, error) {
 	if len(b.keys) == 0 || len(b.keys) > wire.MaxBoard {
 		return nil, fmt.Errorf("%d keys, want 1..%d", len(b.keys), wire.MaxBoard)
 	}
-	out := boardKeys{Version: b.version}
+	if b.threshold < 1 || b.threshold > len(b.keys) {
+		return nil, fmt.Errorf("threshold %d, want 1..%d (the board's keys)", b.threshold, len(b.keys))
+	}
+	out := boardKeys{Version: b.version, Threshold: b.threshold}
 	seen := map[string]bool{}
 	for i, k := range b.keys {
 		fp := policy.Fingerprint(k)
@@ -55,7 +79,10 @@ func parseBoard(raw []byte) (boardState, error) {
 	if err := json.Unmarshal(raw, &b); err != nil {
 		return boardState{}, fmt.Errorf("the board: %w", err)
 	}
-	out := boardState{version: b.Version}
+	out := boardState{version: b.Version, threshold: b.Threshold}
+	if b.Threshold < 0 || b.Threshold > len(b.Keys) {
+		return boardState{}, fmt.Errorf("the board: threshold %d of %d keys", b.Threshold, len(b.Keys))
+	}
 	for i, p := range b.Keys {
 		k, err := policy.ParsePublicKey([]byte(p))
 		if err != nil {
@@ -66,31 +93,41 @@ func parseBoard(raw []byte) (boardState, error) {
 	return out, nil
 }
 
-// Board names (fingerprints) the keys that approve new policy names, and
-// counts the board's changes; nil for a CAS initialised before boards,
-// which takes new names without one.
-func (c *CAS) Board() ([]string, int, error) {
+// BoardInfo is the board as CAS shows it: its keys' fingerprints, how
+// many of them approve a name, and its version (its changes).
+type BoardInfo struct {
+	Keys      []string
+	Threshold int
+	Version   int
+}
+
+// Board is the board that approves new policy names.
+func (c *CAS) Board() (BoardInfo, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	k, err := c.ready()
 	if err != nil {
-		return nil, 0, err
+		return BoardInfo{}, err
 	}
-	var out []string
-	for _, b := range k.board.keys {
-		out = append(out, policy.Fingerprint(b))
-	}
-	return out, k.board.version, nil
+	return k.board.info(), nil
 }
 
-// ChangeBoard replaces the board by the keys a majority of the current
-// board signed for its next version (wire.BoardDigest). A CAS initialised
-// before boards has none to sign a change.
-func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
+func (b boardState) info() BoardInfo {
+	out := BoardInfo{Threshold: b.approvals(), Version: b.version}
+	for _, key := range b.keys {
+		out.Keys = append(out.Keys, policy.Fingerprint(key))
+	}
+	return out
+}
+
+// ChangeBoard replaces the board by the keys and threshold that the
+// current board signed for its next version (wire.BoardDigest): its
+// threshold of them, and never fewer than a majority.
+func (c *CAS) ChangeBoard(req *wire.BoardChange) (BoardInfo, error) {
 	c.regMu.Lock() // no registration is approved by a board half changed
 	defer c.regMu.Unlock()
 	if err := c.sync(); err != nil {
-		return nil, err
+		return BoardInfo{}, err
 	}
 	c.mu.RLock()
 	k, err := c.ready()
@@ -101,11 +138,11 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 	}
 	c.mu.RUnlock()
 	if err != nil {
-		return nil, err
+		return BoardInfo{}, err
 	}
-	refuse := func(err error) ([]string, error) {
+	refuse := func(err error) (BoardInfo, error) {
 		c.cfg.Log.Warn("audit: board change refused", "version", req.Version, "reason", err.Error())
-		return nil, err
+		return BoardInfo{}, err
 	}
 	next, raw, err := checkBoardChange(board, policy.EncodePublicKey(k.encryption.PublicKey()), req)
 	if err != nil {
@@ -116,31 +153,25 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) ([]string, error) {
 		return refuse(fmt.Errorf("%w: another replica of CAS changed its state while this change was checked: send it again (%w)", ErrConflict, err))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storing the board: %w", err)
+		return BoardInfo{}, fmt.Errorf("storing the board: %w", err)
 	}
 	c.mu.Lock()
 	if cur := c.keys; cur != nil && cur.generation < gen {
 		cur.board, cur.generation = next, gen
 	}
 	c.mu.Unlock()
-	fps := make([]string, len(next.keys))
-	for i, key := range next.keys {
-		fps[i] = policy.Fingerprint(key)
-	}
-	c.cfg.Log.Info("audit: board changed", "version", next.version, "board", fps, "signers", len(req.Signatures))
-	return fps, nil
+	info := next.info()
+	c.cfg.Log.Info("audit: board changed", "version", next.version, "board", info.Keys, "threshold", info.Threshold, "signers", len(req.Signatures))
+	return info, nil
 }
 
 // checkBoardChange is the board req makes of current, for the CAS whose
 // encryption key is casKey, and its stored form; or why not.
 func checkBoardChange(current boardState, casKey string, req *wire.BoardChange) (boardState, []byte, error) {
-	if current.keys == nil {
-		return boardState{}, nil, fmt.Errorf("%w: this CAS was initialised before boards, so no board can approve a change: it takes new names without one", ErrConflict)
-	}
 	if want := current.version + 1; req.Version != want {
 		return boardState{}, nil, fmt.Errorf("%w: version: %d, but the board is at version %d: sign the change as version %d", ErrConflict, req.Version, current.version, want)
 	}
-	next := boardState{version: req.Version}
+	next := boardState{version: req.Version, threshold: wire.BoardThreshold(req.Threshold, len(req.Keys))}
 	fps := make([]string, 0, len(req.Keys))
 	for i, p := range req.Keys {
 		key, err := policy.ParsePublicKey([]byte(p))
@@ -154,7 +185,7 @@ func checkBoardChange(current boardState, casKey string, req *wire.BoardChange) 
 	if err != nil {
 		return boardState{}, nil, fmt.Errorf("%w: keys: %w", ErrInvalid, err)
 	}
-	digest := wire.BoardDigest(casKey, req.Version, fps)
+	digest := wire.BoardDigest(casKey, req.Version, next.threshold, fps)
 	members := map[string]*ecdsa.PublicKey{}
 	for _, b := range current.keys {
 		members[policy.Fingerprint(b)] = b
@@ -172,8 +203,9 @@ func checkBoardChange(current boardState, casKey string, req *wire.BoardChange) 
 		}
 		signed[sig.Signer] = true
 	}
-	if need := len(current.keys)/2 + 1; len(signed) < need {
-		return boardState{}, nil, fmt.Errorf("%w: the change is signed by %d of the board's %d keys, %d (a majority) needed", ErrUnauthorized, len(signed), len(current.keys), need)
+	// A change is more than an approval: never fewer than a majority.
+	if need := max(current.approvals(), majority(len(current.keys))); len(signed) < need {
+		return boardState{}, nil, fmt.Errorf("%w: the change is signed by %d of the board's %d keys, %d (its threshold, and at least a majority) needed", ErrUnauthorized, len(signed), len(current.keys), need)
 	}
 	return next, raw, nil
 }
@@ -197,10 +229,11 @@ func (c *CAS) nameApprovers(k *keys, doc *policy.Document) (approvers []*ecdsa.P
 }
 
 // approveNew checks the approval of version 1 of a new name among the
-// signers (fingerprints whose signatures verified): one board key, or the
-// threshold of the owners of the namespace the name is in (parent).
-func approveNew(board []*ecdsa.PublicKey, parent *policy.Document, doc *policy.Document, signers map[string]bool) error {
-	if countSigned(board, signers) > 0 {
+// signers (fingerprints whose signatures verified): the board's threshold
+// of its keys, or the threshold of the owners of the namespace the name is
+// in (parent).
+func approveNew(board boardState, parent *policy.Document, doc *policy.Document, signers map[string]bool) error {
+	if board.approvedBy(signers) {
 		return nil
 	}
 	if parent != nil {
@@ -212,14 +245,11 @@ func approveNew(board []*ecdsa.PublicKey, parent *policy.Document, doc *policy.D
 		}
 		return nil
 	}
-	if board == nil {
-		return nil // initialised before boards: said at unlock
-	}
 	where := ""
 	if ns := policy.Namespace(doc.Name); ns != "" {
 		where = fmt.Sprintf(", or the owners of policy %s once the board has approved that namespace", ns)
 	}
-	return fmt.Errorf("%w: policy %s is a new name, so its version 1 needs the signature of a board key of this CAS besides its owners' "+
-		"(the board approves new names%s; its keys were given at cas init, by default the recovery owners): have a board member sign it (cloister policy sign --key BOARD.pem on the SignedPolicy)",
-		ErrUnauthorized, doc.Name, where)
+	return fmt.Errorf("%w: policy %s is a new name, so its version 1 needs the signatures of %d of the %d board keys of this CAS besides its owners' (it has %d) "+
+		"(the board approves new names%s; its keys and threshold were given at cas init, by default the recovery owners and a majority): have board members sign it (cloister policy sign --key BOARD.pem on the SignedPolicy)",
+		ErrUnauthorized, doc.Name, board.approvals(), len(board.keys), countSigned(board.keys, signers), where)
 }

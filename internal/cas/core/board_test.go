@@ -28,7 +28,7 @@ func TestNewNamesNeedTheBoard(t *testing.T) {
 		signers []*ecdsa.PrivateKey
 		want    string
 	}{
-		{"its owner alone", f.policyText(""), []*ecdsa.PrivateKey{f.owner}, "is a new name, so its version 1 needs the signature of a board key"},
+		{"its owner alone", f.policyText(""), []*ecdsa.PrivateKey{f.owner}, "is a new name, so its version 1 needs the signatures of 1 of the 1 board keys of this CAS besides its owners' (it has 0)"},
 		{"a stranger's own policy under the name", mine, []*ecdsa.PrivateKey{stranger}, "is a new name"},
 		{"the board alone, without the owner", f.policyText(""), []*ecdsa.PrivateKey{f.rec[0]}, "signed by 0 of its owners, 1 needed"},
 	} {
@@ -42,9 +42,9 @@ func TestNewNamesNeedTheBoard(t *testing.T) {
 	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, f.rec[0]); err != nil {
 		t.Fatalf("owner and board: %v", err)
 	}
-	board, _, err := f.cas.Board()
-	if err != nil || len(board) != 1 || board[0] != policy.Fingerprint(&f.rec[0].PublicKey) {
-		t.Errorf("the board %v (%v), want the recovery owner", board, err)
+	board, err := f.cas.Board()
+	if err != nil || len(board.Keys) != 1 || board.Keys[0] != policy.Fingerprint(&f.rec[0].PublicKey) || board.Threshold != 1 {
+		t.Errorf("the board %+v (%v), want the recovery owner", board, err)
 	}
 
 	frozen := strings.Replace(strings.Replace(f.policyText(""), "name: shop", "name: frozen", 1),
@@ -125,22 +125,29 @@ func TestNamespaceOwnersApproveItsNames(t *testing.T) {
 	}
 }
 
-// boardChange is the change to keys at version, signed by members for
-// this CAS, as cloister cas board makes it.
+// boardChange is the change to keys at version, a majority of them
+// approving, signed by members for this CAS, as cloister cas board makes
+// it.
 func (f *fixture) boardChange(version int, keys []*ecdsa.PublicKey, members ...*ecdsa.PrivateKey) *wire.BoardChange {
+	return f.boardChangeAt(version, keys, 0, members...)
+}
+
+// boardChangeAt is boardChange with threshold of keys approving (0: a
+// majority).
+func (f *fixture) boardChangeAt(version int, keys []*ecdsa.PublicKey, threshold int, members ...*ecdsa.PrivateKey) *wire.BoardChange {
 	f.t.Helper()
 	enc, err := f.cas.EncryptionKey()
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	req := &wire.BoardChange{Version: version}
+	req := &wire.BoardChange{Version: version, Threshold: threshold}
 	var fps []string
 	for _, k := range keys {
 		req.Keys = append(req.Keys, string(policy.MarshalPublicKey(k)))
 		fps = append(fps, policy.Fingerprint(k))
 	}
 	for _, m := range members {
-		sig, err := ecdsa.SignASN1(rand.Reader, m, wire.BoardDigest(enc, version, fps))
+		sig, err := ecdsa.SignASN1(rand.Reader, m, wire.BoardDigest(enc, version, wire.BoardThreshold(threshold, len(keys)), fps))
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -179,13 +186,13 @@ func TestBoardChangedByItsMajority(t *testing.T) {
 		if _, err := f.cas.ChangeBoard(tc.req); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.what, err, tc.want)
 		}
-		if board, v, _ := f.cas.Board(); len(board) != 3 || v != 0 {
-			t.Fatalf("%s changed the board: %v at version %d", tc.what, board, v)
+		if board, _ := f.cas.Board(); len(board.Keys) != 3 || board.Version != 0 {
+			t.Fatalf("%s changed the board: %+v", tc.what, board)
 		}
 	}
 	change := f.boardChange(1, nextKeys, f.rec[2], f.rec[0])
-	if got, err := f.cas.ChangeBoard(change); err != nil || len(got) != 1 || got[0] != policy.Fingerprint(&next.PublicKey) {
-		t.Fatalf("a majority's change: %v %v", got, err)
+	if got, err := f.cas.ChangeBoard(change); err != nil || len(got.Keys) != 1 || got.Keys[0] != policy.Fingerprint(&next.PublicKey) {
+		t.Fatalf("a majority's change: %+v %v", got, err)
 	}
 	if _, err := f.cas.ChangeBoard(change); !errors.Is(err, ErrConflict) {
 		t.Errorf("the change replayed: %v", err)
@@ -194,8 +201,8 @@ func TestBoardChangedByItsMajority(t *testing.T) {
 		t.Errorf("a new name approved by the old board: %v", err)
 	}
 	f.open(sealer)
-	if board, v, err := f.cas.Board(); err != nil || len(board) != 1 || board[0] != policy.Fingerprint(&next.PublicKey) || v != 1 {
-		t.Fatalf("after a restart the board is %v at version %d (%v)", board, v, err)
+	if board, err := f.cas.Board(); err != nil || len(board.Keys) != 1 || board.Keys[0] != policy.Fingerprint(&next.PublicKey) || board.Version != 1 {
+		t.Fatalf("after a restart the board is %+v (%v)", board, err)
 	}
 	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, next); err != nil {
 		t.Errorf("a new name approved by the new board: %v", err)
@@ -206,11 +213,74 @@ func TestBoardChangedByItsMajority(t *testing.T) {
 	}
 }
 
+// A board of three with threshold 2, given at init: one member's approval
+// of a new name or of a wildcard is refused, two make it. A change to the
+// board needs its threshold and a majority, and sets the next threshold,
+// which the change's signatures cover.
+func TestBoardThreshold(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir()}
+	f.lasKey, _ = policy.NewKey()
+	f.open(NoSealer{})
+	rec, _ := policy.NewKey()
+	f.rec = []*ecdsa.PrivateKey{rec}
+	var members []*ecdsa.PrivateKey
+	var board []*ecdsa.PublicKey
+	for range 3 {
+		m, _ := policy.NewKey()
+		members, board = append(members, m), append(board, &m.PublicKey)
+	}
+	if _, err := f.cas.InitWith(InitRequest{Owners: []*ecdsa.PublicKey{&rec.PublicKey}, Threshold: 1, Token: testToken, Board: board, BoardThreshold: 4}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "threshold 4, want 1..3") {
+		t.Fatalf("a threshold above the board's keys: %v", err)
+	}
+	if _, err := f.cas.InitWith(InitRequest{Owners: []*ecdsa.PublicKey{&rec.PublicKey}, Threshold: 1, Token: testToken, Board: board, BoardThreshold: 2}); err != nil {
+		t.Fatal(err)
+	}
+	f.owner, _ = policy.NewKey()
+	if info, err := f.cas.Board(); err != nil || info.Threshold != 2 || len(info.Keys) != 3 {
+		t.Fatalf("the board: %+v %v", info, err)
+	}
+	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, members[1]); !errors.Is(err, ErrUnauthorized) ||
+		!strings.Contains(err.Error(), "needs the signatures of 2 of the 3 board keys of this CAS besides its owners' (it has 1)") {
+		t.Errorf("one member of three approving a name: %v", err)
+	}
+	if _, err := f.registerAt(f.policyText(""), policy.Link{Version: 1}, f.owner, members[1], members[2]); err != nil {
+		t.Fatalf("two members of three: %v", err)
+	}
+	wild := strings.Replace(f.policyText(""), "sans: [worker.shop.svc]", `sans: ["*.worker.shop.svc"]`, 1)
+	if _, err := f.registerAt(wild, f.next(wild), f.owner, members[0]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is a wildcard") {
+		t.Errorf("one member of three allowing a wildcard: %v", err)
+	}
+	if _, err := f.registerAt(wild, f.next(wild), f.owner, members[0], members[2]); err != nil {
+		t.Errorf("two members allowing a wildcard: %v", err)
+	}
+
+	// To threshold 3 of the same keys: the signatures cover the
+	// threshold, so a change signed for another one is refused.
+	forged := f.boardChangeAt(1, board, 1, members[0], members[1])
+	forged.Threshold = 3
+	if _, err := f.cas.ChangeBoard(forged); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("a change whose threshold was altered after signing: %v", err)
+	}
+	if _, err := f.cas.ChangeBoard(f.boardChangeAt(1, board, 3, members[0])); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("a change signed by one of three: %v", err)
+	}
+	if got, err := f.cas.ChangeBoard(f.boardChangeAt(1, board, 3, members[0], members[1])); err != nil || got.Threshold != 3 {
+		t.Fatalf("two of three raising the threshold: %+v %v", got, err)
+	}
+	other := strings.NewReplacer("name: shop", "name: ledger", "api.shop.svc, 10.1.2.3", "api.ledger.svc", "worker.shop.svc", "worker.ledger.svc").Replace(f.policyText(""))
+	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner, members[0], members[1]); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("two of three under threshold 3: %v", err)
+	}
+	if _, err := f.registerAt(other, policy.Link{Version: 1}, f.owner, members[0], members[1], members[2]); err != nil {
+		t.Errorf("all three: %v", err)
+	}
+}
+
 // Whatever a request to change the board holds, it makes no board unless
 // a majority of the current board signed it: no input forges one.
 func FuzzChangeBoard(f *testing.F) {
 	member, _ := policy.NewKey()
-	current := boardState{keys: []*ecdsa.PublicKey{&member.PublicKey}}
+	current := boardState{keys: []*ecdsa.PublicKey{&member.PublicKey}, threshold: 1}
 	f.Add([]byte(`{"version":1,"keys":["x"],"signatures":[{"signer":"` + policy.Fingerprint(&member.PublicKey) + `","signature":"AA=="}]}`))
 	f.Add([]byte(`{"version":1,"keys":[],"signatures":[]}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {

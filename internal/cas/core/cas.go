@@ -162,8 +162,7 @@ type keys struct {
 	history    *ecdsa.PrivateKey
 	challenge  []byte // authenticates read challenges
 	policies   map[string]*registered
-	// board approves new policy names (board.go); no keys for a CAS
-	// initialised before boards.
+	// board approves new policy names (board.go).
 	board boardState
 	// generation is the state's, as the fields above reflect it: a
 	// change decided on them is stored only at this generation.

@@ -71,7 +71,7 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 		if approvers == nil && len(s.Signatures) > 0 {
 			return nil, fmt.Errorf("%w: policy %s has no owners, so nobody can sign it: remove the signatures", ErrUnauthorized, doc.Name)
 		}
-		return signers, approveNew(k.board.keys, parent, doc, signers)
+		return signers, approveNew(k.board, parent, doc, signers)
 	case s.Version == 1:
 	case s.Version == current.Version+1:
 		owners = current.doc
@@ -113,7 +113,7 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 			ErrUnauthorized, doc.Name, s.Version, byOwners, what, need)
 	}
 	if s.Version == 1 {
-		return signers, approveNew(k.board.keys, parent, doc, signers)
+		return signers, approveNew(k.board, parent, doc, signers)
 	}
 	return signers, nil
 }

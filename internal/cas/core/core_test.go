@@ -114,9 +114,10 @@ func (f *fixture) register(text string, signers ...*ecdsa.PrivateKey) (*wire.Reg
 	f.t.Helper()
 	link := f.next(text)
 	if link.Version == 1 {
-		// A new name: the board (the recovery owners by default) approves
-		// it, as cloister policy sign --key BOARD.pem does.
-		signers = append(signers, f.rec[0])
+		// A new name: the board (the recovery owners by default, a
+		// majority of them) approves it, as cloister policy sign --key
+		// BOARD.pem does.
+		signers = append(signers, f.rec[:majority(len(f.rec))]...)
 	}
 	return f.registerAt(text, link, signers...)
 }

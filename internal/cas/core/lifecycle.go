@@ -18,10 +18,30 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
-// Init makes the seed, splits it among the recovery owners (threshold of
-// them recover it), and makes the CAs. Once only, and only with the init
-// token.
+// InitRequest is what an init gives CAS.
+type InitRequest struct {
+	// Owners get one share each; Threshold of them recover the seed.
+	Owners    []*ecdsa.PublicKey
+	Threshold int
+	// Token is the init token CAS was started with.
+	Token string
+	// Board approves new policy names (default: Owners), BoardThreshold
+	// of its keys at a time (default: a majority).
+	Board          []*ecdsa.PublicKey
+	BoardThreshold int
+}
+
+// Init is InitWith for owners, threshold, token and board, whose
+// threshold is a majority.
 func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board ...*ecdsa.PublicKey) (*wire.Shares, error) {
+	return c.InitWith(InitRequest{Owners: owners, Threshold: threshold, Token: token, Board: board})
+}
+
+// InitWith makes the seed, splits it among the recovery owners (threshold
+// of them recover it), and makes the CAs. Once only, and only with the
+// init token.
+func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
+	owners, threshold, token, board := req.Owners, req.Threshold, req.Token, req.Board
 	// The registration lock orders every change to the state; mu is not
 	// held while the state is written, since a shared store takes in
 	// other replicas' changes (refresh, which takes mu) as it writes.
@@ -56,9 +76,9 @@ func (c *CAS) Init(owners []*ecdsa.PublicKey, threshold int, token string, board
 	if len(board) == 0 {
 		board = owners
 	}
-	boardRaw, err := marshalBoard(boardState{keys: board})
+	boardRaw, err := marshalBoard(boardState{keys: board, threshold: wire.BoardThreshold(req.BoardThreshold, len(board))})
 	if err != nil {
-		return nil, fmt.Errorf("%w: board (by default the recovery owners): %w: give the board's keys (cloister cas init --board)", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: board (by default the recovery owners, a majority of them): %w: give the board's keys and threshold (cloister cas init --board, --board-threshold)", ErrInvalid, err)
 	}
 	s := seed.New()
 	shares, commitment, err := s.Split(threshold, len(owners))
@@ -240,12 +260,11 @@ func (c *CAS) load(k *keys, s *seed.Seed) error {
 			}
 		}
 		switch raw, err := etx.Get(bucketCA, boardRecord); {
-		case err == nil && raw == nil:
-			if s != nil {
-				c.cfg.Log.Warn("this CAS was initialised before boards: a new policy name needs no board approval, so names are first come")
-			}
 		case err != nil:
 			return err
+		case raw == nil:
+			// Never "no board": names would be first come.
+			return errNoBoard
 		default:
 			if board, err = parseBoard(raw); err != nil {
 				return err
@@ -266,6 +285,10 @@ func (c *CAS) load(k *keys, s *seed.Seed) error {
 	k.policies, k.board, k.generation = policies, board, generation
 	return nil
 }
+
+// errNoBoard: a state without the board that approves new names, which
+// every init writes.
+var errNoBoard = errors.New("the state holds no board to approve new policy names: its board record was removed, or it was written before boards")
 
 // FileSealer keeps the seed in a file: development only, since whoever
 // reads the file has every secret of this CAS.

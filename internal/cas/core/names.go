@@ -15,7 +15,7 @@ import (
 // it does not own: a name (DNS or IP) that another policy's current
 // version holds, or covers with a wildcard; or a wildcard, which names
 // every service under it, unless the board allowed it by signing this
-// version (boardSigned), and then only where no other policy holds a name
+// version (boardSigned: its threshold of keys, as for a new name), and then only where no other policy holds a name
 // it covers. A name is held by one policy until that policy's owners drop
 // it.
 func certificateNames(policies map[string]*registered, doc *policy.Document, boardSigned bool) error {

@@ -170,7 +170,7 @@ func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, 
 		return reg, nil, err
 	}
 	c.mu.RLock()
-	err = certificateNames(k.policies, doc, countSigned(k.board.keys, signers) > 0)
+	err = certificateNames(k.policies, doc, k.board.approvedBy(signers))
 	if err == nil && current == nil {
 		err = c.quota(k.policies, doc.Name)
 	}

@@ -28,6 +28,8 @@ type PublicKey struct {
 	// Board names (fingerprints) the keys that approve new policy names,
 	// once CAS is ready.
 	Board []string `json:"board,omitempty"`
+	// BoardThreshold is how many of Board approve a name or a wildcard.
+	BoardThreshold int `json:"boardThreshold,omitempty"`
 	// BoardVersion counts the board's changes (0: as given at init).
 	BoardVersion int `json:"boardVersion,omitempty"`
 	// Collateral is the state of the vendor collateral CAS caches, when

@@ -36,6 +36,9 @@ type InitRequest struct {
 	// Board are P-256 public keys (PEM) that approve new policy names;
 	// empty: the recovery owners.
 	Board []string `json:"board,omitempty"`
+	// BoardThreshold is how many of Board approve a new name or a
+	// wildcard; 0: a majority.
+	BoardThreshold int `json:"boardThreshold,omitempty"`
 }
 
 // RecoverRequest is POST /v1/recover: one owner's opened share.
