@@ -21,7 +21,7 @@ func main() { startup.Main("cloister-initializer", run) }
 func run(ctx context.Context) error {
 	cfg := initializer.Config{
 		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), SimKey: os.Getenv(initenv.EnvCASSimKey), Policy: os.Getenv(initenv.EnvPolicy),
-		Service: os.Getenv(initenv.EnvService), PolicyOwners: os.Getenv(initenv.EnvPolicyOwners), LAS: os.Getenv(laswire.EnvAddr),
+		Service: os.Getenv(initenv.EnvService), PolicyOwners: os.Getenv(initenv.EnvPolicyOwners), PolicyOwnerThreshold: os.Getenv(initenv.EnvPolicyOwnerThreshold), LAS: os.Getenv(laswire.EnvAddr),
 		Evidence: os.Getenv(initenv.EnvEvidence), Guest: produce.Paths{TSM: os.Getenv(initenv.EnvTSM)}, TestRoots: os.Getenv(initenv.EnvInsecureTestRoots),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)

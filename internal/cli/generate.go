@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
@@ -169,6 +170,9 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 	}
 	if opts.PolicyOwners, err = pinnedOwners(manifest.OwnerKeys); err != nil {
 		return err
+	}
+	if len(manifest.OwnerKeys) > 0 {
+		opts.PolicyOwnerThreshold = strconv.Itoa(manifest.OwnerThreshold())
 	}
 	if _, made, err := generate.EnsureKey(filepath.Join(f.dir, generate.SeedShareOwnerFile)); err != nil {
 		return fmt.Errorf("the seed share owner key: %w", err)

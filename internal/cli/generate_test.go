@@ -96,6 +96,9 @@ func TestGenerate(t *testing.T) {
 		!strings.Contains(string(out), "name: "+initenv.EnvPolicyOwners+"\n          value: "+policy.Fingerprint(owners[0])) {
 		t.Errorf("the initializer's %s (%v) in:\n%s", initenv.EnvPolicyOwners, err, out)
 	}
+	if !strings.Contains(string(out), "name: "+initenv.EnvPolicyOwnerThreshold+"\n          value: \"1\"") {
+		t.Errorf("the initializer's %s in:\n%s", initenv.EnvPolicyOwnerThreshold, out)
+	}
 	manifest, _ := os.ReadFile(filepath.Join(work, "manifest.yaml"))
 
 	// Again, offline: the cache knows the tags, and nothing changes.

@@ -45,13 +45,21 @@ func (c *Client) Attest(ctx context.Context, policyName, service string, q Quote
 	return c.AttestPinned(ctx, policyName, service, nil, q, dir)
 }
 
-// PinnedOwners is the owners a workload expects of its policy: One of
-// Owners (fingerprints) among the policy's, or with none the policy has
-// none either (an immutable manifest).
-type PinnedOwners struct{ Owners []string }
+// PinnedOwners is the owners a workload expects of its policy: Owners
+// (fingerprints), of which Threshold must sign any change, or with none a
+// policy without owners either (an immutable manifest).
+type PinnedOwners struct {
+	Owners    []string
+	Threshold int
+}
 
-// check refuses a result of a policy the pinned owners do not own.
-func (p *PinnedOwners) check(policyName string, got []string) error {
+// check refuses a result of a policy the pinned owners do not hold alone:
+// one with an owner they are not (whose key, public as owner keys are,
+// a squatter lists beside theirs), or whose threshold is below the pinned
+// one (fewer of them could change it than the workload was made for).
+// Owner keys are public, so "one of them is among its owners" would be
+// met by anyone's policy of the name.
+func (p *PinnedOwners) check(policyName string, got []string, threshold int) error {
 	if p == nil {
 		return nil
 	}
@@ -61,12 +69,22 @@ func (p *PinnedOwners) check(policyName string, got []string) error {
 		}
 		return nil
 	}
-	for _, o := range p.Owners {
-		if slices.Contains(got, o) {
-			return nil
+	if len(got) == 0 {
+		return fmt.Errorf("policy %s has no owners, but this workload was made for one owned by %v: it is another policy under the same name", policyName, p.Owners)
+	}
+	var strangers []string
+	for _, o := range got {
+		if !slices.Contains(p.Owners, o) {
+			strangers = append(strangers, o)
 		}
 	}
-	return fmt.Errorf("policy %s is owned by %v, none of them the owners this workload was made for (%v): it is another policy under the same name", policyName, got, p.Owners)
+	if len(strangers) > 0 {
+		return fmt.Errorf("policy %s is also owned by %v, which this workload was not made for (it pins %v): whoever holds those keys could change what it receives, so it is another policy under the same name", policyName, strangers, p.Owners)
+	}
+	if threshold < p.Threshold {
+		return fmt.Errorf("policy %s is changed by %d of its owners' signatures, fewer than the %d this workload was made for: it is another policy under the same name", policyName, threshold, p.Threshold)
+	}
+	return nil
 }
 
 // AttestPinned is Attest for a workload that pins its policy's owners:
@@ -94,7 +112,7 @@ func (c *Client) AttestPinned(ctx context.Context, policyName, service string, p
 	if err != nil {
 		return nil, err
 	}
-	if err := pin.check(policyName, res.Owners); err != nil {
+	if err := pin.check(policyName, res.Owners, res.OwnerThreshold); err != nil {
 		return nil, err
 	}
 	if err := res.Open(key, policyName, service); err != nil {

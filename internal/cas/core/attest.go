@@ -121,10 +121,11 @@ func (c *CAS) attest(req *wire.AttestRequest) (*wire.AttestResult, string, error
 		RootCA:      string(pemCert(a.Root.Cert.Raw)),
 	}
 	res.Mesh.Allow, res.Mesh.Upstreams = svc.MeshAuthz(req.Policy)
-	if owners, err := reg.doc.OwnerKeys(); err == nil {
+	if owners, err := reg.doc.OwnerKeys(); err == nil && len(owners) > 0 {
 		for _, o := range owners {
 			res.Owners = append(res.Owners, policy.Fingerprint(o))
 		}
+		res.OwnerThreshold = reg.doc.OwnerThreshold()
 	}
 	content := wire.Content{Secrets: map[string]map[string]string{}}
 	err = k.enc.View(c.cfg.Store, func(etx store.Tx) error {

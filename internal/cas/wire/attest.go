@@ -40,6 +40,8 @@ type AttestResult struct {
 	// workload pins them (the initializer's CLOISTER_POLICY_OWNERS), so a
 	// policy of its name that others own gives it nothing it uses.
 	Owners []string `json:"owners,omitempty"`
+	// OwnerThreshold is how many of Owners sign a change of the policy.
+	OwnerThreshold int `json:"ownerThreshold,omitempty"`
 	// Mesh is what the service's mesh admits.
 	Mesh MeshAuthz `json:"mesh"`
 	// Sealed is the service's Content, sealed (HPKE) to the CSR's key:

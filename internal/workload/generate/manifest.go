@@ -25,6 +25,13 @@ type Manifest struct {
 	OwnerKeys []string
 }
 
+// OwnerThreshold is how many of OwnerKeys sign a change of the manifest,
+// which the initializers pin beside the keys.
+func (m Manifest) OwnerThreshold() int {
+	d := policy.Document{Owners: policy.Owners{Keys: m.OwnerKeys}}
+	return d.OwnerThreshold()
+}
+
 // Document is the CAS policy whose services are the workloads, each
 // identified by its pod policy digest under the platform's reference
 // values, with its DNS names from the Services that select it and a

@@ -61,8 +61,10 @@ type Options struct {
 	// public key the simulated CAS signs its evidence with.
 	CASSimKey string
 	// PolicyOwners is the manifest's owners for the initializer to pin
-	// (initenv.EnvPolicyOwners).
-	PolicyOwners string
+	// (initenv.EnvPolicyOwners), and PolicyOwnerThreshold how many of
+	// them sign a change (initenv.EnvPolicyOwnerThreshold; empty for an
+	// owner-less manifest).
+	PolicyOwners, PolicyOwnerThreshold string
 	// GuestEvidence: the pods run in confidential VMs (snp, tdx) and
 	// attest with their VM's own evidence, not their node's LAS.
 	GuestEvidence bool
@@ -345,6 +347,9 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 			{Name: initenv.EnvPolicyOwners, Value: opts.PolicyOwners},
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: SecretsVolume, MountPath: initenv.SecretsPath}},
+	}
+	if opts.PolicyOwnerThreshold != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: initenv.EnvPolicyOwnerThreshold, Value: opts.PolicyOwnerThreshold})
 	}
 	if opts.CASSimKey != "" {
 		c.Env = slices.Insert(c.Env, 4, corev1.EnvVar{Name: initenv.EnvCASSimKey, Value: opts.CASSimKey})

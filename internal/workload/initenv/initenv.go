@@ -17,6 +17,10 @@ const (
 	// of the manifest the pod was made for, or NoOwners: a policy of its
 	// name owned by anyone else gives the pod nothing.
 	EnvPolicyOwners = "CLOISTER_POLICY_OWNERS"
+	// EnvPolicyOwnerThreshold is how many of EnvPolicyOwners sign a
+	// change of the manifest the pod was made for; a policy of its name
+	// that fewer of them change gives the pod nothing.
+	EnvPolicyOwnerThreshold = "CLOISTER_POLICY_OWNER_THRESHOLD"
 	EnvPolicy       = "CLOISTER_POLICY"
 	EnvService      = "CLOISTER_SERVICE"
 	// EnvEvidence says where the pod's evidence comes from: EvidenceGuest

@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +42,9 @@ type Config struct {
 	// Policy and Service name the pod in CAS's manifest.
 	Policy, Service string
 	// PolicyOwners pins the manifest's owners (fingerprints,
-	// comma-separated) or says it has none (initenv.NoOwners).
-	PolicyOwners string
+	// comma-separated) or says it has none (initenv.NoOwners), and
+	// PolicyOwnerThreshold how many of them sign a change (for owners).
+	PolicyOwners, PolicyOwnerThreshold string
 	// LAS is the node's LAS URL (with the LAS evidence).
 	LAS string
 	// Evidence is where the pod's evidence comes from: initenv.EvidenceLAS
@@ -100,9 +103,13 @@ func parseExpect(text string) (*attest.Policy, error) {
 	return &p, nil
 }
 
-// parseOwners reads the pinned owners: fingerprints, or NoOwners.
-func parseOwners(text string) (*casclient.PinnedOwners, error) {
+// parseOwners reads the pinned owners: fingerprints and the threshold of
+// them that signs a change, or NoOwners.
+func parseOwners(text, threshold string) (*casclient.PinnedOwners, error) {
 	if text == initenv.NoOwners {
+		if threshold != "" {
+			return nil, fmt.Errorf("%s is set for an owner-less manifest (%s=%s): cloister generate sets it only for owners", initenv.EnvPolicyOwnerThreshold, initenv.EnvPolicyOwners, initenv.NoOwners)
+		}
 		return &casclient.PinnedOwners{}, nil
 	}
 	pin := &casclient.PinnedOwners{}
@@ -110,8 +117,16 @@ func parseOwners(text string) (*casclient.PinnedOwners, error) {
 		if !ownerRE.MatchString(fp) {
 			return nil, fmt.Errorf("%s: %q is not an owner fingerprint (sha256:<64 hex>) nor %q: cloister generate sets it", initenv.EnvPolicyOwners, fp, initenv.NoOwners)
 		}
+		if slices.Contains(pin.Owners, fp) {
+			return nil, fmt.Errorf("%s: %q twice: cloister generate sets it", initenv.EnvPolicyOwners, fp)
+		}
 		pin.Owners = append(pin.Owners, fp)
 	}
+	n, err := strconv.Atoi(threshold)
+	if err != nil || n < 1 || n > len(pin.Owners) {
+		return nil, fmt.Errorf("%s=%q: how many of the %d pinned owners sign a change, 1 to %d: cloister generate sets it", initenv.EnvPolicyOwnerThreshold, threshold, len(pin.Owners), len(pin.Owners))
+	}
+	pin.Threshold = n
 	return pin, nil
 }
 
@@ -146,7 +161,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	expect.Policy = *p
-	pin, err := parseOwners(cfg.PolicyOwners)
+	pin, err := parseOwners(cfg.PolicyOwners, cfg.PolicyOwnerThreshold)
 	if err != nil {
 		return err
 	}

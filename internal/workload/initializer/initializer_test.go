@@ -2,10 +2,12 @@ package initializer
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,24 +237,63 @@ func TestPolicyOwnersPinned(t *testing.T) {
 	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, manifest)); err != nil {
 		t.Fatal(err)
 	}
+	victim, _ := policy.NewKey()
+	second, _ := policy.NewKey()
+	attacker, _ := policy.NewKey()
+	fp := func(k *ecdsa.PrivateKey) string { return policy.Fingerprint(&k.PublicKey) }
+	// Policies the board approved under free names: the attacker lists
+	// the victim's public key beside its own, threshold 1, and signs it
+	// alone; another is the victim's alone, at threshold 1.
+	register := func(name string, threshold int, owners []*ecdsa.PrivateKey, signer *ecdsa.PrivateKey) {
+		t.Helper()
+		text := strings.NewReplacer("\nname: shop\n", "\nname: "+name+"\n", "web.shop.svc", "web."+name+".svc").Replace(manifest)
+		keys := "owners:\n  threshold: " + strconv.Itoa(threshold) + "\n  keys:\n"
+		for _, o := range owners {
+			keys += "  - |\n" + "    " + strings.ReplaceAll(strings.TrimSpace(string(policy.MarshalPublicKey(&o.PublicKey))), "\n", "\n    ") + "\n"
+		}
+		text = strings.Replace(text, "owners: {keys: []}\n", keys, 1)
+		req := boardApproved(t, text)
+		s := &policy.Signed{Policy: req.Policy, Link: req.Link, Signatures: req.Signatures}
+		if err := policy.Sign(s, signer); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.RegisterPolicy(context.Background(), wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	register("squat", 1, []*ecdsa.PrivateKey{victim, attacker}, attacker)
+	register("lowered", 1, []*ecdsa.PrivateKey{victim}, victim)
 	someone, _ := policy.NewKey()
-	for _, tc := range []struct{ owners, want string }{
-		{policy.Fingerprint(&someone.PublicKey), "none of them the owners this workload was made for"},
-		{"sha256:abc", "is not an owner fingerprint"},
-		{"", "policy owners"},
+	for _, tc := range []struct{ policy, owners, threshold, want string }{
+		{"shop", fp(someone), "1", "has no owners, but this workload was made for one owned by"},
+		{"shop", "sha256:abc", "1", "is not an owner fingerprint"},
+		{"shop", "", "", "policy owners"},
+		{"shop", fp(victim), "", "how many of the 1 pinned owners sign a change"},
+		{"shop", initenv.NoOwners, "1", "is set for an owner-less manifest"},
+		{"squat", fp(victim), "1", "is also owned by [" + fp(attacker) + "], which this workload was not made for"},
+		{"lowered", fp(victim) + "," + fp(second), "2", "is changed by 1 of its owners' signatures, fewer than the 2 this workload was made for"},
 	} {
-		out := filepath.Join(dir, "out-"+strings.ReplaceAll(tc.owners, ":", "-"))
+		out := filepath.Join(dir, "out-"+tc.policy+strings.ReplaceAll(tc.owners, ":", "-"))
 		cfg := base
-		cfg.PolicyOwners, cfg.Out, cfg.MinRetry, cfg.MaxRetry = tc.owners, out, 10*time.Millisecond, 20*time.Millisecond
+		cfg.Policy, cfg.PolicyOwners, cfg.PolicyOwnerThreshold, cfg.Out, cfg.MinRetry, cfg.MaxRetry = tc.policy, tc.owners, tc.threshold, out, 10*time.Millisecond, 20*time.Millisecond
 		logs := &testenv.Buffer{}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
 		cancel()
 		if err == nil || !strings.Contains(err.Error()+logs.String(), tc.want) {
-			t.Errorf("owners %q: %v\n%s, want %q", tc.owners, err, logs, tc.want)
+			t.Errorf("%s pinned to %q: %v\n%s, want %q", tc.policy, tc.owners, err, logs, tc.want)
 		}
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
-			t.Errorf("owners %q: the output folder was written: %v", tc.owners, err)
+			t.Errorf("%s pinned to %q: the output folder was written: %v", tc.policy, tc.owners, err)
 		}
+	}
+	// The victim's own policy, pinned as generate pins it, gives the pod
+	// what it was made for.
+	cfg := base
+	cfg.Policy, cfg.PolicyOwners, cfg.PolicyOwnerThreshold, cfg.Out = "lowered", fp(victim), "1", filepath.Join(dir, "out-own")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Run(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("the pinned owner's own policy: %v", err)
 	}
 }
