@@ -21,8 +21,8 @@ const (
 	// change of the manifest the pod was made for; a policy of its name
 	// that fewer of them change gives the pod nothing.
 	EnvPolicyOwnerThreshold = "CLOISTER_POLICY_OWNER_THRESHOLD"
-	EnvPolicy       = "CLOISTER_POLICY"
-	EnvService      = "CLOISTER_SERVICE"
+	EnvPolicy               = "CLOISTER_POLICY"
+	EnvService              = "CLOISTER_SERVICE"
 	// EnvEvidence says where the pod's evidence comes from: EvidenceGuest
 	// (its confidential VM's own) or EvidenceLAS (its node's LAS, the
 	// default). Generate sets it from the platform.
