@@ -178,7 +178,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	coreCfg := core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir,
-		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log, Metrics: core.NewMetrics()}
+		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log, Metrics: core.NewMetrics(),
+		Marks: markFile{path: filepath.Join(cfg.StateDir, StateMarkFile)}}
 	cache, err := collateralCache(cfg, log)
 	if err != nil {
 		return err
@@ -197,7 +198,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if state, _ := cas.Status(); state == wire.Uninitialized && token.own {
+	// A CAS that was initialised (its mark says so) gets no token again:
+	// after a loss its owners decide.
+	if state, _ := cas.Status(); state == wire.Uninitialized && token.own && !cas.WasInitialized() {
 		if err := token.ensure(); err != nil {
 			return err
 		}

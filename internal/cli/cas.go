@@ -31,7 +31,7 @@ func newCAS(s Streams) *cobra.Command {
 
 func newCASInit(s Streams) *cobra.Command {
 	var f casFlags
-	var owners, board []string
+	var owners, board, approvers []string
 	var threshold, boardThreshold int
 	var out string
 	cmd := &cobra.Command{
@@ -60,11 +60,16 @@ func newCASInit(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			token, err := f.initToken(cmd.Context())
-			if err != nil {
+			req := &wire.InitRequest{RecoveryOwners: pems, Threshold: threshold, Board: boardPEMs, BoardThreshold: boardThreshold}
+			if len(approvers) > 0 {
+				// After a loss the owners of the lost CAS sign this init.
+				if req.Approvals, err = approveInit(cmd.Context(), c, req, approvers); err != nil {
+					return err
+				}
+			} else if req.Token, err = f.initToken(cmd.Context()); err != nil {
 				return err
 			}
-			shares, err := initCAS(cmd.Context(), c, &wire.InitRequest{RecoveryOwners: pems, Threshold: threshold, Token: token, Board: boardPEMs, BoardThreshold: boardThreshold}, out)
+			shares, err := initCAS(cmd.Context(), c, req, out)
 			if err != nil {
 				return err
 			}
@@ -78,6 +83,7 @@ func newCASInit(s Streams) *cobra.Command {
 	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the board, which approves every new policy name (its first version); repeat; default the recovery owners")
 	cmd.Flags().IntVar(&threshold, "threshold", 1, "how many owners' shares recover CAS")
 	cmd.Flags().IntVar(&boardThreshold, "board-threshold", 0, "how many of the board's keys approve a new policy name or a wildcard (default a majority)")
+	cmd.Flags().StringArrayVar(&approvers, "approve-key", nil, "after CAS lost its state: a private key of its recovery owners, who sign this init in place of the token; repeat up to their threshold")
 	cmd.Flags().StringVar(&out, "out", "", "where to write the sealed shares")
 	return cmd
 }
@@ -86,21 +92,31 @@ func newCASRecover(s Streams) *cobra.Command {
 	var f casFlags
 	var sharesFile, keyFile string
 	var force bool
+	var acceptGeneration uint64
 	cmd := &cobra.Command{
-		Use:   "recover (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --shares shares.json --key OWNER.pem [--force]",
+		Use:   "recover (--cas URL|--cluster NS/NAME) [--cas-ca FILE] --shares shares.json --key OWNER.pem [--force] [--accept-generation G]",
 		Short: "Submit this owner's share to a CAS in recovery mode",
-		Args:  cobra.NoArgs,
+		Long: "CAS rebuilds its seed from its recovery owners' shares. A CAS whose state is older than one it\n" +
+			"served (rolled back, or an older backup restored) says which generation it holds: it takes that\n" +
+			"state only when its owners' threshold accept that generation (--accept-generation, signed with\n" +
+			"--key for this CAS), and then moves it past every generation it served.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sharesFile == "" || keyFile == "" {
 				return errors.New("--shares and --key are required")
 			}
-			return submitShare(cmd.Context(), s, &f, sharesFile, keyFile, force)
+			var accept *uint64
+			if cmd.Flags().Changed("accept-generation") {
+				accept = &acceptGeneration
+			}
+			return submitShare(cmd.Context(), s, &f, sharesFile, keyFile, force, accept)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
 	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
 	cmd.Flags().BoolVar(&force, "force", false, "submit the share though a ready replica of this CAS could hand it the seed")
+	cmd.Flags().Uint64Var(&acceptGeneration, "accept-generation", 0, "accept the older state CAS holds, at this generation (CAS names it), signed with --key")
 	return cmd
 }
 
@@ -156,6 +172,53 @@ func newCASBoard(s Streams) *cobra.Command {
 	return cmd
 }
 
+// approveInit signs req with each of the keys in files, for the CAS whose
+// state was lost (the mark c shows).
+func approveInit(ctx context.Context, c *casclient.Client, req *wire.InitRequest, files []string) ([]wire.OwnerSignature, error) {
+	pk, err := c.PublicKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if pk.StateMark == nil || pk.StateProblem != wire.ProblemLost {
+		return nil, errors.New("--approve-key: this CAS did not lose a state it served, so nothing for its owners to approve: initialise it with its init token")
+	}
+	fps := func(pems []string) ([]string, error) {
+		out := make([]string, len(pems))
+		for i, p := range pems {
+			k, err := policy.ParsePublicKey([]byte(p))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = policy.Fingerprint(k)
+		}
+		return out, nil
+	}
+	owners, err := fps(req.RecoveryOwners)
+	if err != nil {
+		return nil, err
+	}
+	board := owners
+	if len(req.Board) > 0 {
+		if board, err = fps(req.Board); err != nil {
+			return nil, err
+		}
+	}
+	digest := wire.InitDigest(pk.StateMark.Check, owners, req.Threshold, board, wire.BoardThreshold(req.BoardThreshold, len(board)))
+	var out []wire.OwnerSignature
+	for _, file := range files {
+		key, err := policy.ReadKeyFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--approve-key: %w", err)
+		}
+		sig, err := casclient.OwnerSignature(key, digest)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sig)
+	}
+	return out, nil
+}
+
 // initCAS makes CAS generate its seed, split among the recovery owners,
 // and writes the sealed shares to path, the only place they are kept.
 func initCAS(ctx context.Context, c *casclient.Client, req *wire.InitRequest, path string) (*wire.Shares, error) {
@@ -188,26 +251,27 @@ func readPublicKeys(flag string, files []string) ([]string, error) {
 }
 
 // ownShare opens the share sealed to the owner key in keyFile.
-func ownShare(sharesFile, keyFile string) (seed.Share, error) {
+func ownShare(sharesFile, keyFile string) (seed.Share, *ecdsa.PrivateKey, error) {
 	raw, err := os.ReadFile(sharesFile)
 	if err != nil {
-		return seed.Share{}, fmt.Errorf("the shares: %w", err)
+		return seed.Share{}, nil, fmt.Errorf("the shares: %w", err)
 	}
 	var shares wire.Shares
 	if err := json.Unmarshal(raw, &shares); err != nil {
-		return seed.Share{}, fmt.Errorf("the shares %s: %w", sharesFile, err)
+		return seed.Share{}, nil, fmt.Errorf("the shares %s: %w", sharesFile, err)
 	}
 	key, err := policy.ReadKeyFile(keyFile)
 	if err != nil {
-		return seed.Share{}, fmt.Errorf("the owner key: %w", err)
+		return seed.Share{}, nil, fmt.Errorf("the owner key: %w", err)
 	}
 	fp := policy.Fingerprint(&key.PublicKey)
 	for i := range shares.Shares {
 		if shares.Shares[i].Owner == fp {
-			return seed.OpenShare(shares.Shares[i].Sealed, key)
+			sh, err := seed.OpenShare(shares.Shares[i].Sealed, key)
+			return sh, key, err
 		}
 	}
-	return seed.Share{}, fmt.Errorf("%s %w %s (%s)", sharesFile, errNoShare, keyFile, fp)
+	return seed.Share{}, nil, fmt.Errorf("%s %w %s (%s)", sharesFile, errNoShare, keyFile, fp)
 }
 
 // submitShare sends the owner's share to CAS and says what CAS needs
@@ -215,13 +279,14 @@ func ownShare(sharesFile, keyFile string) (seed.Share, error) {
 // start while the owners act would otherwise each hold some of the shares
 // and none enough; the first to have enough recovers, and gives the
 // others the seed.
-func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string, force bool) error {
-	sh, err := ownShare(sharesFile, keyFile)
+func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string, force bool, accept *uint64) error {
+	sh, key, err := ownShare(sharesFile, keyFile)
 	if err != nil {
 		return err
 	}
+	req := &recoverRequest{share: sh, key: key, force: force, accept: accept}
 	if f.cluster == "" {
-		res, err := shareWith(ctx, s, f, sh, force)
+		res, err := shareWith(ctx, s, f, req)
 		if err != nil {
 			return err
 		}
@@ -237,7 +302,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 	for _, pod := range pods {
 		one := *f
 		one.pod = pod
-		res, err := shareWith(ctx, s, &one, sh, force)
+		res, err := shareWith(ctx, s, &one, req)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("replica %s: %w", pod, err))
 			continue
@@ -254,14 +319,39 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 	return nil
 }
 
-// shareWith sends one share to the CAS (replica) f reaches.
-func shareWith(ctx context.Context, s Streams, f *casFlags, sh seed.Share, force bool) (*wire.RecoverResponse, error) {
+// recoverRequest is what an owner sends each replica: the share, and with
+// accept that owner's acceptance of the older state's generation.
+type recoverRequest struct {
+	share  seed.Share
+	key    *ecdsa.PrivateKey
+	force  bool
+	accept *uint64
+}
+
+// shareWith sends one share to the CAS (replica) f reaches, with the
+// acceptance signed for that CAS (the check its mark names).
+func shareWith(ctx context.Context, s Streams, f *casFlags, r *recoverRequest) (*wire.RecoverResponse, error) {
 	c, done, err := f.client(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return c.Recover(ctx, sh, force)
+	req := &wire.RecoverRequest{Share: r.share, Force: r.force}
+	if r.accept != nil {
+		pk, err := c.PublicKey(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if pk.StateMark == nil {
+			return nil, errors.New("--accept-generation: this CAS keeps no high-water mark of its state, so it has no older state to accept: leave it out")
+		}
+		sig, err := casclient.OwnerSignature(r.key, wire.AcceptDigest(pk.StateMark.Check, *r.accept))
+		if err != nil {
+			return nil, err
+		}
+		req.Accept = &wire.Acceptance{Generation: *r.accept, OwnerSignature: sig}
+	}
+	return c.RecoverWith(ctx, req)
 }
 
 func accepted(who string, res *wire.RecoverResponse) string {

@@ -210,20 +210,26 @@ func newRecover(s Streams) *cobra.Command {
 	var f casFlags
 	var dir string
 	var force bool
+	var acceptGeneration uint64
 	cmd := &cobra.Command{
-		Use:   "recover (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] [--force]",
+		Use:   "recover (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] [--force] [--accept-generation G]",
 		Short: "Recover a restarted CAS with the seed share owner's share (seedshares.json, seedshare-owner.pem)",
 		Long: "After CAS restarts without its root secret it waits in recovery mode and workloads wait in\n" +
 			"their initializers. The seed share owner's share, made by cloister set, unseals it; restart\n" +
 			"the workloads afterwards.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return submitShare(cmd.Context(), s, &f, filepath.Join(dir, seedSharesFile), filepath.Join(dir, generate.SeedShareOwnerFile), force)
+			var accept *uint64
+			if cmd.Flags().Changed("accept-generation") {
+				accept = &acceptGeneration
+			}
+			return submitShare(cmd.Context(), s, &f, filepath.Join(dir, seedSharesFile), filepath.Join(dir, generate.SeedShareOwnerFile), force, accept)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of seedshares.json and seedshare-owner.pem")
 	cmd.Flags().BoolVar(&force, "force", false, "submit the share though a ready replica of this CAS could hand it the seed")
+	cmd.Flags().Uint64Var(&acceptGeneration, "accept-generation", 0, "accept the older state CAS holds, at this generation (CAS names it)")
 	return cmd
 }
 

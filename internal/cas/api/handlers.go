@@ -38,6 +38,7 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}
+	out.StateMark, out.StateProblem = s.CAS.StateMark()
 	if board, err := s.CAS.Board(); err == nil {
 		out.Board, out.BoardThreshold, out.BoardVersion = board.Keys, board.Threshold, board.Version
 	}
@@ -74,7 +75,7 @@ func (s *Server) init(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	shares, err := s.CAS.InitWith(core.InitRequest{Owners: owners, Threshold: req.Threshold, Token: req.Token, Board: board, BoardThreshold: req.BoardThreshold})
+	shares, err := s.CAS.InitWith(core.InitRequest{Owners: owners, Threshold: req.Threshold, Token: req.Token, Board: board, BoardThreshold: req.BoardThreshold, Approvals: req.Approvals})
 	if err != nil {
 		fail(w, err)
 		return
@@ -106,7 +107,7 @@ func (s *Server) recover(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	need, err := s.CAS.Recover(req.Share)
+	need, err := s.CAS.Recover(req.Share, req.Accept)
 	if err != nil {
 		fail(w, err)
 		return

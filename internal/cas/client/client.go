@@ -115,8 +115,23 @@ func (c *Client) InitWith(ctx context.Context, req *wire.InitRequest) (*wire.Sha
 
 // Recover is POST /v1/recover with one opened share.
 func (c *Client) Recover(ctx context.Context, sh seed.Share, force bool) (*wire.RecoverResponse, error) {
+	return c.RecoverWith(ctx, &wire.RecoverRequest{Share: sh, Force: force})
+}
+
+// RecoverWith is POST /v1/recover.
+func (c *Client) RecoverWith(ctx context.Context, req *wire.RecoverRequest) (*wire.RecoverResponse, error) {
 	var out wire.RecoverResponse
-	return &out, c.do(ctx, http.MethodPost, "/v1/recover", wire.RecoverRequest{Share: sh, Force: force}, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/recover", req, &out)
+}
+
+// OwnerSignature is key's signature over digest, as a recovery owner
+// gives it (an acceptance, an init's approval).
+func OwnerSignature(key *ecdsa.PrivateKey, digest []byte) (wire.OwnerSignature, error) {
+	sig, err := ecdsa.SignASN1(rand.Reader, key, digest)
+	if err != nil {
+		return wire.OwnerSignature{}, err
+	}
+	return wire.OwnerSignature{Key: string(policy.MarshalPublicKey(&key.PublicKey)), Signature: base64.StdEncoding.EncodeToString(sig)}, nil
 }
 
 // RegisterPolicy is POST /v1/policies.

@@ -158,6 +158,7 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) (BoardInfo, error) {
 	c.mu.Lock()
 	if cur := c.keys; cur != nil && cur.generation < gen {
 		cur.board, cur.generation = next, gen
+		c.raiseMark(cur, gen)
 	}
 	c.mu.Unlock()
 	info := next.info()

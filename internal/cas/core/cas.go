@@ -132,9 +132,12 @@ type Config struct {
 	// MaxPolicies and MaxPerNamespace bound the names CAS holds, in all
 	// and in one namespace (NAMESPACE/NAME); 0 means the default.
 	MaxPolicies, MaxPerNamespace int
-	Log                          *slog.Logger
-	Clock                        clock.PassiveClock
-	Metrics                      *Metrics
+	// Marks keeps the state's high-water mark across restarts (CAS's
+	// volume); nil keeps it in memory only.
+	Marks   MarkStore
+	Log     *slog.Logger
+	Clock   clock.PassiveClock
+	Metrics *Metrics
 }
 
 // CAS is the attestation and configuration service.
@@ -150,6 +153,19 @@ type CAS struct {
 	meta   *meta
 	shares map[uint64]seed.Share // submitted in recovery mode
 	keys   *keys                 // set when wire.Ready
+	// mark is the state's high-water mark (mark.go): nil until this
+	// replica knows CAS was initialised; markTrusted once it is this
+	// CAS's (made here, or its MAC checked with the seed).
+	mark        *Mark
+	markTrusted bool
+	// problem is problemRolledBack or problemLost while the state is
+	// below the mark.
+	problem string
+	// accepts are the owners' acceptances of an older state's generation
+	// (fingerprint: generation), and acceptable the generations their
+	// threshold accepted, until the state moves past the mark.
+	accepts    map[string]uint64
+	acceptable map[uint64]bool
 }
 
 // keys are everything derived from the seed, and the seed, which a ready
@@ -196,14 +212,30 @@ func open(cfg Config) (*CAS, error) {
 	if cfg.Name == "" {
 		cfg.Name = "cas"
 	}
-	c := &CAS{cfg: cfg, state: wire.Uninitialized, shares: map[uint64]seed.Share{}}
+	c := &CAS{cfg: cfg, state: wire.Uninitialized, shares: map[uint64]seed.Share{}, accepts: map[string]uint64{}}
 	var err error
 	if c.meta, err = readMeta(cfg.Store); err != nil {
 		return nil, err
 	}
+	if cfg.Marks != nil {
+		// Trusted only once the seed checks its MAC; before that it only
+		// refuses (an init by token), never admits.
+		if c.mark, err = cfg.Marks.Load(); err != nil {
+			cfg.Log.Warn("the state mark in CAS's volume does not read: ignored", "error", err.Error())
+			c.mark = nil
+		}
+		if c.mark != nil {
+			cfg.Metrics.mark.Set(float64(c.mark.Generation))
+		}
+	}
 
 	if c.meta == nil {
 		c.setState(wire.Uninitialized, "")
+		if c.mark != nil {
+			c.setProblem(problemLost)
+			cfg.Log.Warn("CAS was initialised and its state is gone: only its recovery owners decide now (restore a backup and recover, or an init they sign)",
+				"generation", c.mark.Generation, "recoveryOwners", c.mark.Owners)
+		}
 		return c, nil
 	}
 	c.state = wire.RecoveryMode
@@ -254,6 +286,11 @@ func (c *CAS) Status() (wire.State, string) {
 	defer c.mu.RUnlock()
 	switch c.state {
 	case wire.Uninitialized:
+		if m := c.mark; m != nil {
+			return c.state, fmt.Sprintf("CAS was initialised and served its state up to generation %d, which is gone: no init token initialises it again. "+
+				"Its recovery owners (%d of %v) restore a backup (cloister cas restore) and recover it accepting the backup's generation (cloister cas recover --accept-generation), "+
+				"or sign an init of a new CAS (cloister cas init --approve-key OWNER.pem)", m.Generation, m.Threshold, m.Owners)
+		}
 		return c.state, ErrNotInitialized.Error()
 	case wire.RecoveryMode:
 		out := fmt.Sprintf("%s: %d of %d shares received", ErrRecovery, len(c.shares), c.meta.Commitment.Threshold())
@@ -263,6 +300,22 @@ func (c *CAS) Status() (wire.State, string) {
 		return c.state, out
 	}
 	return c.state, ""
+}
+
+// StateMark is this replica's high-water mark of the state and the
+// state's problem, if any (problemRolledBack, problemLost).
+func (c *CAS) StateMark() (*wire.StateMark, string) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.mark.Public(), c.problem
+}
+
+// WasInitialized says whether this replica knows CAS was initialised (a
+// mark it keeps), whatever the state holds now.
+func (c *CAS) WasInitialized() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.mark != nil
 }
 
 // ready returns the keys, or why CAS cannot serve.

@@ -36,6 +36,8 @@ type fixture struct {
 	noSimulation bool
 	// maxPolicies and maxPerNamespace are CAS's quotas (0: default).
 	maxPolicies, maxPerNamespace int
+	// marks keeps the state's high-water mark across f.open (nil: none).
+	marks MarkStore
 }
 
 func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
@@ -70,7 +72,7 @@ func (f *fixture) open(sealer Sealer) {
 	}
 	f.t.Cleanup(func() { _ = f.db.Close() }) // closed already when the test reopened it
 	if f.cas, err = Open(Config{Store: f.db, Sealer: sealer, InitToken: FixedToken(testToken), SimKeys: pinned{&f.lasKey.PublicKey}, AllowSimulation: !f.noSimulation,
-		MaxPolicies: f.maxPolicies, MaxPerNamespace: f.maxPerNamespace}); err != nil {
+		MaxPolicies: f.maxPolicies, MaxPerNamespace: f.maxPerNamespace, Marks: f.marks}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -446,16 +448,16 @@ func TestRecovery(t *testing.T) {
 	// A share opened with the right key but altered is refused.
 	bad := open(0)
 	bad.Value[3] ^= 1
-	if _, err := f.cas.Recover(bad); !errors.Is(err, ErrInvalid) {
+	if _, err := f.cas.Recover(bad, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("altered share: %v", err)
 	}
-	if need, err := f.cas.Recover(open(2)); err != nil || need != 1 {
+	if need, err := f.cas.Recover(open(2), nil); err != nil || need != 1 {
 		t.Fatalf("first share: need %d, %v", need, err)
 	}
 	if st, _ := f.cas.Status(); st != wire.RecoveryMode {
 		t.Fatalf("k-1 shares unlocked CAS: %s", st)
 	}
-	if need, err := f.cas.Recover(open(0)); err != nil || need != 0 {
+	if need, err := f.cas.Recover(open(0), nil); err != nil || need != 0 {
 		t.Fatalf("second share: need %d, %v", need, err)
 	}
 	if st, _ := f.cas.Status(); st != wire.Ready {

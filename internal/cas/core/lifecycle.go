@@ -5,11 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -29,6 +31,9 @@ type InitRequest struct {
 	// of its keys at a time (default: a majority).
 	Board          []*ecdsa.PublicKey
 	BoardThreshold int
+	// Approvals, after CAS's state was lost, are its recovery owners'
+	// signatures over wire.InitDigest, in place of the token.
+	Approvals []wire.OwnerSignature
 }
 
 // Init is InitWith for owners, threshold, token and board, whose
@@ -51,17 +56,28 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 		return nil, err
 	}
 	c.mu.RLock()
-	state := c.state
+	state, lost := c.state, c.mark
 	c.mu.RUnlock()
 	if state != wire.Uninitialized {
 		return nil, ErrInitialized
 	}
-	if err := c.checkInitToken(token); err != nil {
-		c.cfg.Log.Warn("audit: init refused", "reason", err.Error())
-		return nil, err
-	}
 	if len(owners) == 0 {
 		return nil, fmt.Errorf("%w: recoveryOwners: give at least one owner key", ErrInvalid)
+	}
+	if len(board) == 0 {
+		board = owners
+	}
+	boardThreshold := wire.BoardThreshold(req.BoardThreshold, len(board))
+	var err error
+	if lost != nil {
+		// Never a token again: the owners decide.
+		err = approveInit(lost, &req, owners, threshold, board, boardThreshold)
+	} else {
+		err = c.checkInitToken(token)
+	}
+	if err != nil {
+		c.cfg.Log.Warn("audit: init refused", "reason", err.Error())
+		return nil, err
 	}
 	seen := map[string]bool{}
 	var fps []string
@@ -73,10 +89,7 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 		seen[fp] = true
 		fps = append(fps, fp)
 	}
-	if len(board) == 0 {
-		board = owners
-	}
-	boardRaw, err := marshalBoard(boardState{keys: board, threshold: wire.BoardThreshold(req.BoardThreshold, len(board))})
+	boardRaw, err := marshalBoard(boardState{keys: board, threshold: boardThreshold})
 	if err != nil {
 		return nil, fmt.Errorf("%w: board (by default the recovery owners, a majority of them): %w: give the board's keys and threshold (cloister cas init --board, --board-threshold)", ErrInvalid, err)
 	}
@@ -141,15 +154,67 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 	}
 	c.mu.Lock()
 	c.meta = m
+	// A new CAS: the lost one's mark is not its own.
+	c.mark, c.markTrusted = nil, false
 	err = c.unlock(s)
 	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	out.RootCA = string(pemCert(authority.Root.Cert.Raw))
-	c.cfg.InitToken.Consumed()
-	c.cfg.Log.Info("audit: CAS initialised", "recoveryOwners", fps, "threshold", threshold, "insecureSealer", c.cfg.Sealer.Insecure())
+	if lost == nil {
+		c.cfg.InitToken.Consumed()
+	}
+	c.cfg.Log.Info("audit: CAS initialised", "recoveryOwners", fps, "threshold", threshold, "insecureSealer", c.cfg.Sealer.Insecure(), "afterLoss", lost != nil)
 	return out, nil
+}
+
+// approveInit checks an init after the state of the CAS lost was lost:
+// the threshold of its recovery owners signed this init (its owners,
+// board and thresholds) for that CAS.
+func approveInit(lost *Mark, req *InitRequest, owners []*ecdsa.PublicKey, threshold int, board []*ecdsa.PublicKey, boardThreshold int) error {
+	if len(req.Approvals) == 0 {
+		return fmt.Errorf("%w: this CAS was initialised and served its state up to generation %d, which is gone: an init token never initialises it again. "+
+			"%d of its recovery owners %v sign a new init (cloister cas init --approve-key OWNER.pem), or they restore a backup and recover it", ErrUnauthorized, lost.Generation, lost.Threshold, lost.Owners)
+	}
+	fps := func(keys []*ecdsa.PublicKey) []string {
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = policy.Fingerprint(k)
+		}
+		return out
+	}
+	digest := wire.InitDigest(lost.Check, fps(owners), threshold, fps(board), boardThreshold)
+	signed := map[string]bool{}
+	for i, a := range req.Approvals {
+		fp, err := ownerSigned(lost.Owners, a, digest)
+		if err != nil {
+			return fmt.Errorf("%w: approvals[%d]: %w", ErrUnauthorized, i, err)
+		}
+		signed[fp] = true
+	}
+	if len(signed) < lost.Threshold {
+		return fmt.Errorf("%w: approvals: %d of the recovery owners signed this init, %d needed", ErrUnauthorized, len(signed), lost.Threshold)
+	}
+	return nil
+}
+
+// ownerSigned checks that sig is a signature over digest by a key among
+// owners (fingerprints) and returns its fingerprint.
+func ownerSigned(owners []string, sig wire.OwnerSignature, digest []byte) (string, error) {
+	key, err := policy.ParsePublicKey([]byte(sig.Key))
+	if err != nil {
+		return "", fmt.Errorf("key: %w", err)
+	}
+	fp := policy.Fingerprint(key)
+	if !slices.Contains(owners, fp) {
+		return "", fmt.Errorf("%s is not a recovery owner of this CAS (%v)", fp, owners)
+	}
+	der, err := base64.StdEncoding.DecodeString(sig.Signature)
+	if err != nil || !ecdsa.VerifyASN1(key, digest, der) {
+		return "", fmt.Errorf("the signature of %s does not verify over this request for this CAS: sign it again", fp)
+	}
+	return fp, nil
 }
 
 // checkInitToken compares token with the configured one in constant time.
@@ -171,13 +236,17 @@ func (c *CAS) checkInitToken(token string) error {
 	return nil
 }
 
-// Recover takes one owner's share in recovery mode; with enough of them
-// the seed is rebuilt and CAS is ready again. It returns how many more
-// shares are needed.
-func (c *CAS) Recover(sh seed.Share) (int, error) {
-	need, s, err := c.recover(sh)
+// Recover takes one owner's share in recovery mode, and with it that
+// owner's acceptance of an older state's generation (accept, or nil);
+// with enough of them the seed is rebuilt and CAS is ready again. It
+// returns how many more shares are needed.
+func (c *CAS) Recover(sh seed.Share, accept *wire.Acceptance) (int, error) {
+	need, s, err := c.recover(sh, accept)
 	if err != nil || need > 0 {
 		return need, err
+	}
+	if err := c.advance(); err != nil {
+		c.cfg.Log.Warn("moving the accepted state past the high-water mark failed: other replicas refuse it until it moves", "error", err.Error())
 	}
 	if err := c.seal(s); err != nil {
 		c.cfg.Log.Warn("sealing the recovered seed failed: the next restart needs the owners again", "error", err.Error())
@@ -185,9 +254,9 @@ func (c *CAS) Recover(sh seed.Share) (int, error) {
 	return 0, nil
 }
 
-// recover takes a share under the state lock and, with enough of them,
-// unlocks CAS with the seed they make.
-func (c *CAS) recover(sh seed.Share) (int, seed.Seed, error) {
+// recover takes a share (and an acceptance) under the state lock and,
+// with enough of them, unlocks CAS with the seed they make.
+func (c *CAS) recover(sh seed.Share, accept *wire.Acceptance) (int, seed.Seed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != wire.RecoveryMode {
@@ -199,6 +268,15 @@ func (c *CAS) recover(sh seed.Share) (int, seed.Seed, error) {
 	if err := c.meta.Commitment.Verify(sh); err != nil {
 		c.cfg.Log.Warn("audit: recovery share refused", "share", sh.ID, "reason", err.Error())
 		return 0, seed.Seed{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if accept != nil {
+		fp, err := ownerSigned(c.meta.Owners, accept.OwnerSignature, wire.AcceptDigest(c.meta.Check, accept.Generation))
+		if err != nil {
+			c.cfg.Log.Warn("audit: acceptance of an older state refused", "generation", accept.Generation, "reason", err.Error())
+			return 0, seed.Seed{}, fmt.Errorf("%w: accept: %w", ErrUnauthorized, err)
+		}
+		c.accepts[fp] = accept.Generation
+		c.cfg.Log.Info("audit: a recovery owner accepts an older state", "owner", fp, "generation", accept.Generation)
 	}
 	c.shares[sh.ID] = sh
 	need := c.meta.Commitment.Threshold() - len(c.shares)
@@ -214,11 +292,67 @@ func (c *CAS) recover(sh seed.Share) (int, seed.Seed, error) {
 	if err != nil {
 		return 0, seed.Seed{}, err
 	}
+	// A generation the owners' threshold accepted opens below the mark.
+	counts := map[uint64]int{}
+	for _, g := range c.accepts {
+		counts[g]++
+	}
+	c.acceptable = map[uint64]bool{}
+	for g, n := range counts {
+		if n >= c.meta.Commitment.Threshold() {
+			c.acceptable[g] = true
+		}
+	}
 	if err := c.unlock(s); err != nil {
 		return 0, seed.Seed{}, err
 	}
 	c.shares = map[uint64]seed.Share{}
 	return 0, s, nil
+}
+
+// advance moves a state the owners accepted below the high-water mark to
+// the next epoch of generations, above any a replica served: the other
+// replicas take it in, and the acceptance opens no older state again. It
+// takes the registration lock and must be called without the state lock.
+func (c *CAS) advance() error {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	for range maxSecretRounds {
+		if err := c.sync(); err != nil {
+			return err
+		}
+		c.mu.RLock()
+		k, err := c.ready()
+		var at, mark uint64
+		if err == nil {
+			at = k.generation
+			if c.mark != nil {
+				mark = c.mark.Generation
+			}
+		}
+		c.mu.RUnlock()
+		if err != nil || at >= mark {
+			return err
+		}
+		to := nextEpoch(mark)
+		gen, err := k.enc.Advance(c.cfg.Store, at, to)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if cur := c.keys; cur != nil && cur.generation < gen {
+			cur.generation = gen
+			c.raiseMark(cur, gen)
+		}
+		c.accepts, c.acceptable = map[string]uint64{}, nil
+		c.mu.Unlock()
+		c.cfg.Log.Info("audit: the state the recovery owners accepted moves past the high-water mark", "from", at, "to", gen, "mark", mark)
+		return nil
+	}
+	return errors.New("the state kept changing while the accepted state was moved past the high-water mark")
 }
 
 // unlock derives the keys from the seed and loads the state they open.
@@ -238,6 +372,7 @@ func (c *CAS) unlock(s seed.Seed) error {
 		return err
 	}
 	c.keys = k
+	c.raiseMark(k, k.generation)
 	c.setState(wire.Ready, fmt.Sprintf("unlocked: %d policies, state generation %d", len(k.policies), k.generation))
 	c.cfg.Metrics.policies.Set(float64(len(k.policies)))
 	return nil
@@ -279,6 +414,11 @@ func (c *CAS) load(k *keys, s *seed.Seed) error {
 			return nil
 		})
 	})
+	// Below the mark first: a removed state has no board either, and
+	// what matters is that it went backwards.
+	if err := c.checkMark(k, generation); err != nil {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("opening the state: %w", err)
 	}

@@ -13,6 +13,8 @@ type Metrics struct {
 	policies      prometheus.Gauge
 	policyChanges *prometheus.CounterVec
 	state         *prometheus.GaugeVec
+	mark          prometheus.Gauge
+	problem       *prometheus.GaugeVec
 }
 
 // NewMetrics registers CAS's series in a registry of their own.
@@ -33,9 +35,25 @@ func NewMetrics() *Metrics {
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cloister_cas_state", Help: "1 for CAS's current state (uninitialized, recovery, ready).",
 		}, []string{"state"}),
+		mark: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cloister_cas_state_mark", Help: "The highest generation of the state this replica served (its high-water mark).",
+		}),
+		problem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cloister_cas_state_problem", Help: "1 while the state is below the high-water mark: rolled-back (older) or lost (gone).",
+		}, []string{"problem"}),
 	}
-	m.Registry.MustRegister(m.attestations, m.attestSeconds, m.policies, m.policyChanges, m.state)
+	m.Registry.MustRegister(m.attestations, m.attestSeconds, m.policies, m.policyChanges, m.state, m.mark, m.problem)
 	return m
+}
+
+func (m *Metrics) setProblem(p string) {
+	for _, x := range []string{wire.ProblemRolledBack, wire.ProblemLost} {
+		v := 0.0
+		if x == p {
+			v = 1
+		}
+		m.problem.WithLabelValues(x).Set(v)
+	}
 }
 
 func (m *Metrics) setState(s wire.State) {

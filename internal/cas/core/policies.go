@@ -246,6 +246,7 @@ func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, 
 	if cur := c.keys; cur != nil && cur.generation < gen {
 		cur.policies[doc.Name] = r
 		cur.generation = gen
+		c.raiseMark(cur, gen)
 		c.cfg.Metrics.policies.Set(float64(len(cur.policies)))
 	}
 	c.mu.Unlock()

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/cloister-cc/cloister/internal/cas/store"
@@ -78,11 +79,20 @@ func (c *CAS) refresh() {
 		// generation throughout (it is refused at commit if that is old).
 		next := *c.keys
 		if err := c.load(&next, nil); err != nil {
+			// The seed goes with the keys: only a peer or the owners bring
+			// this replica back, and only to a state that opens (and, below
+			// the mark, one the owners accepted).
 			c.keys = nil
-			c.setState(wire.RecoveryMode, "the state another replica wrote does not open: "+err.Error())
+			why := "the state another replica wrote does not open: " + err.Error()
+			if errors.Is(err, ErrRolledBack) {
+				why = err.Error()
+				c.cfg.Log.Warn("audit: the state went below this replica's high-water mark: not served", "reason", why)
+			}
+			c.setState(wire.RecoveryMode, why)
 			return
 		}
 		c.keys = &next
+		c.raiseMark(&next, next.generation)
 		c.cfg.Metrics.policies.Set(float64(len(next.policies)))
 		c.cfg.Log.Debug("took in another replica's change", "generation", next.generation, "policies", len(next.policies))
 	}

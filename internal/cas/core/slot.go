@@ -92,6 +92,7 @@ func (c *CAS) seal(s seed.Seed) error {
 		c.mu.Lock()
 		if cur := c.keys; cur != nil && cur.generation < gen {
 			cur.generation = gen
+			c.raiseMark(cur, gen)
 		}
 		c.mu.Unlock()
 		c.cfg.Log.Info("the seed is sealed in this node's slot of the state", "node", slot.Node, "key", slot.What, "insecure", slot.Simulated)

@@ -73,6 +73,23 @@ func (e *Encrypted) View(s Store, fn func(Tx) error) error {
 // replica wrote it), nothing is written and the error is ErrConflict.
 // It returns the state's generation after the transaction.
 func (e *Encrypted) Update(s Store, at uint64, fn func(Tx) error) (uint64, error) {
+	return e.update(s, at, 0, fn)
+}
+
+// Advance moves the state's generation from at to to (above it) in one
+// transaction that changes no record: what the recovery owners' acceptance
+// of an older state does, so that replicas which served a generation below
+// to take it in. ErrConflict as for Update.
+func (e *Encrypted) Advance(s Store, at, to uint64) (uint64, error) {
+	if to <= at {
+		return at, fmt.Errorf("advancing the state from generation %d to %d: not forward", at, to)
+	}
+	return e.update(s, at, to, func(Tx) error { return nil })
+}
+
+// update is Update, moving the generation to to when it is set, whether
+// or not fn changed a record.
+func (e *Encrypted) update(s Store, at, to uint64, fn func(Tx) error) (uint64, error) {
 	var generation uint64
 	err := s.Update(func(tx Tx) error {
 		if at == 0 {
@@ -94,7 +111,10 @@ func (e *Encrypted) Update(s Store, at uint64, fn func(Tx) error) (uint64, error
 		if err := fn(etx); err != nil {
 			return err
 		}
-		if !etx.changed {
+		switch {
+		case to > 0:
+			st.generation = to - 1
+		case !etx.changed:
 			return nil
 		}
 		st.generation++

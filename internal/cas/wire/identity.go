@@ -21,6 +21,12 @@ type PublicKey struct {
 	State string `json:"state"`
 	// StateReason says why CAS is in its state (e.g. what recovery waits for).
 	StateReason string `json:"stateReason,omitempty"`
+	// StateProblem is ProblemRolledBack or ProblemLost when the state is
+	// older than one this replica served, or gone.
+	StateProblem string `json:"stateProblem,omitempty"`
+	// StateMark is the replica's high-water mark of the state, once CAS
+	// was initialised.
+	StateMark *StateMark `json:"stateMark,omitempty"`
 	// SimulationKeys name (sha256:HEX of the PKIX key) the simulation
 	// keys whose workload evidence a simulated CAS takes: its LAS nodes'
 	// and those named to it.

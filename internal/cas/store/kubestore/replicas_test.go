@@ -320,7 +320,7 @@ func TestRootSeedSealedPerNodeInTheState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if need, err := other.Recover(sh); need != 0 || err != nil {
+	if need, err := other.Recover(sh, nil); need != 0 || err != nil {
 		t.Fatalf("recover: %d %v", need, err)
 	}
 	if st, why := on("node-b").Status(); st != wire.Ready {
