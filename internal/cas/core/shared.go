@@ -69,8 +69,10 @@ func (c *CAS) refresh() {
 			c.unseal(why + ": ")
 		}
 	case wire.RecoveryMode:
-		// Another replica on this node may have sealed the seed for it.
-		if _, ok := c.cfg.Sealer.(SlotSealer); ok && len(c.shares) == 0 {
+		// Another replica on this node may have sealed the seed for it,
+		// or the state came back (restored): what the sealed seed opens
+		// now, or why not (a generation below the mark), is the news.
+		if _, none := c.cfg.Sealer.(NoSealer); !none && len(c.shares) == 0 {
 			c.unseal("")
 		}
 	case wire.Ready:
