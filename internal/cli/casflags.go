@@ -76,7 +76,8 @@ func (f *casFlags) initToken(ctx context.Context) (string, error) {
 	}
 	token := strings.TrimSpace(string(sec.Data[conn.InitTokenKey]))
 	if token == "" {
-		return "", fmt.Errorf("the init token Secret %s/%s has no %s: the operator has not made it yet", ref.Namespace, name, conn.InitTokenKey)
+		return "", fmt.Errorf("the init token Secret %s/%s holds no token: the operator has not made it yet, or it was used when CAS was initialised and is never made again "+
+			"(after a loss, CAS's recovery owners sign an init of a new CAS: --approve-key)", ref.Namespace, name)
 	}
 	return token, nil
 }

@@ -269,10 +269,23 @@ type CASStatus struct {
 	CASState string `json:"casState,omitempty"`
 
 	// InitializedAt is when the operator first saw CAS ready after an
-	// init; the init token was renewed then, so it opens nothing. A CAS
-	// that is uninitialised again after it lost its state says so.
+	// init; the init token was used then, and the operator empties it and
+	// never makes another. A CAS that is uninitialised again after it lost
+	// its state says so, and only its recovery owners initialise it anew.
 	// +optional
 	InitializedAt *metav1.Time `json:"initializedAt,omitempty"`
+
+	// StateGeneration is the highest generation of CAS's state its
+	// replicas reported serving (their high-water mark). A replica refuses
+	// a state below its own mark and says so (casStateAlert).
+	// +optional
+	StateGeneration int64 `json:"stateGeneration,omitempty"`
+
+	// CASStateAlert is 1 while a replica refuses CAS's state because it is
+	// older than one CAS served (rolled back, an older backup restored) or
+	// gone, until the recovery owners decide: 0 is desired.
+	// +optional
+	CASStateAlert int32 `json:"casStateAlert"`
 
 	// SimulationKey is the PEM public key a simulated CAS signs its own
 	// evidence with: the operator made it (its private half is only in

@@ -74,6 +74,9 @@ const (
 	// ReasonCASStateLost: uninitialised after it was initialised once.
 	ReasonCASStateLost Reason = "CASStateLost"
 	ReasonCASRecovery  Reason = "CASRecovery"
+	// ReasonCASStateRolledBack: a replica refuses a state older than one
+	// it served, until the recovery owners accept it.
+	ReasonCASStateRolledBack Reason = "CASStateRolledBack"
 	ReasonCASReady     Reason = "CASReady"
 	// ReasonCASCollateralStale: ready, with vendor collateral served from
 	// the cache while the vendor fails.

@@ -132,8 +132,12 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
 	c := as(obj)
 	if c.DeletionTimestamp == nil {
-		if err := k.initToken(ctx, c, false); err != nil {
-			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
+		// One token, for the one init: never made again once CAS was
+		// initialised, whatever happened to the Secret since.
+		if c.Status.InitializedAt == nil {
+			if err := k.makeInitToken(ctx, c); err != nil {
+				return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
+			}
 		}
 		if err := k.simulation(ctx, c); err != nil {
 			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
@@ -142,28 +146,41 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	p := k.probe(ctx, c)
 	k.replicas(ctx, c)
 	c.Status.LastBackup = lastBackup(oos)
-	was := c.Status.CASState
 	if p.Err != nil {
 		c.Status.CASState = ""
 	} else {
 		c.Status.CASState = string(p.State)
 	}
-	if p.Err == nil && p.State == wire.Ready && (was == string(wire.Uninitialized) || c.Status.InitializedAt == nil) {
-		// An init just used the token: renew it, so that it opens nothing
-		// if this CAS ever finds itself uninitialised again.
-		if err := k.initToken(ctx, c, true); err != nil {
+	if p.Err == nil && p.State == wire.Ready && c.Status.InitializedAt == nil {
+		// An init just used the token: it is emptied, and none is made
+		// again, so a CAS that finds itself uninitialised later is
+		// initialised anew only by its recovery owners' signatures.
+		if err := k.consumeInitToken(ctx, c); err != nil {
 			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
 		}
 		now := metav1.Now()
 		c.Status.InitializedAt = &now
 	}
-	return judge(ref(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, p)
+	if p.Err == nil && p.Mark != nil {
+		c.Status.StateGeneration = max(c.Status.StateGeneration, int64(min(p.Mark.Generation, math.MaxInt64))) //nolint:gosec // bounded above
+	}
+	c.Status.CASStateAlert = 0
+	if p.Err == nil && (p.StateProblem != "" || p.State == wire.Ready && below(p.Mark, c.Status.StateGeneration)) {
+		c.Status.CASStateAlert = 1
+	}
+	return judge(ref(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, c.Status.StateGeneration, p)
 }
 
-// initToken makes the CAS pod's init token Secret unless it is there, or
-// with renew replaces its token. The token is random and never leaves
-// the Secret through the operator.
-func (k *Kind) initToken(ctx context.Context, c *servicesv1beta1.CAS, renew bool) error {
+// below says whether a ready CAS reports a state below the generation the
+// status recorded: its replicas all lost their marks (restarted without
+// their volumes) while the state went backwards.
+func below(m *wire.StateMark, recorded int64) bool {
+	return m != nil && int64(min(m.Generation, math.MaxInt64)) < recorded //nolint:gosec // bounded above
+}
+
+// makeInitToken makes the CAS pod's init token Secret unless it is there.
+// The token is random and never leaves the Secret through the operator.
+func (k *Kind) makeInitToken(ctx context.Context, c *servicesv1beta1.CAS) error {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return err
@@ -173,18 +190,22 @@ func (k *Kind) initToken(ctx context.Context, c *servicesv1beta1.CAS, renew bool
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{conn.InitTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))},
 	}
-	if renew {
-		patch, err := ownedPatch(sec.ObjectMeta, sec.Data)
-		if err != nil {
-			return err
-		}
-		if err := k.Writer.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return fmt.Errorf("renewing CAS's init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
-		}
-		return nil
-	}
 	if err := k.Writer.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("making CAS's init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
+	}
+	return nil
+}
+
+// consumeInitToken empties the used init token: the Secret stays (the CAS
+// pods mount it), holding nothing that initialises a CAS.
+func (k *Kind) consumeInitToken(ctx context.Context, c *servicesv1beta1.CAS) error {
+	sec := &corev1.Secret{ObjectMeta: k.owned(c, conn.InitTokenSecret(c.Name))}
+	patch, err := ownedPatch(sec.ObjectMeta, map[string][]byte{conn.InitTokenKey: {}})
+	if err != nil {
+		return err
+	}
+	if err := k.Writer.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("emptying CAS's used init token (Secret %s/%s): %w", sec.Namespace, sec.Name, err)
 	}
 	return nil
 }
@@ -218,7 +239,8 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 			return Probe{Err: fmt.Errorf("CAS's root CA: %w", err)}
 		}
 	}
-	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
+	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, StateProblem: att.PublicKey.StateProblem, Mark: att.PublicKey.StateMark,
+		Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
 }
 
 func collateralStatus(h *wire.CollateralHealth) *servicesv1beta1.CASCollateralStatus {
@@ -271,5 +293,6 @@ func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
 		{Field: "casReadyReplicas", Value: float64(st.ReadyReplicas)},
 		{Field: "casRecoveringReplicas", Value: float64(st.RecoveringReplicas)},
 		{Field: "casReplicaAlert", Value: float64(st.CASReplicaAlert)},
+		{Field: "casStateAlert", Value: float64(st.CASStateAlert)},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,6 +28,11 @@ type Probe struct {
 	Err         error
 	State       wire.State
 	StateReason string
+	// StateProblem and Mark: the state is below the replica's high-water
+	// mark (wire.ProblemRolledBack) or gone (wire.ProblemLost), and the
+	// mark itself.
+	StateProblem string
+	Mark         *wire.StateMark
 	// Insecure: CAS vouched for itself with simulated evidence.
 	Insecure bool
 	// Collateral is CAS's vendor collateral cache, when it has one.
@@ -76,7 +82,7 @@ func lastBackup(oos []service.Owned) *metav1.Time {
 
 // judge turns a probe into the IsHealthy observation, telling a human
 // what to run when CAS waits for one.
-func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, p Probe) health.Observation {
+func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int64, p Probe) health.Observation {
 	switch {
 	case p.Err != nil && (errors.Is(p.Err, client.ErrNoEvidence) || attest.CheckOf(p.Err) != ""):
 		return health.Obs(health.False, health.ReasonCASNotAttested, fmt.Sprintf(
@@ -89,13 +95,28 @@ func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, p Probe) hea
 	if p.Insecure {
 		trust = " --insecure-simulated-cas"
 	}
+	switch {
+	case p.StateProblem == wire.ProblemRolledBack:
+		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
+			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects put back an older state; the recovery owners take it only by accepting its generation: "+
+				"cloister cas recover --cluster %s%s --shares shares.json --key OWNER.pem --accept-generation GENERATION, or they restore a newer backup", p.StateReason, ref, trust))
+	case p.State == wire.Ready && p.Mark != nil && int64(min(p.Mark.Generation, math.MaxInt64)) < recorded: //nolint:gosec // bounded above
+		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
+			"CAS serves its state at generation %d, older than generation %d it reported before: its replicas restarted without the marks in their volumes while the state went backwards. "+
+				"Check who wrote CAS's CASStateRecord objects, and whether its policies are the ones their owners last registered", p.Mark.Generation, recorded))
+	}
 	switch p.State {
 	case wire.Uninitialized:
-		if initialized != nil {
+		if initialized != nil || p.StateProblem == wire.ProblemLost {
+			since := "once"
+			if initialized != nil {
+				since = "at " + initialized.UTC().Format(time.RFC3339)
+			}
 			return health.Obs(health.False, health.ReasonCASStateLost, fmt.Sprintf(
-				"CAS was initialised at %s and has lost its state since (its CASStateRecord objects were deleted): its policies, secrets and CAs are gone. "+
-					"Initialising it again makes a new CAS, which workloads and clients must trust anew: cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json",
-				initialized.UTC().Format(time.RFC3339), ref, trust))
+				"CAS was initialised %s and has lost its state since (its CASStateRecord objects were deleted): its policies, secrets and CAs are gone, and its init token was used. "+
+					"Its recovery owners restore a backup (cloister cas restore --cluster %s, then cloister cas recover --accept-generation), or sign an init of a new CAS, which workloads and clients must trust anew: "+
+					"cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --approve-key FORMER-OWNER.pem --out shares.json",
+				since, ref, ref, trust))
 		}
 		return health.Obs(health.False, health.ReasonCASUninitialized, fmt.Sprintf(
 			"CAS is not initialised: run cloister cas init --cluster %s%s --recovery-owner OWNER.pub.pem --out shares.json", ref, trust))

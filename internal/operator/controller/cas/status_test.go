@@ -55,11 +55,18 @@ func TestJudge(t *testing.T) {
 		{"ready, collateral expired", true, nil, Probe{State: wire.Ready, Collateral: &wire.CollateralHealth{Entries: 3, Stale: 1, Expired: 1}}, health.False, health.ReasonCASCollateralExpired,
 			[]string{"1 of its 3 vendor collateral entries are past their next update", "spec.collateral"}},
 		{"uninitialised after it was initialised", false, &metav1.Time{Time: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASStateLost,
-			[]string{"initialised at 2026-11-26T10:00:00Z and has lost its state", "a new CAS", "cloister cas init --cluster team/cas"}},
+			[]string{"initialised at 2026-11-26T10:00:00Z and has lost its state", "a new CAS", "cloister cas init --cluster team/cas", "--approve-key FORMER-OWNER.pem", "cloister cas restore --cluster team/cas"}},
+		{"lost, by CAS's own mark", true, nil, Probe{State: wire.Uninitialized, StateProblem: wire.ProblemLost}, health.False, health.ReasonCASStateLost,
+			[]string{"initialised once and has lost its state", "--approve-key"}},
+		{"rolled back", true, nil, Probe{State: wire.RecoveryMode, StateProblem: wire.ProblemRolledBack, StateReason: "the state is at generation 4, older than generation 9"}, health.False, health.ReasonCASStateRolledBack,
+			[]string{"generation 4, older than generation 9", "--accept-generation GENERATION"}},
+		{"ready below the generation it reported", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 3}}, health.False, health.ReasonCASStateRolledBack,
+			[]string{"at generation 3, older than generation 7 it reported before"}},
+		{"ready at the generation it reported", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 7}}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
 		{"unknown state", true, nil, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(ref, tt.persistent, tt.initialized, tt.probe)
+			got := judge(ref, tt.persistent, tt.initialized, 7, tt.probe)
 			if got.Status != tt.status || got.Reason != tt.reason {
 				t.Errorf("%s/%s, want %s/%s", got.Status, got.Reason, tt.status, tt.reason)
 			}
