@@ -77,7 +77,7 @@ const (
 	// ReasonCASStateRolledBack: a replica refuses a state older than one
 	// it served, until the recovery owners accept it.
 	ReasonCASStateRolledBack Reason = "CASStateRolledBack"
-	ReasonCASReady     Reason = "CASReady"
+	ReasonCASReady           Reason = "CASReady"
 	// ReasonCASCollateralStale: ready, with vendor collateral served from
 	// the cache while the vendor fails.
 	ReasonCASCollateralStale Reason = "CASCollateralStale"
