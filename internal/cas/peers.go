@@ -180,25 +180,25 @@ func simIdentity(q *selfQuoter) peerIdentity {
 }
 
 // teeIdentity: a replica in a confidential VM is this CAS when its
-// evidence shows this VM's own launch measurement (SEV-SNP) or MRTD and
-// RTMRs (TDX); a new image is another identity.
+// evidence shows this VM's own launch measurement and the host data of
+// CAS's own pod policy (wire.CASIdentityOf): another pod of CAS's runtime
+// class shares the measurement, never the host data; a new image or pod
+// policy is another identity.
 func teeIdentity(paths produce.Paths, own *attest.Evidence, opts verify.Options) peerIdentity {
 	id := peerIdentity{evidence: func(ctx context.Context, rd []byte) (*attest.Evidence, error) {
 		return guestEvidenceOver(ctx, paths, rd)
 	}}
 	claims, err := verify.Evidence(*own, opts)
-	switch {
-	case err != nil:
+	if err != nil {
 		id.err = fmt.Errorf("verifying this VM's own evidence: %w", err)
-	case claims.SNP != nil:
-		id.expect.Policy.Identities = []attest.Identity{{Type: attest.SNP, Measurement: claims.SNP.Measurement}}
-	case claims.TDX != nil:
-		rtmr := make([]attest.Bytes, len(claims.TDX.RTMR))
-		copy(rtmr, claims.TDX.RTMR[:])
-		id.expect.Policy.Identities = []attest.Identity{{Type: attest.TDX, MRTD: claims.TDX.MRTD, RTMR: rtmr}}
-	default:
-		id.err = fmt.Errorf("this VM's %s evidence names no measurement", own.Type)
+		return id
 	}
+	expected, err := wire.CASIdentityOf(claims)
+	if err != nil {
+		id.err = fmt.Errorf("this VM's own evidence: %w", err)
+		return id
+	}
+	id.expect.Policy.Identities = []attest.Identity{expected}
 	id.expect.Verify = opts
 	return id
 }

@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
@@ -275,4 +278,72 @@ func TestPeerRecoveryWithSomeSharesIn(t *testing.T) {
 	}
 	published.Store(true)
 	waitState(t, urlB, caB, wire.Ready)
+}
+
+// A replica of CAS in a confidential VM hands the seed only to evidence of
+// its own launch measurement and its own host data (its pod policy): a
+// process in another pod of CAS's runtime class, whose VM measures the
+// same but carries another pod's policy, is refused, by name; the same
+// request from CAS's own VM gets the seed.
+func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
+	dir := t.TempDir()
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Measurement[0] = 0xCA
+	roots := filepath.Join(dir, "roots.pem")
+	if err := os.WriteFile(roots, s.RootsPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	casVM := s.ServeVM(t, filepath.Join(dir, "cas-vm"), bytes.Repeat([]byte{0xCA}, 32), nil)
+	otherVM := s.ServeVM(t, filepath.Join(dir, "other-vm"), bytes.Repeat([]byte{0xBB}, 32), nil)
+	state := filepath.Join(dir, "state")
+	url, ca, _ := StartConfigForTest(t, Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(casVM), TestRoots: roots,
+		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
+	pemCA, _ := os.ReadFile(ca)
+	c, _ := client.New(url, pemCA, nil)
+	rec, _ := policy.NewKey()
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, state), BoardPEMForTest()); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(vm string) (*wire.PeerSeedResponse, *ecdsa.PrivateKey, error) {
+		key := mustKey(t)
+		binding, _ := wire.KeyBinding(&key.PublicKey)
+		ev, err := guestEvidenceOver(context.Background(), producetest.GuestPaths(vm), binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *ev, Key: string(policy.MarshalPublicKey(&key.PublicKey))})
+		return res, key, err
+	}
+	if _, _, err := ask(otherVM); err == nil || !strings.Contains(err.Error(), "host data is") {
+		t.Errorf("a pod of CAS's runtime class with another policy got the seed: %v", err)
+	}
+	res, key, err := ask(casVM)
+	if err != nil {
+		t.Fatalf("CAS's own VM: %v", err)
+	}
+	if seed, err := wire.OpenSeed(key, res.Sealed); err != nil || len(seed) == 0 {
+		t.Errorf("opening the seed: %v", err)
+	}
+}
+
+// A CAS in a confidential VM without host data (no pod policy of its own)
+// cannot tell its peers from any other VM of its runtime class: peer
+// recovery is off, and says why.
+func TestTEEIdentityNeedsHostData(t *testing.T) {
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := s.ServeVM(t, filepath.Join(t.TempDir(), "vm"), nil, nil)
+	ev, err := guestEvidenceOver(context.Background(), producetest.GuestPaths(vm), make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := teeIdentity(producetest.GuestPaths(vm), ev, verify.Options{TestRoots: s.Roots()})
+	if id.err == nil || !strings.Contains(id.err.Error(), "without hostData") {
+		t.Errorf("an identity without host data: %+v", id)
+	}
 }

@@ -22,23 +22,39 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Measurement[0], s.Measurement[47] = 0xCA, 0x5E
+	s.HostData[0] = 0xCA // CAS's own pod policy
 	tsm := s.ServeVM(t, filepath.Join(dir, "tsm"), nil, nil)
 	roots := writeFile(t, dir, "roots.pem", string(s.RootsPEM()))
 	state := filepath.Join(dir, "state")
 	url, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true,
 		Guest: producetest.GuestPaths(tsm)})
-	identity := writeFile(t, dir, "cas-identity.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(s.Measurement[:])+"}]\n")
+	id := func(measurement [48]byte, hostData [32]byte) string {
+		return "identities: [{type: snp, measurement: " + hex.EncodeToString(measurement[:]) + ", hostData: " + hex.EncodeToString(hostData[:]) + "}]\n"
+	}
+	identity := writeFile(t, dir, "cas-identity.yaml", id(s.Measurement, s.HostData))
 	other := s.Measurement
 	other[1] = 1
-	otherIdentity := writeFile(t, dir, "other.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(other[:])+"}]\n")
+	otherIdentity := writeFile(t, dir, "other.yaml", id(other, s.HostData))
+	// A pod of CAS's runtime class (the same measurement) with a policy of
+	// its own (another host data) answering as CAS: refused.
+	impostor := *s
+	impostor.HostData[0] = 0xBA
+	impostorURL, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: filepath.Join(dir, "impostor"), Sealer: "none", TEE: true,
+		Guest: producetest.GuestPaths(impostor.ServeVM(t, filepath.Join(dir, "impostor-tsm"), nil, nil))})
+	measurementOnly := writeFile(t, dir, "measurement-only.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(s.Measurement[:])+"}]\n")
 	_, pub := keygen(t, dir, "owner.pem")
 	owner := writeFile(t, dir, "owner.pub.pem", pub)
 	base := []string{"cas", "init", "--cas", url, "--recovery-owner", owner, "--init-token-file", filepath.Join(state, cas.InitTokenFile), "--out", filepath.Join(dir, "shares.json")}
+	if _, _, err := run(t, "cas", "init", "--cas", impostorURL, "--cas-identity", identity, "--insecure-test-roots", roots, "--recovery-owner", owner,
+		"--init-token-file", filepath.Join(dir, "impostor", cas.InitTokenFile), "--out", filepath.Join(dir, "impostor-shares.json")); err == nil || !strings.Contains(err.Error(), "host data is") {
+		t.Errorf("a pod of CAS's runtime class with another policy: %v", err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--cas-identity", identity}, "chain"},
+		{[]string{"--cas-identity", measurementOnly, "--insecure-test-roots", roots}, "without hostData: every pod of CAS's runtime class meets it"},
 		{[]string{"--cas-identity", otherIdentity, "--insecure-test-roots", roots}, "identity"},
 		{[]string{"--cas-identity", identity, "--insecure-simulated-cas", "--insecure-test-roots", roots}, "--cas-sim-key"},
 	} {

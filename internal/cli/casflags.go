@@ -22,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // casFlags are how every cas command reaches CAS (an address, or a CAS
@@ -152,6 +153,9 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 			return nil, done, fmt.Errorf("--cas-identity: %w", err)
 		}
 		if err := yaml.UnmarshalStrict(data, &expect.Policy); err != nil {
+			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
+		}
+		if err := wire.CheckCASPolicy(&expect.Policy); err != nil {
 			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 
@@ -242,6 +243,9 @@ func (f *generateFlags) casExpect(platform runtimeclass.Platform) (expect, simKe
 			return "", "", fmt.Errorf("--cas-identity: %w", err)
 		}
 		parsed, err := attest.ParsePolicy(data)
+		if err == nil {
+			err = wire.CheckCASPolicy(parsed)
+		}
 		if err != nil {
 			return "", "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
 		}

@@ -43,7 +43,7 @@ func TestReferenceValuesComputeIntoGenerate(t *testing.T) {
 
 	host := registryWith(t, "web", "initializer")
 	resources := writeFile(t, t.TempDir(), "shop.yaml", strings.ReplaceAll(shopYAML, "REGISTRY", host))
-	identity := writeFile(t, dir, "cas.yaml", "identities: [{type: snp, measurement: "+strings.Repeat("cd", 48)+"}]\n")
+	identity := writeFile(t, dir, "cas.yaml", "identities: [{type: snp, measurement: "+strings.Repeat("cd", 48)+", hostData: "+strings.Repeat("ca", 32)+"}]\n")
 	work := t.TempDir()
 	if _, stderr, err := run(t, "generate", "--reference-values", values, "--cas-identity", identity, "--workspace", work,
 		"--initializer-image", host+"/initializer:v1", resources); err != nil {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"log/slog"
@@ -68,6 +69,9 @@ func testGuestEvidence(t *testing.T, e *realNodeEnv) {
 	vm := func(name string, hostData []byte, tamper func([]byte)) string {
 		return s.ServeVM(t, filepath.Join(dir, name), hostData, tamper)
 	}
+	// CAS's own pod policy's digest, which its identity pins beside the
+	// measurement every pod of the runtime class shares.
+	casHostData := bytes.Repeat([]byte{0xCA}, 32)
 
 	// CAS in its fake VM, on the node's address, where the pods reach it.
 	node := realnode.DefaultNetwork.NodeIP().String()
@@ -78,7 +82,7 @@ func testGuestEvidence(t *testing.T, e *realNodeEnv) {
 	casLog := &testenv.Buffer{}
 	go func() {
 		casDone <- cas.Run(casCtx, cas.Config{Listen: net.JoinHostPort(node, "0"), StateDir: state, Sealer: "none", TLSSANs: []string{node},
-			TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", nil, nil)), TestRoots: roots,
+			TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", casHostData, nil)), TestRoots: roots,
 			Ready: func(a string) { addr <- a }}, slog.New(slog.NewJSONHandler(casLog, nil)))
 	}()
 	t.Cleanup(func() {
@@ -96,7 +100,7 @@ func testGuestEvidence(t *testing.T, e *realNodeEnv) {
 	measurement := hex.EncodeToString(s.Measurement[:])
 	identity := filepath.Join(dir, "cas-identity.yaml")
 	reference := filepath.Join(dir, "reference.yaml")
-	for f, text := range map[string]string{identity: "identities: [{type: snp, measurement: '" + measurement + "'}]\n", reference: "snp: {measurement: '" + measurement + "'}\n"} {
+	for f, text := range map[string]string{identity: "identities: [{type: snp, measurement: '" + measurement + "', hostData: '" + hex.EncodeToString(casHostData) + "'}]\n", reference: "snp: {measurement: '" + measurement + "'}\n"} {
 		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -108,7 +108,10 @@ type CASPersistence struct {
 // CASConfidentialVM runs CAS in a confidential VM: a pod of a confidential
 // runtime class for SEV-SNP or TDX (Kata), where CAS vouches for its TLS
 // key with the VM's own evidence, and clients trust it by the launch
-// measurement its evidence must show.
+// measurement its evidence must show and the host data of CAS's own pod
+// policy (status.hostData), which no other pod of the runtime class has.
+// +kubebuilder:validation:XValidation:rule="self.platform != 'tdx' || (has(self.rtmrs) && size(self.rtmrs) == 3)",message="a TDX CAS pins RTMR0 to RTMR2 (rtmrs: three of 96 hex digits): a TD with the same MRTD and another boot chain would be trusted otherwise"
+// +kubebuilder:validation:XValidation:rule="self.platform != 'snp' || !has(self.rtmrs)",message="rtmrs are TDX's: an SEV-SNP VM's measurement covers its boot chain"
 type CASConfidentialVM struct {
 	// Platform is the VM's TEE: snp or tdx.
 	// +kubebuilder:validation:Enum=snp;tdx
@@ -124,6 +127,12 @@ type CASConfidentialVM struct {
 	// initializers and cloister --cluster trust CAS only by it.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{96}$`
 	Measurement string `json:"measurement"`
+	// RTMRs are the TD's RTMR0, RTMR1 and RTMR2 (firmware, kernel and
+	// initrd, command line), 96 hex digits each: TDX only, required there.
+	// +optional
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{96}$`
+	RTMRs []string `json:"rtmrs,omitempty"`
 }
 
 // CASCollateral says where CAS fetches the vendor collateral hardware
@@ -274,6 +283,14 @@ type CASStatus struct {
 	// its state says so, and only its recovery owners initialise it anew.
 	// +optional
 	InitializedAt *metav1.Time `json:"initializedAt,omitempty"`
+
+	// HostData is the SHA-256 (hex) of the initdata of CAS's pods in a
+	// confidential VM (their pod policy and the kata agent policy made
+	// from it), which the VM's evidence shows as SEV-SNP HOST_DATA or TDX
+	// MRCONFIGID: clients pin it beside spec.confidentialVM.measurement,
+	// so no other pod of the runtime class is taken for CAS.
+	// +optional
+	HostData string `json:"hostData,omitempty"`
 
 	// StateGeneration is the highest generation of CAS's state its
 	// replicas reported serving (their high-water mark). A replica refuses

@@ -166,21 +166,40 @@ func ParseRef(s string) (Ref, error) {
 // only when the resource asks for simulation (and then the claims say
 // Insecure), signed by the simulation key the operator made for it
 // (status.simulationKey); in a confidential VM, the VM's evidence with the
-// launch measurement the resource names.
+// launch measurement the resource names (and on TDX its RTMR0-2) and the
+// host data of CAS's own pod policy (status.hostData): a pod of the same
+// runtime class shares the measurement, never the host data.
 func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
 	e := casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
 	if vm := cas.Spec.ConfidentialVM; vm != nil {
-		// The CRD admits 96 hex digits only. Anything else must match no
-		// CAS, never every CAS: an empty measurement would pin nothing.
+		// The CRD admits 96 hex digits only, and the operator publishes
+		// 64. Anything else must match no CAS, never every CAS: an empty
+		// value would pin nothing.
+		nothing := []byte("not a measurement")
 		m, err := hex.DecodeString(vm.Measurement)
 		if err != nil || len(m) != 48 {
-			m = []byte("not a measurement")
+			m = nothing
+		}
+		hostData, err := hex.DecodeString(cas.Status.HostData)
+		if err != nil || len(hostData) != 32 {
+			hostData = nothing // not published yet
 		}
 		id := attest.Identity{Type: attest.Type(vm.Platform)}
 		if id.Type == attest.TDX {
 			id.MRTD = m
+			// MRCONFIGID is 48 bytes: the digest, zero-padded.
+			id.MRCONFIGID = append(append([]byte{}, hostData...), make([]byte, 48-min(len(hostData), 48))...)
+			id.RTMR = make([]attest.Bytes, 3)
+			for i := range id.RTMR {
+				id.RTMR[i] = nothing
+				if i < len(vm.RTMRs) {
+					if r, err := hex.DecodeString(vm.RTMRs[i]); err == nil && len(r) == 48 {
+						id.RTMR[i] = r
+					}
+				}
+			}
 		} else {
-			id.Type, id.Measurement = attest.SNP, m
+			id.Type, id.Measurement, id.HostData = attest.SNP, m, hostData
 		}
 		e.Policy.Identities = []attest.Identity{id}
 	}

@@ -1,11 +1,17 @@
 package conn
 
 import (
+	"bytes"
+	"encoding/hex"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 func TestParseAddress(t *testing.T) {
@@ -63,5 +69,52 @@ func TestPodAddress(t *testing.T) {
 	pod.DeletionTimestamp = &metav1.Time{}
 	if _, err := PodAddress(pod); err == nil || !strings.Contains(err.Error(), "terminating") {
 		t.Errorf("terminating: %v", err)
+	}
+}
+
+// A CAS in a confidential VM is trusted by its measurement and the host
+// data of its own pod policy (status.hostData): a pod of the same runtime
+// class (the same measurement, another host data) is not CAS, on SEV-SNP
+// and on TDX (where RTMR0-2 count too), and before the operator published
+// the host data nothing is.
+func TestExpectPinsTheHostData(t *testing.T) {
+	fill := func(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
+	hexOf := func(b byte, n int) string { return hex.EncodeToString(fill(b, n)) }
+	for _, platform := range []string{"snp", "tdx"} {
+		cr := &servicesv1beta1.CAS{Spec: servicesv1beta1.CASSpec{ConfidentialVM: &servicesv1beta1.CASConfidentialVM{
+			Platform: platform, RuntimeClassName: "kata-" + platform, Measurement: hexOf(0xAA, 48)}}}
+		if platform == "tdx" {
+			cr.Spec.ConfidentialVM.RTMRs = []string{hexOf(1, 48), hexOf(2, 48), hexOf(3, 48)}
+		}
+		claims := func(hostData byte, rtmr1 byte) *attest.Claims {
+			c := &attest.Claims{TCBStatus: attest.TCBUpToDate}
+			if platform == "snp" {
+				c.Type, c.SNP = attest.SNP, &attest.SNPIdentity{Measurement: fill(0xAA, 48), HostData: fill(hostData, 32)}
+			} else {
+				c.Type, c.TDX = attest.TDX, &attest.TDXIdentity{MRTD: fill(0xAA, 48), MRCONFIGID: append(fill(hostData, 32), make([]byte, 16)...),
+					RTMR: [4]attest.Bytes{fill(1, 48), fill(rtmr1, 48), fill(3, 48), fill(9, 48)}}
+			}
+			return c
+		}
+		e := Expect(cr)
+		if err := e.Policy.Check(claims(0xCA, 2)); attest.CheckOf(err) != attest.CheckIdentity {
+			t.Errorf("%s: CAS before its host data was published: %v", platform, err)
+		}
+		cr.Status.HostData = hexOf(0xCA, 32)
+		e = Expect(cr)
+		if err := wire.CheckCASPolicy(&e.Policy); err != nil {
+			t.Errorf("%s: the operator's expectation pins too little: %v", platform, err)
+		}
+		if err := e.Policy.Check(claims(0xCA, 2)); err != nil {
+			t.Errorf("%s: CAS itself: %v", platform, err)
+		}
+		if err := e.Policy.Check(claims(0xBB, 2)); attest.CheckOf(err) != attest.CheckIdentity {
+			t.Errorf("%s: another pod of CAS's runtime class: %v", platform, err)
+		}
+		if platform == "tdx" {
+			if err := e.Policy.Check(claims(0xCA, 7)); attest.CheckOf(err) != attest.CheckIdentity {
+				t.Errorf("tdx: another kernel (RTMR1): %v", err)
+			}
+		}
 	}
 }

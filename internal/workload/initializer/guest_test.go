@@ -39,7 +39,7 @@ func TestGuestEvidence(t *testing.T) {
 	}
 
 	state := filepath.Join(dir, "state")
-	url, ca, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0, nil)), TestRoots: roots})
+	url, ca, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0xCA, nil)), TestRoots: roots})
 	caPEM, _ := os.ReadFile(ca)
 	admin, err := casclient.New(url, caPEM, nil)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestGuestEvidence(t *testing.T) {
 	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, snpManifest)); err != nil {
 		t.Fatal(err)
 	}
-	base := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "snp", "measurement": "` + measurement + `"}]}`,
+	base := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"identities": [{"type": "snp", "measurement": "` + measurement + `", "hostData": "ca` + strings.Repeat("00", 31) + `"}]}`,
 		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, Evidence: initenv.EvidenceGuest,
 		TestRoots: string(s.RootsPEM()), MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond}
 	// run runs the initializer against the VM at tsm until it finishes, or

@@ -25,6 +25,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
@@ -96,6 +97,9 @@ func parseExpect(text string) (*attest.Policy, error) {
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", initenv.EnvExpect, err)
+	}
+	if err := wire.CheckCASPolicy(&p); err != nil {
+		return nil, fmt.Errorf("%s: %w (cloister generate --cas-identity)", initenv.EnvExpect, err)
 	}
 	if len(p.Identities) == 0 && !p.AllowSimulation {
 		return nil, fmt.Errorf("%s names no CAS identity, so any CAS would do: give its measurements (cloister generate --cas-identity)", initenv.EnvExpect)
