@@ -150,6 +150,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	testRoots, err := loadTestRoots(cfg.TestRoots, log)
+	if err != nil {
+		return err
+	}
+	if err := derivedKeyFits(ctx, cfg, sealer, testRoots); err != nil {
+		return err
+	}
 	db, kube, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -172,10 +179,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if cfg.TEE && cfg.Simulation {
 		return errors.New("--tee and --simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence")
-	}
-	testRoots, err := loadTestRoots(cfg.TestRoots, log)
-	if err != nil {
-		return err
 	}
 	coreCfg := core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir,
 		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log, Metrics: core.NewMetrics(),

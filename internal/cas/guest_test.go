@@ -70,3 +70,35 @@ func TestTEEKeyStaysInTheVM(t *testing.T) {
 		t.Error("two starts in a VM share a TLS key")
 	}
 }
+
+// SEV-SNP's derived key covers the launch measurement, not the host data:
+// in a VM that carries host data (a pod's, of a runtime class other pods
+// share) CAS refuses to seal with it, since a privileged pod of the class
+// would derive the same key and open the seed from any copy of the state;
+// in a VM of CAS's own (no host data) it may.
+func TestDerivedKeySealerOnlyInCASsOwnVM(t *testing.T) {
+	dir := t.TempDir()
+	s, err := producetest.NewSNPSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := filepath.Join(dir, "roots.pem")
+	if err := os.WriteFile(roots, s.RootsPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	podVM := s.ServeVM(t, filepath.Join(dir, "pod-vm"), []byte{0xCA}, nil)
+	cfg := Config{StateDir: filepath.Join(dir, "state"), Sealer: "snp:" + filepath.Join(dir, "sealed"), TEE: true, Guest: producetest.GuestPaths(podVM), TestRoots: roots, Listen: "127.0.0.1:0"}
+	err = Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "carries host data") {
+		t.Errorf("an SEV-SNP sealer in a pod's VM: %v", err)
+	}
+	ownVM := s.ServeVM(t, filepath.Join(dir, "own-vm"), nil, nil)
+	cfg.Guest = producetest.GuestPaths(ownVM)
+	sealer, err := ParseSealer(cfg.Sealer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := derivedKeyFits(context.Background(), cfg, sealer, s.Roots()); err != nil {
+		t.Errorf("an SEV-SNP sealer in CAS's own VM: %v", err)
+	}
+}

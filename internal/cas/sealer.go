@@ -2,16 +2,20 @@ package cas
 
 import (
 	"cmp"
+	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 )
 
-var errSealerSpec = errors.New("use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy), " +
+var errSealerSpec = errors.New("use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM of CAS's own, no pod's: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy), " +
 	"snp-node:NODE (the same key, the sealed seed in NODE's slot of a kubernetes store), sim-node:NODE (simulation, insecure: a key from the simulation key and NODE, the sealed seed in NODE's slot of a kubernetes store) " +
 	"or file:PATH (development: the CAS root secret in a plain file)")
 
@@ -25,10 +29,10 @@ func ParseSealer(spec, sevGuest string) (core.Sealer, error) {
 		return core.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
 	case strings.HasPrefix(spec, "snp-node:") && len(spec) > len("snp-node:"):
 		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
-		return core.SlotSealer{Node: strings.TrimPrefix(spec, "snp-node:"), Key: dev.SealingKey, What: "SEV-SNP derived key"}, nil
+		return core.SlotSealer{Node: strings.TrimPrefix(spec, "snp-node:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
 	case strings.HasPrefix(spec, "snp:") && len(spec) > len("snp:"):
 		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
-		return core.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: "SEV-SNP derived key"}, nil
+		return core.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
 	case strings.HasPrefix(spec, "sim-node:") && len(spec) > len("sim-node:"):
 		// The key comes from the simulation key, once Run knows it.
 		return core.SlotSealer{Node: strings.TrimPrefix(spec, "sim-node:"), What: "simulated sealing key", Simulated: true}, nil
@@ -68,4 +72,44 @@ func sealerFor(cfg Config, log *slog.Logger) (core.Sealer, error) {
 		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
 	}
 	return sealer, nil
+}
+
+// derivedKeySealer names the SEV-SNP sealers: their key is derived from
+// the launch measurement and guest policy, never the host data.
+const derivedKeySealer = "SEV-SNP derived key"
+
+// derivedKeyFits refuses an SEV-SNP sealer in a VM that carries host data:
+// a pod's VM of a confidential runtime class (its initdata), which every
+// pod of that class measures alike. Any of them would derive the same key
+// and open the sealed seed; only a VM whose launch measurement is CAS's
+// own (a VM image of CAS) may seal with it.
+func derivedKeyFits(ctx context.Context, cfg Config, sealer core.Sealer, testRoots []*x509.Certificate) error {
+	what := ""
+	switch s := sealer.(type) {
+	case core.KeySealer:
+		what = s.What
+	case core.SlotSealer:
+		what = s.What
+	}
+	if what != derivedKeySealer {
+		return nil
+	}
+	ev, err := guestEvidenceOver(ctx, cfg.Guest, make([]byte, 64))
+	if err != nil {
+		return fmt.Errorf("--sealer %s: this VM's evidence: %w", cfg.Sealer, err)
+	}
+	claims, err := verify.Evidence(*ev, verify.Options{At: time.Now(), TestRoots: testRoots})
+	if err != nil {
+		return fmt.Errorf("--sealer %s: this VM's evidence: %w", cfg.Sealer, err)
+	}
+	if claims.SNP == nil {
+		return fmt.Errorf("--sealer %s: this VM makes %s evidence, not SEV-SNP", cfg.Sealer, claims.Type)
+	}
+	for _, b := range claims.SNP.HostData {
+		if b != 0 {
+			return fmt.Errorf("--sealer %s: this VM carries host data (a pod's policy), so it is a VM of a runtime class other pods share: "+
+				"the firmware's derived key covers the launch measurement, not the host data, and any of them would open the seed; use --sealer none (peers and owners recover CAS)", cfg.Sealer)
+		}
+	}
+	return nil
 }

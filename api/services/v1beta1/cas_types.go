@@ -192,8 +192,10 @@ type CASSpec struct {
 	Simulation bool `json:"simulation,omitempty"`
 
 	// ConfidentialVM runs CAS in a confidential VM, vouching for itself with
-	// the VM's own evidence; on SEV-SNP it also seals its root seed under
-	// the firmware's derived key, so it restarts without its owners.
+	// the VM's own evidence and its own pod policy (initdata). Its seed is
+	// sealed to no node: a restarted replica gets it from a ready peer that
+	// attests it, and after every replica stopped its recovery owners
+	// recover it.
 	// +optional
 	ConfidentialVM *CASConfidentialVM `json:"confidentialVM,omitempty"`
 
@@ -213,10 +215,12 @@ type CASSpec struct {
 
 	// Sealing says whether a CAS pod started again unseals the root seed
 	// by itself. Node (the default) seals it, in the state, under a key
-	// of the pod's node: SEV-SNP's derived key in a confidential VM, a key
-	// derived from CAS's simulation key in simulation (insecure), nothing
-	// elsewhere. None: after every replica stopped, the recovery owners
-	// recover CAS (cloister cas recover).
+	// of the pod's node: in simulation a key derived from CAS's simulation
+	// key (insecure); nothing elsewhere, a confidential VM included
+	// (SEV-SNP's derived key covers the launch measurement, which every
+	// pod of CAS's runtime class shares, not the host data). None: after
+	// every replica stopped, the recovery owners recover CAS (cloister cas
+	// recover).
 	// +optional
 	// +kubebuilder:default=Node
 	// +kubebuilder:validation:Enum=Node;None

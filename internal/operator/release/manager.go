@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -47,6 +48,10 @@ type Request struct {
 	// TakeOwnership adopts objects that exist without belonging to a
 	// release (CRDs applied with kubectl).
 	TakeOwnership bool
+	// Transform, when set, changes each rendered object after the chart:
+	// what only code can compute from the rendered objects themselves (a
+	// confidential pod's initdata, from its pod template).
+	Transform func(*unstructured.Unstructured) error
 }
 
 // DefaultStaleAfter is how long a release may stay pending-install,
@@ -174,7 +179,7 @@ func (m *Manager) Install(ctx context.Context, req Request) error {
 	in.ServerSideApply, in.ForceConflicts = true, true
 	in.WaitStrategy = kube.HookOnlyStrategy
 	in.Timeout = time.Minute
-	in.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	in.PostRenderer = ownership{owner: req.Owner, labels: req.Labels, transform: req.Transform}
 	in.TakeOwnership = req.TakeOwnership
 	if _, err := in.RunWithContext(ctx, req.Chart, req.Values); err != nil {
 		return fmt.Errorf("installing release %s/%s: %w", req.Namespace, req.Name, err)
@@ -200,7 +205,7 @@ func (m *Manager) Upgrade(ctx context.Context, req Request) error {
 	up.WaitStrategy = kube.HookOnlyStrategy
 	up.Timeout = time.Minute
 	up.MaxHistory = 5
-	up.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	up.PostRenderer = ownership{owner: req.Owner, labels: req.Labels, transform: req.Transform}
 	up.TakeOwnership = req.TakeOwnership
 	if _, err := up.RunWithContext(ctx, req.Name, req.Chart, req.Values); err != nil {
 		return fmt.Errorf("upgrading release %s/%s: %w", req.Namespace, req.Name, err)

@@ -2,6 +2,8 @@ package release
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,4 +277,35 @@ func healthyWith(obs *Snapshot) health.Observations {
 		health.ReleaseFailed: obs.Failed, health.ReleaseDeployed: obs.Deployed,
 		health.AtLeastOneOwnedObjectPresent: ok, health.AllOwnedObjectsPresent: ok,
 	}}
+}
+
+// A Request's Transform changes what the chart rendered, alike where the
+// release is installed and where it is observed: the annotation it adds is
+// on the live object, and the release is not taken for changed.
+func TestTransformAfterTheChart(t *testing.T) {
+	m, cs, req := setup(t)
+	ctx := context.Background()
+	req.Transform = func(u *unstructured.Unstructured) error {
+		if u.GetKind() != "DaemonSet" {
+			return nil
+		}
+		return unstructured.SetNestedField(u.Object, "computed", "spec", "template", "metadata", "annotations", "example.com/computed")
+	}
+	if err := m.Install(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := cs.AppsV1().DaemonSets("ops").Get(ctx, "las-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ds.Spec.Template.Annotations["example.com/computed"]; got != "computed" {
+		t.Errorf("the transformed annotation on the live DaemonSet: %q", got)
+	}
+	if obs := mustObserve(t, m, req); specChanged(obs) {
+		t.Error("the transformed release is taken for changed")
+	}
+	req.Transform = func(*unstructured.Unstructured) error { return errors.New("no policy") }
+	if _, err := m.Render(req); err == nil || !strings.Contains(err.Error(), "no policy") {
+		t.Errorf("a failing transform: %v", err)
+	}
 }

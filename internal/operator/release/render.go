@@ -37,7 +37,7 @@ func (m *Manager) Render(req Request) ([]*unstructured.Unstructured, error) {
 	in.DryRunStrategy = action.DryRunClient
 	in.KubeVersion = renderKubeVersion
 	in.Replace = true
-	in.PostRenderer = ownership{owner: req.Owner, labels: req.Labels}
+	in.PostRenderer = ownership{owner: req.Owner, labels: req.Labels, transform: req.Transform}
 	r, err := in.Run(req.Chart, req.Values)
 	if err != nil {
 		return nil, fmt.Errorf("rendering release %s/%s: %w", req.Namespace, req.Name, err)
@@ -103,8 +103,9 @@ func parseManifest(manifest string) ([]*unstructured.Unstructured, error) {
 // ownership is a Helm post-renderer that makes the CR the only (controller)
 // owner of every object and adds the operator's labels.
 type ownership struct {
-	owner  metav1.OwnerReference
-	labels map[string]string
+	owner     metav1.OwnerReference
+	labels    map[string]string
+	transform func(*unstructured.Unstructured) error
 }
 
 func (o ownership) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
@@ -137,6 +138,11 @@ func (o ownership) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 			}
 			if err := unstructured.SetNestedStringMap(obj.Object, podLabels, "spec", "template", "metadata", "labels"); err != nil {
 				return nil, err
+			}
+		}
+		if o.transform != nil {
+			if err := o.transform(obj); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
 			}
 		}
 		data, err := yaml.Marshal(obj.Object)

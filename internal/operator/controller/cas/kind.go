@@ -143,6 +143,11 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
 		}
 	}
+	c.Status.HostData = ""
+	if c.Spec.ConfidentialVM != nil {
+		// Before the probe: it pins the host data.
+		c.Status.HostData = hostData(oos)
+	}
 	p := k.probe(ctx, c)
 	k.replicas(ctx, c)
 	c.Status.LastBackup = lastBackup(oos)

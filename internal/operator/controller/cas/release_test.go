@@ -1,6 +1,8 @@
 package cas
 
 import (
+	"bytes"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strings"
@@ -14,7 +16,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
@@ -22,6 +26,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
 // casCR is a CAS as the API server stores it after defaulting.
@@ -239,31 +244,78 @@ func TestSimulationIsExplicit(t *testing.T) {
 
 // A CAS in a confidential VM runs with the platform's runtime class, makes
 // its own evidence (--tee), asks for no SGX device, reaches the guest's TEE
-// device, and on SEV-SNP seals its seed under the firmware's key; clients
-// expect its launch measurement.
+// device, seals its seed to no node (the firmware's key would not tell its
+// VM from another of the class), and carries its own pod policy (initdata,
+// added after the chart), whose digest the status publishes and clients
+// pin beside the launch measurement.
 func TestConfidentialVM(t *testing.T) {
 	measurement := strings.Repeat("ab", 48)
 	for _, platform := range []string{"snp", "tdx"} {
 		cr := casCR(func(c *servicesv1beta1.CAS) {
 			c.Spec.ConfidentialVM = &servicesv1beta1.CASConfidentialVM{Platform: platform, RuntimeClassName: "cloister-cc-" + platform + "-abc", Measurement: measurement}
+			if platform == "tdx" {
+				c.Spec.ConfidentialVM.RTMRs = []string{measurement, measurement, measurement}
+			}
 		})
 		_, ss := render(t, cr)
 		pod := ss.Spec.Template.Spec
 		c := pod.Containers[0]
 		args := strings.Join(c.Args, " ")
-		sealer := map[string]string{"snp": "--sealer=snp-node:$(NODE_NAME)", "tdx": "--sealer=none"}[platform]
 		if pod.RuntimeClassName == nil || *pod.RuntimeClassName != "cloister-cc-"+platform+"-abc" || !strings.Contains(args, "--tee") ||
-			!strings.Contains(args, sealer) || strings.Contains(args, "--simulation") || !c.Resources.Limits.Name(tee.SGXEnclave, resource.DecimalSI).IsZero() ||
-			c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-			t.Errorf("%s: runtime class %v, args %s, limits %v, security %+v", platform, pod.RuntimeClassName, args, c.Resources.Limits, c.SecurityContext)
+			!strings.Contains(args, "--sealer=none") || strings.Contains(args, "--simulation") || !c.Resources.Limits.Name(tee.SGXEnclave, resource.DecimalSI).IsZero() ||
+			c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged || len(c.Env) != 0 ||
+			len(c.Command) != 1 || c.Command[0] != "/usr/local/bin/cloister-cas" {
+			t.Errorf("%s: runtime class %v, command %v, args %s, env %v, limits %v, security %+v", platform, pod.RuntimeClassName, c.Command, args, c.Env, c.Resources.Limits, c.SecurityContext)
 		}
+
+		// Its pod policy, after the chart: the initdata on the template
+		// is the policy of that template, and its digest is what the
+		// status publishes and clients pin.
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetKind("StatefulSet")
+		k := &Kind{}
+		if err := k.PostRender(cr, u); err != nil {
+			t.Fatal(err)
+		}
+		value, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", podpolicy.Annotation)
+		got, digest, err := podpolicy.FromAnnotation(value)
+		if err != nil {
+			t.Fatalf("%s: the initdata: %v", platform, err)
+		}
+		want, err := podpolicy.Of(&pod, ss.Spec.Template.Annotations)
+		if err != nil || !bytes.Equal(got.Canonical(), want.Canonical()) {
+			t.Errorf("%s: the initdata's policy is not the pod's: %v", platform, err)
+		}
+		if len(got.Containers) != 1 || got.Containers[0].SecurityContext == nil || !*got.Containers[0].SecurityContext.Privileged || len(got.InitContainers) != 0 {
+			t.Errorf("%s: privilege in the pod policy: %+v", platform, got.Containers)
+		}
+		if hd := hostData([]service.Owned{{Desired: u}}); hd != digest {
+			t.Errorf("%s: status.hostData %q, want the initdata's digest %q", platform, hd, digest)
+		}
+		cr.Status.HostData = digest
 		e := conn.Expect(cr)
-		if len(e.Policy.Identities) != 1 || e.Policy.AllowSimulation || string(e.Policy.Identities[0].Type) != platform ||
-			(platform == "snp" && len(e.Policy.Identities[0].Measurement) != 48) || (platform == "tdx" && len(e.Policy.Identities[0].MRTD) != 48) {
+		id := e.Policy.Identities
+		if len(id) != 1 || e.Policy.AllowSimulation || string(id[0].Type) != platform ||
+			(platform == "snp" && (len(id[0].Measurement) != 48 || hex.EncodeToString(id[0].HostData) != digest)) ||
+			(platform == "tdx" && (len(id[0].MRTD) != 48 || !strings.HasPrefix(hex.EncodeToString(id[0].MRCONFIGID), digest) || len(id[0].RTMR) != 3)) {
 			t.Errorf("%s: clients expect %+v", platform, e.Policy)
 		}
+		// Without an image pinned by digest there is no pod policy.
+		tagged := cr.DeepCopy()
+		tagged.Spec.Image = "example.com/cas:v1"
+		_, tss := render(t, tagged)
+		tobj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(tss)
+		tu := &unstructured.Unstructured{Object: tobj}
+		tu.SetKind("StatefulSet")
+		if err := k.PostRender(tagged, tu); err == nil || !strings.Contains(err.Error(), "pinned by digest") {
+			t.Errorf("%s: a tagged image: %v", platform, err)
+		}
 	}
-	// Sealing None: the owners recover it, in a VM as in simulation.
+	// Sealing: only simulation seals to its node; a VM and None do not.
 	for _, edit := range []func(*servicesv1beta1.CAS){
 		func(c *servicesv1beta1.CAS) {
 			c.Spec.ConfidentialVM = &servicesv1beta1.CASConfidentialVM{Platform: "snp", RuntimeClassName: "x", Measurement: measurement}
@@ -272,6 +324,9 @@ func TestConfidentialVM(t *testing.T) {
 	} {
 		for sealing, want := range map[servicesv1beta1.CASSealing]string{"": "--sealer=s", servicesv1beta1.CASSealingNone: "--sealer=none"} {
 			cr := casCR(func(c *servicesv1beta1.CAS) { edit(c); c.Spec.Sealing = sealing })
+			if cr.Spec.ConfidentialVM != nil {
+				want = "--sealer=none"
+			}
 			_, ss := render(t, cr)
 			c := ss.Spec.Template.Spec.Containers[0]
 			args := strings.Join(c.Args, " ")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -98,6 +99,13 @@ type PinnedRelease interface {
 // ValueSpecGeneration is the chart value, in a PinnedRelease's values,
 // that records the CR generation the revision was made for.
 const ValueSpecGeneration = "specGeneration"
+
+// PostRenderer is a Kind that changes its rendered objects after the
+// chart, with what only code computes from them (CAS's pod policy and its
+// initdata, from its rendered pod template).
+type PostRenderer interface {
+	PostRender(obj Object, u *unstructured.Unstructured) error
+}
 
 // Poller is a Kind whose health also comes from outside the cluster's
 // objects (a service's own API, e.g. whether CAS is initialised): the
@@ -226,11 +234,16 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 	if obj.GetNamespace() != "" {
 		labels[LabelOwnerNamespace] = obj.GetNamespace()
 	}
+	var transform func(*unstructured.Unstructured) error
+	if p, ok := r.Kind.(PostRenderer); ok {
+		transform = func(u *unstructured.Unstructured) error { return p.PostRender(obj, u) }
+	}
 	return release.Request{
 		Name:      r.Kind.ReleasePrefix() + "-" + obj.GetName(),
 		Namespace: ns,
 		Chart:     ch,
 		Values:    values,
+		Transform: transform,
 		Owner: metav1.OwnerReference{
 			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: obj.GetName(), UID: obj.GetUID(),
 			Controller: &yes, BlockOwnerDeletion: &yes,
