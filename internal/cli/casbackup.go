@@ -134,7 +134,8 @@ func restoreCAS(ctx context.Context, w io.Writer, c client.WithWatch, opts kubes
 	}
 	ref := opts.Namespace + "/" + opts.CAS
 	_, err = fmt.Fprintf(w, "restored %d records of CAS %s (taken %s) as the state of CAS %s. Its replicas wait in recovery for the root seed: "+
-		"the recovery owners run cloister cas recover --cluster %s --shares shares.json --key OWNER.pem (create the CAS resource first if it does not exist).\n",
+		"the recovery owners run cloister cas recover --cluster %s --shares shares.json --key OWNER.pem (create the CAS resource first if it does not exist). "+
+		"A replica that served a newer state refuses this one, naming its generation, until they accept it (--accept-generation GENERATION).\n",
 		len(b.Records), b.CAS, b.Taken.Format(time.RFC3339), ref, ref)
 	return err
 }

@@ -100,6 +100,11 @@ func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int
 		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
 			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects put back an older state; the recovery owners take it only by accepting its generation: "+
 				"cloister cas recover --cluster %s%s --shares shares.json --key OWNER.pem --accept-generation GENERATION, or they restore a newer backup", p.StateReason, ref, trust))
+	case p.StateProblem == wire.ProblemLost && p.State == wire.RecoveryMode:
+		return health.Obs(health.False, health.ReasonCASStateLost, fmt.Sprintf(
+			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects removed them; CAS serves nothing and registers nothing until its recovery owners decide: "+
+				"they restore a backup (cloister cas restore --cluster %s) and recover CAS, accepting the backup's generation (cloister cas recover --cluster %s%s --accept-generation GENERATION)",
+			p.StateReason, ref, ref, trust))
 	case p.State == wire.Ready && p.Mark != nil && int64(min(p.Mark.Generation, math.MaxInt64)) < recorded: //nolint:gosec // bounded above
 		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
 			"CAS serves its state at generation %d, older than generation %d it reported before: its replicas restarted without the marks in their volumes while the state went backwards. "+

@@ -58,6 +58,8 @@ func TestJudge(t *testing.T) {
 			[]string{"initialised at 2026-11-26T10:00:00Z and has lost its state", "a new CAS", "cloister cas init --cluster team/cas", "--approve-key FORMER-OWNER.pem", "cloister cas restore --cluster team/cas"}},
 		{"lost, by CAS's own mark", true, nil, Probe{State: wire.Uninitialized, StateProblem: wire.ProblemLost}, health.False, health.ReasonCASStateLost,
 			[]string{"initialised once and has lost its state", "--approve-key"}},
+		{"removed under a running replica", true, nil, Probe{State: wire.RecoveryMode, StateProblem: wire.ProblemLost, StateReason: "the state was removed"}, health.False, health.ReasonCASStateLost,
+			[]string{"the state was removed", "cloister cas restore --cluster team/cas", "--accept-generation"}},
 		{"rolled back", true, nil, Probe{State: wire.RecoveryMode, StateProblem: wire.ProblemRolledBack, StateReason: "the state is at generation 4, older than generation 9"}, health.False, health.ReasonCASStateRolledBack,
 			[]string{"generation 4, older than generation 9", "--accept-generation GENERATION"}},
 		{"ready below the generation it reported", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 3}}, health.False, health.ReasonCASStateRolledBack,
