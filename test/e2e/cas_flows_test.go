@@ -223,7 +223,8 @@ func policyDoc(ownerPub, validity string) string {
 
 // signPolicy writes the SignedPolicy resource name for doc signed by key
 // as the version after the SignedPolicy file after, or as version 1, a new
-// name, which a board member (the first recovery owner) signs too.
+// name, which a majority of the board (two of the three recovery owners)
+// signs too.
 func (e *realNodeEnv) signPolicy(t testing.TB, name, doc, key, after string) string {
 	t.Helper()
 	return e.signPolicyFor(t, "cas.default.svc:8081", name, doc, key, after)

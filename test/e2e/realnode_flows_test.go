@@ -63,6 +63,7 @@ func TestRealNode(t *testing.T) {
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"CASRestartsSealedOrRecovered", testCASRecovery},
+		{"CASStateWipedUnderItIsRefused", testCASStateWipedUnderIt},
 		{"CASReplicasRideOutAPodKill", testCASReplicas},
 		{"CASUntouchedByAnOperatorUpgrade", testCASOperatorUpgrade},
 		{"CASRollsOutOneReplicaAtATime", testCASRollingUpdate},
