@@ -75,7 +75,7 @@ func ParseMark(raw []byte) (*Mark, error) {
 	return &m, nil
 }
 
-// checkSize is the seed's check value's size (meta.Check).
+// checkSize is the size of the check value a seed derives (meta.Check).
 const checkSize = 32
 
 // digest is what the MAC covers, in a form that has one encoding.
