@@ -47,7 +47,7 @@ func TestCASIdentity(t *testing.T) {
 		}
 	}
 	for name, c := range map[string]*attest.Claims{
-		"snp without host data": snp(make([]byte, 32)),
+		"snp without host data":  snp(make([]byte, 32)),
 		"tdx without mrConfigID": tdx(make([]byte, 48), 4),
 	} {
 		if _, err := CASIdentityOf(c); !errors.Is(err, ErrSharedIdentity) {
