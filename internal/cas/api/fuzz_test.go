@@ -38,9 +38,9 @@ func FuzzAPI(f *testing.F) {
 		return nil, fmt.Errorf("%w: %w", core.ErrRejected, attest.Reject(attest.CheckIdentity, "not this CAS"))
 	}}).Handler()
 	seeds := map[int][]string{
-		0: {`{"owners":[],"threshold":1,"token":"x"}`},
-		1: {`{"share":{"id":1,"value":"AAAA"}}`},
-		2: {`{"board":["x"],"signatures":[]}`},
+		0: {`{"owners":[],"threshold":1,"token":"x"}`, `{"recoveryOwners":["x"],"threshold":1,"boardThreshold":2,"approvals":[{"key":"x","signature":"AAAA"}]}`},
+		1: {`{"share":{"id":1,"value":"AAAA"}}`, `{"share":{"id":1,"value":"AAAA"},"accept":{"generation":3,"key":"x","signature":"AAAA"}}`},
+		2: {`{"board":["x"],"signatures":[]}`, `{"version":1,"keys":["x"],"threshold":2,"signatures":[]}`},
 		3: {`{"policy":"version: cloister.dev/policy/v1\nname: shop\n","link":{"version":1}}`, `{"sealed":"AAAA","namespace":"default"}`},
 		4: {`{"nonce":"AAAA","signatures":[]}`},
 		5: {`{"evidence":"AAAA","type":"sim","policy":"shop","service":"web","csr":"x"}`},

@@ -307,3 +307,30 @@ func FuzzParseMark(f *testing.F) {
 		}
 	})
 }
+
+// Whatever a request carries as a recovery owner's signature (an
+// acceptance of an older state, an approval of an init after a loss), it
+// counts only when an owner's key signed exactly that digest: no input
+// forges one.
+func FuzzOwnerSigned(f *testing.F) {
+	owner, _ := policy.NewKey()
+	owners := []string{policy.Fingerprint(&owner.PublicKey)}
+	digest := wire.AcceptDigest(bytes.Repeat([]byte{1}, checkSize), 7)
+	good, err := ecdsa.SignASN1(rand.Reader, owner, digest)
+	if err != nil {
+		f.Fatal(err)
+	}
+	pub := string(policy.MarshalPublicKey(&owner.PublicKey))
+	f.Add(pub, base64.StdEncoding.EncodeToString(good), uint64(8))
+	f.Add("x", "AAAA", uint64(7))
+	f.Fuzz(func(t *testing.T, key, sig string, generation uint64) {
+		fp, err := ownerSigned(owners, wire.OwnerSignature{Key: key, Signature: sig}, wire.AcceptDigest(bytes.Repeat([]byte{1}, checkSize), generation))
+		if err != nil {
+			return
+		}
+		// Only the owner signed, and only generation 7.
+		if fp != owners[0] || generation != 7 {
+			t.Fatalf("a signature counted for %s over generation %d: %q", fp, generation, sig)
+		}
+	})
+}
