@@ -306,7 +306,9 @@ func (c *CAS) recover(sh seed.Share, accept *wire.Acceptance) (int, seed.Seed, e
 	if err := c.unlock(s); err != nil {
 		return 0, seed.Seed{}, err
 	}
-	c.shares = map[uint64]seed.Share{}
+	// Acceptances are for this recovery only; what they made acceptable
+	// stays until the state moved past the mark (advance).
+	c.shares, c.accepts = map[uint64]seed.Share{}, map[string]uint64{}
 	return 0, s, nil
 }
 
@@ -331,8 +333,14 @@ func (c *CAS) advance() error {
 			}
 		}
 		c.mu.RUnlock()
-		if err != nil || at >= mark {
+		if err != nil {
 			return err
+		}
+		if at >= mark {
+			c.mu.Lock()
+			c.acceptable = nil
+			c.mu.Unlock()
+			return nil
 		}
 		to := nextEpoch(mark)
 		gen, err := k.enc.Advance(c.cfg.Store, at, to)
@@ -347,7 +355,7 @@ func (c *CAS) advance() error {
 			cur.generation = gen
 			c.raiseMark(cur, gen)
 		}
-		c.accepts, c.acceptable = map[string]uint64{}, nil
+		c.acceptable = nil
 		c.mu.Unlock()
 		c.cfg.Log.Info("audit: the state the recovery owners accepted moves past the high-water mark", "from", at, "to", gen, "mark", mark)
 		return nil
@@ -414,10 +422,13 @@ func (c *CAS) load(k *keys, s *seed.Seed) error {
 			return nil
 		})
 	})
-	// Below the mark first: a removed state has no board either, and
-	// what matters is that it went backwards.
-	if err := c.checkMark(k, generation); err != nil {
-		return err
+	// Below the mark first, unless the state does not even match its
+	// digest (said as such): a removed state has no board or CAs either,
+	// and what matters is that it went backwards.
+	if !errors.Is(err, store.ErrIntegrity) && !errors.Is(err, store.ErrTampered) {
+		if err := c.checkMark(k, generation); err != nil {
+			return err
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("opening the state: %w", err)
