@@ -317,50 +317,65 @@ func (c *CAS) recover(sh seed.Share, accept *wire.Acceptance) (int, seed.Seed, e
 // replicas take it in, and the acceptance opens no older state again. It
 // takes the registration lock and must be called without the state lock.
 func (c *CAS) advance() error {
+	var from, mark uint64
+	gen, err := c.commit("the accepted state was moved past the high-water mark", func(k *keys, at uint64) (uint64, error) {
+		c.mu.RLock()
+		if c.mark != nil {
+			mark = c.mark.Generation
+		}
+		c.mu.RUnlock()
+		if from = at; at >= mark {
+			return 0, nil
+		}
+		return k.enc.Advance(c.cfg.Store, at, nextEpoch(mark))
+	})
+	c.mu.Lock()
+	c.acceptable = nil
+	c.mu.Unlock()
+	if err == nil && gen > 0 {
+		c.cfg.Log.Info("audit: the state the recovery owners accepted moves past the high-water mark", "from", from, "to", gen, "mark", mark)
+	}
+	return err
+}
+
+// commit stores a change (write, at the state's generation at) under the
+// registration lock, again when another replica wrote first
+// (store.ErrConflict), and takes the generation it reached into the keys
+// CAS serves and the mark. write returns 0 when there is nothing to
+// store. It must be called without the state lock.
+func (c *CAS) commit(what string, write func(k *keys, at uint64) (uint64, error)) (uint64, error) {
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
 	for range maxSecretRounds {
 		if err := c.sync(); err != nil {
-			return err
+			return 0, err
 		}
 		c.mu.RLock()
 		k, err := c.ready()
-		var at, mark uint64
+		var at uint64
 		if err == nil {
 			at = k.generation
-			if c.mark != nil {
-				mark = c.mark.Generation
-			}
 		}
 		c.mu.RUnlock()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if at >= mark {
-			c.mu.Lock()
-			c.acceptable = nil
-			c.mu.Unlock()
-			return nil
-		}
-		to := nextEpoch(mark)
-		gen, err := k.enc.Advance(c.cfg.Store, at, to)
+		gen, err := write(k, at)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
-		if err != nil {
-			return err
+		if err != nil || gen == 0 {
+			return 0, err
 		}
 		c.mu.Lock()
 		if cur := c.keys; cur != nil && cur.generation < gen {
 			cur.generation = gen
 			c.raiseMark(cur, gen)
 		}
-		c.acceptable = nil
 		c.mu.Unlock()
-		c.cfg.Log.Info("audit: the state the recovery owners accepted moves past the high-water mark", "from", at, "to", gen, "mark", mark)
-		return nil
+		return gen, nil
 	}
-	return errors.New("the state kept changing while the accepted state was moved past the high-water mark")
+	return 0, fmt.Errorf("the state kept changing while %s", what)
 }
 
 // unlock derives the keys from the seed and loads the state they open.

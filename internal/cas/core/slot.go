@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -66,37 +65,12 @@ func (c *CAS) seal(s seed.Seed) error {
 	if err != nil {
 		return err
 	}
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	for range maxSecretRounds {
-		if err := c.sync(); err != nil {
-			return err
-		}
-		c.mu.RLock()
-		k, err := c.ready()
-		var at uint64
-		if err == nil {
-			at = k.generation
-		}
-		c.mu.RUnlock()
-		if err != nil {
-			return err
-		}
-		gen, err := k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error { return etx.Put(bucketSealed, slot.Node, blob) })
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		c.mu.Lock()
-		if cur := c.keys; cur != nil && cur.generation < gen {
-			cur.generation = gen
-			c.raiseMark(cur, gen)
-		}
-		c.mu.Unlock()
-		c.cfg.Log.Info("the seed is sealed in this node's slot of the state", "node", slot.Node, "key", slot.What, "insecure", slot.Simulated)
-		return nil
+	_, err = c.commit("the seed was sealed for node "+slot.Node, func(k *keys, at uint64) (uint64, error) {
+		return k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error { return etx.Put(bucketSealed, slot.Node, blob) })
+	})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("the state kept changing while the seed was sealed for node %s", slot.Node)
+	c.cfg.Log.Info("the seed is sealed in this node's slot of the state", "node", slot.Node, "key", slot.What, "insecure", slot.Simulated)
+	return nil
 }
