@@ -72,9 +72,17 @@ func testCASStateWipedUnderIt(t *testing.T, e *realNodeEnv) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.DeleteAllOf(ctx, &servicesv1beta1.CASStateRecord{}, client.InNamespace("default"), client.MatchingLabels{kubestore.LabelCAS: "cas-db"}); err != nil {
-			t.Fatalf("deleting CAS's state as its service account: %v", err)
+		// Its role lists and deletes them one by one (no deletecollection).
+		var records servicesv1beta1.CASStateRecordList
+		if err := c.List(ctx, &records, client.InNamespace("default"), client.MatchingLabels{kubestore.LabelCAS: "cas-db"}); err != nil {
+			t.Fatalf("listing CAS's state as its service account: %v", err)
 		}
+		for i := range records.Items {
+			if err := c.Delete(ctx, &records.Items[i]); err != nil {
+				t.Fatalf("deleting CAS's state as its service account: %v", err)
+			}
+		}
+		t.Logf("deleted %d CASStateRecord objects of cas-db with its service account's token", len(records.Items))
 	}
 	wipe()
 	c := waitCondition(t, e.crs, cas, health.IsHealthy, health.ReasonCASStateLost)
