@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,10 @@ type Kind struct {
 	// keys holds, per simulated CAS, a simulation key made but not yet
 	// in its Secret (simulation.go).
 	keys pendingKeys
+	// consumed records the CASes (by UID) whose used init token this
+	// process emptied: once each, also for a CAS an older operator
+	// initialised, which renewed the token instead.
+	consumed sync.Map
 	// Dial, when set, replaces dialling the CAS pod's address (tests run
 	// CAS on loopback).
 	Dial func(podAddress string) casclient.DialFunc
@@ -156,15 +161,19 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	} else {
 		c.Status.CASState = string(p.State)
 	}
-	if p.Err == nil && p.State == wire.Ready && c.Status.InitializedAt == nil {
-		// An init just used the token: it is emptied, and none is made
-		// again, so a CAS that finds itself uninitialised later is
-		// initialised anew only by its recovery owners' signatures.
+	if c.Status.InitializedAt == nil && p.Err == nil && p.State == wire.Ready {
+		now := metav1.Now()
+		c.Status.InitializedAt = &now
+	}
+	if _, done := k.consumed.Load(c.UID); c.Status.InitializedAt != nil && c.DeletionTimestamp == nil && !done {
+		// An init used the token: it is emptied, and none is made again,
+		// so a CAS that finds itself uninitialised later is initialised
+		// anew only by its recovery owners' signatures. Once per CAS and
+		// process, for a CAS an older operator renewed the token of too.
 		if err := k.consumeInitToken(ctx, c); err != nil {
 			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
 		}
-		now := metav1.Now()
-		c.Status.InitializedAt = &now
+		k.consumed.Store(c.UID, true)
 	}
 	if p.Err == nil && p.Mark != nil {
 		c.Status.StateGeneration = max(c.Status.StateGeneration, int64(min(p.Mark.Generation, math.MaxInt64))) //nolint:gosec // bounded above

@@ -196,6 +196,17 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: cr.Namespace, Name: conn.InitTokenSecret(cr.Name)}, &gone); !apierrors.IsNotFound(err) {
 		t.Errorf("the init token Secret made again after CAS was initialised: %v %q", err, gone.Data[conn.InitTokenKey])
 	}
+	// An older operator renewed the token after the init: this one, at
+	// its start, empties it once.
+	renewed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cr.Namespace, Name: conn.InitTokenSecret(cr.Name)},
+		Data: map[string][]byte{conn.InitTokenKey: []byte("a-token-an-older-operator-renewed")}}
+	if err := c.Create(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	(&Kind{Base: service.Base{Reader: c}, Writer: c, Dial: dial}).FillStatus(ctx, cr, nil)
+	if got := token(); got != "" {
+		t.Errorf("a token an older operator renewed, after this one's first look: %q", got)
+	}
 	if k.PollAfter(cr) != pollReady {
 		t.Errorf("a ready CAS is polled every %s", k.PollAfter(cr))
 	}
