@@ -297,8 +297,9 @@ type CASStatus struct {
 	HostData string `json:"hostData,omitempty"`
 
 	// StateGeneration is the highest generation of CAS's state its
-	// replicas reported serving (their high-water mark). A replica refuses
-	// a state below its own mark and says so (casStateAlert).
+	// replicas reported serving (their high-water mark), since CAS was
+	// last uninitialised. A replica refuses a state below its own mark and
+	// says so (casStateAlert); a ready CAS below this one is rolled back.
 	// +optional
 	StateGeneration int64 `json:"stateGeneration,omitempty"`
 

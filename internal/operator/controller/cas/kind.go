@@ -175,7 +175,13 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 		}
 		k.consumed.Store(c.UID, true)
 	}
-	if p.Err == nil && p.Mark != nil {
+	switch {
+	case p.Err != nil:
+	case p.State == wire.Uninitialized:
+		// Its state is gone (CASStateLost says so): a new CAS, or a
+		// state its owners take back, counts its generations anew.
+		c.Status.StateGeneration = 0
+	case p.Mark != nil:
 		c.Status.StateGeneration = max(c.Status.StateGeneration, int64(min(p.Mark.Generation, math.MaxInt64))) //nolint:gosec // bounded above
 	}
 	c.Status.CASStateAlert = 0
