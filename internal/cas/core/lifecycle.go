@@ -100,7 +100,7 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 	}
 	out := &wire.Shares{Threshold: threshold}
 	for i, sh := range shares {
-		sealed, err := seed.SealShare(sh, owners[i]) //nolint:gosec // Split returns one share per owner
+		sealed, err := seed.SealShare(sh, owners[i])
 		if err != nil {
 			return nil, fmt.Errorf("%w: recoveryOwners[%d]: %w", ErrInvalid, i, err)
 		}

@@ -83,8 +83,8 @@ func (m *Mark) digest() []byte {
 	var b bytes.Buffer
 	b.WriteString("cloister.dev/state-mark/v1\x00")
 	b.Write(binary.BigEndian.AppendUint64(nil, m.Generation))
-	b.Write(binary.BigEndian.AppendUint32(nil, uint32(m.Threshold))) //nolint:gosec // at most the owners' count
-	b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m.Owners))))
+	b.Write(binary.BigEndian.AppendUint32(nil, uint32(m.Threshold)))   //nolint:gosec // at most the owners' count
+	b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m.Owners)))) //nolint:gosec // a mark is at most 16 KiB
 	for _, o := range m.Owners {
 		b.WriteString(o)
 		b.WriteByte(0)

@@ -182,20 +182,13 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 		// state its owners take back, counts its generations anew.
 		c.Status.StateGeneration = 0
 	case p.Mark != nil:
-		c.Status.StateGeneration = max(c.Status.StateGeneration, int64(min(p.Mark.Generation, math.MaxInt64))) //nolint:gosec // bounded above
+		c.Status.StateGeneration = max(c.Status.StateGeneration, generation(p.Mark))
 	}
 	c.Status.CASStateAlert = 0
 	if p.Err == nil && (p.StateProblem != "" || p.State == wire.Ready && below(p.Mark, c.Status.StateGeneration)) {
 		c.Status.CASStateAlert = 1
 	}
 	return judge(ref(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, c.Status.StateGeneration, p)
-}
-
-// below says whether a ready CAS reports a state below the generation the
-// status recorded: its replicas all lost their marks (restarted without
-// their volumes) while the state went backwards.
-func below(m *wire.StateMark, recorded int64) bool {
-	return m != nil && int64(min(m.Generation, math.MaxInt64)) < recorded //nolint:gosec // bounded above
 }
 
 // makeInitToken makes the CAS pod's init token Secret unless it is there.

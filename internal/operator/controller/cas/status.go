@@ -80,6 +80,19 @@ func lastBackup(oos []service.Owned) *metav1.Time {
 	return nil
 }
 
+// generation is a mark's generation as the status keeps it (int64).
+func generation(m *wire.StateMark) int64 {
+	if m == nil {
+		return 0
+	}
+	return int64(min(m.Generation, math.MaxInt64))
+}
+
+// below says whether CAS reports a state below the generation the status
+// recorded: a ready CAS so is rolled back, its replicas having lost their
+// marks (restarted without their volumes) while the state went backwards.
+func below(m *wire.StateMark, recorded int64) bool { return m != nil && generation(m) < recorded }
+
 // judge turns a probe into the IsHealthy observation, telling a human
 // what to run when CAS waits for one.
 func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int64, p Probe) health.Observation {
@@ -105,7 +118,7 @@ func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int
 			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects removed them; CAS serves nothing and registers nothing until its recovery owners decide: "+
 				"they restore a backup (cloister cas restore --cluster %s) and recover CAS, accepting the backup's generation (cloister cas recover --cluster %s%s --accept-generation GENERATION)",
 			p.StateReason, ref, ref, trust))
-	case p.State == wire.Ready && p.Mark != nil && int64(min(p.Mark.Generation, math.MaxInt64)) < recorded: //nolint:gosec // bounded above
+	case p.State == wire.Ready && below(p.Mark, recorded):
 		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
 			"CAS serves its state at generation %d, older than generation %d it reported before: its replicas restarted without the marks in their volumes while the state went backwards. "+
 				"Check who wrote CAS's CASStateRecord objects, and whether its policies are the ones their owners last registered", p.Mark.Generation, recorded))
