@@ -118,23 +118,33 @@ var ErrRolledBack = errors.New("the state is older than one this CAS served")
 const (
 	problemRolledBack = wire.ProblemRolledBack
 	problemLost       = wire.ProblemLost
+	problemReplaced   = wire.ProblemReplaced
 )
 
 // markKey is the MAC key of the marks of the CAS with seed keys k.
 func markKey(k *keys) []byte { return k.seed.Key("state-mark", 32) }
 
-// checkMark refuses a state at generation gen below the mark, unless the
-// owners accepted gen; a mark read from the volume is first checked to be
-// this CAS's (by the seed of k), and forgotten if it is not. The caller
-// holds mu (or has c alone).
+// checkMark refuses a state of another CAS than the mark's (its seed is
+// not the one this replica served: whoever writes the state put another
+// CAS's there, whose shares they hold), and a state at generation gen
+// below the mark unless the owners accepted gen. A mark read from the
+// volume is first checked by the seed of k, and forgotten if its MAC
+// does not verify (its generation was written without the seed). The
+// caller holds mu (or has c alone).
 func (c *CAS) checkMark(k *keys, gen uint64) error {
 	m := c.mark
 	if m == nil {
 		return nil
 	}
+	if c.meta == nil || !bytes.Equal(m.Check, c.meta.Check) {
+		c.setProblem(problemReplaced)
+		return fmt.Errorf("%w: the state is another CAS's than the one this CAS served up to generation %d (another seed): "+
+			"it is not taken in its place. Its recovery owners (%d of %v) restore their backup, or sign an init of a new CAS (cloister cas init --approve-key); "+
+			"to start over with no tie to it, delete the volumes of CAS's replicas", ErrRolledBack, m.Generation, m.Threshold, m.Owners)
+	}
 	if !c.markTrusted {
-		if c.meta == nil || !bytes.Equal(m.Check, c.meta.Check) || !m.verify(markKey(k)) {
-			c.cfg.Log.Warn("the state mark in CAS's volume is not this CAS's (another CAS's, or written without its seed): ignored")
+		if !m.verify(markKey(k)) {
+			c.cfg.Log.Warn("the state mark in CAS's volume was not written with this CAS's seed (its generation was changed): ignored")
 			c.mark = nil
 			return nil
 		}

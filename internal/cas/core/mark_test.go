@@ -334,3 +334,35 @@ func FuzzOwnerSigned(f *testing.F) {
 		}
 	})
 }
+
+// Another CAS's whole state, put where this CAS's was (by whoever writes
+// the state, holding that other CAS's shares), is not taken in this CAS's
+// place after a restart: the replica's mark names another seed, so the
+// attacker's shares open nothing, and the status says why.
+func TestAnotherCASsStateIsNotTakenInItsPlace(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), marks: &memMarks{}}
+	f.lasKey, _ = policy.NewKey()
+	f.open(NoSealer{})
+	rec, _ := policy.NewKey()
+	f.rec = []*ecdsa.PrivateKey{rec}
+	if _, err := f.cas.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, testToken); err != nil {
+		t.Fatal(err)
+	}
+	other := newFixture(t, NoSealer{}, 1, 1)
+	theirs := other.snapshot()
+	other.open(NoSealer{})
+	f.putBack(NoSealer{}, theirs)
+	sh, err := seed.OpenShare(other.shares.Shares[0].Sealed, other.rec[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cas.Recover(sh, nil); !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "the state is another CAS's") {
+		t.Fatalf("another CAS's state opened with its own shares: %v", err)
+	}
+	if st, _ := f.cas.Status(); st != wire.RecoveryMode {
+		t.Errorf("after the attacker's shares: %s", st)
+	}
+	if _, p := f.cas.StateMark(); p != wire.ProblemReplaced {
+		t.Errorf("the problem: %q", p)
+	}
+}

@@ -39,7 +39,7 @@ func NewMetrics() *Metrics {
 			Name: "cloister_cas_state_mark", Help: "The highest generation of the state this replica served (its high-water mark).",
 		}),
 		problem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cloister_cas_state_problem", Help: "1 while the state is below the high-water mark: rolled-back (older) or lost (gone).",
+			Name: "cloister_cas_state_problem", Help: "1 while a replica refuses the state: rolled-back (older than its high-water mark), lost (gone) or replaced (another CAS's).",
 		}, []string{"problem"}),
 	}
 	m.Registry.MustRegister(m.attestations, m.attestSeconds, m.policies, m.policyChanges, m.state, m.mark, m.problem)
@@ -47,7 +47,7 @@ func NewMetrics() *Metrics {
 }
 
 func (m *Metrics) setProblem(p string) {
-	for _, x := range []string{wire.ProblemRolledBack, wire.ProblemLost} {
+	for _, x := range []string{wire.ProblemRolledBack, wire.ProblemLost, wire.ProblemReplaced} {
 		v := 0.0
 		if x == p {
 			v = 1

@@ -99,6 +99,8 @@ const (
 	ProblemRolledBack = "rolled-back"
 	// ProblemLost: CAS was initialised and its state is gone.
 	ProblemLost = "lost"
+	// ProblemReplaced: the state is another CAS's than the one served.
+	ProblemReplaced = "replaced"
 )
 
 // RecoverRequest is POST /v1/recover: one owner's opened share.

@@ -77,7 +77,10 @@ const (
 	// ReasonCASStateRolledBack: a replica refuses a state older than one
 	// it served, until the recovery owners accept it.
 	ReasonCASStateRolledBack Reason = "CASStateRolledBack"
-	ReasonCASReady           Reason = "CASReady"
+	// ReasonCASStateReplaced: a replica refuses a state of another CAS
+	// than the one it served (another seed).
+	ReasonCASStateReplaced Reason = "CASStateReplaced"
+	ReasonCASReady         Reason = "CASReady"
 	// ReasonCASCollateralStale: ready, with vendor collateral served from
 	// the cache while the vendor fails.
 	ReasonCASCollateralStale Reason = "CASCollateralStale"

@@ -113,6 +113,9 @@ func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int
 		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
 			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects put back an older state; the recovery owners take it only by accepting its generation: "+
 				"cloister cas recover --cluster %s%s --shares shares.json --key OWNER.pem --accept-generation GENERATION, or they restore a newer backup", p.StateReason, ref, trust))
+	case p.StateProblem == wire.ProblemReplaced:
+		return health.Obs(health.False, health.ReasonCASStateReplaced, fmt.Sprintf(
+			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects put another CAS's state there, whose shares they may hold", p.StateReason))
 	case p.StateProblem == wire.ProblemLost && p.State == wire.RecoveryMode:
 		return health.Obs(health.False, health.ReasonCASStateLost, fmt.Sprintf(
 			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects removed them; CAS serves nothing and registers nothing until its recovery owners decide: "+

@@ -60,6 +60,8 @@ func TestJudge(t *testing.T) {
 			[]string{"initialised once and has lost its state", "--approve-key"}},
 		{"removed under a running replica", true, nil, Probe{State: wire.RecoveryMode, StateProblem: wire.ProblemLost, StateReason: "the state was removed"}, health.False, health.ReasonCASStateLost,
 			[]string{"the state was removed", "cloister cas restore --cluster team/cas", "--accept-generation"}},
+		{"replaced", true, nil, Probe{State: wire.RecoveryMode, StateProblem: wire.ProblemReplaced, StateReason: "the state is another CAS's"}, health.False, health.ReasonCASStateReplaced,
+			[]string{"another CAS's"}},
 		{"rolled back", true, nil, Probe{State: wire.RecoveryMode, StateProblem: wire.ProblemRolledBack, StateReason: "the state is at generation 4, older than generation 9"}, health.False, health.ReasonCASStateRolledBack,
 			[]string{"generation 4, older than generation 9", "--accept-generation GENERATION"}},
 		{"ready below the generation it reported", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 3}}, health.False, health.ReasonCASStateRolledBack,
