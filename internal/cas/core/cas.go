@@ -158,8 +158,8 @@ type CAS struct {
 	// CAS's (made here, or its MAC checked with the seed).
 	mark        *Mark
 	markTrusted bool
-	// problem is problemRolledBack or problemLost while the state is
-	// below the mark.
+	// problem is problemRolledBack, problemLost or problemReplaced
+	// while the replica refuses the state against its mark.
 	problem string
 	// accepts are the owners' acceptances of an older state's generation
 	// (fingerprint: generation), and acceptable the generations their
@@ -219,7 +219,7 @@ func open(cfg Config) (*CAS, error) {
 	}
 	if cfg.Marks != nil {
 		// Trusted only once the seed checks its MAC; before that it only
-		// refuses (an init by token), never admits.
+		// refuses (an init by token, another CAS's state), never admits.
 		if c.mark, err = cfg.Marks.Load(); err != nil {
 			cfg.Log.Warn("the state mark in CAS's volume does not read: ignored", "error", err.Error())
 			c.mark = nil
@@ -303,7 +303,8 @@ func (c *CAS) Status() (wire.State, string) {
 }
 
 // StateMark is this replica's high-water mark of the state and the
-// state's problem, if any (problemRolledBack, problemLost).
+// state's problem, if any (problemRolledBack, problemLost,
+// problemReplaced).
 func (c *CAS) StateMark() (*wire.StateMark, string) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
