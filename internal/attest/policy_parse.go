@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -129,6 +130,44 @@ func (id *Identity) measured() error {
 	case Nitro:
 		if id.PCRs[0] == nil {
 			return errors.New("a nitro identity pins the enclave image: give pcrs[0] (without it any enclave of any AWS account matches)")
+		}
+	}
+	return nil
+}
+
+// PodRTMRs is how many RTMRs a TDX identity of a pod pins: RTMR0-2, the
+// firmware's configuration, the kernel and initrd, and the command line
+// (RTMR3 is extended at run time).
+const PodRTMRs = 3
+
+// ErrSharedByRuntimeClass: an identity that every pod (VM) of a
+// confidential runtime class meets, whatever it runs.
+var ErrSharedByRuntimeClass = errors.New("every pod of its runtime class meets it")
+
+// CheckPinsPod refuses an SEV-SNP or TDX identity that pins only what a
+// confidential runtime class gives every pod: a launch measurement (or
+// MRTD) covers the VM's firmware, kernel, initrd and command line, which
+// all its pods share; the host data (SEV-SNP hostData, TDX mrConfigID) is
+// the pod's own policy, and on TDX the kernel, initrd and command line are
+// measured into RTMR0-2, not MRTD. Other types pass.
+func (id *Identity) CheckPinsPod() error {
+	zero := func(b []byte) bool { return len(bytes.Trim(b, "\x00")) == 0 }
+	switch id.Type {
+	case SNP:
+		if zero(id.HostData) {
+			return fmt.Errorf("an snp identity without hostData: %w (hostData is the pod's policy digest; cloister generate sets it)", ErrSharedByRuntimeClass)
+		}
+	case TDX:
+		if zero(id.MRCONFIGID) {
+			return fmt.Errorf("a tdx identity without mrConfigID: %w (mrConfigID is the pod's policy digest; cloister generate sets it)", ErrSharedByRuntimeClass)
+		}
+		if len(id.RTMR) < PodRTMRs {
+			return fmt.Errorf("a tdx identity with %d RTMRs: pin RTMR0 to RTMR2 (firmware configuration, kernel and initrd, command line): MRTD covers the firmware alone", len(id.RTMR))
+		}
+		for i := range PodRTMRs {
+			if len(id.RTMR[i]) == 0 {
+				return fmt.Errorf("a tdx identity with rtmr[%d] empty: pin RTMR0 to RTMR2 (firmware configuration, kernel and initrd, command line): MRTD covers the firmware alone", i)
+			}
 		}
 	}
 	return nil

@@ -54,7 +54,7 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 		want string
 	}{
 		{[]string{"--cas-identity", identity}, "chain"},
-		{[]string{"--cas-identity", measurementOnly, "--insecure-test-roots", roots}, "without hostData: every pod of CAS's runtime class meets it"},
+		{[]string{"--cas-identity", measurementOnly, "--insecure-test-roots", roots}, "without hostData: every pod of its runtime class meets it"},
 		{[]string{"--cas-identity", otherIdentity, "--insecure-test-roots", roots}, "identity"},
 		{[]string{"--cas-identity", identity, "--insecure-simulated-cas", "--insecure-test-roots", roots}, "--cas-sim-key"},
 	} {

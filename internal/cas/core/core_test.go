@@ -317,7 +317,7 @@ func TestSimulationRefusedByCAS(t *testing.T) {
 	if _, err := f.register(simOnly, f.owner); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "services[1] (worker): no hardware identity") {
 		t.Errorf("a sim identity at a CAS without simulation: %v", err)
 	}
-	hardware := strings.Replace(changed, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: snp, measurement: \""+strings.Repeat("ab", 48)+"\"}]}\n", 1)
+	hardware := strings.Replace(changed, "  attestation: {identities: []}\n", "  attestation: {identities: [{type: snp, measurement: \""+strings.Repeat("ab", 48)+"\", hostData: \""+strings.Repeat("cd", 32)+"\"}]}\n", 1)
 	if r, err := f.register(hardware, f.owner); err != nil || r.Version != 2 {
 		t.Errorf("measured identities at a CAS without simulation: %+v %v", r, err)
 	}

@@ -160,6 +160,12 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 	if err := a.Validate(); err != nil {
 		bad("attestation: %w", err)
 	}
+	// A service is one pod's policy, not its runtime class's.
+	for i := range s.Attestation.Identities {
+		if err := s.Attestation.Identities[i].CheckPinsPod(); err != nil {
+			bad("attestation.identities[%d]: %w", i, err)
+		}
+	}
 	if err := validateTolerate(s.Attestation.Tolerate); err != nil {
 		errs = append(errs, err)
 	}

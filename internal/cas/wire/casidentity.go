@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -15,10 +14,6 @@ import (
 // it), which no other pod has. On TDX the RTMRs 0 to 2 (firmware, kernel
 // and initrd, command line) are pinned too.
 
-// tdxRTMRs is how many RTMRs a TDX identity of CAS pins: the boot chain;
-// RTMR3 is extended at run time.
-const tdxRTMRs = 3
-
 // CASIdentityOf is the identity that claims of a CAS in a confidential VM
 // show: what its peers must show to be the same CAS.
 func CASIdentityOf(c *attest.Claims) (attest.Identity, error) {
@@ -27,8 +22,8 @@ func CASIdentityOf(c *attest.Claims) (attest.Identity, error) {
 		id := attest.Identity{Type: attest.SNP, Measurement: c.SNP.Measurement, HostData: c.SNP.HostData}
 		return id, CheckCASIdentity(id)
 	case c.TDX != nil:
-		id := attest.Identity{Type: attest.TDX, MRTD: c.TDX.MRTD, MRCONFIGID: c.TDX.MRCONFIGID, RTMR: make([]attest.Bytes, tdxRTMRs)}
-		copy(id.RTMR, c.TDX.RTMR[:tdxRTMRs])
+		id := attest.Identity{Type: attest.TDX, MRTD: c.TDX.MRTD, MRCONFIGID: c.TDX.MRCONFIGID, RTMR: make([]attest.Bytes, attest.PodRTMRs)}
+		copy(id.RTMR, c.TDX.RTMR[:attest.PodRTMRs])
 		return id, CheckCASIdentity(id)
 	}
 	return attest.Identity{}, fmt.Errorf("%s evidence names no confidential VM's measurement", c.Type)
@@ -36,40 +31,16 @@ func CASIdentityOf(c *attest.Claims) (attest.Identity, error) {
 
 // ErrSharedIdentity: an identity of CAS that another pod of its runtime
 // class meets too.
-var ErrSharedIdentity = errors.New("every pod of CAS's runtime class meets it")
-
-// zero says whether b is empty or all zero bytes (no host data).
-func zero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
-}
+var ErrSharedIdentity = attest.ErrSharedByRuntimeClass
 
 // CheckCASIdentity refuses an identity of CAS in a confidential VM that
-// pins only what its runtime class gives every pod: SEV-SNP without host
-// data, TDX without MRCONFIGID or RTMR0-2. Other types (simulated CAS)
-// pass: they are judged by their own rules.
+// pins only what its runtime class gives every pod (attest's
+// CheckPinsPod): SEV-SNP without host data, TDX without MRCONFIGID or
+// RTMR0-2. Other types (simulated CAS) pass: they are judged by their own
+// rules.
 func CheckCASIdentity(id attest.Identity) error {
-	switch id.Type {
-	case attest.SNP:
-		if zero(id.HostData) {
-			return fmt.Errorf("an SEV-SNP identity of CAS without hostData: %w; pin the host data of CAS's pod policy (kubectl get cas NAME -o jsonpath='{.status.hostData}')", ErrSharedIdentity)
-		}
-	case attest.TDX:
-		if zero(id.MRCONFIGID) {
-			return fmt.Errorf("a TDX identity of CAS without mrConfigID: %w; pin the host data of CAS's pod policy (kubectl get cas NAME -o jsonpath='{.status.hostData}')", ErrSharedIdentity)
-		}
-		if len(id.RTMR) < tdxRTMRs {
-			return fmt.Errorf("a TDX identity of CAS with %d RTMRs: pin RTMR0 to RTMR2 (firmware, kernel and initrd, command line), or a TD of another boot chain with the same MRTD meets it", len(id.RTMR))
-		}
-		for i := range tdxRTMRs {
-			if len(id.RTMR[i]) == 0 {
-				return fmt.Errorf("a TDX identity of CAS with RTMR%d empty: pin RTMR0 to RTMR2, or a TD of another boot chain with the same MRTD meets it", i)
-			}
-		}
+	if err := id.CheckPinsPod(); err != nil {
+		return fmt.Errorf("%w; pin the host data of CAS's pod policy (kubectl get cas NAME -o jsonpath='{.status.hostData}')", err)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func TestCASIdentity(t *testing.T) {
 	}{
 		{attest.Identity{Type: attest.SNP, Measurement: fill(1, 48)}, "without hostData"},
 		{attest.Identity{Type: attest.TDX, MRTD: fill(1, 48), MRCONFIGID: fill(2, 48)}, "with 0 RTMRs"},
-		{attest.Identity{Type: attest.TDX, MRTD: fill(1, 48), MRCONFIGID: fill(2, 48), RTMR: []attest.Bytes{fill(1, 48), nil, fill(1, 48)}}, "RTMR1 empty"},
+		{attest.Identity{Type: attest.TDX, MRTD: fill(1, 48), MRCONFIGID: fill(2, 48), RTMR: []attest.Bytes{fill(1, 48), nil, fill(1, 48)}}, "rtmr[1] empty"},
 		{attest.Identity{Type: attest.TDX, MRTD: fill(1, 48), RTMR: []attest.Bytes{fill(1, 48), fill(1, 48), fill(1, 48)}}, "without mrConfigID"},
 	} {
 		if err := CheckCASPolicy(&attest.Policy{Identities: []attest.Identity{tc.id}}); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -99,6 +99,9 @@ func (m Manifest) identity(digest string) (attest.Identity, error) {
 		if m.Reference == nil || m.Reference.TDX == nil {
 			return attest.Identity{}, fmt.Errorf("reference values for tdx: give the TD's MRTD (tdx.mrtd) in a reference-values file")
 		}
+		if r := m.Reference.TDX.RTMR; len(r) < attest.PodRTMRs || slices.ContainsFunc(r[:attest.PodRTMRs], func(b attest.Bytes) bool { return len(b) == 0 }) {
+			return attest.Identity{}, fmt.Errorf("reference values for tdx: give RTMR0 to RTMR2 (tdx.rtmr: firmware configuration, kernel and initrd, command line; cloister reference-values compute --rtmr): MRTD measures the firmware alone, which every TD of the runtime class shares")
+		}
 		// MRCONFIGID is 48 bytes: the SHA-256, zero-padded, as Kata sets it.
 		return attest.Identity{Type: attest.TDX, MRTD: m.Reference.TDX.MRTD, RTMR: m.Reference.TDX.RTMR,
 			MRCONFIGID: append(d, make([]byte, 16)...)}, nil

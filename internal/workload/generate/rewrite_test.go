@@ -382,7 +382,17 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 			t.Errorf("reference values %q without a launch measurement: %v", bad, err)
 		}
 	}
-	ref, err := refvalues.Parse([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
+	// A TD's MRTD is its firmware: its kernel, initrd and command line
+	// are in RTMR0-2, which the values must give.
+	mrtdOnly, err := refvalues.Parse([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Manifest{Name: "shop", Platform: runtimeclass.TDX, Reference: mrtdOnly}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "tdx.rtmr") {
+		t.Errorf("tdx values with MRTD only: %v", err)
+	}
+	rtmr := "['" + strings.Repeat("01", 48) + "', '" + strings.Repeat("02", 48) + "', '" + strings.Repeat("03", 48) + "']"
+	ref, err := refvalues.Parse([]byte("tdx:\n  mrtd: " + strings.Repeat("ab", 48) + "\n  rtmr: " + rtmr + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
