@@ -56,13 +56,14 @@ func run(ctx context.Context) error {
 	proxyPort := fs.Uint("proxy-port", mesh.DefaultProxyPort, "where the ingress proxy listens (the redirect's target)")
 	adminPort := fs.Uint("admin-port", mesh.DefaultAdminPort, "the plain admin port: /healthz, /metrics")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", proxy.DefaultMaxConnections, "open connections per listener; one more is closed at once (counted as limited)")
+	fs.IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", proxy.DefaultMaxConnectionsPerSource, "open ingress connections from one caller's address; one more is closed at once (counted as limited)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", proxy.DefaultIdleTimeout, "end a connection neither side sent on for this long")
 	log, err := startup.ParseFlags(fs, os.Args[2:], os.Stderr)
 	if err != nil {
 		return err
 	}
-	if cfg.MaxConnections < 1 || cfg.IdleTimeout < time.Second {
-		return errors.New("--max-connections is at least 1 and --idle-timeout at least 1s")
+	if cfg.MaxConnections < 1 || cfg.MaxConnectionsPerSource < 1 || cfg.IdleTimeout < time.Second {
+		return errors.New("--max-connections and --max-connections-per-source are at least 1, and --idle-timeout at least 1s")
 	}
 	for _, p := range []*uint{proxyPort, adminPort} {
 		if *p == 0 || *p > 65535 {
@@ -74,7 +75,7 @@ func run(ctx context.Context) error {
 	case "redirect":
 		return mesh.Redirect(cfg, log)
 	case "forward":
-		fwd.MaxConnections, fwd.IdleTimeout = cfg.MaxConnections, cfg.IdleTimeout
+		fwd.MaxConnections, fwd.MaxConnectionsPerSource, fwd.IdleTimeout = cfg.MaxConnections, cfg.MaxConnectionsPerSource, cfg.IdleTimeout
 		return mesh.Forward(ctx, fwd, log)
 	}
 	return mesh.Proxy(ctx, cfg, log)

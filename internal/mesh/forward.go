@@ -23,9 +23,10 @@ type ForwardConfig struct {
 	Ports []uint16
 	// ListenHost is where it listens (empty: every address).
 	ListenHost string
-	// MaxConnections and IdleTimeout as the proxy's (0: its defaults).
-	MaxConnections int
-	IdleTimeout    time.Duration
+	// MaxConnections, MaxConnectionsPerSource and IdleTimeout as the
+	// proxy's.
+	MaxConnections, MaxConnectionsPerSource int
+	IdleTimeout                             time.Duration
 }
 
 // Forward relays each port to the same port of cfg.To until ctx ends.
@@ -33,7 +34,7 @@ func Forward(ctx context.Context, cfg ForwardConfig, log *slog.Logger) error {
 	if cfg.To == "" || len(cfg.Ports) == 0 {
 		return fmt.Errorf("a forwarder needs a host to relay to and at least one port")
 	}
-	p := &proxy.Proxy{Log: log, MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout}
+	p := &proxy.Proxy{Log: log, MaxConnections: cfg.MaxConnections, MaxConnectionsPerSource: cfg.MaxConnectionsPerSource, IdleTimeout: cfg.IdleTimeout}
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {

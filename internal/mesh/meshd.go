@@ -49,10 +49,12 @@ type Config struct {
 	// Certs is the initializer's folder of certificates.
 	Certs                string
 	ProxyPort, AdminPort uint16
-	// MaxConnections caps each listener's open connections, IdleTimeout
-	// ends connections no side sends on (0: the proxy's defaults).
-	MaxConnections int
-	IdleTimeout    time.Duration
+	// MaxConnections caps each listener's open connections,
+	// MaxConnectionsPerSource those of one caller on the ingress (0: no
+	// cap per source), IdleTimeout ends connections no side sends on (0:
+	// the proxy's defaults).
+	MaxConnections, MaxConnectionsPerSource int
+	IdleTimeout                             time.Duration
 	// AppProbes are the kubelet's probes of meshed ports, by name
 	// (CONTAINER/KIND), which the admin port runs against the app's URL.
 	AppProbes map[string]string
@@ -120,7 +122,7 @@ func Proxy(ctx context.Context, cfg Config, log *slog.Logger) error {
 		[]string{"direction", "outcome"})
 	reg.MustRegister(conns)
 	p := &proxy.Proxy{Log: log, Count: func(d, o string) { conns.WithLabelValues(d, o).Inc() },
-		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout}
+		MaxConnections: cfg.MaxConnections, MaxConnectionsPerSource: cfg.MaxConnectionsPerSource, IdleTimeout: cfg.IdleTimeout}
 
 	// Listen on everything first: once /healthz answers, every port does.
 	type listener struct {

@@ -54,6 +54,12 @@ type Proxy struct {
 	// DefaultMaxConnections); one over it is closed at once, counted
 	// Limited and logged, while the open ones go on.
 	MaxConnections int
+	// MaxConnectionsPerSource caps, on Ingress listeners, the open
+	// connections from one source address (0: no cap per source), so one
+	// caller holding idle connections cannot take every slot of the
+	// listener from the others; one over it is closed at once, counted
+	// Limited and logged.
+	MaxConnectionsPerSource int
 	// IdleTimeout ends a connection neither side has sent on for this
 	// long (0: DefaultIdleTimeout).
 	IdleTimeout time.Duration
@@ -83,7 +89,7 @@ func (p *Proxy) count(direction, outcome string) {
 // terminating TLS first where it says so.
 func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) error {
 	log := p.Log
-	return p.serve(ctx, ln, DirIngress, func(conn net.Conn) {
+	return p.serve(ctx, ln, DirIngress, p.MaxConnectionsPerSource, func(conn net.Conn) {
 		from := conn.RemoteAddr().String()
 		r, err := route(conn)
 		if err != nil {
@@ -136,7 +142,7 @@ func (p *Proxy) Egress(ctx context.Context, ln net.Listener, upstream string, ce
 	if err != nil {
 		return err
 	}
-	return p.serve(ctx, ln, DirEgress, func(conn net.Conn) {
+	return p.serve(ctx, ln, DirEgress, 0, func(conn net.Conn) {
 		cfg, err := certs.ClientConfig(host)
 		if err != nil {
 			log.Warn("egress without certificates", "upstream", upstream, "error", err.Error())

@@ -14,6 +14,10 @@ import (
 const (
 	DefaultMaxConnections = 1024
 	DefaultIdleTimeout    = 15 * time.Minute
+	// DefaultMaxConnectionsPerSource is the mesh's cap per caller's
+	// address on its ingress: an eighth of the listener's, so seven other
+	// callers at least keep room while one holds all it may.
+	DefaultMaxConnectionsPerSource = DefaultMaxConnections / 8
 )
 
 // Accept errors other than a closed listener (out of file descriptors,
@@ -25,8 +29,9 @@ const (
 )
 
 // serve accepts on ln until ctx ends and hands every connection to
-// handle, at most MaxConnections at a time.
-func (p *Proxy) serve(ctx context.Context, ln net.Listener, direction string, handle func(net.Conn)) error {
+// handle, at most MaxConnections at a time and, with perSource, at most
+// that many from one source address.
+func (p *Proxy) serve(ctx context.Context, ln net.Listener, direction string, perSource int, handle func(net.Conn)) error {
 	go func() {
 		<-ctx.Done()
 		_ = ln.Close()
@@ -36,6 +41,7 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener, direction string, ha
 		limit = DefaultMaxConnections
 	}
 	slots := make(chan struct{}, limit)
+	sources := &sourceCount{max: perSource, open: map[string]int{}, warned: map[string]bool{}}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	pause, full := time.Duration(0), false
@@ -57,6 +63,15 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener, direction string, ha
 			continue
 		}
 		pause = 0
+		source := sourceOf(conn)
+		if first, ok := sources.take(source); !ok {
+			if first {
+				p.Log.Warn("connection cap of one source reached: its new connections are closed until some end", "listener", ln.Addr().String(), "direction", direction, "source", source, "max", perSource)
+			}
+			p.count(direction, Limited)
+			_ = conn.Close()
+			continue
+		}
 		select {
 		case slots <- struct{}{}:
 			full = false
@@ -68,6 +83,7 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener, direction string, ha
 				full = true
 			}
 			p.count(direction, Limited)
+			sources.release(source)
 			_ = conn.Close()
 			continue
 		}
@@ -75,8 +91,57 @@ func (p *Proxy) serve(ctx context.Context, ln net.Listener, direction string, ha
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
+			defer sources.release(source)
 			handle(conn)
 		}()
+	}
+}
+
+// sourceOf is the address a connection comes from, without its port:
+// one caller, whatever ports it opens from.
+func sourceOf(conn net.Conn) string {
+	addr := conn.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// sourceCount counts the open connections of each source, up to max (0:
+// no cap).
+type sourceCount struct {
+	mu     sync.Mutex
+	max    int
+	open   map[string]int
+	warned map[string]bool
+}
+
+// take counts one more connection of source, unless it is at the cap;
+// first says the cap was just reached (to log once until it clears).
+func (s *sourceCount) take(source string) (first, ok bool) {
+	if s.max <= 0 {
+		return false, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[source] >= s.max {
+		first = !s.warned[source]
+		s.warned[source] = true
+		return first, false
+	}
+	s.open[source]++
+	return false, true
+}
+
+func (s *sourceCount) release(source string) {
+	if s.max <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[source]--; s.open[source] <= 0 {
+		delete(s.open, source)
+		delete(s.warned, source)
 	}
 }
 

@@ -207,3 +207,53 @@ func TestAcceptErrorsRetried(t *testing.T) {
 		t.Errorf("%d log lines for one streak of errors:\n%s", n, logs)
 	}
 }
+
+// One caller holding more idle connections than a listener has slots
+// takes only its own share of them (DefaultMaxConnectionsPerSource): a
+// legitimate client from another address is still answered, and the
+// flood is counted and logged once.
+func TestConnectionCapPerSource(t *testing.T) {
+	logs := &testenv.Buffer{}
+	var limited atomic.Int64
+	p := &Proxy{Log: slog.New(slog.NewTextHandler(logs, nil)), MaxConnectionsPerSource: DefaultMaxConnectionsPerSource,
+		Count: func(_, outcome string) {
+			if outcome == Limited {
+				limited.Add(1)
+			}
+		}}
+	target := app(t, 0)
+	addr := start(t, func(ctx context.Context, ln net.Listener) error { return p.Ingress(ctx, ln, Fixed(target, nil)) })
+	from := func(ip string) *net.Dialer { return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}} }
+	const flood = 1100 // more than the listener's DefaultMaxConnections
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for i := range flood {
+		c, err := from("127.0.0.2").Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		held = append(held, c)
+	}
+	want := int64(flood - DefaultMaxConnectionsPerSource)
+	for deadline := time.Now().Add(30 * time.Second); limited.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if limited.Load() != want {
+		t.Errorf("%d of the flood's connections counted limited, want %d", limited.Load(), want)
+	}
+	c, err := from("127.0.0.3").Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello" {
+		t.Errorf("a legitimate client while one source holds %d connections: %q, %v", flood, got, err)
+	}
+	if n := strings.Count(logs.String(), "connection cap of one source reached"); n != 1 {
+		t.Errorf("%d log lines for one source's flood", n)
+	}
+}
