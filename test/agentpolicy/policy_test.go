@@ -403,3 +403,37 @@ func TestNamespaceEntries(t *testing.T) {
 		})
 	}
 }
+
+// A container with envFrom (a ConfigMap the host supplies) takes any other
+// variable from it, but none that runs code in, or intercepts the traffic
+// of, the programs that read it: each listed one is denied, an ordinary
+// one allowed.
+func TestEnvFromRefusesHooks(t *testing.T) {
+	p := thePod(t)
+	p.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
+	with := func(e string) request {
+		c := webRequest()
+		c.env = append(slices.Clone(c.env), e)
+		return c.request()
+	}
+	sandbox := func() *agent {
+		a := newAgent(t, p.Rego())
+		a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+		return a
+	}
+	for _, e := range []string{
+		"LD_PRELOAD=/data/x.so", "GLIBC_TUNABLES=glibc.malloc.check=3", "JAVA_TOOL_OPTIONS=-javaagent:/data/a.jar",
+		"_JAVA_OPTIONS=-javaagent:/data/a.jar", "JDK_JAVA_OPTIONS=-javaagent:/data/a.jar", "CLASSPATH=/data",
+		"DOTNET_STARTUP_HOOKS=/data/h.dll", "CORECLR_PROFILER={x}", "CORECLR_ENABLE_PROFILING=1", "COMPlus_EnableDiagnostics=1",
+		"NODE_OPTIONS=--require=/data/x.js", "NODE_PATH=/data", "NODE_EXTRA_CA_CERTS=/data/ca.pem", "NODE_TLS_REJECT_UNAUTHORIZED=0",
+		"PYTHONPATH=/data", "PYTHONSTARTUP=/data/x.py", "PERL5LIB=/data", "PERLLIB=/data", "RUBYOPT=-r/data/x", "RUBYLIB=/data",
+		"BASH_ENV=/data/x.sh", "ENV=/data/x.sh", "HTTPS_PROXY=http://10.0.0.9:3128", "https_proxy=http://10.0.0.9:3128", "ALL_PROXY=socks5://x",
+		"SSL_CERT_FILE=/data/ca.pem", "SSL_CERT_DIR=/data", "OPENSSL_CONF=/data/o.cnf", "REQUESTS_CA_BUNDLE=/data/ca.pem", "SSLKEYLOGFILE=/data/k",
+		"GODEBUG=x509ignoreCN=1", "GOTRACEBACK=crash",
+	} {
+		if sandbox().ask("CreateContainerRequest", with(e)) {
+			t.Errorf("%s through envFrom allowed", e)
+		}
+	}
+	sandbox().mustAllow("CreateContainerRequest", with("FEATURE_FLAGS=fast"))
+}

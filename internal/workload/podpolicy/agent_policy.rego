@@ -285,8 +285,32 @@ env_entry_allowed(c, e) if {
 env_entry_allowed(c, e) if {
 	c.env_from
 	not env_name(e) in c.env_names
-	not regex.match(`^(LD_|GCONV_PATH|GLIBC_TUNABLES|MALLOC_|NODE_OPTIONS|PYTHON|PERL5|RUBYOPT|JAVA_TOOL_OPTIONS|BASH_ENV|ENV=)`, e)
+	not regex.match(env_from_denied, e)
 }
+
+# What a host-fed envFrom (a ConfigMap or Secret it supplies) may not set:
+# a name there runs code in, or intercepts the traffic of, a program that
+# reads it. By prefix: the dynamic loader's (ld.so(8)), glibc's malloc,
+# .NET's startup hooks and profilers (DOTNET_, CORECLR_, COMPlus_), Node's
+# TLS switches, Python's, Perl's, RubyGems', Lua's and OpenSSL's own
+# variables, git's TLS switches. By name: glibc's iconv, tunables, locale
+# and resolver files; Java's agent and option variables (the JDK's
+# java(1)); Node's options, module path and extra CAs; Perl's, Ruby's,
+# PHP's, Tcl's and R's library paths and options; the shells' startup
+# file and tracing; the proxies curl and Go's net/http take from the
+# environment; the trust stores of OpenSSL, curl and Python's requests and
+# TLS key logging; Go's runtime switches.
+env_from_denied := concat("", [
+	`^((LD_|MALLOC_|DOTNET_|CORECLR_|COMPlus_|NODE_TLS_|PYTHON|PERL5|GEM_|LUA_|OPENSSL_|GIT_SSL_)[A-Za-z0-9_.-]*|`,
+	`GCONV_PATH|GLIBC_TUNABLES|LOCPATH|NLSPATH|HOSTALIASES|RES_OPTIONS|LOCALDOMAIN|`,
+	`JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|JAVA_OPTS|CLASSPATH|`,
+	`NODE_OPTIONS|NODE_PATH|NODE_EXTRA_CA_CERTS|`,
+	`PERLLIB|PERLIO|RUBYOPT|RUBYLIB|PHPRC|PHP_INI_SCAN_DIR|TCLLIBPATH|R_LIBS|R_PROFILE|`,
+	`BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|IFS|`,
+	`HTTP_PROXY|HTTPS_PROXY|FTP_PROXY|ALL_PROXY|NO_PROXY|http_proxy|https_proxy|ftp_proxy|all_proxy|no_proxy|`,
+	`SSL_CERT_FILE|SSL_CERT_DIR|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|SSLKEYLOGFILE|`,
+	`GODEBUG|GOTRACEBACK|GOFLAGS)=`,
+])
 
 platform_env := [
 	`^HOSTNAME=[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`,

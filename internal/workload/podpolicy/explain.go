@@ -42,7 +42,7 @@ func (p *Policy) Explain() string {
 			}
 		}
 		if c.EnvFrom {
-			b.WriteString("  env: any other variable the host supplies (envFrom), except loader and interpreter hooks such as LD_PRELOAD\n")
+			b.WriteString("  env: any other variable the host supplies (envFrom), except loader, runtime, proxy and trust-store variables such as LD_PRELOAD, JAVA_TOOL_OPTIONS, HTTPS_PROXY or SSL_CERT_FILE\n")
 		}
 		for _, m := range c.Mounts {
 			mode := "read-write"
