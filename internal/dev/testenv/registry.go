@@ -28,6 +28,19 @@ func Registry(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
+// TLSRegistry is Registry over HTTPS, with a certificate of its own: its
+// host and the transport that trusts it.
+func TLSRegistry(t testing.TB, wrap func(http.Handler) http.Handler) (string, http.RoundTripper) {
+	t.Helper()
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "https://"), srv.Client().Transport
+}
+
 // PushRandom writes a random image as host/repo:v1 and returns it by
 // digest.
 func PushRandom(t testing.TB, host, repo string) name.Digest {

@@ -45,10 +45,12 @@ func (r *Resolver) Newest(ctx context.Context, l Line, keychain authn.Keychain) 
 	if err != nil {
 		return Result{}, fmt.Errorf("repository %q: %w", l.Repository, err)
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain), remote.WithPageSize(1000)}
-	if r.Transport != nil {
-		opts = append(opts, remote.WithTransport(r.Transport))
+	tr := r.Transport
+	if tr == nil {
+		tr = remote.DefaultTransport
 	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain), remote.WithPageSize(1000),
+		remote.WithTransport(httpsOnly{tr})}
 	tags, err := remote.List(repo, opts...)
 	if err != nil {
 		return Result{}, fmt.Errorf("listing the tags of %s: %w", repo, err)
@@ -62,6 +64,22 @@ func (r *Resolver) Newest(ctx context.Context, l Line, keychain authn.Keychain) 
 		return Result{}, fmt.Errorf("resolving %s:%s: %w", repo, tag, err)
 	}
 	return Result{Image: repo.String() + ":" + tag + "@" + desc.Digest.String(), Newer: newer, Source: repo.String()}, nil
+}
+
+// httpsOnly refuses every request but HTTPS: go-containerregistry falls
+// back to plain HTTP for registries on private addresses, loopback and
+// .local names, where whoever sits on the path (the host, the network)
+// would choose the image a service runs.
+type httpsOnly struct{ next http.RoundTripper }
+
+// ErrPlainHTTP: a registry that autoUpdate would have read in plain HTTP.
+var ErrPlainHTTP = errors.New("autoUpdate reads registries over HTTPS only")
+
+func (h httpsOnly) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("%w: %s would be read in plain %s", ErrPlainHTTP, req.URL.Host, strings.ToUpper(req.URL.Scheme))
+	}
+	return h.next.RoundTrip(req)
 }
 
 // Keychain is the credentials of kubernetes.io/dockerconfigjson pull

@@ -21,11 +21,12 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
-// privateRegistry is a registry (go-containerregistry's, in memory) that
-// answers only with the user and password u:p.
-func privateRegistry(t *testing.T) string {
+// privateRegistry is a registry (go-containerregistry's, in memory, over
+// HTTPS) that answers only with the user and password u:p, and the
+// transport that trusts it.
+func privateRegistry(t *testing.T) (string, http.RoundTripper) {
 	t.Helper()
-	return testenv.Registry(t, func(next http.Handler) http.Handler {
+	return testenv.TLSRegistry(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("u:p")) {
 				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
@@ -37,15 +38,16 @@ func privateRegistry(t *testing.T) string {
 	})
 }
 
-// pushTag pushes a random image as host/repo:tag and returns its digest.
-func pushTag(t *testing.T, host, repo, tag string) string {
+// pushTag pushes a random image as host/repo:tag over tr and returns its
+// digest.
+func pushTag(t *testing.T, tr http.RoundTripper, host, repo, tag string) string {
 	t.Helper()
 	img, err := random.Image(64, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref, _ := name.NewTag(host + "/" + repo + ":" + tag)
-	if err := remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "u", Password: "p"})); err != nil {
+	if err := remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "u", Password: "p"}), remote.WithTransport(tr)); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
@@ -65,12 +67,12 @@ func (noAutoUpdateKind) NoAutoUpdate() {}
 // never updates (CAS) keeps its image whatever the registry holds.
 func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 	f := newFixture(t, "autoupdate")
-	f.r.Images = &autoupdate.Resolver{}
-	host := privateRegistry(t)
-	pushTag(t, host, "svc", "v1.2.3")
-	newest := pushTag(t, host, "svc", "v1.2.5")
-	pushTag(t, host, "svc", "v1.3.0")
-	pushTag(t, host, "svc", "v1.2.6-rc.1")
+	host, tr := privateRegistry(t)
+	f.r.Images = &autoupdate.Resolver{Transport: tr}
+	pushTag(t, tr, host, "svc", "v1.2.3")
+	newest := pushTag(t, tr, host, "svc", "v1.2.5")
+	pushTag(t, tr, host, "svc", "v1.3.0")
+	pushTag(t, tr, host, "svc", "v1.2.6-rc.1")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("u:p")) + `"}}}`)}}
 	if err := f.client.Create(f.ctx, secret); err != nil {
@@ -94,7 +96,7 @@ func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 
 	// A newer patch release: not read again before the interval, then
 	// rolled out.
-	later := pushTag(t, host, "svc", "v1.2.7")
+	later := pushTag(t, tr, host, "svc", "v1.2.7")
 	f.reconcile(cr)
 	if img := f.owned(cr).Data["image"]; img != want {
 		t.Errorf("the registry was read again within the interval: %s", img)
@@ -120,17 +122,36 @@ func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 		t.Errorf("a failed check moved the image to %s", img)
 	}
 
+	// A registry in plain HTTP (one on a private address or a .local
+	// name, which go-containerregistry would read so) is not read: the
+	// status says so and the image stays.
+	plain := testenv.Registry(t, nil)
+	pushTag(t, http.DefaultTransport, plain, "svc", "v1.0.0")
+	pushTag(t, http.DefaultTransport, plain, "svc", "v1.0.1")
+	f.get(cr)
+	cr.Spec.Image = plain + "/svc:v1.0.0"
+	if err := f.client.Update(f.ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool {
+		return cr.Status.AutoUpdate != nil && strings.Contains(cr.Status.AutoUpdate.Message, "HTTPS only")
+	}, "the plain-HTTP registry refused in the status")
+	if img := f.owned(cr).Data["image"]; strings.Contains(img, "@") {
+		t.Errorf("an image resolved over plain HTTP: %s", img)
+	}
+
 	// autoUpdate off: the spec's image again, and no status.
 	f.get(cr)
 	cr.Spec.AutoUpdate = false
 	if err := f.client.Update(f.ctx, cr); err != nil {
 		t.Fatal(err)
 	}
-	f.until(cr, func() bool { return f.owned(cr).Data["image"] == host+"/svc:v1.2.3" && cr.Status.AutoUpdate == nil }, "the spec's image")
+	f.until(cr, func() bool { return f.owned(cr).Data["image"] == plain+"/svc:v1.0.0" && cr.Status.AutoUpdate == nil }, "the spec's image")
 
 	// A kind that is never updated (CAS) keeps its image.
 	g := newFixture(t, "autoupdate-never")
-	g.r.Images = &autoupdate.Resolver{}
+	g.r.Images = &autoupdate.Resolver{Transport: tr}
 	g.r.Kind = &noAutoUpdateKind{testKind{Base{ChartData: testChart()}}}
 	never := g.newCR("never")
 	never.Spec.Image, never.Spec.AutoUpdate = host+"/svc:v1.2.3", true

@@ -44,16 +44,17 @@ func TestAutoUpdateRollsTheSGXPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &service.Reconciler{Client: e.Client, Reader: e.Client, Scheme: e.Scheme, Releases: e.Releases, Recorder: e.Events,
-		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: e.Namespace, Images: &autoupdate.Resolver{},
+		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: e.Namespace,
 		Kind: &Kind{Base: service.Base{Reader: e.Client, ChartData: data, DefaultImage: "example.com/cloister-device-plugin:v9"}}}
-	host := testenv.Registry(t, nil)
+	host, tr := testenv.TLSRegistry(t, nil)
+	r.Images = &autoupdate.Resolver{Transport: tr}
 	push := func(tag string) string {
 		img, err := random.Image(64, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ref, _ := name.NewTag(host + "/cloister-device-plugin:" + tag)
-		if err := remote.Write(ref, img); err != nil {
+		if err := remote.Write(ref, img, remote.WithTransport(tr)); err != nil {
 			t.Fatal(err)
 		}
 		d, _ := img.Digest()
