@@ -19,24 +19,26 @@ import (
 // request first.
 func Registry(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
+	srv := httptest.NewServer(registryHandler(wrap))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// registryHandler is go-containerregistry's in-memory registry, seen
+// first by wrap when given.
+func registryHandler(wrap func(http.Handler) http.Handler) http.Handler {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if wrap != nil {
 		h = wrap(h)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	return h
 }
 
 // TLSRegistry is Registry over HTTPS, with a certificate of its own: its
 // host and the transport that trusts it.
 func TLSRegistry(t testing.TB, wrap func(http.Handler) http.Handler) (string, http.RoundTripper) {
 	t.Helper()
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	if wrap != nil {
-		h = wrap(h)
-	}
-	srv := httptest.NewTLSServer(h)
+	srv := httptest.NewTLSServer(registryHandler(wrap))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "https://"), srv.Client().Transport
 }
