@@ -7,11 +7,17 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,9 +28,9 @@ import (
 const opNS = "cloister-system"
 
 // installRBAC applies the operator chart's RBAC and admission policies to a
-// real API server and returns a client acting as the operator's service
-// account.
-func installRBAC(t *testing.T, ctx context.Context, admin client.Client, cfg *rest.Config) client.Client {
+// real API server and returns clients acting as the operator's service
+// account and as a second service account bound to the same roles.
+func installRBAC(t *testing.T, ctx context.Context, admin client.Client, cfg *rest.Config) (op, twin client.Client) {
 	t.Helper()
 	for key, o := range renderOperatorIn(t, opNS, map[string]any{}) {
 		switch o.GetKind() {
@@ -35,8 +41,27 @@ func installRBAC(t *testing.T, ctx context.Context, admin client.Client, cfg *re
 			}
 		}
 	}
+	// A second identity an administrator (or an attacker holding the
+	// right to bind) gave the operator's roles.
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "helper", Namespace: "robots"}}
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "helper"}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cloister-operator"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "helper", Namespace: opNS}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "cloister-operator"}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return impersonate(t, cfg, "system:serviceaccount:"+opNS+":cloister-operator"),
+		impersonate(t, cfg, "system:serviceaccount:robots:helper")
+}
+
+func impersonate(t *testing.T, cfg *rest.Config, user string) client.Client {
+	t.Helper()
 	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + opNS + ":cloister-operator"}
+	as.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c, err := client.New(as, client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -60,32 +85,45 @@ func testDaemonSet(ns, name string, labels map[string]string) *appsv1.DaemonSet 
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c:1"}}}}}}
 }
 
-// The operator's service account, with the chart's role and admission
-// policies on a real API server, writes outside its namespace only what is
-// its own, and changes only Cloister's labels of nodes. Each refusal below
-// is allowed by the role alone.
+// The operator's service account, and a second account bound to the same
+// roles, with the chart's roles and admission policies on a real API
+// server, write nothing in kube-system, deploy only in the namespaces an
+// administrator marked, touch only what is their own there and in the home
+// namespace, change no Cloister resource's spec, and change only
+// Cloister's labels of nodes. Each refusal below is allowed by the roles
+// alone.
 func TestOperatorWritesOnlyItsOwn(t *testing.T) {
-	cfg := testenv.Start(t, testenv.Options{})
+	cfg := testenv.Start(t, testenv.Options{CRDDirectoryPaths: []string{"cloister-operator/files/crds"}})
 	ctx := context.Background()
 	admin, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{opNS, "team-a"} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: opNS}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{common.LabelManagedNamespace: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pulls", Labels: map[string]string{common.LabelPullSecretRequest: "regcred"}}},
+	} {
+		if err := admin.Create(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tenant := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "team-a"},
 		StringData: map[string]string{"password": "tenant-password-1234"}}
-	system := testDaemonSet("kube-system", "kube-proxy", nil)
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: opNS,
+		Labels: map[string]string{common.LabelShareable: "true"}}}
+	system := testDaemonSet("team-a", "kube-proxy", nil)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"zone": "a"}}}
-	for _, o := range []client.Object{tenant, system, node} {
+	cas := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "services.cloister.dev/v1beta1", "kind": "CAS",
+		"metadata": map[string]any{"name": "cas", "namespace": "team-a"}, "spec": map[string]any{}}}
+	for _, o := range []client.Object{tenant, source, system, node, cas} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	op := installRBAC(t, ctx, admin, cfg)
+	op, twin := installRBAC(t, ctx, admin, cfg)
 
 	// Admission policies take effect once the API server's informers
 	// have them: wait for the first refusal.
@@ -122,26 +160,67 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
+	merge := func(p string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(p)) }
 
-	// A `patch {}` would return the whole Secret.
-	forbidden("patch {} of a tenant's Secret",
-		op.Patch(ctx, tenant.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{}`))), "only its own objects")
-	forbidden("delete-collection of a tenant's Secrets",
-		op.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace("team-a")), "only its own objects")
-	forbidden("an unlabelled DaemonSet in kube-system",
-		op.Create(ctx, testDaemonSet("kube-system", "evil", nil)), "only objects labelled")
-	forbidden("deleting kube-system's DaemonSet", op.Delete(ctx, system.DeepCopy()), "only its own objects")
-	forbidden("taking a DaemonSet over by labelling it",
-		op.Patch(ctx, system.DeepCopy(), client.RawPatch(types.MergePatchType,
-			[]byte(`{"metadata":{"labels":{"cloister.dev/managed-by":"cloister-operator"}}}`))), "only its own objects")
-	forbidden("an unlabelled ClusterRole", op.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}), "only objects labelled")
+	for who, c := range map[string]client.Client{"operator": op, "twin": twin} {
+		// Nothing in the system namespaces, nothing in a tenant's.
+		forbidden(who+": a CronJob in kube-system", c.Create(ctx, testCronJob("kube-system", who+"-job", labelled(nil))), "writes nothing in namespace kube-system")
+		forbidden(who+": a Deployment in kube-system", c.Create(ctx, testDeployment("kube-system", who+"-d", labelled(nil))), "writes nothing in namespace kube-system")
+		forbidden(who+": a Deployment in a tenant's namespace", c.Create(ctx, testDeployment("tenant", who+"-d", labelled(nil))), "namespace tenant is not one the operator manages")
+		forbidden(who+": a PodDisruptionBudget in a tenant's namespace", c.Create(ctx, testPDB("tenant", who+"-pdb", labelled(nil))), "not one the operator manages")
+		forbidden(who+": a Secret copy where none was asked for", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: "regcred", Namespace: "tenant", Labels: labelled(nil)}}), "not one the operator manages")
 
-	// What is its own it writes; its namespace is its own.
-	own := testDaemonSet("team-a", "las-x", labelled(nil))
-	allowed("a labelled DaemonSet", op.Create(ctx, own))
-	allowed("changing it", op.Patch(ctx, own, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"a":"b"}}}`))))
-	allowed("deleting it", op.Delete(ctx, own))
-	allowed("a Secret in its namespace", op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: opNS}}))
+		// In a managed namespace, only its own.
+		// A `patch {}` would return the whole Secret.
+		forbidden(who+": patch {} of a tenant's Secret", c.Patch(ctx, tenant.DeepCopy(), merge(`{}`)), "only its own objects")
+		forbidden(who+": delete-collection of a tenant's Secrets", c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace("team-a")), "only its own objects")
+		forbidden(who+": an unlabelled DaemonSet", c.Create(ctx, testDaemonSet("team-a", who+"-evil", nil)), "only objects labelled")
+		forbidden(who+": deleting a DaemonSet not its own", c.Delete(ctx, system.DeepCopy()), "only its own objects")
+		forbidden(who+": taking a DaemonSet over by labelling it", c.Patch(ctx, system.DeepCopy(),
+			merge(`{"metadata":{"labels":{"cloister.dev/managed-by":"cloister-operator"}}}`)), "only its own objects")
+		forbidden(who+": an unlabelled CronJob", c.Create(ctx, testCronJob("team-a", who+"-job", nil)), "only objects labelled")
+		forbidden(who+": an unlabelled ClusterRole", c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: who + "-mine"}}), "only objects labelled")
+		forbidden(who+": an event about a Secret", c.Create(ctx, testEvent("team-a", who+"-ev", "v1", "Secret", "db")), "events about Cloister resources only")
+
+		// Its home namespace holds what its charts render and what it
+		// keeps there by name, nothing else.
+		forbidden(who+": an unlabelled ConfigMap at home", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: who + "-cm", Namespace: opNS}}), "only objects labelled")
+		forbidden(who+": a release record not Helm's", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: "sh.helm.release.v1." + who + ".v1", Namespace: opNS}}), "only objects labelled")
+		forbidden(who+": deleting the administrator's pull secret", c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(opNS),
+			client.MatchingLabels{common.LabelShareable: "true"}), "only its own objects")
+
+		// Cloister resources are their users'.
+		forbidden(who+": changing a CAS's spec", c.Patch(ctx, cas.DeepCopy(), merge(`{"spec":{"replicas":3}}`)), "the operator changes its finalizers")
+		forbidden(who+": labelling a CAS", c.Patch(ctx, cas.DeepCopy(), merge(`{"metadata":{"labels":{"a":"b"}}}`)), "the operator changes its finalizers")
+
+		// What is its own it writes.
+		own := testDaemonSet("team-a", who+"-las", labelled(nil))
+		allowed(who+": a labelled DaemonSet", c.Create(ctx, own))
+		allowed(who+": changing it", c.Patch(ctx, own, merge(`{"metadata":{"annotations":{"a":"b"}}}`)))
+		allowed(who+": deleting it", c.Delete(ctx, own))
+		allowed(who+": a labelled CronJob", c.Create(ctx, testCronJob("team-a", who+"-backup", labelled(nil))))
+		allowed(who+": a labelled PodDisruptionBudget", c.Create(ctx, testPDB("team-a", who+"-pdb", labelled(nil))))
+		allowed(who+": a Secret copy where one was asked for", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: who + "-regcred", Namespace: "pulls", Labels: labelled(nil)}}))
+		allowed(who+": an event about a CAS", c.Create(ctx, testEvent("team-a", who+"-cas", "services.cloister.dev/v1beta1", "CAS", "cas")))
+		allowed(who+": a labelled Secret at home", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: who + "-s", Namespace: opNS, Labels: labelled(nil)}}))
+		allowed(who+": a release record", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: "sh.helm.release.v1.team-a." + who + ".v1", Namespace: opNS, Labels: map[string]string{"owner": "helm"}}}))
+		allowed(who+": a finalizer on a CAS", c.Patch(ctx, cas.DeepCopy(), merge(`{"metadata":{"finalizers":["cloister.dev/`+who+`"]}}`)))
+
+		// Binding cluster-admin: RBAC refuses what the roles do not hold.
+		forbidden(who+": binding cluster-admin", c.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: who + "-escalate", Labels: labelled(nil)},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "cloister-operator", Namespace: opNS}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"}}), "escalat")
+	}
+	// Kept by name at home: the webhook certificate and the leader lease.
+	allowed("the webhook certificate", op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloister-operator-webhook-cert", Namespace: opNS}}))
+	allowed("the leader lease", op.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cloister-operator.cloister.dev", Namespace: opNS}}))
+	forbidden("another lease", op.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: opNS}}), "only objects labelled")
+
 	// An object an older operator made without the label: controlled by a
 	// Cloister resource.
 	yes := true
@@ -151,17 +230,10 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	if err := admin.Create(ctx, legacy); err != nil {
 		t.Fatal(err)
 	}
-	allowed("labelling an older operator's ConfigMap", op.Patch(ctx, legacy, client.RawPatch(types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"cloister.dev/managed-by":"cloister-operator"}}}`))))
+	allowed("labelling an older operator's ConfigMap", op.Patch(ctx, legacy, merge(`{"metadata":{"labels":{"cloister.dev/managed-by":"cloister-operator"}}}`)))
 
-	// Binding cluster-admin: RBAC refuses what the operator does not hold.
-	err = op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "escalate", Labels: labelled(nil)},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "cloister-operator", Namespace: opNS}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"}})
-	forbidden("binding cluster-admin", err, "escalat")
-
-	// Nodes: the operator and its charts' node agents change only
-	// cloister.dev/ labels.
+	// Nodes: the operator, its twin and its charts' node agents change
+	// only cloister.dev/ labels.
 	agentRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sgx-default"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}}
 	agentBinding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sgx-default"},
@@ -172,15 +244,10 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	agentCfg := rest.CopyConfig(cfg)
-	agentCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:team-a:sgx-default"}
-	agent, err := client.New(agentCfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for who, c := range map[string]client.Client{"the operator": op, "the SGX plugin": agent} {
+	agent := impersonate(t, cfg, "system:serviceaccount:team-a:sgx-default")
+	for who, c := range map[string]client.Client{"the operator": op, "its twin": twin, "the SGX plugin": agent} {
 		patch := func(p string) error {
-			return c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, client.RawPatch(types.MergePatchType, []byte(p)))
+			return c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, merge(p))
 		}
 		forbidden(who+" setting a node's zone", patch(`{"metadata":{"labels":{"zone":"b"}}}`), "only node labels under cloister.dev")
 		forbidden(who+" removing a node's label", patch(`{"metadata":{"labels":{"zone":null}}}`), "only node labels under cloister.dev")
@@ -200,9 +267,40 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	if after.Labels["zone"] != "a" || after.Spec.Unschedulable || len(after.Annotations) != 0 {
 		t.Errorf("the node changed: %v %v %v", after.Labels, after.Spec.Unschedulable, after.Annotations)
 	}
-	// Other service accounts are not the policies' business.
-	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "team-a"}}
-	if err := admin.Create(ctx, other); err != nil {
-		t.Errorf("the admin writing an unlabelled Secret: %v", err)
+	// Other identities, an administrator's included, are not the
+	// policies' business.
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "team-a"}},
+		testCronJob("kube-system", "admin-job", nil),
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Errorf("the admin writing %s: %v", o.GetName(), err)
+		}
 	}
+}
+
+func testDeployment(ns, name string, labels map[string]string) *appsv1.Deployment {
+	ds := testDaemonSet(ns, name, labels)
+	return &appsv1.Deployment{ObjectMeta: ds.ObjectMeta, Spec: appsv1.DeploymentSpec{Selector: ds.Spec.Selector, Template: ds.Spec.Template}}
+}
+
+func testCronJob(ns, name string, labels map[string]string) *batchv1.CronJob {
+	ds := testDaemonSet(ns, name, labels)
+	tmpl := ds.Spec.Template
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	return &batchv1.CronJob{ObjectMeta: ds.ObjectMeta, Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *",
+		JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}
+}
+
+func testPDB(ns, name string, labels map[string]string) *policyv1.PodDisruptionBudget {
+	one := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
+}
+
+func testEvent(ns, name, apiVersion, kind, about string) *eventsv1.Event {
+	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		EventTime: metav1.NowMicro(), ReportingController: "cloister-operator", ReportingInstance: "cloister-operator-0",
+		Action: "Check", Reason: "Checked", Type: corev1.EventTypeNormal,
+		Regarding: corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: ns, Name: about}}
 }

@@ -263,8 +263,8 @@ up() {
 	KUBECONFIG_PATH=$("$CLOISTER" dev kubeconfig)
 	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
 		stop_operator # one a demo without a real node left
-		echo "Installing the operator on the real node: cloister install --reconcile"
-		"$CLOISTER" install --reconcile --verbose --kubeconfig "$KUBECONFIG_PATH"
+		echo "Installing the operator on the real node: cloister install --reconcile -c default (the samples go to namespace default)"
+		"$CLOISTER" install --reconcile --verbose --kubeconfig "$KUBECONFIG_PATH" -c default
 		sgx=sgx/sgxplugin las=las/las
 	else
 		echo "No real node, so no node runs pods: the operator runs beside the cluster (no webhooks);"

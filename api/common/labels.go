@@ -8,6 +8,12 @@ const (
 	// LabelShareable on a secret in the operator's namespace allows copies
 	// of it into the namespaces that ask.
 	LabelShareable = "cloister.dev/shareable"
+	// LabelManagedNamespace=true on a namespace lets the operator deploy
+	// there (its home namespace needs none). An administrator sets it: the
+	// chart's admission policy refuses the operator's writes in any other
+	// namespace, so a stolen operator token cannot start a pod in a
+	// tenant's namespace, and never in kube-system.
+	LabelManagedNamespace = "cloister.dev/managed"
 )
 
 // The label the operator puts on every object it writes outside its own

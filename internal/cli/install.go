@@ -122,10 +122,10 @@ func newInstall(s Streams) *cobra.Command {
 				return err
 			}
 			if create != "" {
-				if err := install.CreateNamespace(ctx, in.Client, create); err != nil {
+				if err := install.ManageNamespace(ctx, in.Client, create); err != nil {
 					return err
 				}
-				_, _ = fmt.Fprintf(s.Out, "namespace %s exists\n", create)
+				_, _ = fmt.Fprintf(s.Out, "namespace %s exists, and the operator may deploy there\n", create)
 				if in.DCAPKey != "" {
 					if err := install.WriteDCAPKey(ctx, in.Client, create, in.DCAPKey); err != nil {
 						return err
@@ -141,7 +141,7 @@ func newInstall(s Streams) *cobra.Command {
 	fl.BoolVarP(&reconcile, "reconcile", "r", false, "repair every problem found")
 	fl.BoolVarP(&update, "update", "u", false, "redeploy the operator and update its image even when all is well")
 	fl.StringVarP(&in.Want.Namespace, "namespace", "n", "cloister-system", "the operator's namespace")
-	fl.StringVarP(&create, "create", "c", "", "also create this namespace (for a CAS or another service)")
+	fl.StringVarP(&create, "create", "c", "", "also create this namespace, or mark it if it exists, for the operator to deploy a CAS or another service in")
 	fl.StringVarP(&dcapKey, "dcap-api", "d", "", "the Intel DCAP API key (32 hex digits; zeros: none, as on Azure), kept in the Secret "+install.DCAPSecretName+" for a CAS that fetches Intel collateral; prefer --dcap-api-file")
 	fl.StringVar(&dcapFile, "dcap-api-file", "", "a file holding the Intel DCAP API key (see --dcap-api)")
 	fl.StringVar(&creds.Server, "registry", "ghcr.io", "registry the pull secret is for")

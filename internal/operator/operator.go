@@ -69,6 +69,13 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// The chart's admission policies bound every identity that holds this
+// marker, whatever its name: a second service account bound to the
+// operator's roles is bounded as the operator is. No API serves the
+// resource; only the policies' authorizer checks ask for it.
+// +kubebuilder:rbac:groups=admission.cloister.dev,resources=operatorwrites,verbs=bounded
+// +kubebuilder:rbac:groups=admission.cloister.dev,resources=operatorwrites,verbs=bounded,namespace=cloister-system
+
 // Options configure the operator; cmd/cloister-operator maps flags onto them.
 type Options struct {
 	MetricsBindAddress     string

@@ -30,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
@@ -140,6 +139,7 @@ func TestInstall(t *testing.T) {
 		return
 	}
 	t.Run("the webhooks refuse what they must, through the API server", func(t *testing.T) { testInstalledWebhooks(t, e) })
+	t.Run("the operator deploys only in the namespaces marked for it", func(t *testing.T) { testInstalledOperatorDeploysWhereMarked(t, e, in) })
 	t.Run("metrics: a bound ServiceAccount's token scrapes them; none, or an unbound one, is refused", func(t *testing.T) { testOperatorMetrics(t, e) })
 
 	t.Run("a deleted webhook Service is named and restored", func(t *testing.T) {
@@ -353,21 +353,15 @@ func wantOnlyCRDs(t *testing.T, e *realNodeEnv) {
 func testInstalledWebhooks(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	c := e.crs
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config/samples/cas_v1beta1_signedpolicy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sp casv1beta1.SignedPolicy
-	if err := yaml.Unmarshal(data, &sp); err != nil {
-		t.Fatal(err)
-	}
+	readSample(t, "cas_v1beta1_signedpolicy.yaml", &sp)
 	if err := c.Create(ctx, &sp); err != nil {
 		t.Fatalf("the sample SignedPolicy: %v", err)
 	}
 	// The policy controller writes the status meanwhile (no CAS resource
 	// here): edit the latest copy, so only the spec rule can refuse it.
 	var stored casv1beta1.SignedPolicy
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(&sp), &stored); err != nil {
 			return err
 		}

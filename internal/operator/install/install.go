@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
@@ -266,6 +267,22 @@ func CreateNamespace(ctx context.Context, c client.Client, ns string) error {
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"app.kubernetes.io/part-of": "cloister"}}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// ManageNamespace creates ns, or marks it if it exists, as a namespace the
+// operator may deploy in (common.LabelManagedNamespace): the chart's
+// admission policy refuses its writes in any namespace without the label
+// but its own.
+func ManageNamespace(ctx context.Context, c client.Client, ns string) error {
+	if err := CreateNamespace(ctx, c, ns); err != nil {
+		return err
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, common.LabelManagedNamespace)
+	err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch))
+	if err != nil {
+		return fmt.Errorf("labelling namespace %s %s=true: %w", ns, common.LabelManagedNamespace, err)
 	}
 	return nil
 }
