@@ -71,7 +71,11 @@ func webRequest() container {
 		cwd: "/srv", uid: 1000, gid: 1000, caps: []string{"CAP_NET_BIND_SERVICE"}, noNewPrivs: true, readonlyRoot: true,
 		mounts: []any{
 			mount("/cloister", "bind", "/run/kata-containers/sandbox/ephemeral/secrets", "rbind", "ro"),
-			mount("/data", "bind", "/run/kata-containers/shared/containers/"+sandboxID+"/rootfs/local/data", "rbind"),
+			mount("/data", "local", "/run/kata-containers/shared/containers/"+sandboxID+"/rootfs/local/data", "rbind", "rprivate", "rw"),
+		},
+		storages: []any{
+			storage("ephemeral", "tmpfs", "tmpfs", "/run/kata-containers/sandbox/ephemeral/secrets"),
+			storage("local", "local", "local", "/run/kata-containers/shared/containers/"+sandboxID+"/rootfs/local/data"),
 		},
 	}
 }
@@ -85,7 +89,7 @@ func logRequest() container {
 func started(t *testing.T) *agent {
 	t.Helper()
 	a := newAgent(t, thePod(t).Rego())
-	a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+	a.mustAllow("CreateSandboxRequest", sandboxRequest())
 	a.mustAllow("CreateContainerRequest", pause(sandboxID))
 	for _, c := range []container{setupRequest(), webRequest(), logRequest()} {
 		a.mustAllow("CreateContainerRequest", c.request())
@@ -211,7 +215,7 @@ func TestTheHostCannotChangeWhatRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAgent(t, thePod(t).Rego())
-			a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+			a.mustAllow("CreateSandboxRequest", sandboxRequest())
 			if a.ask("CreateContainerRequest", tc.change()) {
 				t.Error("allowed")
 			}
@@ -252,8 +256,8 @@ func TestRequestsNeverAllowed(t *testing.T) {
 		req  request
 	}{
 		{"SetPolicyRequest", request{"policy": "package agent_policy\ndefault ExecProcessRequest := true\n"}},
-		{"CreateSandboxRequest", request{"sandbox_pidns": false}}, // a second one
-		{"CreateContainerRequest", webRequest().request()},        // the same id again
+		{"CreateSandboxRequest", sandboxRequest()},         // a second one
+		{"CreateContainerRequest", webRequest().request()}, // the same id again
 		{"WriteStreamRequest", request{"container_id": id(2), "data": "cm0gLXJmIC8K"}},
 		{"PullImageRequest", request{"image": "evil"}},
 		{"SetGuestDateTimeRequest", request{"Sec": 0}},
@@ -292,7 +296,7 @@ func TestAnExecTheAnnotationAllows(t *testing.T) {
 	}
 	p.Containers[0].ImageConfig = &podpolicy.ImageConfig{Env: []string{"PATH=/bin"}}
 	a := newAgent(t, p.Rego())
-	a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+	a.mustAllow("CreateSandboxRequest", sandboxRequest())
 	web := container{id: id(2), name: "web", image: webImage, args: []string{"/web"}, env: []string{"PATH=/bin", "HOSTNAME=web-0"}, cwd: "/"}
 	a.mustAllow("CreateContainerRequest", web.request())
 	a.mustAllow("ExecProcessRequest", exec(web, "date", "-u"))
@@ -328,7 +332,7 @@ func TestTheHostsOtherLevers(t *testing.T) {
 	}
 	a.mustAllow("CopyFileRequest", request{"path": shared + "serviceaccount/token", "file_mode": 0o100644})
 	fresh := newAgent(t, thePod(t).Rego())
-	fresh.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+	fresh.mustAllow("CreateSandboxRequest", sandboxRequest())
 	p := pause(sandboxID)
 	oci(p)["Process"].(map[string]any)["Env"] = []string{"PATH=/bin", "LD_PRELOAD=/etc/hosts"}
 	if fresh.ask("CreateContainerRequest", p) {
@@ -370,7 +374,7 @@ func TestDevices(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := newAgent(t, p.Rego())
-			a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+			a.mustAllow("CreateSandboxRequest", sandboxRequest())
 			if got := a.ask("CreateContainerRequest", tc.req); got != tc.allowed {
 				t.Errorf("allowed %v, want %v", got, tc.allowed)
 			}
@@ -393,7 +397,7 @@ func TestNamespaceEntries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAgent(t, thePod(t).Rego())
-			a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+			a.mustAllow("CreateSandboxRequest", sandboxRequest())
 			r := webRequest().request()
 			l := oci(r)["Linux"].(map[string]any)
 			l["Namespaces"] = append(l["Namespaces"].([]any), tc.extra)
@@ -418,7 +422,7 @@ func TestEnvFromRefusesHooks(t *testing.T) {
 	}
 	sandbox := func() *agent {
 		a := newAgent(t, p.Rego())
-		a.mustAllow("CreateSandboxRequest", request{"sandbox_pidns": false})
+		a.mustAllow("CreateSandboxRequest", sandboxRequest())
 		return a
 	}
 	for _, e := range []string{

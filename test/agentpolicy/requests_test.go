@@ -21,6 +21,7 @@ type container struct {
 	uid, gid        int
 	caps            []string
 	mounts          []any
+	storages        []any
 	noNewPrivs      bool
 	readonlyRoot    bool
 }
@@ -99,11 +100,26 @@ func (c container) request() request {
 		"exec_id":       c.id,
 		"devices":       []any{},
 		"sandbox_pidns": false,
-		"storages": []any{map[string]any{
+		"storages": append([]any{map[string]any{
 			"driver": "image_guest_pull", "driver_options": []any{}, "fs_group": nil, "fstype": "overlay",
 			"mount_point": rootfs, "options": []any{}, "source": c.image,
-		}},
+		}}, c.storages...),
 	}
+}
+
+// sandboxRequest creates the pod's sandbox, with its /dev/shm.
+func sandboxRequest() request {
+	return request{"sandbox_id": sandboxID, "sandbox_pidns": false, "hostname": "web-0", "storages": []any{map[string]any{
+		"driver": "ephemeral", "driver_options": []any{}, "source": "shm", "fstype": "tmpfs",
+		"options":     []any{"noexec", "nosuid", "nodev", "mode=1777", "size=67108864"},
+		"mount_point": "/run/kata-containers/sandbox/shm", "fs_group": nil,
+	}}}
+}
+
+// storage is one of a container's storages.
+func storage(driver, source, fstype, mountPoint string) map[string]any {
+	return map[string]any{"driver": driver, "driver_options": []any{}, "source": source, "fstype": fstype,
+		"options": []any{}, "mount_point": mountPoint, "fs_group": nil}
 }
 
 // pause is the sandbox's own container.

@@ -44,16 +44,31 @@ default UpdateRoutesRequest := true
 default WaitProcessRequest := true
 default WriteStreamRequest := false
 
-# The sandbox, once: its process namespace as the pod shares it, no kernel
-# modules and no guest hooks (host-chosen code).
+# The sandbox, once: its id remembered (its emptyDir volumes live in its
+# folder), its process namespace as the pod shares it, no kernel modules,
+# no guest hooks (host-chosen code), and no storage but its /dev/shm in
+# guest memory: a virtio-fs share or a block device mounted anywhere in
+# the guest, the shared containers folder included, is refused.
 CreateSandboxRequest := {"allowed": true, "ops": [
 	{"op": "add", "path": "/pstate/sandbox", "value": true},
+	{"op": "add", "path": "/pstate/sandbox_id", "value": input.sandbox_id},
 	{"op": "add", "path": "/pstate/containers", "value": {}},
 ]} if {
 	not data.pstate.sandbox
+	regex.match(`^[a-z0-9]{64}$`, input.sandbox_id)
 	object.get(input, "sandbox_pidns", false) == policy_data.share_process_namespace
 	count(object.get(input, "kernel_modules", [])) == 0
 	object.get(input, "guest_hook_path", "") == ""
+	every s in arr(object.get(input, "storages", [])) {
+		sandbox_storage(s)
+	}
+}
+
+sandbox_storage(s) if {
+	s.driver == "ephemeral"
+	s.source == "shm"
+	s.fstype == "tmpfs"
+	s.mount_point == "/run/kata-containers/sandbox/shm"
 }
 
 # A container is remembered by its id, so that exec can name it.
@@ -101,14 +116,14 @@ allow_create(req) if {
 	linux_allowed(c, req.OCI.Linux)
 	devices_allowed(c, req)
 	every m in arr(req.OCI.Mounts) {
-		mount_allowed(c, m)
+		mount_allowed(c, req, m)
 	}
 	every want in c.mounts {
 		some m in arr(req.OCI.Mounts)
 		m.destination == want.path
 	}
 	every s in arr(object.get(req, "storages", [])) {
-		storage_allowed(c, s)
+		storage_allowed(c, req, s)
 	}
 }
 
@@ -141,7 +156,9 @@ CopyFileRequest if {
 	# Nor setuid or setgid: a program the host copies in would run as its
 	# owner in the container.
 	bits.and(object.get(input, "file_mode", 0), 3072) == 0
-	regex.match(`^/run/kata-containers/shared/containers/[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, input.path)
+	# Only into a container's copies (kata's CONTAINER-RANDOM-NAME), never
+	# into the sandbox's folder, where its emptyDir volumes live.
+	regex.match(`^/run/kata-containers/shared/containers/[a-z0-9]{64}-[a-z0-9]{16}-[A-Za-z0-9_.][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, input.path)
 	not regex.match(`(^|/)\.\.?(/|$)`, input.path)
 }
 
@@ -181,22 +198,50 @@ image_digest(ref) := d if {
 	d := parts[1]
 }
 
-storage_allowed(c, s) if {
+storage_allowed(c, _, s) if {
 	s.driver == "image_guest_pull"
 	image_digest(s.source) == c.digest
 }
 
-# emptyDir volumes, on the guest's disk or in its memory, and the
-# runtime's copies of ConfigMaps and Secrets (watchable-bind).
-storage_allowed(_, s) if {
-	s.driver in {"local", "ephemeral", "watchable-bind"}
-	guest_path(s.mount_point)
+# The storage of one of the container's emptyDir volumes, on the guest's
+# disk or in its memory, where the volume's mounts come from.
+storage_allowed(c, _, s) if {
+	s.driver == "local"
+	s.source == "local"
+	some want in c.mounts
+	want.kind == "local"
+	s.mount_point in local_folders(want.volume)
 }
 
-guest_path(p) if {
-	regex.match(`^/run/kata-containers/(shared/containers|sandbox)/[A-Za-z0-9_.][A-Za-z0-9_.-]*(/[A-Za-z0-9_.][A-Za-z0-9_.-]*)*$`, p)
-	not regex.match(`(^|/)\.\.?(/|$)`, p)
+storage_allowed(c, _, s) if {
+	s.driver == "ephemeral"
+	s.source == "tmpfs"
+	s.fstype == "tmpfs"
+	some want in c.mounts
+	want.kind == "memory"
+	s.mount_point == concat("", [memory_folder, want.volume])
 }
+
+# The runtime's watched copy of one of the container's ConfigMaps or
+# Secrets.
+storage_allowed(c, req, s) if {
+	s.driver == "watchable-bind"
+	some want in c.mounts
+	want.kind == "shared"
+	regex.match(shared_copy(req, "", want), s.source)
+	regex.match(shared_copy(req, "watchable/", want), s.mount_point)
+}
+
+local_folders(volume) := {
+	concat("", [shared_folder, data.pstate.sandbox_id, "/rootfs/local/", volume]),
+	concat("", [shared_folder, data.pstate.sandbox_id, "/local/", volume]),
+}
+
+memory_folder := "/run/kata-containers/sandbox/ephemeral/"
+
+shared_folder := "/run/kata-containers/shared/containers/"
+
+shared_copy(req, sub, want) := concat("", [`^/run/kata-containers/shared/containers/`, sub, req.container_id, `-[a-z0-9]{16}-`, want.base_re, `$`])
 
 ######################################################################
 # The process: its arguments, folder, environment, user and privileges.
@@ -430,14 +475,37 @@ devices_allowed(_, req) if {
 # Mounts: the runtime's own, and the pod's volumes where the pod mounts
 # them.
 
-mount_allowed(_, m) if runtime_mount(m)
+mount_allowed(_, _, m) if runtime_mount(m)
 
-mount_allowed(c, m) if {
+mount_allowed(c, req, m) if {
 	some want in c.mounts
 	m.destination == want.path
-	m.type_ in {"bind", "local"}
-	guest_path(m.source)
 	readonly_allowed(want, arr(m.options))
+	volume_source(req, want, m)
+}
+
+# Each mount's source is the place of the volume it names: an emptyDir
+# from the sandbox's folder of that volume (never a folder the host
+# filled), a shared volume from the container's own copy named after the
+# mount.
+volume_source(_, want, m) if {
+	want.kind == "local"
+	m.type_ in {"bind", "local"}
+	some folder in local_folders(want.volume)
+	m.source == concat("", [folder, want.sub_path])
+}
+
+volume_source(_, want, m) if {
+	want.kind == "memory"
+	m.type_ == "bind"
+	m.source == concat("", [memory_folder, want.volume, want.sub_path])
+}
+
+volume_source(req, want, m) if {
+	want.kind == "shared"
+	m.type_ == "bind"
+	some sub in ["", "watchable/"]
+	regex.match(shared_copy(req, sub, want), m.source)
 }
 
 readonly_allowed(want, _) if not want.read_only

@@ -3,6 +3,7 @@ package podpolicy
 import (
 	_ "embed"
 	"encoding/json"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -79,10 +80,36 @@ type regoContainer struct {
 	Exec         [][]string `json:"exec"`
 }
 
+// regoMount is a container's mount and where its source must be in the
+// guest: kata puts each kind of volume in its own place, so a mount is
+// allowed only from the place of the volume it names.
 type regoMount struct {
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"read_only"`
+	// Kind is mountLocal, mountMemory or mountShared.
+	Kind   string `json:"kind"`
+	Volume string `json:"volume"`
+	// SubPath is "" or "/" and the mount's subPath (emptyDir only).
+	SubPath string `json:"sub_path"`
+	// BaseRe is the quoted last element of Path: a shared mount's source
+	// ends with it (kata names the copy it shares after it).
+	BaseRe string `json:"base_re"`
 }
+
+// Where a volume's mount comes from in the guest (genpolicy's settings).
+const (
+	// mountLocal: an emptyDir on the guest's disk, the sandbox's folder
+	// local/VOLUME, made by a "local" storage.
+	mountLocal = "local"
+	// mountMemory: an emptyDir in the guest's memory,
+	// /run/kata-containers/sandbox/ephemeral/VOLUME, an "ephemeral"
+	// storage.
+	mountMemory = "memory"
+	// mountShared: what the host supplies (ConfigMaps, Secrets, projected
+	// and downward API volumes, claims, host paths), copied into the
+	// shared folder under the container's id and the mount's last element.
+	mountShared = "shared"
+)
 
 // Rego is the kata agent's policy for the pod: the fixed rules and the
 // pod's data, the same bytes for the same policy.
@@ -169,7 +196,7 @@ func (p *Policy) regoContainer(c *Container) regoContainer {
 		}
 	}
 	for _, m := range c.VolumeMounts {
-		r.Mounts = append(r.Mounts, regoMount{Path: m.MountPath, ReadOnly: m.ReadOnly})
+		r.Mounts = append(r.Mounts, p.regoMount(m))
 	}
 
 	sc, pod := c.SecurityContext, p.SecurityContext
@@ -195,6 +222,24 @@ func (p *Policy) regoContainer(c *Container) regoContainer {
 	r.RunAsNonRoot = (sc != nil && sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) ||
 		(pod != nil && pod.RunAsNonRoot != nil && *pod.RunAsNonRoot && (sc == nil || sc.RunAsNonRoot == nil))
 	r.Capabilities = capabilities(sc)
+	return r
+}
+
+func (p *Policy) regoMount(m corev1.VolumeMount) regoMount {
+	r := regoMount{Path: m.MountPath, ReadOnly: m.ReadOnly, Kind: mountShared, Volume: m.Name,
+		BaseRe: regexp.QuoteMeta(path.Base(m.MountPath))}
+	for _, v := range p.Volumes {
+		if v.Name != m.Name || v.Source.EmptyDir == nil || m.SubPathExpr != "" {
+			continue
+		}
+		r.Kind = mountLocal
+		if v.Source.EmptyDir.Medium == corev1.StorageMediumMemory {
+			r.Kind = mountMemory
+		}
+		if m.SubPath != "" {
+			r.SubPath = "/" + m.SubPath
+		}
+	}
 	return r
 }
 
