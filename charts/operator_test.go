@@ -12,6 +12,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -288,5 +289,34 @@ func TestOperatorMetricsReaders(t *testing.T) {
 	}
 	if reviews != 2 {
 		t.Errorf("the operator's role cannot review tokens and access (%d rules): secure metrics would refuse every scraper", reviews)
+	}
+}
+
+// imageSignatureKey reaches the operator as a mounted file its flag names;
+// without it neither is rendered.
+func TestOperatorImageSignatureKey(t *testing.T) {
+	const key = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n"
+	objs := renderOperator(t, map[string]any{"imageSignatureKey": key})
+	cm := objs["ConfigMap/cloister-operator-image-signature-key"]
+	if cm == nil {
+		t.Fatal("no ConfigMap of the key")
+	}
+	if got, _, _ := unstructured.NestedString(cm.Object, "data", "key.pub"); got != key {
+		t.Errorf("the key as rendered: %q", got)
+	}
+	d := as[appsv1.Deployment](t, objs["Deployment/cloister-operator"])
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--image-signature-key=/etc/cloister/image-signature-key/key.pub") ||
+		!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.MountPath == "/etc/cloister/image-signature-key" && m.ReadOnly
+		}) {
+		t.Errorf("args %v, mounts %v", c.Args, c.VolumeMounts)
+	}
+	none := renderOperator(t, map[string]any{})
+	plain := as[appsv1.Deployment](t, none["Deployment/cloister-operator"]).Spec.Template.Spec.Containers[0]
+	if none["ConfigMap/cloister-operator-image-signature-key"] != nil || slices.ContainsFunc(plain.Args, func(a string) bool {
+		return strings.HasPrefix(a, "--image-signature-key")
+	}) {
+		t.Error("a key rendered without imageSignatureKey")
 	}
 }

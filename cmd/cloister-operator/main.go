@@ -18,6 +18,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/release"
 	"github.com/cloister-cc/cloister/internal/operator/webhookcert"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // The default images pinned by digest, set at link time by make build
@@ -64,9 +65,21 @@ func run(ctx context.Context) error {
 		"cert-manager issues the serving certificate into the Secret and injects the CA; the operator only serves it")
 	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "cloister-webhook-certs"),
 		"folder the serving certificate is written to as it changes")
+	var imageKey string
+	fs.StringVar(&imageKey, "image-signature-key", "",
+		"public key (PEM, ECDSA P-256, as cosign.pub) whose signature an image autoUpdate chooses must carry in its registry; without it autoUpdate takes no image")
 	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err
+	}
+	if imageKey != "" {
+		data, err := os.ReadFile(imageKey)
+		if err != nil {
+			return err
+		}
+		if opts.ImageSignatureKey, err = imagesig.ParsePublicKey(data); err != nil {
+			return fmt.Errorf("--image-signature-key %s: %w", imageKey, err)
+		}
 	}
 	opts.Webhook.DNSName = cmp.Or(opts.Webhook.DNSName, "cloister-operator-webhook."+opts.Namespace+".svc")
 	if err := opts.Host.Validate(); err != nil {

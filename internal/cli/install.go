@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/operator/install"
@@ -108,9 +109,12 @@ func newInstall(s Streams) *cobra.Command {
 			}
 			in.Values, in.Timeout = values, timeout
 			if verifyKey != "" {
-				if err := verifyImages(ctx, verifyKey, in.Want.Image, values); err != nil {
+				pem, err := verifyImages(ctx, verifyKey, in.Want.Image, values)
+				if err != nil {
 					return err
 				}
+				// The operator holds autoUpdate's images to the same key.
+				values["imageSignatureKey"] = pem
 			}
 			if verbose {
 				start := time.Now()
@@ -267,14 +271,14 @@ func installPlugin(s Streams, path string) error {
 
 // verifyImages checks the signatures of the operator image and of the
 // service images set in values, before anything is deployed.
-func verifyImages(ctx context.Context, keyFile, operatorImage string, values map[string]any) error {
+func verifyImages(ctx context.Context, keyFile, operatorImage string, values map[string]any) (string, error) {
 	data, err := os.ReadFile(keyFile)
 	if err != nil {
-		return err
+		return "", err
 	}
 	pub, err := imagesig.ParsePublicKey(data)
 	if err != nil {
-		return err
+		return "", err
 	}
 	images := []string{operatorImage}
 	if set, ok := values["images"].(map[string]any); ok {
@@ -287,13 +291,14 @@ func verifyImages(ctx context.Context, keyFile, operatorImage string, values map
 	for _, img := range images {
 		ref, err := name.NewDigest(img)
 		if err != nil {
-			return fmt.Errorf("refusing to deploy %s: only an image named by digest can be verified: %w", img, err)
+			return "", fmt.Errorf("refusing to deploy %s: only an image named by digest can be verified: %w", img, err)
 		}
 		if err := imagesig.Verify(ctx, ref, pub, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-			return fmt.Errorf("refusing to deploy: %w", err)
+			return "", fmt.Errorf("refusing to deploy: %w", err)
 		}
 	}
-	return nil
+	// Only the key goes into the chart, whatever else the file holds.
+	return keyfile.PublicPEM(pub)
 }
 
 // resolveRelease pins the operator image of a release to its digest,

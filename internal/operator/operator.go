@@ -11,6 +11,7 @@ package operator
 import (
 	"cmp"
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -88,6 +89,9 @@ type Options struct {
 	Images    Images
 	// Host says where nodes keep devices and the kubelet's files.
 	Host service.HostPaths
+	// ImageSignatureKey verifies every image spec.autoUpdate chooses; nil:
+	// autoUpdate takes none.
+	ImageSignatureKey *ecdsa.PublicKey
 	// Webhook configures the admission webhooks; Port 0 serves none.
 	Webhook WebhookOptions
 	// SkipNameValidation and Registry let a process run several
@@ -235,6 +239,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme,
 			Releases: releases, Recorder: mgr.GetEventRecorder("cloister-operator"), Metrics: recorder,
 			Kind: kind, OperatorNamespace: opts.Namespace, Host: opts.Host, Images: &autoupdate.Resolver{},
+			ImageKey: opts.ImageSignatureKey,
 		}
 	}
 

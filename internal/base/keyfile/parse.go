@@ -52,3 +52,12 @@ func ParsePublic(data []byte) (*ecdsa.PublicKey, error) {
 	}
 	return ek, nil
 }
+
+// PublicPEM is pub as a PEM PKIX public key, the form ParsePublic reads.
+func PublicPEM(pub *ecdsa.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("public key: %w", err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), nil
+}

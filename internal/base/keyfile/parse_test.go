@@ -81,3 +81,19 @@ func FuzzParsePrivate(f *testing.F) {
 		}
 	})
 }
+
+// PublicPEM writes what ParsePublic reads back.
+func TestPublicPEMRoundTrip(t *testing.T) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := PublicPEM(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParsePublic([]byte(s))
+	if err != nil || !back.Equal(&k.PublicKey) {
+		t.Errorf("round trip: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package autoupdate
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // Limits on what a registry and a pull secret may hand the operator.
@@ -45,12 +48,8 @@ func (r *Resolver) Newest(ctx context.Context, l Line, keychain authn.Keychain) 
 	if err != nil {
 		return Result{}, fmt.Errorf("repository %q: %w", l.Repository, err)
 	}
-	tr := r.Transport
-	if tr == nil {
-		tr = remote.DefaultTransport
-	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain), remote.WithPageSize(1000),
-		remote.WithTransport(httpsOnly{tr})}
+		remote.WithTransport(httpsOnly{r.transport()})}
 	tags, err := remote.List(repo, opts...)
 	if err != nil {
 		return Result{}, fmt.Errorf("listing the tags of %s: %w", repo, err)
@@ -64,6 +63,23 @@ func (r *Resolver) Newest(ctx context.Context, l Line, keychain authn.Keychain) 
 		return Result{}, fmt.Errorf("resolving %s:%s: %w", repo, tag, err)
 	}
 	return Result{Image: repo.String() + ":" + tag + "@" + desc.Digest.String(), Newer: newer, Source: repo.String()}, nil
+}
+
+// Verify checks that image (REPOSITORY:TAG@DIGEST) has a signature by pub
+// in its registry (cosign's key-pair layout), read as Newest reads.
+func (r *Resolver) Verify(ctx context.Context, image string, pub *ecdsa.PublicKey, keychain authn.Keychain) error {
+	ref, err := name.NewDigest(image)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", image, err)
+	}
+	return imagesig.Verify(ctx, ref, pub, remote.WithAuthFromKeychain(keychain), remote.WithTransport(httpsOnly{r.transport()}))
+}
+
+func (r *Resolver) transport() http.RoundTripper {
+	if r.Transport == nil {
+		return remote.DefaultTransport
+	}
+	return r.Transport
 }
 
 // httpsOnly refuses every request but HTTPS: go-containerregistry falls

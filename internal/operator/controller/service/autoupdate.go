@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,10 +26,16 @@ type NoAutoUpdate interface {
 }
 
 // ImageResolver finds the newest image of a version line in its registry
-// (autoupdate.Resolver).
+// and checks its signature there (autoupdate.Resolver).
 type ImageResolver interface {
 	Newest(ctx context.Context, l autoupdate.Line, keychain authn.Keychain) (autoupdate.Result, error)
+	Verify(ctx context.Context, image string, pub *ecdsa.PublicKey, keychain authn.Keychain) error
 }
+
+// ErrNoImageKey: autoUpdate follows only images signed by the key the
+// operator was installed with, and it has none.
+var ErrNoImageKey = errors.New("autoUpdate follows only images signed by the operator's image signature key, and it has none " +
+	"(install it with cloister install --verify-image-signatures KEY, or the chart's imageSignatureKey)")
 
 // DefaultAutoUpdateInterval is how often spec.autoUpdate reads the
 // registry.
@@ -92,6 +100,16 @@ func (r *Reconciler) checkRegistry(ctx context.Context, obj Object, ns string, l
 	}
 	au.Source = res.Source
 	if !res.Newer || res.Image == au.Image {
+		return
+	}
+	// A tag is whatever the registry (or whoever writes to it) says: the
+	// node agents run privileged, so only what the install key signed.
+	if r.ImageKey == nil {
+		au.Message = fmt.Sprintf("%s not taken: %v", res.Image, ErrNoImageKey)
+		return
+	}
+	if err := r.Images.Verify(ctx, res.Image, r.ImageKey, keychain); err != nil {
+		au.Message = fmt.Sprintf("%s not taken: %v", res.Image, err)
 		return
 	}
 	au.Previous = au.Image

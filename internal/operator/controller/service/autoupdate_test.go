@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/base64"
 	"net/http"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/operator/autoupdate"
 	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 // privateRegistry is a registry (go-containerregistry's, in memory, over
@@ -54,6 +56,19 @@ func pushTag(t *testing.T, tr http.RoundTripper, host, repo, tag string) string 
 	return d.String()
 }
 
+// sign pushes a signature of host/repo@digest by key, as cosign stores
+// it.
+func sign(t *testing.T, tr http.RoundTripper, host, repo, digest string, key *ecdsa.PrivateKey) {
+	t.Helper()
+	ref, err := name.NewDigest(host + "/" + repo + "@" + digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := imagesig.Sign(context.Background(), ref, key, remote.WithAuth(&authn.Basic{Username: "u", Password: "p"}), remote.WithTransport(tr)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // noAutoUpdateKind is testKind for a service spec.autoUpdate never moves
 // (as CAS).
 type noAutoUpdateKind struct{ testKind }
@@ -61,16 +76,23 @@ type noAutoUpdateKind struct{ testKind }
 func (noAutoUpdateKind) NoAutoUpdate() {}
 
 // spec.autoUpdate: the newest tag of the image's line (not another line)
-// is read with the CR's pull secret and rolled out by digest, with the
-// choice and its source in the status and an event; a newer tag pushed
-// later is taken at the next check, not before the interval; a kind that
-// never updates (CAS) keeps its image whatever the registry holds.
+// is read with the CR's pull secret and rolled out by digest, once its
+// signature by the operator's image key is found, with the choice and its
+// source in the status and an event; a newer tag pushed later is taken at
+// the next check, not before the interval; an unsigned one, or one signed
+// by another key, is refused in the status; a kind that never updates
+// (CAS) keeps its image whatever the registry holds.
 func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 	f := newFixture(t, "autoupdate")
 	host, tr := privateRegistry(t)
-	f.r.Images = &autoupdate.Resolver{Transport: tr}
+	key, err := imagesig.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.r.Images, f.r.ImageKey = &autoupdate.Resolver{Transport: tr}, &key.PublicKey
 	pushTag(t, tr, host, "svc", "v1.2.3")
 	newest := pushTag(t, tr, host, "svc", "v1.2.5")
+	sign(t, tr, host, "svc", newest, key)
 	pushTag(t, tr, host, "svc", "v1.3.0")
 	pushTag(t, tr, host, "svc", "v1.2.6-rc.1")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pull"}, Type: corev1.SecretTypeDockerConfigJson,
@@ -97,6 +119,7 @@ func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 	// A newer patch release: not read again before the interval, then
 	// rolled out.
 	later := pushTag(t, tr, host, "svc", "v1.2.7")
+	sign(t, tr, host, "svc", later, key)
 	f.reconcile(cr)
 	if img := f.owned(cr).Data["image"]; img != want {
 		t.Errorf("the registry was read again within the interval: %s", img)
@@ -106,6 +129,45 @@ func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 	if f.get(cr); cr.Status.AutoUpdate.Previous != want {
 		t.Errorf("previous %s, want %s", cr.Status.AutoUpdate.Previous, want)
 	}
+
+	// A tag nobody signed, then one signed by another key: refused, said
+	// in the status, the image stays; signed by the key, it is taken.
+	unsigned := pushTag(t, tr, host, "svc", "v1.2.8")
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool {
+		return cr.Status.AutoUpdate != nil && strings.Contains(cr.Status.AutoUpdate.Message, "no valid signature by the given key")
+	}, "the unsigned tag refused in the status")
+	if img := f.owned(cr).Data["image"]; img != host+"/svc:v1.2.7@"+later {
+		t.Errorf("an unsigned tag was taken: %s", img)
+	}
+	other, err := imagesig.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign(t, tr, host, "svc", unsigned, other)
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool {
+		return strings.Contains(cr.Status.AutoUpdate.Message, "a signature by another key")
+	}, "the tag signed by another key refused in the status")
+	if img := f.owned(cr).Data["image"]; img != host+"/svc:v1.2.7@"+later {
+		t.Errorf("a tag signed by another key was taken: %s", img)
+	}
+	sign(t, tr, host, "svc", unsigned, key)
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool { return f.owned(cr).Data["image"] == host+"/svc:v1.2.8@"+unsigned }, "v1.2.8 once signed")
+	later = unsigned
+
+	// An operator without the key takes nothing.
+	f.r.ImageKey = nil
+	pushTag(t, tr, host, "svc", "v1.2.9")
+	f.clock.SetTime(f.clock.Now().Add(DefaultAutoUpdateInterval))
+	f.until(cr, func() bool {
+		return cr.Status.AutoUpdate != nil && strings.Contains(cr.Status.AutoUpdate.Message, "it has none")
+	}, "no key said in the status")
+	if img := f.owned(cr).Data["image"]; img != host+"/svc:v1.2.8@"+later {
+		t.Errorf("an operator without a key moved the image to %s", img)
+	}
+	f.r.ImageKey = &key.PublicKey
 
 	// Without the pull secret the registry refuses: the status says so
 	// and the image stays.
@@ -118,7 +180,7 @@ func TestAutoUpdateFollowsTheNewestOfTheLine(t *testing.T) {
 	f.until(cr, func() bool {
 		return cr.Status.AutoUpdate != nil && strings.Contains(strings.ToLower(cr.Status.AutoUpdate.Message), "unauthorized")
 	}, "the refusal in the status")
-	if img := f.owned(cr).Data["image"]; img != host+"/svc:v1.2.7@"+later {
+	if img := f.owned(cr).Data["image"]; img != host+"/svc:v1.2.8@"+later {
 		t.Errorf("a failed check moved the image to %s", img)
 	}
 

@@ -13,6 +13,7 @@ package service
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"time"
@@ -146,6 +147,9 @@ type Reconciler struct {
 	// Images resolves spec.autoUpdate's newest image; nil: autoUpdate is
 	// off.
 	Images ImageResolver
+	// ImageKey verifies the images autoUpdate chooses (the key the
+	// operator was installed with); nil: autoUpdate takes none.
+	ImageKey *ecdsa.PublicKey
 	// AutoUpdateInterval is how often autoUpdate reads the registry; 0
 	// means DefaultAutoUpdateInterval.
 	AutoUpdateInterval time.Duration
