@@ -56,9 +56,10 @@ type Identity struct {
 	// Nitro
 	PCRs map[int]Bytes `json:"pcrs,omitempty"`
 	// Manifest is the SHA-256 of the enclave manifest a Cloister enclave
-	// applied, which its orchestrator puts in the user data (the report
-	// data): the commands, arguments and environment the PCRs do not
-	// measure.
+	// applied (the commands, arguments and environment PCR0 to PCR2 do
+	// not measure) as the only one since it booted: its orchestrator
+	// extends PCR16 with it, and each later manifest into the next PCR.
+	// The user data stays free for the report data (a CSR's key).
 	Manifest Bytes `json:"manifest,omitempty"`
 }
 
@@ -179,8 +180,8 @@ func (id *Identity) mismatch(c *Claims) string {
 				return m
 			}
 		}
-		if len(id.Manifest) > 0 && !bytes.Equal(id.Manifest, c.ReportData) {
-			return fmt.Sprintf("the applied manifest (user data) is %s, want %s: the host changed what the enclave runs", c.ReportData, id.Manifest)
+		if len(id.Manifest) > 0 {
+			return manifestMismatch(n.PCRs, id.Manifest)
 		}
 		return ""
 	}

@@ -27,6 +27,16 @@ func tcb(s string) func(*Claims) {
 
 func u16(v uint16) *uint16 { return &v }
 
+// manifestPCRs are the PCRs of an enclave whose orchestrator applied the
+// manifests (one-byte digests), in order.
+func manifestPCRs(manifests ...byte) map[int]Bytes {
+	pcrs := map[int]Bytes{}
+	for i, m := range manifests {
+		pcrs[NitroManifestPCR+i] = NitroExtend(nil, []byte{m})
+	}
+	return pcrs
+}
+
 func TestPolicyCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -54,10 +64,16 @@ func TestPolicyCheck(t *testing.T) {
 		{"report data binding fails", Policy{ReportData: Bytes{0xaa, 0xbd}}, sgxClaims(), CheckReportData, "aabbcc does not start with the expected aabd"},
 		{"nitro PCRs", Policy{Identities: []Identity{{Type: Nitro, PCRs: map[int]Bytes{0: {1}, 8: {2}}}}},
 			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nitro: &NitroIdentity{PCRs: map[int]Bytes{0: {1}, 8: {3}}}}, CheckIdentity, "PCR8 is 03, want 02"},
-		{"nitro manifest pinned: the host changed it", Policy{Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
-			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, ReportData: Bytes{0xa2}, Nitro: &NitroIdentity{}}, CheckIdentity, "the applied manifest (user data) is a2, want a1"},
-		{"nitro manifest pinned: the same", Policy{Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
-			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, ReportData: Bytes{0xa1}, Nitro: &NitroIdentity{}}, "", ""},
+		{"nitro manifest pinned: the host applied another", Policy{Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
+			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nitro: &NitroIdentity{PCRs: manifestPCRs(0xa2)}}, CheckIdentity, "the pinned manifest a1: the host changed what the enclave runs"},
+		{"nitro manifest pinned: none applied", Policy{Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
+			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nitro: &NitroIdentity{}}, CheckIdentity, "PCR16 (the first manifest the enclave applied) is , want"},
+		{"nitro manifest pinned: the same, alone since boot", Policy{Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
+			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nitro: &NitroIdentity{PCRs: manifestPCRs(0xa1)}}, "", ""},
+		{"nitro manifest pinned: changed and changed back", Policy{Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
+			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nitro: &NitroIdentity{PCRs: manifestPCRs(0xa1, 0xa2, 0xa1)}}, CheckIdentity, "PCR17 is"},
+		{"nitro manifest pinned beside the report data of a key", Policy{ReportData: Bytes{0xcc}, Identities: []Identity{{Type: Nitro, Manifest: Bytes{0xa1}}}},
+			&Claims{Type: Nitro, TCBStatus: TCBUpToDate, ReportData: Bytes{0xcc, 0xdd}, Nitro: &NitroIdentity{PCRs: manifestPCRs(0xa1)}}, "", ""},
 		{"nonce of another challenge", Policy{Nonce: Bytes{1, 2}}, &Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nonce: Bytes{1, 3}}, CheckNonce, "nonce is 0103, want 0102"},
 		{"nonce missing", Policy{Nonce: Bytes{1, 2}}, sgxClaims(), CheckNonce, "want 0102"},
 		{"nonce matches", Policy{Nonce: Bytes{1, 2}}, &Claims{Type: Nitro, TCBStatus: TCBUpToDate, Nonce: Bytes{1, 2}}, "", ""},

@@ -37,7 +37,10 @@ const (
 	DefaultRunDir   = "/run/cloister-enclave"
 	DefaultManifest = "/etc/cloister-enclave/manifest.json"
 	DefaultEIFPath  = "/enclave/enclave.eif"
-	socketName      = "supervisor.sock"
+	// DefaultPluginSocket is where plugins inside an enclave ask the
+	// orchestrator for evidence binding their report data.
+	DefaultPluginSocket = "/run/cloister-enclave/plugins.sock"
+	socketName          = "supervisor.sock"
 )
 
 // Backends of `supervise --backend`.
@@ -119,6 +122,7 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "vsock:"+strconv.Itoa(supervisor.DefaultOrchestratorPort), "a unix socket path, or vsock:PORT inside a Nitro Enclave")
 	simulation := fs.Bool("simulation", false, "simulated attestation (insecure): no Nitro Secure Module here")
+	pluginSocket := fs.String("plugin-socket", "", "the plugins' evidence socket (default: "+DefaultPluginSocket+"; a simulated enclave's beside --listen)")
 	// The log goes to the console (read in debug mode only) and into the
 	// buffer the pod's supervisor follows.
 	logs := &logstream.Buffer{}
@@ -140,9 +144,16 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	plugins, err := pluginListener(*pluginSocket, *listen)
+	if err != nil {
+		return err
+	}
+	psrv := &http.Server{Handler: o.PluginHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = psrv.Serve(plugins) }()
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
+		_ = psrv.Close()
 	}()
 	log.Info("orchestrator serving", "listen", *listen, "simulation", *simulation)
 	err = srv.Serve(ln)
@@ -152,6 +163,30 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// pluginListener listens where the plugins (which run as other users)
+// ask for evidence.
+func pluginListener(path, listen string) (net.Listener, error) {
+	if path == "" {
+		path = DefaultPluginSocket
+		if !strings.HasPrefix(listen, "vsock:") {
+			path = filepath.Join(filepath.Dir(listen), "plugins.sock")
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil { //nolint:gosec // every plugin asks here
+		_ = ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 func listener(addr string) (net.Listener, error) {

@@ -97,9 +97,12 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		Type: attest.Nitro, ReportData: doc.UserData, Nonce: doc.Nonce, PublicKey: doc.PublicKey,
 		Nitro: &attest.NitroIdentity{ModuleID: doc.ModuleID, PCRs: map[int]attest.Bytes{}},
 	}
-	for _, i := range []uint{0, 1, 2, 3, 4, 8} {
-		if v, ok := doc.PCRs[i]; ok {
-			claims.Nitro.PCRs[int(i)] = v
+	// PCR0 to PCR4 and PCR8 measure the image, the instance and the
+	// signer; PCR16 up are what the enclave extended at run time (a
+	// Cloister orchestrator: the manifests it applied).
+	for i, v := range doc.PCRs {
+		if i <= 4 || i == 8 || (i >= attest.NitroManifestPCR && i < attest.NitroManifestPCR+attest.NitroManifestSlots) {
+			claims.Nitro.PCRs[int(i)] = v //nolint:gosec // below 32
 		}
 	}
 	// An enclave started in debug mode reports PCR0, PCR1 and PCR2 as zero.

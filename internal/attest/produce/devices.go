@@ -11,6 +11,7 @@ import (
 	tdxclient "github.com/google/go-tdx-guest/client"
 	"github.com/hf/nsm"
 	"github.com/hf/nsm/request"
+	"github.com/hf/nsm/response"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/nitro"
@@ -130,10 +131,13 @@ func (t *TDXGuest) Quote(_ context.Context, reportData []byte) (attest.Evidence,
 	return attest.Evidence{Type: attest.TDX, Raw: quote}, nil
 }
 
-// NSM is the Nitro Secure Module's attestation request: the seam tests
-// fake, since no machine here has one.
+// NSM is the Nitro Secure Module's requests Cloister makes: the seam
+// tests fake, since no machine here has one.
 type NSM interface {
 	Attestation(nonce, userData, publicKey []byte) (document []byte, err error)
+	// ExtendPCR extends a PCR of 16 and up; LockPCR makes it final.
+	ExtendPCR(index uint16, data []byte) error
+	LockPCR(index uint16) error
 }
 
 // MaxNitroField bounds the nonce and user data: the NSM takes up to 512
@@ -156,17 +160,33 @@ func (n *Nitro) Quote(_ context.Context, reportData []byte) (attest.Evidence, er
 	return n.Attest(reportData, nil)
 }
 
+// ExtendAndLock extends PCR index with data and locks it: nothing can
+// change it again until the enclave ends.
+func (n *Nitro) ExtendAndLock(index uint16, data []byte) error {
+	m := n.module()
+	if err := m.ExtendPCR(index, data); err != nil {
+		return fmt.Errorf("extending PCR%d: %w", index, err)
+	}
+	if err := m.LockPCR(index); err != nil {
+		return fmt.Errorf("locking PCR%d: %w", index, err)
+	}
+	return nil
+}
+
+func (n *Nitro) module() NSM {
+	if n.Module == nil {
+		return device(n.Path)
+	}
+	return n.Module
+}
+
 // Attest asks for a document binding userData and nonce, and refuses one
 // that binds anything else.
 func (n *Nitro) Attest(userData, nonce []byte) (attest.Evidence, error) {
 	if len(userData) > MaxNitroField || len(nonce) > MaxNitroField {
 		return attest.Evidence{}, fmt.Errorf("user data %d and nonce %d bytes: at most %d each", len(userData), len(nonce), MaxNitroField)
 	}
-	m := n.Module
-	if m == nil {
-		m = device(n.Path)
-	}
-	doc, err := m.Attestation(nonce, userData, nil)
+	doc, err := n.module().Attestation(nonce, userData, nil)
 	if err != nil {
 		return attest.Evidence{}, err
 	}
@@ -187,7 +207,7 @@ func (n *Nitro) Attest(userData, nonce []byte) (attest.Evidence, error) {
 // one.
 type device string
 
-func (d device) Attestation(nonce, userData, publicKey []byte) ([]byte, error) {
+func (d device) send(req request.Request) (*response.Response, error) {
 	opts := nsm.DefaultOptions
 	opts.Open = func() (nsm.FileDescriptor, error) { return os.Open(string(d)) }
 	s, err := nsm.OpenSession(opts)
@@ -195,14 +215,41 @@ func (d device) Attestation(nonce, userData, publicKey []byte) ([]byte, error) {
 		return nil, fmt.Errorf("opening the Nitro Secure Module %s: %w", d, err)
 	}
 	defer func() { _ = s.Close() }()
-	res, err := s.Send(&request.Attestation{Nonce: nonce, UserData: userData, PublicKey: publicKey})
+	res, err := s.Send(req)
 	if err != nil {
-		return nil, fmt.Errorf("asking the Nitro Secure Module for a document: %w", err)
+		return nil, fmt.Errorf("asking the Nitro Secure Module: %w", err)
 	}
-	if res.Error != "" || res.Attestation == nil {
+	if res.Error != "" {
 		return nil, fmt.Errorf("the Nitro Secure Module refused: %s", res.Error)
 	}
+	return &res, nil
+}
+
+func (d device) Attestation(nonce, userData, publicKey []byte) ([]byte, error) {
+	res, err := d.send(&request.Attestation{Nonce: nonce, UserData: userData, PublicKey: publicKey})
+	if err != nil {
+		return nil, err
+	}
+	if res.Attestation == nil {
+		return nil, errors.New("the Nitro Secure Module answered without a document")
+	}
 	return res.Attestation.Document, nil
+}
+
+func (d device) ExtendPCR(index uint16, data []byte) error {
+	res, err := d.send(&request.ExtendPCR{Index: index, Data: data})
+	if err == nil && res.ExtendPCR == nil {
+		err = errors.New("the Nitro Secure Module did not extend it")
+	}
+	return err
+}
+
+func (d device) LockPCR(index uint16) error {
+	res, err := d.send(&request.LockPCR{Index: index})
+	if err == nil && res.LockPCR == nil {
+		err = errors.New("the Nitro Secure Module did not lock it")
+	}
+	return err
 }
 
 // sealingKeyFields are what the firmware mixes into a sealing key besides

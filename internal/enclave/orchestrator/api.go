@@ -97,6 +97,35 @@ func (o *Orchestrator) Handler() http.Handler {
 	return mux
 }
 
+// PluginHandler serves the plugins inside the enclave (a unix socket
+// only they reach): GET PathEvidence?nonce=<hex>&reportData=<hex> is
+// evidence binding both, for a plugin's attestation at CAS (its CSR key's
+// hash as the report data); the manifests are in its PCRs.
+func (o *Orchestrator) PluginHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathEvidence, func(w http.ResponseWriter, r *http.Request) {
+		nonce, err := ParseNonce(r.URL.Query().Get("nonce"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		data, err := hex.DecodeString(r.URL.Query().Get("reportData"))
+		if err != nil || len(data) == 0 || len(data) > MaxNonce {
+			http.Error(w, fmt.Sprintf("reportData: give 1 to %d bytes in hex", MaxNonce), http.StatusBadRequest)
+			return
+		}
+		ev, err := o.AttestData(nonce, data)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set(HeaderEvidenceType, string(ev.Type))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(ev.Raw)
+	})
+	return mux
+}
+
 // ParseNonce reads a hex nonce of 1 to MaxNonce bytes.
 func ParseNonce(s string) ([]byte, error) {
 	nonce, err := hex.DecodeString(s)

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"fmt"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -30,6 +31,9 @@ type Evidence struct {
 // and a verifier pins it (an identity's manifest).
 type Attester interface {
 	Attest(nonce, manifest []byte) (Evidence, error)
+	// Extend records a manifest before it runs: the slot-th one applied
+	// since boot extends PCR16+slot, which is then locked.
+	Extend(slot int, manifest []byte) error
 }
 
 // simValidity is how long simulated evidence is valid.
@@ -61,6 +65,15 @@ func NewSimAttester(m *manifest.Manifest) (Attester, error) {
 	}}, nil
 }
 
+func (a *simAttester) Extend(slot int, manifest []byte) error {
+	i := attest.NitroManifestPCR + slot
+	if _, locked := a.claims.Nitro.PCRs[i]; locked || slot >= attest.NitroManifestSlots {
+		return fmt.Errorf("PCR%d cannot be extended", i)
+	}
+	a.claims.Nitro.PCRs[i] = attest.NitroExtend(nil, manifest)
+	return nil
+}
+
 func (a *simAttester) Attest(nonce, manifest []byte) (Evidence, error) {
 	c := a.claims
 	c.ReportData, c.Nonce = attest.Bytes(manifest), attest.Bytes(nonce)
@@ -72,11 +85,22 @@ func (a *simAttester) Attest(nonce, manifest []byte) (Evidence, error) {
 // with the nonce and the manifest's digest (produce.Nitro, which refuses a
 // document binding anything else). Untested on hardware: this machine has
 // no /dev/nsm.
-type nsmAttester struct{ p produce.Nitro }
+type nsmAttester struct{ p *produce.Nitro }
 
 // NewNSMAttester is the attester of a Nitro Enclave.
 func NewNSMAttester(*manifest.Manifest) (Attester, error) {
-	return nsmAttester{p: produce.Nitro{Path: produce.DefaultNSM}}, nil
+	return nsmAttester{p: &produce.Nitro{Path: produce.DefaultNSM}}, nil
+}
+
+// NSMAttester is the attester of the Nitro Secure Module m (tests: a
+// fake one).
+func NSMAttester(m produce.NSM) Attester { return nsmAttester{p: &produce.Nitro{Module: m}} }
+
+func (a nsmAttester) Extend(slot int, manifest []byte) error {
+	if slot >= attest.NitroManifestSlots {
+		return fmt.Errorf("manifest %d: the enclave shows %d at most", slot+1, attest.NitroManifestSlots)
+	}
+	return a.p.ExtendAndLock(uint16(attest.NitroManifestPCR+slot), manifest) //nolint:gosec // below 32
 }
 
 func (a nsmAttester) Attest(nonce, manifest []byte) (Evidence, error) {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/enclave/channel"
 	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
@@ -53,15 +54,16 @@ type Orchestrator struct {
 	// the pod's supervisor follows (GET /v1/logs); nil: none served.
 	Logs *logstream.Buffer
 
-	mu       sync.Mutex
-	boot     string // boot digest of the first manifest
-	applied  string // the applied manifest's digest
-	plugins  map[string]*plugin
-	order    []string
-	attester Attester
-	wg       sync.WaitGroup
-	net      *network
-	specs    []manifest.Plugin // the applied manifest's plugins
+	mu        sync.Mutex
+	boot      string // boot digest of the first manifest
+	applied   string // the applied manifest's digest
+	manifests int    // how many manifests were applied (each extended a PCR)
+	plugins   map[string]*plugin
+	order     []string
+	attester  Attester
+	wg        sync.WaitGroup
+	net       *network
+	specs     []manifest.Plugin // the applied manifest's plugins
 }
 
 // Apply runs m: the first manifest boots the plugins; a later one with the
@@ -83,6 +85,25 @@ func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 	} else if m.BootDigest() != o.boot {
 		return ErrNewEnclave
 	}
+	digest := m.ManifestDigest()
+	if digest == o.applied {
+		return nil // a supervisor syncing again: nothing changes, nothing is recorded
+	}
+	// The evidence shows every manifest before it runs: one PCR each,
+	// locked, so a change taken back still shows.
+	if o.manifests >= attest.NitroManifestSlots {
+		return fmt.Errorf("%w: it applied %d manifests, as many as its evidence can show", ErrNewEnclave, o.manifests)
+	}
+	if o.attester != nil {
+		raw, err := hex.DecodeString(digest)
+		if err != nil {
+			return err
+		}
+		if err := o.attester.Extend(o.manifests, raw); err != nil {
+			return fmt.Errorf("recording the manifest in the evidence: %w", err)
+		}
+	}
+	o.manifests++
 	var changed []string
 	order := make([]string, 0, len(m.Plugins))
 	for _, spec := range m.Plugins {
@@ -101,7 +122,7 @@ func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 	if err := o.syncNetwork(m); err != nil {
 		o.log().Error("relaying the enclave's ports", "error", err.Error())
 	}
-	o.applied = m.ManifestDigest()
+	o.applied = digest
 	if len(changed) > 0 {
 		o.log().Info("manifest applied in place", "restarted", changed, "manifest", o.applied)
 	} else {
@@ -153,6 +174,18 @@ func (o *Orchestrator) Attest(nonce []byte) (Evidence, error) {
 		return Evidence{}, fmt.Errorf("the applied manifest's digest %q: %w", o.applied, err)
 	}
 	return o.attester.Attest(nonce, digest)
+}
+
+// AttestData returns evidence binding nonce and reportData (a plugin's:
+// the hash of the key its CSR names), from the attester of the booted
+// enclave: the manifests it applied are in its PCRs.
+func (o *Orchestrator) AttestData(nonce, reportData []byte) (Evidence, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.attester == nil || o.manifests == 0 {
+		return Evidence{}, errors.New("no manifest applied yet: the enclave has nothing to attest")
+	}
+	return o.attester.Attest(nonce, reportData)
 }
 
 // Stop stops every plugin and waits for them.

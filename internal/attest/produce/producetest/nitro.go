@@ -7,6 +7,7 @@ import (
 	"crypto/sha512"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"time"
 
@@ -26,6 +27,7 @@ type NSM struct {
 
 	root, leaf       *x509.Certificate
 	rootKey, leafKey *ecdsa.PrivateKey
+	locked           map[uint16]bool
 }
 
 // NewNSM makes a module with a fresh test root, valid around now.
@@ -69,6 +71,30 @@ func NewNSM(now time.Time) (*NSM, error) {
 		pcrs[uint(i)] = d[:]
 	}
 	return &NSM{PCRs: pcrs, root: root, leaf: leaf, rootKey: rootKey, leafKey: leafKey}, nil
+}
+
+// ExtendPCR implements produce.NSM as the module does: PCR16 and up,
+// unless locked.
+func (m *NSM) ExtendPCR(index uint16, data []byte) error {
+	if index < 16 || index > 31 || m.locked[index] {
+		return fmt.Errorf("PCR%d cannot be extended", index)
+	}
+	prev := m.PCRs[uint(index)]
+	if prev == nil {
+		prev = make([]byte, sha512.Size384)
+	}
+	d := sha512.Sum384(append(append([]byte{}, prev...), data...))
+	m.PCRs[uint(index)] = d[:]
+	return nil
+}
+
+// LockPCR implements produce.NSM.
+func (m *NSM) LockPCR(index uint16) error {
+	if m.locked == nil {
+		m.locked = map[uint16]bool{}
+	}
+	m.locked[index] = true
+	return nil
 }
 
 // Root is the test root.
