@@ -28,8 +28,8 @@ const (
 )
 
 func newEnclave(s Streams) *cobra.Command {
-	cmd := &cobra.Command{Use: "enclave", Short: "Nitro Enclave images: build one from a NitroEnclaveDeployment, describe one"}
-	cmd.AddCommand(newEnclaveBuild(s), newEnclaveDescribe(s))
+	cmd := &cobra.Command{Use: "enclave", Short: "Nitro Enclave images: build one from a NitroEnclaveDeployment, describe one; sign its manifest"}
+	cmd.AddCommand(newEnclaveBuild(s), newEnclaveDescribe(s), newEnclaveSign(s))
 	return cmd
 }
 
@@ -86,7 +86,8 @@ func (o *enclaveBuild) run(ctx context.Context, s Streams, fetch build.Fetcher) 
 	if ned.Kind != "NitroEnclaveDeployment" || len(ned.Spec.UserPlugins) == 0 {
 		return fmt.Errorf("-f %s: want a NitroEnclaveDeployment with userPlugins, found kind %q", o.file, ned.Kind)
 	}
-	in := build.Inputs{Cmdline: o.cmdline, Arch: o.arch, Name: ned.Name, Version: version.Get().Version, Fetch: fetch}
+	in := build.Inputs{Cmdline: o.cmdline, Arch: o.arch, Name: ned.Name, Version: version.Get().Version, Fetch: fetch,
+		ManifestKey: []byte(ned.Spec.ManifestKey)}
 	for _, p := range ned.Spec.UserPlugins {
 		in.Plugins = append(in.Plugins, build.Plugin{Name: p.Name, Image: p.Image})
 	}

@@ -37,6 +37,8 @@ kind: NitroEnclaveDeployment
 metadata:
   name: web
 spec:
+  manifestKey: |
+    `+strings.ReplaceAll(strings.TrimSpace(testPublicKeyPEM(t)), "\n", "\n    ")+`
   userPlugins:
   - name: web
     image: `+ref.String()+`

@@ -10,10 +10,12 @@ package enclave
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -25,9 +27,11 @@ import (
 
 	"github.com/mdlayher/vsock"
 
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/enclave/channel"
 	"github.com/cloister-cc/cloister/internal/enclave/logstream"
+	enclavemanifest "github.com/cloister-cc/cloister/internal/enclave/manifest"
 	"github.com/cloister-cc/cloister/internal/enclave/orchestrator"
 	"github.com/cloister-cc/cloister/internal/enclave/supervisor"
 )
@@ -88,7 +92,8 @@ func supervise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log = log.With("component", "supervisor")
-	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval, EnclaveLog: stdout, ListenHost: *listenHost}
+	s := &supervisor.Supervisor{Manifest: *manifest, Log: log, Interval: *interval, EnclaveLog: stdout, ListenHost: *listenHost,
+		Signature: filepath.Join(filepath.Dir(*manifest), enclavemanifest.SignatureFile)}
 	if *port == 0 || *port > math.MaxUint32 {
 		return fmt.Errorf("--vsock-port %d: a vsock port is 1-%d", *port, uint32(math.MaxUint32))
 	}
@@ -101,7 +106,14 @@ func supervise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		log.Warn("simulated enclave: the orchestrator runs as a process of this pod, unisolated; its evidence is marked insecure")
-		s.Backend = &supervisor.Sim{Program: []string{self, "orchestrator", "--simulation"}, Dir: *runDir, Stdout: stderr, Stderr: stderr}
+		program := []string{self, "orchestrator", "--simulation"}
+		// A simulated enclave has no image to carry the owner's key: the
+		// pod hands it over (the host could change it; nothing here is
+		// secure).
+		if key := filepath.Join(filepath.Dir(*manifest), enclavemanifest.KeyFile); fileExists(key) {
+			program = append(program, "--manifest-key", key)
+		}
+		s.Backend = &supervisor.Sim{Program: program, Dir: *runDir, Stdout: stderr, Stderr: stderr}
 	default:
 		return fmt.Errorf("--backend %q: use nitro or sim", *backend)
 	}
@@ -122,6 +134,7 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "vsock:"+strconv.Itoa(supervisor.DefaultOrchestratorPort), "a unix socket path, or vsock:PORT inside a Nitro Enclave")
 	simulation := fs.Bool("simulation", false, "simulated attestation (insecure): no Nitro Secure Module here")
+	manifestKey := fs.String("manifest-key", "", "the owner's public key (PEM) every manifest must be signed by; a Nitro Enclave's image carries it (cloister enclave build --manifest-key)")
 	pluginSocket := fs.String("plugin-socket", "", "the plugins' evidence socket (default: "+DefaultPluginSocket+"; a simulated enclave's beside --listen)")
 	// The log goes to the console (read in debug mode only) and into the
 	// buffer the pod's supervisor follows.
@@ -141,6 +154,10 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ln, err := listener(*listen)
 	if err != nil {
+		return err
+	}
+	if o.ManifestKey, err = manifestKeyOf(*manifestKey, *simulation, log); err != nil {
+		_ = ln.Close()
 		return err
 	}
 	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -163,6 +180,32 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// manifestKeyOf reads the owner's key; only a simulated enclave goes
+// without one.
+func manifestKeyOf(path string, simulation bool, log *slog.Logger) (*ecdsa.PublicKey, error) {
+	if path == "" {
+		if !simulation {
+			return nil, errors.New("an enclave takes manifests signed by its owner only: its image must carry the owner's key (cloister enclave build --manifest-key)")
+		}
+		log.Warn("simulated enclave without a manifest key: it takes any manifest the pod sends")
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := keyfile.ParsePublic(data)
+	if err != nil {
+		return nil, fmt.Errorf("--manifest-key %s: %w", path, err)
+	}
+	return key, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // pluginListener listens where the plugins (which run as other users)

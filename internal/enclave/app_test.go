@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,8 @@ func TestRefusals(t *testing.T) {
 		{[]string{"boot"}, `unknown command "boot"`},
 		{[]string{"supervise", "--backend", "kvm"}, `--backend "kvm": use nitro or sim`},
 		{[]string{"orchestrator", "--listen", "vsock:x"}, "vsock:PORT takes a port number"},
+		// A Nitro Enclave's orchestrator takes manifests its owner signed.
+		{[]string{"orchestrator", "--listen", filepath.Join(t.TempDir(), "o.sock"), "--plugin-socket", filepath.Join(t.TempDir(), "p.sock")}, "its image must carry the owner's key"},
 		{[]string{"probe", "alive"}, "usage: cloister-enclave probe started|ready"},
 		{[]string{"evidence", "--nonce", "xyz"}, "--nonce: nonce \"xyz\": give 1 to 64 bytes in hex"},
 	} {

@@ -109,6 +109,19 @@ type NitroEnclaveDeploymentSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	Egress []EnclaveEgress `json:"egress,omitempty"`
+	// ManifestKey is the owner's public key (PEM, ECDSA P-256): the
+	// enclave applies a manifest only when signed by it. cloister enclave
+	// build puts it into the enclave image (measured into PCR2); a
+	// simulated enclave gets it from the pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ManifestKey string `json:"manifestKey,omitempty"`
+	// ManifestSignature is the owner's signature of the manifest this
+	// spec derives (cloister enclave sign): any change of the plugins'
+	// commands, arguments, environment or ports needs a new one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ManifestSignature string `json:"manifestSignature,omitempty"`
 }
 
 // EnclaveEgress is one address the enclave's plugins reach through the
@@ -159,9 +172,10 @@ type NitroEnclaveDeploymentStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 	// Manifest is the SHA-256 (hex) of the enclave manifest the pods run:
-	// the enclave's evidence carries it as user data, so a verifier pins
-	// it (an identity's manifest) and sees any change of a command,
-	// argument or environment variable the host makes.
+	// the enclave's evidence carries it (PCR16 for the first applied, the
+	// next PCR for each later one), so a verifier pins it (an identity's
+	// manifest) and sees any change of a command, argument or environment
+	// variable the host makes.
 	// +optional
 	Manifest string `json:"manifest,omitempty"`
 	// PCRs are what a verifier pins the enclaves by (a nitro identity's

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cloister-cc/cloister/internal/base/elfarch"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/enclave/eif"
 )
 
@@ -29,6 +30,9 @@ import (
 // rootfs and runs cmd there with env.
 const (
 	OrchestratorPath = "/usr/local/bin/cloister-enclave"
+	// ManifestKeyPath holds the owner's manifest key in the enclave: the
+	// orchestrator takes only manifests it signed.
+	ManifestKeyPath = "/etc/cloister-enclave/manifest-key.pub"
 	// PluginsDir holds each plugin's image, flattened, under its name.
 	PluginsDir = "/plugins"
 	rootfs     = "rootfs"
@@ -67,6 +71,9 @@ type Inputs struct {
 	Cmdline string
 	// Orchestrator is cloister-enclave built for Arch.
 	Orchestrator []byte
+	// ManifestKey is the owner's public key (PEM) every manifest must be
+	// signed by: in the image, it is measured into PCR2.
+	ManifestKey []byte
 	// Arch is amd64 or arm64 (Graviton).
 	Arch    string
 	Plugins []Plugin
@@ -110,8 +117,14 @@ func Build(ctx context.Context, in Inputs) (*eif.Image, error) {
 			return nil, err
 		}
 	}
+	if _, err := keyfile.ParsePublic(in.ManifestKey); err != nil {
+		return nil, fmt.Errorf("the manifest key (spec.manifestKey): %w: an enclave takes manifests its owner signed only", err)
+	}
 	var app eif.Ramdisk
-	if err := app.File("cmd", 0o644, []byte(OrchestratorPath+"\norchestrator\n")); err != nil {
+	if err := app.File("cmd", 0o644, []byte(OrchestratorPath+"\norchestrator\n--manifest-key\n"+ManifestKeyPath+"\n")); err != nil {
+		return nil, err
+	}
+	if err := app.File(rootfs+ManifestKeyPath, 0o644, in.ManifestKey); err != nil {
 		return nil, err
 	}
 	if err := app.File("env", 0o644, []byte("PATH=/usr/local/bin:/usr/bin:/bin\n")); err != nil {

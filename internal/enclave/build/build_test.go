@@ -4,6 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
@@ -20,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/enclave/eif"
 )
@@ -94,9 +98,22 @@ func pushPlugin(t *testing.T, host, repo, content string) string {
 	return tag.Context().Digest(d.String()).String()
 }
 
+// testManifestKey is an owner's manifest key (PEM).
+var testManifestKey = func() []byte {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	s, err := keyfile.PublicPEM(&k.PublicKey)
+	if err != nil {
+		panic(err)
+	}
+	return []byte(s)
+}()
+
 func inputs(arch string, machine elf.Machine, plugins ...Plugin) Inputs {
 	return Inputs{Kernel: []byte("bzImage"), Init: []byte("init"), NSM: []byte("nsm.ko"), Orchestrator: fakeELF(machine), Arch: arch,
-		Plugins: plugins, Name: "app", Version: "v1", Fetch: Remote()}
+		Plugins: plugins, Name: "app", Version: "v1", Fetch: Remote(), ManifestKey: testManifestKey}
 }
 
 // ramdiskFiles lists an archive's regular files and links with their
@@ -155,7 +172,8 @@ func TestBuildFromTheRegistryIsReproducible(t *testing.T) {
 	}
 	app := ramdiskFiles(t, img.Ramdisks[1])
 	for path, want := range map[string]string{
-		"cmd":                                   OrchestratorPath + "\norchestrator\n",
+		"cmd":                                   OrchestratorPath + "\norchestrator\n--manifest-key\n" + ManifestKeyPath + "\n",
+		"rootfs" + ManifestKeyPath:              string(testManifestKey),
 		"rootfs/plugins/web/usr/bin/app":        "web server for amd64",
 		"rootfs/plugins/web/usr/bin/app2":       "web server for amd64",
 		"rootfs/plugins/web/bin":                "-> usr/bin",
@@ -164,6 +182,13 @@ func TestBuildFromTheRegistryIsReproducible(t *testing.T) {
 		if app[path] != want {
 			t.Errorf("%s: %q, want %q", path, app[path], want)
 		}
+	}
+	// Without the owner's key no image is made: its enclave would take
+	// any manifest the host sends.
+	noKey := inputs("amd64", elf.EM_X86_64)
+	noKey.ManifestKey = nil
+	if _, err := Build(context.Background(), noKey); err == nil || !strings.Contains(err.Error(), "spec.manifestKey") {
+		t.Errorf("an image without a manifest key: %v", err)
 	}
 	for _, gone := range []string{"rootfs/plugins/web/usr/bin/gone", "rootfs/plugins/web/usr/bin/.wh.gone", "rootfs/plugins/web/dev/null"} {
 		if _, ok := app[gone]; ok {

@@ -26,6 +26,9 @@ const (
 	// PathLogs: GET the log as a logstream (?after=<seq> resumes), kept
 	// open for what comes.
 	PathLogs = "/v1/logs"
+	// HeaderManifestSignature carries a PUT manifest's signature by its
+	// owner (base64, manifest.Sign).
+	HeaderManifestSignature = "Cloister-Manifest-Signature"
 )
 
 // maxManifest bounds a manifest's size: 32 plugins with their
@@ -45,6 +48,13 @@ func (o *Orchestrator) Handler() http.Handler {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		if o.ManifestKey != nil {
+			if err := m.CheckSignature(r.Header.Get(HeaderManifestSignature), o.ManifestKey); err != nil {
+				o.log().Warn("manifest refused", "manifest", m.ManifestDigest(), "error", err.Error())
+				http.Error(w, err.Error()+": sign it with the owner's key (cloister enclave sign) into spec.manifestSignature", http.StatusForbidden)
+				return
+			}
 		}
 		switch err := o.Apply(r.Context(), m); {
 		case errors.Is(err, ErrNewEnclave):

@@ -9,6 +9,7 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ type Orchestrator struct {
 	// Channel is the enclave's way to the pod, for the plugins' ports and
 	// the egresses; nil: no relays (tests of plugins alone).
 	Channel channel.Inside
+	// ManifestKey verifies every manifest before it is applied (the
+	// owner's key, which a Nitro Enclave's image carries); nil: none is
+	// checked, for simulated enclaves without one.
+	ManifestKey *ecdsa.PublicKey
 	// Logs holds the log Log writes (the plugins' lines among it), which
 	// the pod's supervisor follows (GET /v1/logs); nil: none served.
 	Logs *logstream.Buffer

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,9 @@ type Supervisor struct {
 	Backend Backend
 	// Manifest is the mounted manifest's path.
 	Manifest string
-	Log      *slog.Logger
+	// Signature is its owner's signature's path (sent with it, if there).
+	Signature string
+	Log       *slog.Logger
 	// Interval paces health checks and manifest reads.
 	Interval time.Duration
 	// BootTimeout bounds how long the orchestrator may take to answer.
@@ -152,6 +155,11 @@ func (s *Supervisor) sync(ctx context.Context, data []byte, m *manifest.Manifest
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://enclave"+orchestrator.PathManifest, bytes.NewReader(data))
 	if err != nil {
 		return err
+	}
+	if s.Signature != "" {
+		if sig, err := os.ReadFile(s.Signature); err == nil {
+			req.Header.Set(orchestrator.HeaderManifestSignature, strings.TrimSpace(string(sig)))
+		}
 	}
 	res, err := s.client.Do(req)
 	if err != nil {

@@ -80,6 +80,8 @@ func (k *Kind) Release(obj service.Object, _ string) (string, map[string]any, er
 	values["replicas"] = int64(desired(&n.Spec))
 	values["simulation"] = n.Spec.Simulation
 	values["manifest"] = string(m.JSON())
+	values["manifestSignature"] = n.Spec.ManifestSignature
+	values["manifestKey"] = n.Spec.ManifestKey
 	values["bootDigest"] = m.BootDigest()
 	values["version"] = service.ImageTag(values["image"].(string))
 	return n.Namespace, values, nil

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/enclave/manifest"
+)
+
+func newEnclaveSign(s Streams) *cobra.Command {
+	var file, keyFile string
+	cmd := &cobra.Command{
+		Use:   "sign -f RESOURCE.yaml --key OWNER.pem",
+		Short: "Sign the enclave manifest a NitroEnclaveDeployment derives, for its spec.manifestSignature",
+		Long: "Derives the enclave manifest of the resource (its plugins' images, commands, arguments,\n" +
+			"environment and ports) and signs it with the owner's private key, whose public key is the\n" +
+			"resource's spec.manifestKey (and, built into the enclave image, what the enclave checks).\n" +
+			"Prints the signature: put it into spec.manifestSignature. Any change of the plugins\n" +
+			"needs a new one; the enclave refuses a manifest without it.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if file == "" || keyFile == "" {
+				return errors.New("-f (the NitroEnclaveDeployment) and --key (the owner's private key) are required")
+			}
+			data, err := readBounded("filename", file, maxResource)
+			if err != nil {
+				return err
+			}
+			var ned enclavev1beta1.NitroEnclaveDeployment
+			if err := yaml.UnmarshalStrict(data, &ned); err != nil {
+				return fmt.Errorf("-f %s: %w", file, err)
+			}
+			m, err := manifest.FromSpec(&ned.Spec)
+			if err != nil {
+				return fmt.Errorf("-f %s: %w", file, err)
+			}
+			raw, err := os.ReadFile(keyFile)
+			if err != nil {
+				return err
+			}
+			key, err := keyfile.ParsePrivate(raw)
+			if err != nil {
+				return fmt.Errorf("--key %s: %w", keyFile, err)
+			}
+			if ned.Spec.ManifestKey != "" {
+				pub, err := keyfile.ParsePublic([]byte(ned.Spec.ManifestKey))
+				if err != nil {
+					return fmt.Errorf("-f %s: spec.manifestKey: %w", file, err)
+				}
+				if !pub.Equal(&key.PublicKey) {
+					return fmt.Errorf("--key %s is not the key of spec.manifestKey: the enclave would refuse its signature", keyFile)
+				}
+			}
+			sig, err := manifest.Sign(m, key)
+			if err != nil {
+				return err
+			}
+			_, _ = fmt.Fprintln(s.Out, sig)
+			_, _ = fmt.Fprintf(s.Err, "manifest %s signed: put the line above into spec.manifestSignature\n", m.ManifestDigest())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "the NitroEnclaveDeployment (YAML)")
+	cmd.Flags().StringVar(&keyFile, "key", "", "the owner's private key (PEM, ECDSA P-256)")
+	return cmd
+}
