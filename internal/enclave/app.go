@@ -27,6 +27,7 @@ import (
 
 	"github.com/mdlayher/vsock"
 
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/enclave/channel"
@@ -135,6 +136,7 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "vsock:"+strconv.Itoa(supervisor.DefaultOrchestratorPort), "a unix socket path, or vsock:PORT inside a Nitro Enclave")
 	simulation := fs.Bool("simulation", false, "simulated attestation (insecure): no Nitro Secure Module here")
 	manifestKey := fs.String("manifest-key", "", "the owner's public key (PEM) every manifest must be signed by; a Nitro Enclave's image carries it (cloister enclave build --manifest-key)")
+	uidBase := fs.Uint("plugin-uid-base", 0, "run the plugin at index i as user PluginUIDBase+i (default: 10000 in a Nitro Enclave; a simulated one runs them as itself)")
 	pluginSocket := fs.String("plugin-socket", "", "the plugins' evidence socket (default: "+DefaultPluginSocket+"; a simulated enclave's beside --listen)")
 	// The log goes to the console (read in debug mode only) and into the
 	// buffer the pod's supervisor follows.
@@ -151,6 +153,17 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *simulation {
 		o.NewAttester = orchestrator.NewSimAttester
+	} else {
+		// The plugins are never root, and only root opens the module:
+		// no plugin extends a PCR or asks for a document but through
+		// the orchestrator.
+		o.PluginUIDBase = 10000
+	}
+	if *uidBase != 0 {
+		if *uidBase > math.MaxUint32-64 {
+			return fmt.Errorf("--plugin-uid-base %d: too high", *uidBase)
+		}
+		o.PluginUIDBase = uint32(*uidBase)
 	}
 	ln, err := listener(*listen)
 	if err != nil {
@@ -159,6 +172,12 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.ManifestKey, err = manifestKeyOf(*manifestKey, *simulation, log); err != nil {
 		_ = ln.Close()
 		return err
+	}
+	if !*simulation {
+		if err := os.Chmod(produce.DefaultNSM, 0o600); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("keeping the Nitro Secure Module to the orchestrator: %w", err)
+		}
 	}
 	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	plugins, err := pluginListener(*pluginSocket, *listen)

@@ -51,6 +51,13 @@ type Orchestrator struct {
 	// Channel is the enclave's way to the pod, for the plugins' ports and
 	// the egresses; nil: no relays (tests of plugins alone).
 	Channel channel.Inside
+	// PluginUIDBase, when set, runs the plugin at index i of the manifest
+	// as user and group PluginUIDBase+i: never as root (so not with the
+	// Nitro Secure Module, which only root opens), and each with a user
+	// of its own, so stopping it ends every process it left, in its
+	// group or not. 0 runs them as the orchestrator (a simulated
+	// enclave, whose pod is not root).
+	PluginUIDBase uint32
 	// ManifestKey verifies every manifest before it is applied (the
 	// owner's key, which a Nitro Enclave's image carries); nil: none is
 	// checked, for simulated enclaves without one.
@@ -111,7 +118,7 @@ func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 	o.manifests++
 	var changed []string
 	order := make([]string, 0, len(m.Plugins))
-	for _, spec := range m.Plugins {
+	for i, spec := range m.Plugins {
 		order = append(order, spec.Name)
 		if p, ok := o.plugins[spec.Name]; ok {
 			if reflect.DeepEqual(p.spec, spec) {
@@ -120,7 +127,7 @@ func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 			p.stop()
 			changed = append(changed, spec.Name)
 		}
-		o.start(spec)
+		o.start(spec, i)
 	}
 	o.order = order
 	o.specs = m.Plugins
@@ -136,9 +143,9 @@ func (o *Orchestrator) Apply(ctx context.Context, m *manifest.Manifest) error {
 	return nil
 }
 
-func (o *Orchestrator) start(spec manifest.Plugin) {
+func (o *Orchestrator) start(spec manifest.Plugin, index int) {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &plugin{spec: spec, o: o, cancel: cancel, done: make(chan struct{}),
+	p := &plugin{spec: spec, o: o, cancel: cancel, done: make(chan struct{}), index: index,
 		status: manifest.PluginStatus{Name: spec.Name, State: manifest.PluginWaiting, Message: manifest.MessageStarting, Since: time.Now()}}
 	if old, ok := o.plugins[spec.Name]; ok {
 		p.status.Restarts = old.snapshot().Restarts

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +28,7 @@ const pluginPath = "/usr/local/bin:/usr/bin:/bin"
 // restart policy says.
 type plugin struct {
 	spec   manifest.Plugin
+	index  int // in the manifest: its user is PluginUIDBase+index
 	o      *Orchestrator
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -125,8 +128,14 @@ func (p *plugin) once(ctx context.Context) (int, error) {
 		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
 	}
 	cmd.Dir = "/"
-	// Its own process group, so stopping it stops what it started.
+	// Its own process group, so stopping it stops what it started; with
+	// a user of its own, also what left the group (setsid).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	uid, own := p.uid()
+	if own {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, NoSetGroups: true}
+		defer killUser(uid)
+	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = p.o.stopGrace()
 	log := p.o.log().With("plugin", p.spec.Name)
@@ -152,6 +161,63 @@ func (p *plugin) once(ctx context.Context) (int, error) {
 	default:
 		return 0, err
 	}
+}
+
+// uid is the plugin's own user, if it has one.
+func (p *plugin) uid() (uint32, bool) {
+	if p.o.PluginUIDBase == 0 {
+		return 0, false
+	}
+	return p.o.PluginUIDBase + uint32(p.index), true //nolint:gosec // at most 32 plugins
+}
+
+// killUser ends every process of uid: what a plugin left behind when it
+// stopped, in its process group or out of it.
+func killUser(uid uint32) {
+	for range 3 {
+		pids := processesOf(uid)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processesOf lists the processes whose real user is uid.
+func processesOf(uid uint32) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.FormatUint(uint64(uid), 10)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		mine, zombie := false, false
+		for _, line := range strings.Split(string(status), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case len(f) > 1 && f[0] == "Uid:":
+				mine = f[1] == want
+			case len(f) > 1 && f[0] == "State:":
+				zombie = f[1] == "Z" // gone, waiting for its parent
+			}
+		}
+		if mine && !zombie {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // lineLogger logs each line written to it as one record of the plugin; a
