@@ -146,7 +146,7 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log = log.With("component", "enclave-orchestrator")
-	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester, Logs: logs, Channel: channel.Vsock{}}
+	o := &orchestrator.Orchestrator{Log: log, NewAttester: orchestrator.NewNSMAttester, Logs: logs}
 	if !strings.HasPrefix(*listen, "vsock:") {
 		// A simulated enclave: its channel is the folder of its socket.
 		o.Channel = channel.Unix{Dir: filepath.Dir(*listen)}
@@ -172,6 +172,15 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.ManifestKey, err = manifestKeyOf(*manifestKey, *simulation, log); err != nil {
 		_ = ln.Close()
 		return err
+	}
+	if o.Channel == nil {
+		// Its egress ports on the parent are numbered by its context ID.
+		cid, err := vsock.ContextID()
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("the enclave's vsock context ID: %w", err)
+		}
+		o.Channel = channel.Vsock{CID: cid}
 	}
 	if !*simulation {
 		if err := os.Chmod(produce.DefaultNSM, 0o600); err != nil {

@@ -10,6 +10,7 @@ package channel
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 
@@ -20,8 +21,12 @@ import (
 const (
 	// API is the orchestrator's port.
 	API = 5005
-	// EgressBase numbers the egresses on the pod's side: EgressBase+i.
+	// EgressBase numbers the egresses on the pod's side: the parent's
+	// vsock ports are the node's, shared by every enclave on it, so each
+	// enclave's egresses have ports of their own (EgressPort).
 	EgressBase = 0x10000
+	// MaxEgress is how many egresses an enclave has ports for.
+	MaxEgress = 16
 	// ParentCID is the parent instance's vsock address, as an enclave
 	// sees it.
 	ParentCID = 3
@@ -41,17 +46,37 @@ type Outside interface {
 	ListenEgress(i uint32) (net.Listener, error)
 }
 
-// Vsock is the channel of a Nitro Enclave. CID is the enclave's (for the
-// pod's end); inside the enclave it is unused, the parent being
-// ParentCID.
+// EgressPort is the parent's vsock port of egress i of the enclave with
+// context ID cid: no two enclaves on a node share one.
+func EgressPort(cid, i uint32) (uint32, error) {
+	if i >= MaxEgress || cid > (math.MaxUint32-EgressBase)/MaxEgress-1 {
+		return 0, fmt.Errorf("no egress port for egress %d of enclave CID %d", i, cid)
+	}
+	return EgressBase + cid*MaxEgress + i, nil
+}
+
+// Vsock is the channel of a Nitro Enclave. CID is the enclave's, on
+// either end (inside, vsock.ContextID()). Every listener takes only its
+// peer: the pod's, connections from the enclave's CID; the enclave's,
+// from the parent.
 type Vsock struct{ CID uint32 }
 
-// ListenPort listens on the enclave's vsock port.
-func (Vsock) ListenPort(port uint32) (net.Listener, error) { return vsock.Listen(port, nil) }
+// ListenPort listens on the enclave's vsock port, for the parent.
+func (Vsock) ListenPort(port uint32) (net.Listener, error) {
+	ln, err := vsock.Listen(port, nil)
+	if err != nil {
+		return nil, err
+	}
+	return OnlyFrom(ln, ParentCID), nil
+}
 
 // DialEgress dials egress i on the parent.
-func (Vsock) DialEgress(_ context.Context, i uint32) (net.Conn, error) {
-	return vsock.Dial(ParentCID, EgressBase+i, nil)
+func (v Vsock) DialEgress(_ context.Context, i uint32) (net.Conn, error) {
+	port, err := EgressPort(v.CID, i)
+	if err != nil {
+		return nil, err
+	}
+	return vsock.Dial(ParentCID, port, nil)
 }
 
 // DialPort dials the enclave's port.
@@ -59,8 +84,42 @@ func (v Vsock) DialPort(_ context.Context, port uint32) (net.Conn, error) {
 	return vsock.Dial(v.CID, port, nil)
 }
 
-// ListenEgress listens on the parent's vsock port of egress i.
-func (Vsock) ListenEgress(i uint32) (net.Listener, error) { return vsock.Listen(EgressBase+i, nil) }
+// ListenEgress listens on the parent's vsock port of egress i of the
+// enclave, for it alone.
+func (v Vsock) ListenEgress(i uint32) (net.Listener, error) {
+	port, err := EgressPort(v.CID, i)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := vsock.Listen(port, nil)
+	if err != nil {
+		return nil, err
+	}
+	return OnlyFrom(ln, v.CID), nil
+}
+
+// OnlyFrom passes on the connections of ln from context ID cid and closes
+// the others: another enclave on the node, or a process of the parent,
+// reaches nothing of this one's.
+func OnlyFrom(ln net.Listener, cid uint32) net.Listener { return cidFilter{Listener: ln, cid: cid} }
+
+type cidFilter struct {
+	net.Listener
+	cid uint32
+}
+
+func (f cidFilter) Accept() (net.Conn, error) {
+	for {
+		c, err := f.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if a, ok := c.RemoteAddr().(*vsock.Addr); ok && a.ContextID == f.cid {
+			return c, nil
+		}
+		_ = c.Close()
+	}
+}
 
 // Unix is a simulated enclave's channel: a folder of unix sockets, one
 // per port (port-N.sock) and egress (egress-N.sock), which only the pod
