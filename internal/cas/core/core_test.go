@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -561,5 +562,40 @@ func TestAdoptSeed(t *testing.T) {
 	}
 	if _, err := f.cas.Attest(f.request("api", nil)); err != nil {
 		t.Errorf("attestation after adopting the seed: %v", err)
+	}
+}
+
+// A service pinned to an enclave's manifest attests: the manifest is in
+// the PCRs the enclave extended (it alone since boot), the user data
+// binds the CSR's key; another manifest before or after it is refused.
+func TestAttestAnEnclaveByItsManifest(t *testing.T) {
+	f := newFixture(t, NoSealer{}, 1, 1)
+	digest := strings.Repeat("5a", 32)
+	text := strings.Replace(f.policyText(""), "  attestation: {identities: []}\n",
+		"  attestation: {identities: [{type: nitro, pcrs: {0: \""+strings.Repeat("ab", 48)+"\"}, manifest: \""+digest+"\"}]}\n", 1)
+	if _, err := f.register(text, f.owner); err != nil {
+		t.Fatal(err)
+	}
+	enclave := func(manifests ...string) func(*attest.Claims) {
+		return func(c *attest.Claims) {
+			c.SGX, c.Nitro = nil, &attest.NitroIdentity{PCRs: map[int]attest.Bytes{0: []byte(strings.Repeat("\xab", 48))}}
+			for i, m := range manifests {
+				raw, _ := hex.DecodeString(m)
+				c.Nitro.PCRs[attest.NitroManifestPCR+i] = attest.NitroExtend(nil, raw)
+			}
+		}
+	}
+	if _, err := f.attest(f.request("worker", enclave(digest))); err != nil {
+		t.Errorf("the enclave that ran the pinned manifest alone: %v", err)
+	}
+	other := strings.Repeat("6b", 32)
+	for name, edit := range map[string]func(*attest.Claims){
+		"another manifest":          enclave(other),
+		"a change taken back":       enclave(digest, other, digest),
+		"another before the pinned": enclave(other, digest),
+	} {
+		if _, err := f.cas.Attest(f.request("worker", edit)); !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "the host changed what the enclave runs") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
