@@ -102,7 +102,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	// Cloister orchestrator: the manifests it applied).
 	for i, v := range doc.PCRs {
 		if i <= 4 || i == 8 || (i >= attest.NitroManifestPCR && i < attest.NitroManifestPCR+attest.NitroManifestSlots) {
-			claims.Nitro.PCRs[int(i)] = v //nolint:gosec // below 32
+			claims.Nitro.PCRs[int(i)] = v
 		}
 	}
 	// An enclave started in debug mode reports PCR0, PCR1 and PCR2 as zero.
