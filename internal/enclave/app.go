@@ -135,7 +135,7 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "vsock:"+strconv.Itoa(supervisor.DefaultOrchestratorPort), "a unix socket path, or vsock:PORT inside a Nitro Enclave")
 	simulation := fs.Bool("simulation", false, "simulated attestation (insecure): no Nitro Secure Module here")
-	manifestKey := fs.String("manifest-key", "", "the owner's public key (PEM) every manifest must be signed by; a Nitro Enclave's image carries it (cloister enclave build --manifest-key)")
+	manifestKey := fs.String("manifest-key", "", "the owner's public key (PEM) every manifest must be signed by; a Nitro Enclave's image carries it (the resource's spec.manifestKey, which cloister enclave build puts there)")
 	uidBase := fs.Uint("plugin-uid-base", 0, "run the plugin at index i as user PluginUIDBase+i (default: 10000 in a Nitro Enclave; a simulated one runs them as itself)")
 	pluginSocket := fs.String("plugin-socket", "", "the plugins' evidence socket (default: "+DefaultPluginSocket+"; a simulated enclave's beside --listen)")
 	// The log goes to the console (read in debug mode only) and into the
@@ -215,7 +215,7 @@ func orchestrate(ctx context.Context, args []string, stderr io.Writer) error {
 func manifestKeyOf(path string, simulation bool, log *slog.Logger) (*ecdsa.PublicKey, error) {
 	if path == "" {
 		if !simulation {
-			return nil, errors.New("an enclave takes manifests signed by its owner only: its image must carry the owner's key (cloister enclave build --manifest-key)")
+			return nil, errors.New("an enclave takes manifests signed by its owner only: its image must carry the owner's key (the resource's spec.manifestKey, which cloister enclave build puts there)")
 		}
 		log.Warn("simulated enclave without a manifest key: it takes any manifest the pod sends")
 		return nil, nil

@@ -35,7 +35,7 @@ type ImageResolver interface {
 // ErrNoImageKey: autoUpdate follows only images signed by the key the
 // operator was installed with, and it has none.
 var ErrNoImageKey = errors.New("autoUpdate follows only images signed by the operator's image signature key, and it has none " +
-	"(install it with cloister install --verify-image-signatures KEY, or the chart's imageSignatureKey)")
+	"(the operator chart's imageSignatureKey, which cloister install sets to the key it verified the operator's image with)")
 
 // DefaultAutoUpdateInterval is how often spec.autoUpdate reads the
 // registry.
