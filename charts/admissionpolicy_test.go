@@ -267,6 +267,16 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	if after.Labels["zone"] != "a" || after.Spec.Unschedulable || len(after.Annotations) != 0 {
 		t.Errorf("the node changed: %v %v %v", after.Labels, after.Spec.Unschedulable, after.Annotations)
 	}
+	// A namespace's administrator (cluster-admin bound in it) holds the
+	// marker there too, as everything: not the operator.
+	nsAdmin := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-admin", Namespace: "tenant"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: "tenant-admin"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"}}
+	if err := admin.Create(ctx, nsAdmin); err != nil {
+		t.Fatal(err)
+	}
+	allowed("a namespace's administrator writing in it", impersonate(t, cfg, "tenant-admin").Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: "tenant"}}))
 	// Other identities, an administrator's included, are not the
 	// policies' business.
 	for _, o := range []client.Object{
