@@ -120,6 +120,11 @@ func TestSharedVolumes(t *testing.T) {
 	fresh().mustAllow("CreateContainerRequest", web(shared+id(2)+"-0123456789abcdef-web.d"))
 	fresh().mustAllow("CreateContainerRequest", web(shared+"watchable/"+id(2)+"-0123456789abcdef-web.d",
 		storage("watchable-bind", shared+id(2)+"-0123456789abcdef-web.d", "bind", shared+"watchable/"+id(2)+"-0123456789abcdef-web.d")))
+	// An id with pattern syntax in it (a dot) would match other names.
+	dotted := rename(web(shared+"webqx-0123456789abcdef-web.d"), "web.x")
+	if fresh().ask("CreateContainerRequest", dotted) {
+		t.Error("a container id that is a pattern")
+	}
 	for name, req := range map[string]request{
 		"another container's copy":  web(shared + id(3) + "-0123456789abcdef-web.d"),
 		"a copy of another mount":   web(shared + id(2) + "-0123456789abcdef-cloister"),

@@ -241,7 +241,11 @@ memory_folder := "/run/kata-containers/sandbox/ephemeral/"
 
 shared_folder := "/run/kata-containers/shared/containers/"
 
-shared_copy(req, sub, want) := concat("", [`^/run/kata-containers/shared/containers/`, sub, req.container_id, `-[a-z0-9]{16}-`, want.base_re, `$`])
+# The id goes into a pattern: only containerd's (64 hex digits), which
+# holds no pattern syntax.
+shared_copy(req, sub, want) := concat("", [`^/run/kata-containers/shared/containers/`, sub, req.container_id, `-[a-z0-9]{16}-`, want.base_re, `$`]) if {
+	regex.match(`^[a-z0-9]{64}$`, req.container_id)
+}
 
 ######################################################################
 # The process: its arguments, folder, environment, user and privileges.
