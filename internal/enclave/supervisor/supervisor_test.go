@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +41,9 @@ func TestMain(m *testing.M) {
 		return
 	}
 	if os.Getenv(asOrchestrator) == "1" {
-		ctx, stop := context.WithCancel(context.Background())
+		// As cloister-enclave's startup: SIGTERM (the supervisor's stop)
+		// ends the orchestrator, which ends its plugins first.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		os.Exit(startup.Code("orchestrator", enclave.Run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
 	}
@@ -332,8 +336,11 @@ func TestAFloodingPluginLosesLinesNotMemory(t *testing.T) {
 		Manifest: manifestPath, Log: slog.New(slog.NewJSONHandler(logs, nil)), Interval: 50 * time.Millisecond, EnclaveLog: pod,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = s.Run(ctx) }()
+	// Run stops the enclave when ctx ends: wait for it, or the test's
+	// process ends first and leaves the orchestrator and its plugins.
+	ran := make(chan struct{})
+	defer func() { cancel(); <-ran }()
+	go func() { _ = s.Run(ctx); close(ran) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(logs.String(), `"msg":"the enclave's log lost lines that came faster than they were read"`) {
 		if time.Now().After(deadline) {
@@ -422,10 +429,11 @@ func TestPluginPortsAndEgressThroughTheChannel(t *testing.T) {
 		ListenHost: "127.0.0.2",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ran := make(chan struct{})
+	defer func() { cancel(); <-ran }()
 	socket := filepath.Join(dir, "supervisor.sock")
 	go func() { _ = s.Serve(ctx, socket) }()
-	go func() { _ = s.Run(ctx) }()
+	go func() { _ = s.Run(ctx); close(ran) }()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		code, _, _, _ := supervisor.Get(ctx, socket, supervisor.PathReady)
