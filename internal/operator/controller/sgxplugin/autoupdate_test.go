@@ -26,6 +26,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
+	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
 
 var envConfig *rest.Config
@@ -47,7 +48,13 @@ func TestAutoUpdateRollsTheSGXPlugin(t *testing.T) {
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: e.Namespace,
 		Kind: &Kind{Base: service.Base{Reader: e.Client, ChartData: data, DefaultImage: "example.com/cloister-device-plugin:v9"}}}
 	host, tr := testenv.TLSRegistry(t, nil)
-	r.Images = &autoupdate.Resolver{Transport: tr}
+	key, err := imagesig.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key the operator was installed with: it takes only what it
+	// signed.
+	r.Images, r.ImageKey = &autoupdate.Resolver{Transport: tr}, &key.PublicKey
 	push := func(tag string) string {
 		img, err := random.Image(64, 1)
 		if err != nil {
@@ -58,6 +65,10 @@ func TestAutoUpdateRollsTheSGXPlugin(t *testing.T) {
 			t.Fatal(err)
 		}
 		d, _ := img.Digest()
+		signed, _ := name.NewDigest(host + "/cloister-device-plugin@" + d.String())
+		if err := imagesig.Sign(context.Background(), signed, key, remote.WithTransport(tr)); err != nil {
+			t.Fatal(err)
+		}
 		return d.String()
 	}
 	push("v1.4.0")
