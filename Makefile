@@ -37,9 +37,14 @@ QEMU_DIR  := $(or $(CLOISTER_CACHE_DIR),$(CURDIR)/.cache)/qemu-user/$(subst :,_,
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
-.PHONY: all tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
+.PHONY: all help tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
 
+## all: build (the default target).
 all: build
+
+## help: every target and what it does (these ## comments).
+help:
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); printf "\n%s\n", $$0; next } /^## / { sub(/^## /, "  "); print }' $(firstword $(MAKEFILE_LIST))
 
 ## tools: build the pinned etcd, kube-apiserver, kube-controller-manager,
 ## kube-scheduler, kubectl, kwok, kwokctl and controller-gen (once).
@@ -155,6 +160,7 @@ fuzz:
 demo: images node-deps
 	hack/demo.sh up
 
+## demo-down: stop the demo's CAS and operator, remove its dev cluster and state.
 demo-down: build
 	hack/demo.sh down
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -40,6 +41,30 @@ func TestNoBuildOutputTracked(t *testing.T) {
 		_ = f.Close()
 		if n == 4 && bytes.Equal(head, []byte("\x7fELF")) {
 			t.Errorf("%s is a tracked executable: build output does not belong in git; git rm --cached it and ignore it by a rule", name)
+		}
+	}
+}
+
+// Every target of the Makefile says what it does in a "## target:"
+// comment, which make help prints.
+func TestMakeTargetsAreDescribed(t *testing.T) {
+	data, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	var phony []string
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, ".PHONY:"); ok {
+			phony = append(phony, strings.Fields(rest)...)
+		}
+	}
+	if len(phony) < 10 {
+		t.Fatalf("the Makefile's .PHONY names %d targets: %v", len(phony), phony)
+	}
+	for _, target := range phony {
+		if !strings.Contains(text, "\n## "+target+":") {
+			t.Errorf("make target %s has no \"## %s: what it does\" comment above it, which make help prints", target, target)
 		}
 	}
 }
