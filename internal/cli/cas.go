@@ -21,6 +21,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/las/lasclient"
 )
 
 func newCAS(s Streams) *cobra.Command {
@@ -387,7 +388,7 @@ func newCASAttest(s Streams) *cobra.Command {
 				}
 				q = &sim.Quoter{Key: k}
 			case lasURL != "":
-				q = &casclient.LAS{URL: lasURL}
+				q = &lasclient.Client{URL: lasURL}
 			default:
 				return errors.New("evidence: --las URL (the node's LAS) or --sim (simulated, insecure)")
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/las/lasclient"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -105,7 +106,7 @@ func BenchmarkCASInCluster(b *testing.B) {
 
 // attestRequest is a workload's request: a key, a CSR, and LAS's evidence
 // binding the key.
-func attestRequest(b *testing.B, las *casclient.LAS) *wire.AttestRequest {
+func attestRequest(b *testing.B, las *lasclient.Client) *wire.AttestRequest {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
 	binding, _ := wire.KeyBinding(&key.PublicKey)
@@ -134,7 +135,7 @@ func attestedPod(b *testing.B, e *realNodeEnv, cas *servicesv1beta1.CAS, pod str
 
 // attestLoad makes b.N attestations, 4 at a time per CPU, spread over the
 // clients (one per CAS replica), and returns their 99th percentile in ms.
-func attestLoad(b *testing.B, clients []*casclient.Client, las *casclient.LAS) float64 {
+func attestLoad(b *testing.B, clients []*casclient.Client, las *lasclient.Client) float64 {
 	var failed, next atomic.Int64
 	var mu sync.Mutex
 	var took []time.Duration
@@ -236,7 +237,7 @@ func startRealLAS(b *testing.B, e *realNodeEnv) {
 // lasOnHost is the real node's LAS as the host reaches it: at its pod
 // (hostPorts are DNAT rules for traffic from pods and other machines, not
 // for the node's own).
-func lasOnHost(b *testing.B, e *realNodeEnv) *casclient.LAS {
+func lasOnHost(b *testing.B, e *realNodeEnv) *lasclient.Client {
 	b.Helper()
 	var lasIP string
 	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -247,5 +248,5 @@ func lasOnHost(b *testing.B, e *realNodeEnv) *casclient.LAS {
 		lasIP = pods.Items[0].Status.PodIP
 		return podReady(&pods.Items[0]) && lasIP != "", podSummary(&pods.Items[0]), nil
 	})
-	return &casclient.LAS{URL: "http://" + lasIP + ":18766"}
+	return &lasclient.Client{URL: "http://" + lasIP + ":18766"}
 }

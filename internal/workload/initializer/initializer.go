@@ -26,6 +26,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/las/lasclient"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
@@ -178,7 +179,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		log.Warn("INSECURE: CAS's evidence may chain to test roots, which no vendor vouches for (a fake confidential VM's)", "testRoots", len(expect.Verify.TestRoots))
 	}
-	var quoter casclient.Quoter = &casclient.LAS{URL: cfg.LAS}
+	var quoter casclient.Quoter = &lasclient.Client{URL: cfg.LAS}
 	if cfg.Evidence == initenv.EvidenceGuest {
 		quoter = &guestQuoter{paths: cfg.Guest, log: log}
 	}

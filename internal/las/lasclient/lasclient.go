@@ -1,4 +1,7 @@
-package client
+// Package lasclient asks a node's local attestation service (LAS) for
+// evidence over its HTTP API (las/wire), for a workload that attests to
+// CAS through it (the initializer, the CLI's cas attest).
+package lasclient
 
 import (
 	"bytes"
@@ -9,19 +12,18 @@ import (
 	"net/http"
 	"time"
 
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	"github.com/cloister-cc/cloister/internal/attest"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
-// LAS asks the node's local attestation service for evidence.
-type LAS struct {
+// Client asks the node's local attestation service for evidence.
+type Client struct {
 	URL  string // http://HOST:18766
 	HTTP *http.Client
 }
 
-// Quote implements Quoter.
-func (l *LAS) Quote(ctx context.Context, reportData []byte) (attest.Evidence, error) {
+// Quote is evidence binding reportData (the CAS client's Quoter).
+func (l *Client) Quote(ctx context.Context, reportData []byte) (attest.Evidence, error) {
 	hc := l.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
