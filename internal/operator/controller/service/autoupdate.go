@@ -19,12 +19,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/release"
 )
 
-// NoAutoUpdate is a Kind that spec.autoUpdate never changes (CAS: a new
-// image is a new measurement, which its owners approve).
-type NoAutoUpdate interface {
-	NoAutoUpdate()
-}
-
 // ImageResolver finds the newest image of a version line in its registry
 // and checks its signature there (autoupdate.Resolver).
 type ImageResolver interface {

@@ -22,14 +22,6 @@ const (
 	Drained
 )
 
-// Drainer is a Kind whose release changed the nodes (a runtime handler in
-// containerd): before it is uninstalled its pods must undo that, so
-// deletion first rolls the release out in the kind's removal mode and
-// waits until Drain says Drained, for DeletionTimeout at most.
-type Drainer interface {
-	Drain(ctx context.Context, obj Object, oos []Owned) (DrainState, string)
-}
-
 // drain does the Drainer's step before uninstalling; wait says the
 // uninstall must wait.
 func (r *Reconciler) drain(ctx context.Context, obj Object, req release.Request, oos []Owned) (wait bool, err error) {

@@ -119,14 +119,6 @@ func (r *Reconciler) readOwned(ctx context.Context, oo *Owned) {
 	}
 }
 
-// ReleaseStatusFiller is a Kind whose own status fields also tell how its
-// release fared (a NitroEnclaveDeployment whose Deployment could not be
-// created shows ERROR): after FillStatus, it sees the ReleaseFailed
-// observation.
-type ReleaseStatusFiller interface {
-	FillReleaseStatus(obj Object, oos []Owned, failed health.Observation)
-}
-
 // LiveDaemonSet returns the first live DaemonSet among the owned objects,
 // or nil.
 func LiveDaemonSet(oos []Owned) *appsv1.DaemonSet {

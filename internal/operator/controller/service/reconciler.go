@@ -1,14 +1,18 @@
 // Package service is the reconciler every Helm-managed kind shares
-// (SGXPlugin, CEXPlugin, LAS, ConfidentialRuntime, CAS and
+// (SGXPlugin, CEXPlugin, NitroPlugin, LAS, ConfidentialRuntime, CAS and
 // NitroEnclaveDeployment): fetch the CR, observe its release and owned
 // objects, let the status engine (internal/operator/health) pick the state
 // and the one next action, write the status only when it changed, then act.
 // A Kind supplies what differs: chart, values, status fields and its own
-// metrics; and, where it needs them, four optional hooks: Poller (look
-// again after a while, for health that comes from outside the cluster's
-// objects), Drainer (undo node work before the release is uninstalled),
-// ReleaseStatusFiller (status fields from how the release fared) and
-// Announcer (the kind's own events once its status was written).
+// metrics; and, where it needs them, the optional hooks of hooks.go:
+// KeepsLastRevision (roll a failed change back rather than reinstall),
+// PinnedRelease (the deployed revision's chart and values until the spec
+// changes), PostRenderer (change the rendered objects), Poller (look again
+// after a while, for health from outside the cluster's objects), Announcer
+// (the kind's own events once its status was written), Drainer (undo node
+// work before the release is uninstalled), ReleaseStatusFiller (status
+// fields from how the release fared) and NoAutoUpdate (spec.autoUpdate
+// never moves it).
 package service
 
 import (
@@ -72,55 +76,6 @@ type Kind interface {
 	FillStatus(ctx context.Context, obj Object, oos []Owned) health.Observation
 	// Metrics are the kind's status fields as Prometheus samples.
 	Metrics(obj Object) []metrics.Sample
-}
-
-// KeepsLastRevision is a Kind whose uninstall is an outage (CAS, whose
-// clients wait while it is gone; enclaves, which restart): a failed change
-// is rolled back to the last revision that was deployed, which keeps
-// running, instead of the table's uninstall and install.
-type KeepsLastRevision interface {
-	KeepsLastRevision()
-}
-
-// PinnedRelease is a Kind whose release changes only with its CR's spec
-// (CAS: a restart is an outage, and on hardware a new image waits for its
-// owners): while the CR's generation is the one the deployed revision was
-// made for, the reconciler asks for that revision's own chart and values,
-// so a new operator, with its newer chart and default image, leaves the
-// running pods alone; drift is still repaired, to that revision. A spec
-// change renders the operator's chart, with what Carry keeps from the
-// deployed values.
-type PinnedRelease interface {
-	// Carry sets in values, computed for a changed spec, what the deployed
-	// revision's values decided and the spec leaves open (the image an
-	// empty spec.image resolved to).
-	Carry(obj Object, deployed, values map[string]any)
-}
-
-// ValueSpecGeneration is the chart value, in a PinnedRelease's values,
-// that records the CR generation the revision was made for.
-const ValueSpecGeneration = "specGeneration"
-
-// PostRenderer is a Kind that changes its rendered objects after the
-// chart, with what only code computes from them (CAS's pod policy and its
-// initdata, from its rendered pod template).
-type PostRenderer interface {
-	PostRender(obj Object, u *unstructured.Unstructured) error
-}
-
-// Poller is a Kind whose health also comes from outside the cluster's
-// objects (a service's own API, e.g. whether CAS is initialised): the
-// reconciler looks again after PollAfter even when no watch fires.
-type Poller interface {
-	PollAfter(obj Object) time.Duration
-}
-
-// Announcer is a Kind with events of its own about its status fields
-// (a NitroEnclaveDeployment's STATUS). The reconciler calls it after the
-// status went from before to now in a successful write, so a pass on a
-// stale copy, whose write conflicts, announces nothing twice.
-type Announcer interface {
-	Announce(rec events.EventRecorder, before, now Object)
 }
 
 // Reconciler reconciles the CRs of one Kind.
