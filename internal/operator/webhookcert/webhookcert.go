@@ -188,12 +188,14 @@ func (r *reader) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("the webhook certificate in %s: %w", r.key, err)
 	}
-	r.serving.cert.Store(&pair)
+	// The files first: once the certificate is served (ready), they are
+	// there too.
 	for name, data := range map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key} {
 		if err := writeAtomic(filepath.Join(r.dir, name), data); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
+	r.serving.cert.Store(&pair)
 	return reconcile.Result{}, nil
 }
 
