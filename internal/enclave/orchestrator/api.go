@@ -74,13 +74,7 @@ func (o *Orchestrator) Handler() http.Handler {
 			return
 		}
 		ev, err := o.Attest(nonce)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set(HeaderEvidenceType, string(ev.Type))
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(ev.Raw)
+		writeEvidence(w, ev, err)
 	})
 	mux.HandleFunc("GET "+PathLogs, func(w http.ResponseWriter, r *http.Request) {
 		if o.Logs == nil {
@@ -119,30 +113,38 @@ func (o *Orchestrator) PluginHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		data, err := hex.DecodeString(r.URL.Query().Get("reportData"))
-		if err != nil || len(data) == 0 || len(data) > MaxNonce {
-			http.Error(w, fmt.Sprintf("reportData: give 1 to %d bytes in hex", MaxNonce), http.StatusBadRequest)
+		data, err := parseHex("reportData", r.URL.Query().Get("reportData"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		ev, err := o.AttestData(nonce, data)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set(HeaderEvidenceType, string(ev.Type))
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(ev.Raw)
+		writeEvidence(w, ev, err)
 	})
 	return mux
 }
 
 // ParseNonce reads a hex nonce of 1 to MaxNonce bytes.
-func ParseNonce(s string) ([]byte, error) {
-	nonce, err := hex.DecodeString(s)
-	if err != nil || len(nonce) == 0 || len(nonce) > MaxNonce {
-		return nil, fmt.Errorf("nonce %q: give 1 to %d bytes in hex", s, MaxNonce)
+func ParseNonce(s string) ([]byte, error) { return parseHex("nonce", s) }
+
+// parseHex reads field's hex value of 1 to MaxNonce bytes.
+func parseHex(field, s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) == 0 || len(b) > MaxNonce {
+		return nil, fmt.Errorf("%s %q: give 1 to %d bytes in hex", field, s, MaxNonce)
 	}
-	return nonce, nil
+	return b, nil
+}
+
+// writeEvidence answers with evidence, or why there is none.
+func writeEvidence(w http.ResponseWriter, ev Evidence, err error) {
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set(HeaderEvidenceType, string(ev.Type))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(ev.Raw)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
