@@ -75,16 +75,9 @@ func (o *enclaveBuild) run(ctx context.Context, s Streams, fetch build.Fetcher) 
 	if o.file == "" || o.output == "" {
 		return errors.New("-f (the NitroEnclaveDeployment) and -o (the image file to write) are required")
 	}
-	data, err := readBounded("filename", o.file, maxResource)
+	data, ned, err := readNED(o.file)
 	if err != nil {
 		return err
-	}
-	var ned enclavev1beta1.NitroEnclaveDeployment
-	if err := yaml.UnmarshalStrict(data, &ned); err != nil {
-		return fmt.Errorf("-f %s: %w", o.file, err)
-	}
-	if ned.Kind != "NitroEnclaveDeployment" || len(ned.Spec.UserPlugins) == 0 {
-		return fmt.Errorf("-f %s: want a NitroEnclaveDeployment with userPlugins, found kind %q", o.file, ned.Kind)
 	}
 	in := build.Inputs{Cmdline: o.cmdline, Arch: o.arch, Name: ned.Name, Version: version.Get().Version, Fetch: fetch,
 		ManifestKey: []byte(ned.Spec.ManifestKey)}
@@ -133,6 +126,22 @@ func (o *enclaveBuild) run(ctx context.Context, s Streams, fetch build.Fetcher) 
 	}
 	_, _ = fmt.Fprintf(s.Err, "updated %s: spec.enclave.pcrs%s\n", o.file, map[bool]string{true: " and spec.image", false: ""}[podImage != ""])
 	return nil
+}
+
+// readNED reads the NitroEnclaveDeployment of -f, strictly, and its bytes.
+func readNED(file string) ([]byte, *enclavev1beta1.NitroEnclaveDeployment, error) {
+	data, err := readBounded("filename", file, maxResource)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ned enclavev1beta1.NitroEnclaveDeployment
+	if err := yaml.UnmarshalStrict(data, &ned); err != nil {
+		return nil, nil, fmt.Errorf("-f %s: %w", file, err)
+	}
+	if ned.Kind != "NitroEnclaveDeployment" || len(ned.Spec.UserPlugins) == 0 {
+		return nil, nil, fmt.Errorf("-f %s: want a NitroEnclaveDeployment with userPlugins, found kind %q", file, ned.Kind)
+	}
+	return data, &ned, nil
 }
 
 // pushPodImage pushes the enclave pods' image (--base with the file) and

@@ -6,9 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
-	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
@@ -28,13 +26,9 @@ func newEnclaveSign(s Streams) *cobra.Command {
 			if file == "" || keyFile == "" {
 				return errors.New("-f (the NitroEnclaveDeployment) and --key (the owner's private key) are required")
 			}
-			data, err := readBounded("filename", file, maxResource)
+			_, ned, err := readNED(file)
 			if err != nil {
 				return err
-			}
-			var ned enclavev1beta1.NitroEnclaveDeployment
-			if err := yaml.UnmarshalStrict(data, &ned); err != nil {
-				return fmt.Errorf("-f %s: %w", file, err)
 			}
 			m, err := manifest.FromSpec(&ned.Spec)
 			if err != nil {
