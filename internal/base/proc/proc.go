@@ -22,6 +22,33 @@ const poll = 10 * time.Millisecond
 // Find lists the live processes, other than this one, whose argv match
 // accepts. Zombies (exited, not yet reaped) count as gone.
 func Find(match func(argv [][]byte) bool) []int {
+	return live(func(pid int) bool {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return err == nil && len(cmdline) > 0 && match(bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0}))
+	})
+}
+
+// OfUser lists the live processes, other than this one, whose real user
+// is uid.
+func OfUser(uid uint32) []int {
+	want := strconv.FormatUint(uint64(uid), 10)
+	return live(func(pid int) bool {
+		status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				return f[1] == want
+			}
+		}
+		return false
+	})
+}
+
+// live lists the processes, other than this one and zombies, match
+// accepts.
+func live(match func(pid int) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -29,11 +56,7 @@ func Find(match func(argv [][]byte) bool) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(cmdline) == 0 {
-			continue
-		}
-		if match(bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0})) && !Zombie(pid) {
+		if match(pid) && !Zombie(pid) {
 			pids = append(pids, pid)
 		}
 	}

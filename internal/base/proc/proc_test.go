@@ -75,3 +75,20 @@ func TestCPU(t *testing.T) {
 		t.Error("a pid that does not exist has CPU")
 	}
 }
+
+// OfUser lists a child of this process's user, never this process, and
+// nothing of a user no process runs as.
+func TestOfUser(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	mine := OfUser(uint32(os.Getuid())) //nolint:gosec // a uid
+	if !slices.Contains(mine, cmd.Process.Pid) || slices.Contains(mine, os.Getpid()) {
+		t.Errorf("processes of uid %d: %v, want the child %d and not this one", os.Getuid(), mine, cmd.Process.Pid)
+	}
+	if nobody := OfUser(4000000001); len(nobody) != 0 {
+		t.Errorf("processes of an unused uid: %v", nobody)
+	}
+}

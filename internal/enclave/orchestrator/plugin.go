@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cloister-cc/cloister/internal/base/proc"
 	"github.com/cloister-cc/cloister/internal/enclave/logstream"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
@@ -175,7 +174,7 @@ func (p *plugin) uid() (uint32, bool) {
 // stopped, in its process group or out of it.
 func killUser(uid uint32) {
 	for range 3 {
-		pids := processesOf(uid)
+		pids := proc.OfUser(uid)
 		if len(pids) == 0 {
 			return
 		}
@@ -184,40 +183,6 @@ func killUser(uid uint32) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// processesOf lists the processes whose real user is uid.
-func processesOf(uid uint32) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	want := strconv.FormatUint(uint64(uid), 10)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		mine, zombie := false, false
-		for _, line := range strings.Split(string(status), "\n") {
-			f := strings.Fields(line)
-			switch {
-			case len(f) > 1 && f[0] == "Uid:":
-				mine = f[1] == want
-			case len(f) > 1 && f[0] == "State:":
-				zombie = f[1] == "Z" // gone, waiting for its parent
-			}
-		}
-		if mine && !zombie {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // lineLogger logs each line written to it as one record of the plugin; a

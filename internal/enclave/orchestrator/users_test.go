@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/base/proc"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
@@ -42,14 +43,14 @@ func TestPluginsRunAsTheirOwnUsers(t *testing.T) {
 	}
 	waitPlugin(t, o, "leaver", func(p manifest.PluginStatus) bool { return p.State == manifest.PluginRunning })
 	deadline := time.Now().Add(10 * time.Second)
-	for len(processesOf(61001)) < 2 {
+	for len(proc.OfUser(61001)) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the leaver's processes: %v", processesOf(61001))
+			t.Fatalf("the leaver's processes: %v", proc.OfUser(61001))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	o.Stop()
-	if left := processesOf(61001); len(left) != 0 {
+	if left := proc.OfUser(61001); len(left) != 0 {
 		t.Errorf("processes of the stopped plugin left: %v", left)
 	}
 }
