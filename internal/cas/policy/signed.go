@@ -219,9 +219,9 @@ func ReadKeyFile(path string) (*ecdsa.PrivateKey, error) {
 
 // MarshalPublicKey is the PEM form owners put into policies.
 func MarshalPublicKey(k *ecdsa.PublicKey) []byte {
-	der, err := x509.MarshalPKIXPublicKey(k)
+	s, err := keyfile.PublicPEM(k)
 	if err != nil {
 		panic("policy: marshalling an ECDSA key: " + err.Error())
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	return []byte(s)
 }
