@@ -209,7 +209,7 @@ func connect(in *install.Installer, kubeconfig, kubeContext string) error {
 }
 
 // noRealNodeFix says how to get a dev cluster a node that runs pods.
-const noRealNodeFix = "as root, run `make images` and `cloister dev up --real-node`, or run cloister-operator beside the cluster (see the README's \"The operator\")"
+const noRealNodeFix = "as root, run `make images` and `cloister dev up --real-node`, or run cloister-operator beside the cluster (docs/install.md, \"Reference: the operator in depth\")"
 
 func runInstall(ctx context.Context, s Streams, in *install.Installer, reconcile, update bool) error {
 	var problems []install.Problem
