@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/dev/image"
@@ -33,7 +34,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 )
 
 // regorusBuiltins are the builtins the kata agent's engine has: those of

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 )
 
 // configs knows the configuration of nginx's image only.

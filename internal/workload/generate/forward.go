@@ -13,7 +13,7 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 )
 
 // Port forwarding: the kubelet cannot port-forward into a Kata VM

@@ -8,8 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
 const meshImage = "ghcr.io/cloister-cc/cloister-mesh@sha256:" + "9999999999999999999999999999999999999999999999999999999999999999"

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 )
 
 // GPUs as confidential GPU pods use them on Kata (Contrast's setup): NVIDIA's resources,

@@ -19,8 +19,8 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
 // ErrNoMeshImage: a pod has a service mesh annotation, and no mesh image

@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 

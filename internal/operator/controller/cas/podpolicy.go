@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
 // A CAS in a confidential VM is CAS only by the launch measurement and

@@ -23,10 +23,10 @@ import (
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/charts"
+	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
-	"github.com/cloister-cc/cloister/internal/workload/podpolicy"
 )
 
 // casCR is a CAS as the API server stores it after defaulting.
