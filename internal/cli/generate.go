@@ -6,15 +6,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
-	"github.com/cloister-cc/cloister/internal/base/atomicfile"
-	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
@@ -26,14 +21,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
-	"github.com/cloister-cc/cloister/internal/workload/imagepin"
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -106,44 +98,52 @@ func newGenerate(s Streams) *cobra.Command {
 
 func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) error {
 	if f.explain {
-		return explain(s, paths)
+		return generate.Explain(s.Out, paths)
 	}
 	platform, ref, err := f.referenceValues()
 	if err != nil {
 		return err
 	}
-	manifest := generate.Manifest{Name: f.policyName, Platform: platform, Reference: ref}
 	expect, simKey, err := f.casExpect(platform)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil { //nolint:gosec // generate's output folder holds manifests, read by the user's tools
-		return fmt.Errorf("--workspace: %w", err)
+	if f.disableUpdates && len(f.addOwners) > 0 {
+		return errors.New("--disable-updates and --add-workload-owner-key: choose one")
 	}
-	pinner := &imagepin.Pinner{Offline: f.offline, Cache: filepath.Join(f.dir, generate.DigestCacheFile)}
-	configs := &imagepin.Configs{Offline: f.offline, Cache: filepath.Join(f.dir, generate.ConfigCacheFile)}
-	initializer := f.initializer
-	if initializer == "" {
-		if initializer, err = releaseImage("cloister-initializer"); err != nil {
+	added, err := readPublicKeys("--add-workload-owner-key", f.addOwners)
+	if err != nil {
+		return err
+	}
+	cfg := generate.RunConfig{
+		Platform: platform, Reference: ref, Workspace: f.dir, Paths: paths, Offline: f.offline,
+		AddedOwnerKeys: added, DisableUpdates: f.disableUpdates, Version: version.Get().Version,
+		In: s.In, Out: s.Out, Err: s.Err,
+		Options: generate.Options{
+			RuntimeClass:     f.runtimeClass,
+			InitializerImage: f.initializer,
+			MeshImage:        f.mesh,
+			SkipServiceMesh:  f.skipMesh,
+			CAS:              f.casAddress,
+			CASExpect:        expect,
+			CASSimKey:        simKey,
+			Policy:           f.policyName,
+			SkipInitializer:  f.skipInit,
+			FixResources:     f.fixResources,
+		},
+		Overhead: func(ctx context.Context, class string) (int64, error) { return f.runtimeOverhead(ctx, s, class) },
+	}
+	if cfg.Options.InitializerImage == "" {
+		if cfg.Options.InitializerImage, err = releaseImage("cloister-initializer"); err != nil {
 			return fmt.Errorf("the initializer image (--initializer-image): %w", err)
 		}
 	}
-	if initializer, err = pinner.Resolve(ctx, initializer); err != nil {
-		return fmt.Errorf("the initializer image (--initializer-image): %w", err)
-	}
-	opts := generate.Options{
-		RuntimeClass:     f.runtimeClass,
-		InitializerImage: initializer,
-		SkipServiceMesh:  f.skipMesh,
-		CAS:              f.casAddress,
-		CASExpect:        expect,
-		CASSimKey:        simKey,
-		Policy:           f.policyName,
-		SkipInitializer:  f.skipInit,
-		FixResources:     f.fixResources,
-		Resolver:         pinner,
-		Configs:          configs,
-		GuestEvidence:    platform != runtimeclass.Sim,
+	// Without a default, only pods with a mesh need --mesh-image.
+	if cfg.Options.MeshImage == "" {
+		var why error
+		if cfg.Options.MeshImage, why = releaseImage("cloister-mesh"); why != nil {
+			cfg.NoMeshImage = fmt.Errorf("give one with --mesh-image: %w", why)
+		}
 	}
 	if f.testRoots != "" {
 		roots, err := loadTestRoots(s, f.testRoots)
@@ -151,86 +151,10 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			return err
 		}
 		for _, r := range roots {
-			opts.TestRoots += string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw}))
+			cfg.Options.TestRoots += string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw}))
 		}
 	}
-	// Pinned with the pod's images, only where a pod has a mesh.
-	// Without a default, only pods with a mesh need --mesh-image.
-	var meshErr error
-	if opts.MeshImage = f.mesh; opts.MeshImage == "" {
-		opts.MeshImage, meshErr = releaseImage("cloister-mesh")
-	}
-	if opts.RuntimeClass == "" {
-		opts.RuntimeClass = runtimeclass.ClassName(platform, version.Get().Version)
-	}
-	if opts.OverheadMiB, err = f.runtimeOverhead(ctx, s, opts.RuntimeClass); err != nil {
-		return err
-	}
-	if manifest.OwnerKeys, err = f.owners(s); err != nil {
-		return err
-	}
-	if opts.PolicyOwners, err = pinnedOwners(manifest.OwnerKeys); err != nil {
-		return err
-	}
-	if len(manifest.OwnerKeys) > 0 {
-		opts.PolicyOwnerThreshold = strconv.Itoa(manifest.OwnerThreshold())
-	}
-	if _, made, err := generate.EnsureKey(filepath.Join(f.dir, generate.SeedShareOwnerFile)); err != nil {
-		return fmt.Errorf("the seed share owner key: %w", err)
-	} else if made {
-		_, _ = fmt.Fprintf(s.Err, "made %s: it recovers CAS (cloister recover); keep it safe\n", filepath.Join(f.dir, generate.SeedShareOwnerFile))
-		warnExposed(s, filepath.Join(f.dir, generate.SeedShareOwnerFile))
-	}
-
-	all := &generate.Result{}
-	manifestPath := filepath.Join(f.dir, generate.ManifestFile)
-	for _, p := range paths {
-		if p == "-" {
-			if err := rewriteStream(ctx, s.In, s.Out, opts, all); err != nil {
-				return fmt.Errorf("standard input: %w", withMeshHint(err, meshErr))
-			}
-			continue
-		}
-		files, err := generate.YAMLFiles([]string{p})
-		if err != nil {
-			return err
-		}
-		for _, file := range files {
-			if same, _ := sameFile(file, manifestPath); same {
-				continue
-			}
-			if err := rewriteFile(ctx, file, opts, all); err != nil {
-				return fmt.Errorf("%s: %w", file, withMeshHint(err, meshErr))
-			}
-		}
-	}
-	if err := pinner.Save(); err != nil {
-		return err
-	}
-	if err := configs.Save(); err != nil {
-		return err
-	}
-	if len(all.Workloads) == 0 {
-		return errors.New("no pod template with runtimeClassName " + generate.Placeholder + " found: mark the pods to make confidential")
-	}
-	doc, err := manifest.Document(all.Workloads, all.Services)
-	if err != nil {
-		return err
-	}
-	if err := generate.WriteManifest(manifestPath, doc); err != nil {
-		return err
-	}
-	for _, w := range all.Workloads {
-		_, _ = fmt.Fprintf(s.Err, "%s %s/%s: policy %s, VM memory %dMi\n", w.Kind, w.Namespace, w.Name, w.Digest[:16], w.MemoryMiB)
-		for _, warn := range w.Warnings {
-			_, _ = fmt.Fprintf(s.Err, "  warning: %s\n", warn)
-		}
-	}
-	if platform == runtimeclass.Sim {
-		_, _ = fmt.Fprintln(s.Err, "reference values sim: the manifest accepts simulated evidence (insecure: no TEE vouches for the pods)")
-	}
-	_, _ = fmt.Fprintf(s.Err, "wrote %s (%d services)\n", manifestPath, len(doc.Services))
-	return nil
+	return generate.Run(ctx, cfg)
 }
 
 // casExpect is the initializers' expectation of CAS's evidence, JSON,
@@ -273,54 +197,6 @@ func (f *generateFlags) casExpect(platform runtimeclass.Platform) (expect, simKe
 	}
 	b, err := json.Marshal(p)
 	return string(b), simKey, err
-}
-
-// owners are the manifest's owner keys: workload-owner.pem (made on first
-// run) and the added ones, or none with disable-updates.
-func (f *generateFlags) owners(s Streams) ([]string, error) {
-	if f.disableUpdates {
-		if len(f.addOwners) > 0 {
-			return nil, errors.New("--disable-updates and --add-workload-owner-key: choose one")
-		}
-		return nil, nil
-	}
-	path := filepath.Join(f.dir, generate.WorkloadOwnerKeyFile)
-	pub, made, err := generate.EnsureKey(path)
-	if err != nil {
-		return nil, fmt.Errorf("the workload owner key: %w", err)
-	}
-	if made {
-		_, _ = fmt.Fprintf(s.Err, "made %s: it signs manifest updates (cloister set)\n", path)
-		warnExposed(s, path)
-	}
-	keys := []string{pub}
-	for _, file := range f.addOwners {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("--add-workload-owner-key: %w", err)
-		}
-		if _, err := keyfile.ParsePublic(data); err != nil {
-			return nil, fmt.Errorf("--add-workload-owner-key %s: %w", file, err)
-		}
-		keys = append(keys, strings.TrimSpace(string(data))+"\n")
-	}
-	return keys, nil
-}
-
-// pinnedOwners is the initializers' pin of the manifest's owners.
-func pinnedOwners(keys []string) (string, error) {
-	if len(keys) == 0 {
-		return initenv.NoOwners, nil
-	}
-	fps := make([]string, 0, len(keys))
-	for _, k := range keys {
-		pub, err := keyfile.ParsePublic([]byte(k))
-		if err != nil {
-			return "", err
-		}
-		fps = append(fps, policy.Fingerprint(pub))
-	}
-	return strings.Join(fps, ","), nil
 }
 
 // referenceValues are the platform and its values: a platform's name
@@ -397,100 +273,6 @@ func (f *generateFlags) runtimeOverhead(ctx context.Context, s Streams, class st
 	return mem.Value() >> 20, nil
 }
 
-// explain prints what the guest allows each confidential pod of the
-// generated YAML in paths.
-func explain(s Streams, paths []string) error {
-	files, err := generate.YAMLFiles(paths)
-	if err != nil {
-		return err
-	}
-	for _, file := range files {
-		in, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		res, err := generate.Inspect(in)
-		if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		for _, w := range res.Workloads {
-			var p podpolicy.Policy
-			if err := json.Unmarshal(w.Policy, &p); err != nil {
-				return fmt.Errorf("%s: %s %s/%s: %w", file, w.Kind, w.Namespace, w.Name, err)
-			}
-			_, _ = fmt.Fprintf(s.Out, "%s %s/%s (policy %s) in its confidential VM, the guest allows:\n", w.Kind, w.Namespace, w.Name, w.Digest)
-			for _, line := range strings.SplitAfter(strings.TrimSuffix(p.Explain(), "\n"), "\n") {
-				_, _ = fmt.Fprint(s.Out, "  "+line)
-			}
-			_, _ = fmt.Fprintln(s.Out)
-		}
-	}
-	return nil
-}
-
-func rewriteFile(ctx context.Context, file string, opts generate.Options, all *generate.Result) error {
-	in, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	out, found, err := rewriteInto(ctx, in, opts, all)
-	if err != nil || found == 0 {
-		return err // with nothing of ours, the file stays as written
-	}
-	info, err := os.Stat(file)
-	if err != nil {
-		return err
-	}
-	_, err = atomicfile.WriteIfChanged(file, out, info.Mode().Perm())
-	return err
-}
-
-func rewriteStream(ctx context.Context, r io.Reader, w io.Writer, opts generate.Options, all *generate.Result) error {
-	in, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	out, _, err := rewriteInto(ctx, in, opts, all)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(out)
-	return err
-}
-
-// rewriteInto rewrites one stream, adds what it found to all and says
-// how many workloads it rewrote.
-func rewriteInto(ctx context.Context, in []byte, opts generate.Options, all *generate.Result) ([]byte, int, error) {
-	out, res, err := generate.Rewrite(ctx, in, opts)
-	if err != nil {
-		return nil, 0, err
-	}
-	all.Workloads = append(all.Workloads, res.Workloads...)
-	all.Services = append(all.Services, res.Services...)
-	return out, len(res.Workloads), nil
-}
-
-func sameFile(a, b string) (bool, error) {
-	ia, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	ib, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(ia, ib), nil
-}
-
-// warnExposed warns when a private key was written into a git work tree
-// that does not ignore it.
-func warnExposed(s Streams, key string) {
-	if tree := generate.ExposedKey(key); tree != "" {
-		_, _ = fmt.Fprintf(s.Err, "warning: %s is a private key inside the git work tree %s, which does not ignore it: "+
-			"add %s to its .gitignore before the next commit\n", key, tree, filepath.Base(key))
-	}
-}
-
 // releaseImage is the image of a Cloister binary at this CLI's release,
 // for a CLI built without pinned images: `go install ...@vX.Y.Z` records
 // the release in the binary's build information. A plain `go build` in a
@@ -505,12 +287,4 @@ func releaseImageAt(name, v string) (string, error) {
 			"(go install github.com/cloister-cc/cloister/cmd/cloister@vX.Y.Z), or name the image", v)
 	}
 	return image.Ref(image.DefaultRegistry, name, v), nil
-}
-
-// withMeshHint says why there is no default mesh image, and how to give one.
-func withMeshHint(err, why error) error {
-	if why != nil && errors.Is(err, generate.ErrNoMeshImage) {
-		return fmt.Errorf("%w (--mesh-image): %w", err, why)
-	}
-	return err
 }

@@ -317,7 +317,7 @@ func TestGenerateWithoutPinnedImages(t *testing.T) {
 	}
 	_, _, err = run(t, "generate", "--reference-values", "sim", "--cas-sim-key", casSimKeyFile(t), "--workspace", work, "--policy", "shop",
 		"--initializer-image", host+"/initializer:v1", resources)
-	if !errors.Is(err, generate.ErrNoMeshImage) || !strings.Contains(err.Error(), "(--mesh-image): this cloister") {
+	if !errors.Is(err, generate.ErrNoMeshImage) || !strings.Contains(err.Error(), "give one with --mesh-image: this cloister") {
 		t.Errorf("a meshed pod without a mesh image: %v", err)
 	}
 }
