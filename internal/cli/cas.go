@@ -70,7 +70,7 @@ func newCASInit(s Streams) *cobra.Command {
 			} else if req.Token, err = f.initToken(cmd.Context()); err != nil {
 				return err
 			}
-			shares, err := initCAS(cmd.Context(), c, req, out)
+			shares, err := c.InitInto(cmd.Context(), req, out)
 			if err != nil {
 				return err
 			}
@@ -218,20 +218,6 @@ func approveInit(ctx context.Context, c *casclient.Client, req *wire.InitRequest
 		out = append(out, sig)
 	}
 	return out, nil
-}
-
-// initCAS makes CAS generate its seed, split among the recovery owners,
-// and writes the sealed shares to path, the only place they are kept.
-func initCAS(ctx context.Context, c *casclient.Client, req *wire.InitRequest, path string) (*wire.Shares, error) {
-	shares, err := c.InitWith(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	b, _ := json.MarshalIndent(shares, "", "  ")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, fmt.Errorf("writing the shares: %w (they are lost: CAS keeps none; it works until it restarts)", err)
-	}
-	return shares, nil
 }
 
 // readPublicKeys reads the PEM public keys in files, named by flag in

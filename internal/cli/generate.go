@@ -9,10 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/attest/refvalues"
-	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
+
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"

@@ -13,6 +13,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
+	"github.com/cloister-cc/cloister/internal/workload/manifest"
 )
 
 // registryWith serves a real registry holding one image per name (tag
@@ -84,7 +85,7 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("%s: %v %v", key, info, err)
 		}
 	}
-	doc, _, err := readWorkspaceManifest(work)
+	doc, _, err := manifest.Read(work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestGenerateDisableUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	doc, _, err := readWorkspaceManifest(work)
+	doc, _, err := manifest.Read(work)
 	if err != nil || len(doc.Owners.Keys) != 0 {
 		t.Fatalf("manifest owners %v, %v", doc, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues/fwtest"
+	"github.com/cloister-cc/cloister/internal/workload/manifest"
 )
 
 // compute writes the values of the guest's artifacts; generate takes the
@@ -49,7 +50,7 @@ func TestReferenceValuesComputeIntoGenerate(t *testing.T) {
 		"--initializer-image", host+"/initializer:v1", resources); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	doc, _, err := readWorkspaceManifest(work)
+	doc, _, err := manifest.Read(work)
 	if err != nil {
 		t.Fatal(err)
 	}

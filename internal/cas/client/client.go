@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -111,6 +112,23 @@ func (c *Client) Init(ctx context.Context, owners []string, threshold int, token
 func (c *Client) InitWith(ctx context.Context, req *wire.InitRequest) (*wire.Shares, error) {
 	var out wire.Shares
 	return &out, c.do(ctx, http.MethodPost, "/v1/init", req, &out)
+}
+
+// InitInto initialises CAS and writes the sealed shares it answers with
+// into path (0600): CAS keeps none, so they exist only there.
+func (c *Client) InitInto(ctx context.Context, req *wire.InitRequest, path string) (*wire.Shares, error) {
+	shares, err := c.InitWith(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(shares, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the shares: %w (they are lost: CAS keeps none; it works until it restarts)", err)
+	}
+	return shares, nil
 }
 
 // Recover is POST /v1/recover with one opened share.
