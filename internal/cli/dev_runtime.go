@@ -13,14 +13,23 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/devcmd"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
 // newDevConfidentialRuntime prints the ConfidentialRuntime of the real
 // node: its containerd keeps its configuration and socket in the node's
 // folder, not where a real node's are.
+// newDev is `cloister dev`: the dev cluster's commands, and the real
+// node's ConfidentialRuntime, which needs the workload subsystem.
+func newDev(s Streams) *cobra.Command {
+	dev := devcmd.New(devcmd.Streams{Out: s.Out, Err: s.Err})
+	dev.AddCommand(newDevConfidentialRuntime(s))
+	return dev
+}
+
 func newDevConfidentialRuntime(s Streams) *cobra.Command {
-	var f devFlags
+	var f devcmd.ClusterFlags
 	cmd := &cobra.Command{
 		Use:   "confidential-runtime",
 		Short: "Print the sim ConfidentialRuntime for the dev cluster's real node",
@@ -30,7 +39,7 @@ func newDevConfidentialRuntime(s Streams) *cobra.Command {
 		Example: "  cloister dev confidential-runtime | kubectl apply -f -",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := f.cluster(s)
+			c, _, err := f.Cluster(devcmd.Streams{Out: s.Out, Err: s.Err})
 			if err != nil {
 				return err
 			}
@@ -67,6 +76,6 @@ func newDevConfidentialRuntime(s Streams) *cobra.Command {
 			return err
 		},
 	}
-	f.register(cmd)
+	f.Register(cmd)
 	return cmd
 }

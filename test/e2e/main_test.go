@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/cloister-cc/cloister/internal/cli"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/devcmd"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	// `cloister dev` run in this process: its clusters' egress proxy runs
 	// from the cloister binary, not from this test binary.
-	cli.Executable = func() (string, error) { return build("cloister") }
+	devcmd.Executable = func() (string, error) { return build("cloister") }
 	routing, routingErr := hostRouting()
 	var auditErr error
 	netAudit, auditErr = startAudit()

@@ -1,4 +1,9 @@
-package cli
+// Package devcmd owns the `cloister dev` commands: the dev cluster (up,
+// down, kubeconfig, tools, operator-flags, go-build) and the hidden
+// programs its parts run from the cluster's copy of cloister (the API
+// server's egress proxy, the real node's API server proxy and storage
+// provisioner).
+package devcmd
 
 import (
 	"context"
@@ -13,6 +18,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
 	"github.com/spf13/cobra"
@@ -25,7 +31,14 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
-func newDev(s Streams) *cobra.Command {
+// Streams are where a command writes: results to Out, progress and
+// diagnostics to Err.
+type Streams struct {
+	Out, Err io.Writer
+}
+
+// New builds the `dev` command; more subcommands may be added to it.
+func New(s Streams) *cobra.Command {
 	dev := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local Kubernetes cluster with simulated TEE nodes",
@@ -34,23 +47,23 @@ func newDev(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevConfidentialRuntime(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s), newDevGoBuild(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s), newDevGoBuild(s))
 	return dev
 }
 
-// devFlags are shared by the dev subcommands.
-type devFlags struct {
+// ClusterFlags name the dev cluster a command works on.
+type ClusterFlags struct {
 	name    string
 	verbose bool
 }
 
-func (f *devFlags) register(cmd *cobra.Command) {
+func (f *ClusterFlags) Register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.name, "name", cluster.DefaultName, "name of the dev cluster")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show kwokctl and build output")
 }
 
-// cluster resolves the toolchain and the cluster the flags name.
-func (f *devFlags) cluster(s Streams) (*cluster.Cluster, *toolchain.Toolchain, error) {
+// Cluster resolves the toolchain and the cluster the flags name.
+func (f *ClusterFlags) Cluster(s Streams) (*cluster.Cluster, *toolchain.Toolchain, error) {
 	if err := cluster.ValidateName(f.name); err != nil {
 		return nil, nil, err
 	}
@@ -76,7 +89,7 @@ func (f *devFlags) cluster(s Streams) (*cluster.Cluster, *toolchain.Toolchain, e
 }
 
 func newDevUp(s Streams) *cobra.Command {
-	var f devFlags
+	var f ClusterFlags
 	var nodes int
 	var realNode bool
 	cmd := &cobra.Command{
@@ -92,7 +105,7 @@ func newDevUp(s Streams) *cobra.Command {
 			if err := cluster.ValidateNodes(nodes); err != nil {
 				return err
 			}
-			c, tc, err := f.cluster(s)
+			c, tc, err := f.Cluster(s)
 			if err != nil {
 				return err
 			}
@@ -116,7 +129,7 @@ func newDevUp(s Streams) *cobra.Command {
 			return upRealNode(cmd.Context(), s, c, tc)
 		},
 	}
-	f.register(cmd)
+	f.Register(cmd)
 	cmd.Flags().IntVar(&nodes, "nodes", cluster.DefaultNodes,
 		fmt.Sprintf("number of simulated nodes, 1 to %d", cluster.MaxNodes))
 	cmd.Flags().BoolVar(&realNode, "real-node", false, "also run a real worker node on this machine (needs root)")
@@ -166,13 +179,13 @@ func internalIP(n *corev1.Node) string {
 }
 
 func newDevDown(s Streams) *cobra.Command {
-	var f devFlags
+	var f ClusterFlags
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the dev cluster and remove everything it created",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := f.cluster(s)
+			c, _, err := f.Cluster(s)
 			if err != nil {
 				return err
 			}
@@ -188,19 +201,19 @@ func newDevDown(s Streams) *cobra.Command {
 			return nil
 		},
 	}
-	f.register(cmd)
+	f.Register(cmd)
 	return cmd
 }
 
 func newDevKubeconfig(s Streams) *cobra.Command {
-	var f devFlags
+	var f ClusterFlags
 	cmd := &cobra.Command{
 		Use:     "kubeconfig",
 		Short:   "Print the path of the dev cluster's kubeconfig",
 		Example: "  export KUBECONFIG=$(cloister dev kubeconfig)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := f.cluster(s)
+			c, _, err := f.Cluster(s)
 			if err != nil {
 				return err
 			}
@@ -211,7 +224,7 @@ func newDevKubeconfig(s Streams) *cobra.Command {
 			return err
 		},
 	}
-	f.register(cmd)
+	f.Register(cmd)
 	return cmd
 }
 
@@ -323,7 +336,7 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := restConfig(kubeconfig, "")
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -348,7 +361,7 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 }
 
 func newDevOperatorFlags(s Streams) *cobra.Command {
-	var f devFlags
+	var f ClusterFlags
 	cmd := &cobra.Command{
 		Use:   "operator-flags",
 		Short: "Print the flags of a cloister-operator run beside the dev cluster",
@@ -358,7 +371,7 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 		Example: "  cloister-operator $(cloister dev operator-flags)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := f.cluster(s)
+			c, _, err := f.Cluster(s)
 			if err != nil {
 				return err
 			}
@@ -370,6 +383,6 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 			return err
 		},
 	}
-	f.register(cmd)
+	f.Register(cmd)
 	return cmd
 }
