@@ -280,9 +280,13 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 		_, _ = fmt.Fprintln(s.Out, accepted("", res))
 		return nil
 	}
-	_, _, _, pods, err := f.replicas(ctx)
+	cl, err := f.clusterOf()
 	if err != nil {
 		return err
+	}
+	_, pods, err := cl.Replicas(ctx)
+	if err != nil {
+		return fmt.Errorf("--cluster %w", err)
 	}
 	var errs []error
 	took := 0

@@ -40,7 +40,7 @@ func (f *stateFlags) open() (client.WithWatch, kubestore.Options, error) {
 	if err != nil {
 		return nil, kubestore.Options{}, err
 	}
-	scheme, err := schemeWith(servicesv1beta1.AddToScheme)
+	scheme, err := conn.SchemeWith(servicesv1beta1.AddToScheme)
 	if err != nil {
 		return nil, kubestore.Options{}, err
 	}

@@ -9,12 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
@@ -58,29 +52,25 @@ func (f *casFlags) initToken(ctx context.Context) (string, error) {
 	if f.cluster == "" {
 		return "", errors.New("--init-token-file is required: the init token CAS was started with (init-token in a standalone CAS's state folder)")
 	}
+	cl, err := f.clusterOf()
+	if err != nil {
+		return "", err
+	}
+	return cl.InitToken(ctx)
+}
+
+// clusterOf is the CAS resource of --cluster, reached through the API
+// server of --kubeconfig.
+func (f *casFlags) clusterOf() (*conn.Cluster, error) {
 	ref, err := conn.ParseRef(f.cluster)
 	if err != nil {
-		return "", fmt.Errorf("--cluster: %w", err)
+		return nil, fmt.Errorf("--cluster: %w", err)
 	}
 	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return "", err
-	}
-	name := conn.InitTokenSecret(ref.Name)
-	sec, err := cs.CoreV1().Secrets(ref.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("reading CAS's init token (Secret %s/%s; reading it is what entitles you to initialise CAS): %w", ref.Namespace, name, err)
-	}
-	token := strings.TrimSpace(string(sec.Data[conn.InitTokenKey]))
-	if token == "" {
-		return "", fmt.Errorf("the init token Secret %s/%s holds no token: the operator has not made it yet, or it was used when CAS was initialised and is never made again "+
-			"(after a loss, CAS's recovery owners sign an init of a new CAS: --approve-key)", ref.Namespace, name)
-	}
-	return token, nil
+	return &conn.Cluster{Config: cfg, Ref: ref}, nil
 }
 
 func (f *casFlags) add(cmd *cobra.Command) {
@@ -187,65 +177,22 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 }
 
 // forward finds the CAS resource of --cluster and port-forwards to its
-// pod; the URL keeps the Service's name, which CAS's certificate names.
+// pod (--pod's, or whichever replica takes it).
 func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), *servicesv1beta1.CAS, error) {
-	cfg, ref, cas, pods, err := f.replicas(ctx)
+	cl, err := f.clusterOf()
 	if err != nil {
 		return "", nil, nil, nil, err
+	}
+	cas, pods, err := cl.Replicas(ctx)
+	if err != nil {
+		return "", nil, nil, nil, fmt.Errorf("--cluster %w", err)
 	}
 	if f.pod != "" {
 		pods = []string{f.pod}
 	}
-	var errs []error
-	for _, pod := range pods {
-		dial, stop, err := conn.PortForward(ctx, cfg, ref.Namespace, pod)
-		if err == nil {
-			return ref.URL(), dial, stop, cas, nil
-		}
-		errs = append(errs, err)
-	}
-	return "", nil, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, errors.Join(errs...))
-}
-
-// replicas finds the CAS resource of --cluster and its running replicas,
-// ready ones first: one that died, or is being replaced, does not stop a
-// command that tries them in turn.
-func (f *casFlags) replicas(ctx context.Context) (*rest.Config, conn.Ref, *servicesv1beta1.CAS, []string, error) {
-	ref, err := conn.ParseRef(f.cluster)
+	url, dial, stop, err := cl.Forward(ctx, pods)
 	if err != nil {
-		return nil, ref, nil, nil, fmt.Errorf("--cluster: %w", err)
+		return "", nil, nil, nil, fmt.Errorf("--cluster %w", err)
 	}
-	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
-	if err != nil {
-		return nil, ref, nil, nil, err
-	}
-	scheme, err := schemeWith(servicesv1beta1.AddToScheme, corev1.AddToScheme)
-	if err != nil {
-		return nil, ref, nil, nil, err
-	}
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, ref, nil, nil, err
-	}
-	cas := &servicesv1beta1.CAS{}
-	if err := kc.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cas); err != nil {
-		return nil, ref, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
-	}
-	ref.Port = int(cas.Spec.Service.ClientPort)
-	pods, err := conn.ReplicasInOrder(ctx, kc, ref.Namespace, conn.PodNames(ref.Name, cas.Spec.Replicas))
-	if err != nil {
-		return nil, ref, nil, nil, fmt.Errorf("--cluster %s: %w", f.cluster, err)
-	}
-	return cfg, ref, cas, pods, nil
-}
-
-// schemeWith is a scheme of the given API groups.
-func schemeWith(adds ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range adds {
-		if err := add(s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return url, dial, stop, cas, nil
 }

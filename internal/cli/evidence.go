@@ -2,14 +2,10 @@ package cli
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -136,7 +132,7 @@ func (o *evidenceVerify) run(s Streams) error {
 	if err != nil && attest.CheckOf(err) == "" {
 		return err // not a verdict: a broken input of ours
 	}
-	if perr := o.print(s.Out, claims, err); perr != nil {
+	if perr := verify.WriteVerdict(s.Out, claims, err, o.output == "json"); perr != nil {
 		return perr
 	}
 	if err != nil {
@@ -193,86 +189,4 @@ func readDCAPKey(key, file string) (string, error) {
 		return k, nil
 	}
 	return "", nil
-}
-
-type verdict struct {
-	Accepted bool           `json:"accepted"`
-	Rejected *rejection     `json:"rejected,omitempty"`
-	Claims   *attest.Claims `json:"claims,omitempty"`
-}
-
-type rejection struct {
-	Check  attest.Check `json:"check"`
-	Reason string       `json:"reason"`
-}
-
-func (o *evidenceVerify) print(w io.Writer, c *attest.Claims, err error) error {
-	v := verdict{Accepted: err == nil, Claims: c}
-	var r *attest.Rejection
-	if errors.As(err, &r) {
-		v.Rejected = &rejection{Check: r.Check, Reason: r.Reason}
-	}
-	if o.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	var b strings.Builder
-	if v.Rejected != nil {
-		fmt.Fprintf(&b, "rejected: %s: %s\n", v.Rejected.Check, v.Rejected.Reason)
-	} else {
-		fmt.Fprintf(&b, "accepted: %s evidence\n", c.Type)
-	}
-	if c != nil {
-		writeClaims(&b, c)
-	}
-	_, werr := io.WriteString(w, b.String())
-	return werr
-}
-
-func writeClaims(b *strings.Builder, c *attest.Claims) {
-	line := func(k string, v any) { fmt.Fprintf(b, "  %-13s %v\n", k+":", v) }
-	line("type", c.Type)
-	if c.Insecure {
-		line("insecure", "true (simulated: no TEE vouches for this evidence)")
-	}
-	if c.TestRoot {
-		line("testRoot", "true (INSECURE: it chains to a test root, not a vendor's)")
-	}
-	line("debug", c.Debug)
-	line("tcbStatus", c.TCBStatus)
-	if s := c.SGX; s != nil {
-		line("mrenclave", s.MRENCLAVE)
-		line("mrsigner", s.MRSIGNER)
-		line("isvProdID", s.ISVProdID)
-		line("isvSVN", s.ISVSVN)
-	}
-	if x := c.TDX; x != nil {
-		line("mrtd", x.MRTD)
-		for i, r := range x.RTMR {
-			line(fmt.Sprintf("rtmr%d", i), r)
-		}
-		line("mrseam", x.MRSEAM)
-		line("tdAttributes", x.TDAttributes)
-	}
-	if p := c.SNP; p != nil {
-		line("measurement", p.Measurement)
-		line("hostData", p.HostData)
-		line("guestPolicy", fmt.Sprintf("%#x", p.GuestPolicy))
-		line("reportedTCB", fmt.Sprintf("%#x (bootloader %d, tee %d, snp %d, microcode %d)", p.ReportedTCB, p.TCB.Bootloader, p.TCB.TEE, p.TCB.SNP, p.TCB.Microcode))
-	}
-	if n := c.Nitro; n != nil {
-		line("moduleID", n.ModuleID)
-		for _, i := range []int{0, 1, 2, 3, 4, 8} {
-			if v, ok := n.PCRs[i]; ok {
-				line(fmt.Sprintf("pcr%d", i), v)
-			}
-		}
-	}
-	if len(c.ReportData) > 0 {
-		line("reportData", c.ReportData)
-	}
-	if !c.NotBefore.IsZero() {
-		line("valid", c.NotBefore.UTC().Format(time.RFC3339)+" to "+c.NotAfter.UTC().Format(time.RFC3339))
-	}
 }
