@@ -4,41 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
-	"helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/strvals"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cloister-cc/cloister/charts"
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/operator/install"
-	"github.com/cloister-cc/cloister/internal/operator/release"
-	"github.com/cloister-cc/cloister/internal/workload/imagesig"
 )
-
-// releases adapts release.Manager to what install needs.
-type releases struct{ *release.Manager }
-
-func (r releases) Latest(ns, name string) (string, error) {
-	rel, err := r.Manager.Latest(ns, name)
-	if err != nil || rel == nil || rel.Info == nil {
-		return "", err
-	}
-	return string(rel.Info.Status), nil
-}
 
 func newInstall(s Streams) *cobra.Command {
 	var (
@@ -85,9 +64,9 @@ func newInstall(s Streams) *cobra.Command {
 				if cmd.Flags().Changed("image") {
 					return errors.New("--image and --set-version: choose one")
 				}
-				img, err := resolveRelease(ctx, imageRegistry, setVersion)
+				img, err := install.ReleaseImage(ctx, imageRegistry, setVersion)
 				if err != nil {
-					return err
+					return fmt.Errorf("--set-version: %w", err)
 				}
 				_, _ = fmt.Fprintf(s.Err, "operator %s: %s\n", setVersion, img)
 				in.Want.Image = img
@@ -109,7 +88,7 @@ func newInstall(s Streams) *cobra.Command {
 			}
 			in.Values, in.Timeout = values, timeout
 			if verifyKey != "" {
-				pem, err := verifyImages(ctx, verifyKey, in.Want.Image, values)
+				pem, err := install.VerifyImages(ctx, verifyKey, in.Want.Image, values)
 				if err != nil {
 					return err
 				}
@@ -122,7 +101,7 @@ func newInstall(s Streams) *cobra.Command {
 					_, _ = fmt.Fprintf(s.Err, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 				}
 			}
-			if err := connect(in, kubeconfig, kubeContext); err != nil {
+			if err := connectInstaller(in, kubeconfig, kubeContext); err != nil {
 				return err
 			}
 			if create != "" {
@@ -176,36 +155,6 @@ func restConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
 		return nil, fmt.Errorf("finding the cluster: %w", err)
 	}
 	return cfg, nil
-}
-
-// connect fills in's cluster clients and the embedded chart.
-func connect(in *install.Installer, kubeconfig, kubeContext string) error {
-	cfg, err := restConfig(kubeconfig, kubeContext)
-	if err != nil {
-		return err
-	}
-	scheme, err := install.Scheme()
-	if err != nil {
-		return err
-	}
-	if in.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	m, err := release.NewManager(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	// As the Helm CLI: `helm list` shows the release, and `helm upgrade`
-	// after cloister install (or the reverse) owns the same fields, so
-	// server-side apply sees no conflict between the two.
-	m.SetDriver("secret")
-	kube.ManagedFieldsManager = "helm"
-	in.Releases = releases{m}
-	if in.Chart, err = charts.Load("cloister-operator"); err != nil {
-		return err
-	}
-	in.Want.CRDs, err = install.CRDFiles(in.Chart)
-	return err
 }
 
 // noRealNodeFix says how to get a dev cluster a node that runs pods.
@@ -269,48 +218,12 @@ func installPlugin(s Streams, path string) error {
 	return nil
 }
 
-// verifyImages checks the signatures of the operator image and of the
-// service images set in values, before anything is deployed.
-func verifyImages(ctx context.Context, keyFile, operatorImage string, values map[string]any) (string, error) {
-	data, err := os.ReadFile(keyFile)
+// connectInstaller fills in's cluster clients and the embedded chart from
+// the cluster of kubeconfig.
+func connectInstaller(in *install.Installer, kubeconfig, kubeContext string) error {
+	cfg, err := restConfig(kubeconfig, kubeContext)
 	if err != nil {
-		return "", err
+		return err
 	}
-	pub, err := imagesig.ParsePublicKey(data)
-	if err != nil {
-		return "", err
-	}
-	images := []string{operatorImage}
-	if set, ok := values["images"].(map[string]any); ok {
-		for _, k := range []string{"devicePlugin", "las", "cas"} {
-			if v, ok := set[k].(string); ok && v != "" {
-				images = append(images, v)
-			}
-		}
-	}
-	for _, img := range images {
-		ref, err := name.NewDigest(img)
-		if err != nil {
-			return "", fmt.Errorf("refusing to deploy %s: only an image named by digest can be verified: %w", img, err)
-		}
-		if err := imagesig.Verify(ctx, ref, pub, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-			return "", fmt.Errorf("refusing to deploy: %w", err)
-		}
-	}
-	// Only the key goes into the chart, whatever else the file holds.
-	return keyfile.PublicPEM(pub)
-}
-
-// resolveRelease pins the operator image of a release to its digest,
-// reading only the manifest's digest from the registry.
-func resolveRelease(ctx context.Context, registry, version string) (string, error) {
-	tag, err := name.NewTag(image.Ref(registry, "cloister-operator", version))
-	if err != nil {
-		return "", fmt.Errorf("--set-version %q: %w", version, err)
-	}
-	desc, err := remote.Head(tag, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
-	if err != nil {
-		return "", fmt.Errorf("looking up the operator image %s: %w", tag, err)
-	}
-	return tag.Context().Digest(desc.Digest.String()).String(), nil
+	return in.Connect(cfg)
 }
