@@ -8,14 +8,12 @@ import (
 	"os"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 )
 
 // defaultCASAddress is where a policy is registered unless told
@@ -77,16 +75,7 @@ func newPolicySign(s Streams) *cobra.Command {
 				name = o.name
 			}
 			return printResource(s.Out, signed.Policy, name, func(meta metav1.ObjectMeta) any {
-				sigs := make([]casv1beta1.Signature, len(signed.Signatures))
-				for i, sg := range signed.Signatures {
-					sigs[i] = casv1beta1.Signature{Signer: sg.Signer, Signature: sg.Signature}
-				}
-				return &casv1beta1.SignedPolicy{
-					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "SignedPolicy"},
-					ObjectMeta: meta,
-					Spec: casv1beta1.SignedPolicySpec{CASAddress: address, Policy: signed.Policy,
-						Version: signed.Version, Predecessor: signed.Predecessor, Signatures: sigs},
-				}
+				return policyres.NewSignedPolicy(meta, address, signed)
 			})
 		},
 	}
@@ -133,11 +122,7 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 				return err
 			}
 			return printResource(s.Out, signed.Policy, name, func(meta metav1.ObjectMeta) any {
-				return &casv1beta1.EncryptedPolicy{
-					TypeMeta:   metav1.TypeMeta{APIVersion: casv1beta1.GroupVersion.String(), Kind: "EncryptedPolicy"},
-					ObjectMeta: meta,
-					Spec:       casv1beta1.EncryptedPolicySpec{CASAddress: address, Policy: sealed.Policy, EncryptionKey: sealed.EncryptionKey},
-				}
+				return policyres.NewEncryptedPolicy(meta, address, sealed)
 			})
 		},
 	}
@@ -207,22 +192,15 @@ func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string
 		return nil, "", "", err
 	}
 	signed, address = &policy.Signed{Policy: string(data)}, defaultCASAddress
-	var head struct {
-		Kind string `json:"kind"`
-	}
-	if yaml.Unmarshal(data, &head) == nil && head.Kind == "SignedPolicy" {
-		var sp casv1beta1.SignedPolicy
-		if err := yaml.UnmarshalStrict(data, &sp); err != nil {
+	if policyres.IsSignedPolicy(data) {
+		sp, err := policyres.ParseSignedPolicy(data)
+		if err != nil {
 			return nil, "", "", fmt.Errorf("%s: %w", file, err)
 		}
 		if link.given() {
 			return nil, "", "", fmt.Errorf("%s is a SignedPolicy of version %d: its version is signed already; drop --version, --predecessor and --after", file, sp.Spec.Version)
 		}
-		signed.Policy, address, name = sp.Spec.Policy, sp.Spec.CASAddress, sp.Name
-		signed.Link = policy.Link{Version: sp.Spec.Version, Predecessor: sp.Spec.Predecessor}
-		for _, sg := range sp.Spec.Signatures {
-			signed.Signatures = append(signed.Signatures, policy.Signature{Signer: sg.Signer, Signature: sg.Signature})
-		}
+		signed, address, name = policyres.Signed(sp), sp.Spec.CASAddress, sp.Name
 	} else {
 		doc, err := policy.Parse(data)
 		if err != nil {
@@ -251,16 +229,9 @@ const nameHelp = "name of the printed resource (default: the policy's name witho
 // shop/web): the operator registers a resource's policy only under its
 // own namespace.
 func printResource(w io.Writer, text, name string, build func(metav1.ObjectMeta) any) error {
-	d, err := policy.Parse([]byte(text))
+	meta, err := policyres.Meta(text, name)
 	if err != nil {
-		return err
-	}
-	meta := metav1.ObjectMeta{Name: name, Namespace: policy.Namespace(d.Name)}
-	if meta.Name == "" {
-		meta.Name = strings.TrimPrefix(d.Name, meta.Namespace+"/")
-	}
-	if errs := validation.IsDNS1123Subdomain(meta.Name); len(errs) > 0 {
-		return fmt.Errorf("--name %q: %s", meta.Name, strings.Join(errs, "; "))
+		return fmt.Errorf("--name: %w", err)
 	}
 	out, err := yaml.Marshal(build(meta))
 	if err != nil {

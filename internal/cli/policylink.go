@@ -7,10 +7,9 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
-	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 )
 
 // linkFlags say which place in its policy's chain a document is signed
@@ -66,22 +65,13 @@ func linkAfter(file, name string) (policy.Link, error) {
 	if err != nil {
 		return policy.Link{}, fmt.Errorf("--after: %w", err)
 	}
-	var sp casv1beta1.SignedPolicy
-	if err := yaml.UnmarshalStrict(data, &sp); err != nil {
-		return policy.Link{}, fmt.Errorf("--after %s: not a SignedPolicy: %w", file, err)
-	}
-	if sp.Kind != "SignedPolicy" {
-		return policy.Link{}, fmt.Errorf("--after %s: not a SignedPolicy but %q", file, sp.Kind)
-	}
-	prev, err := policy.Parse([]byte(sp.Spec.Policy))
+	sp, err := policyres.ParseSignedPolicy(data)
 	if err != nil {
-		return policy.Link{}, fmt.Errorf("--after %s: spec.policy: %w", file, err)
+		return policy.Link{}, fmt.Errorf("--after %s: %w", file, err)
 	}
-	if prev.Name != name {
-		return policy.Link{}, fmt.Errorf("--after %s: it is policy %s, not %s", file, prev.Name, name)
+	link, err := policyres.LinkAfter(sp, name)
+	if err != nil {
+		return link, fmt.Errorf("--after %s: %w", file, err)
 	}
-	if sp.Spec.Version < 1 {
-		return policy.Link{}, fmt.Errorf("--after %s: spec.version is missing: it was signed before versioned signatures; use --cas/--cluster to ask CAS", file)
-	}
-	return policy.Link{Version: sp.Spec.Version + 1, Predecessor: prev.Digest()}, nil
+	return link, nil
 }

@@ -38,6 +38,7 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	cascontroller "github.com/cloister-cc/cloister/internal/operator/controller/cas"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -266,12 +267,9 @@ func request(obj Object) (wire.PolicyRequest, error) {
 		if err := policy.InNamespace(doc.Name, p.Namespace); err != nil {
 			return wire.PolicyRequest{}, namespaceError{fmt.Errorf("spec.policy: %w", err)}
 		}
-		sigs := make([]policy.Signature, len(p.Spec.Signatures))
-		for i, s := range p.Spec.Signatures {
-			sigs[i] = policy.Signature{Signer: s.Signer, Signature: s.Signature}
-		}
-		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: p.Spec.Policy,
-			Link: policy.Link{Version: p.Spec.Version, Predecessor: p.Spec.Predecessor}, Signatures: sigs, Namespace: p.Namespace}, nil
+		signed := policyres.Signed(p)
+		return wire.PolicyRequest{CASAddress: p.Spec.CASAddress, Policy: signed.Policy,
+			Link: signed.Link, Signatures: signed.Signatures, Namespace: p.Namespace}, nil
 	case *casv1beta1.EncryptedPolicy:
 		// Sealed: CAS alone reads the name, and refuses it outside the
 		// namespace.
