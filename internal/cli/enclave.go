@@ -1,20 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
-	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
-	"github.com/cloister-cc/cloister/internal/base/atomicfile"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/enclave/build"
 	"github.com/cloister-cc/cloister/internal/enclave/eif"
@@ -75,16 +67,13 @@ func (o *enclaveBuild) run(ctx context.Context, s Streams, fetch build.Fetcher) 
 	if o.file == "" || o.output == "" {
 		return errors.New("-f (the NitroEnclaveDeployment) and -o (the image file to write) are required")
 	}
-	data, ned, err := readNED(o.file)
-	if err != nil {
+	r := build.Request{ResourcePath: o.file, Update: o.update, Cmdline: o.cmdline, Arch: o.arch,
+		Version: version.Get().Version, Fetch: fetch, Output: o.output, Push: o.push, Base: o.base, Err: s.Err}
+	var err error
+	if r.Resource, err = readBounded("filename", o.file, maxResource); err != nil {
 		return err
 	}
-	in := build.Inputs{Cmdline: o.cmdline, Arch: o.arch, Name: ned.Name, Version: version.Get().Version, Fetch: fetch,
-		ManifestKey: []byte(ned.Spec.ManifestKey)}
-	for _, p := range ned.Spec.UserPlugins {
-		in.Plugins = append(in.Plugins, build.Plugin{Name: p.Name, Image: p.Image})
-	}
-	for flag, target := range map[string]*[]byte{"kernel": &in.Kernel, "init": &in.Init, "nsm": &in.NSM, "orchestrator": &in.Orchestrator} {
+	for flag, target := range map[string]*[]byte{"kernel": &r.Kernel, "init": &r.Init, "nsm": &r.NSM, "orchestrator": &r.Orchestrator} {
 		path := map[string]string{"kernel": o.kernel, "init": o.init, "nsm": o.nsm, "orchestrator": o.orchestrator}[flag]
 		if path == "" {
 			return fmt.Errorf("--%s: required", flag)
@@ -93,94 +82,19 @@ func (o *enclaveBuild) run(ctx context.Context, s Streams, fetch build.Fetcher) 
 			return err
 		}
 	}
-	img, err := build.Build(ctx, in)
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	pcrs, err := img.Write(&out)
-	if err != nil {
-		return err
-	}
-	if _, err := atomicfile.WriteIfChanged(o.output, out.Bytes(), 0o644); err != nil {
-		return err
-	}
-	_, _ = fmt.Fprintf(s.Err, "wrote %s (%d bytes)\n", o.output, out.Len())
-	podImage := ""
-	if o.push != "" {
-		if podImage, err = o.pushPodImage(ctx, out.Bytes(), pcrs); err != nil {
-			return err
-		}
-		_, _ = fmt.Fprintf(s.Err, "pushed %s\n", podImage)
-	}
-	printPCRs(s, pcrs)
-	if !o.update {
-		return nil
-	}
-	pinned, err := build.Pin(data, podImage, pcrs)
-	if err != nil {
-		return fmt.Errorf("-f %s: %w", o.file, err)
-	}
-	if _, err := atomicfile.WriteIfChanged(o.file, pinned, 0o644); err != nil {
-		return err
-	}
-	_, _ = fmt.Fprintf(s.Err, "updated %s: spec.enclave.pcrs%s\n", o.file, map[bool]string{true: " and spec.image", false: ""}[podImage != ""])
-	return nil
-}
-
-// readNED reads the NitroEnclaveDeployment of -f, strictly, and its bytes.
-func readNED(file string) ([]byte, *enclavev1beta1.NitroEnclaveDeployment, error) {
-	data, err := readBounded("filename", file, maxResource)
-	if err != nil {
-		return nil, nil, err
-	}
-	var ned enclavev1beta1.NitroEnclaveDeployment
-	if err := yaml.UnmarshalStrict(data, &ned); err != nil {
-		return nil, nil, fmt.Errorf("-f %s: %w", file, err)
-	}
-	if ned.Kind != "NitroEnclaveDeployment" || len(ned.Spec.UserPlugins) == 0 {
-		return nil, nil, fmt.Errorf("-f %s: want a NitroEnclaveDeployment with userPlugins, found kind %q", file, ned.Kind)
-	}
-	return data, &ned, nil
-}
-
-// pushPodImage pushes the enclave pods' image (--base with the file) and
-// returns it by digest.
-func (o *enclaveBuild) pushPodImage(ctx context.Context, file []byte, pcrs eif.PCRs) (string, error) {
-	baseRef := o.base
-	if baseRef == "" {
-		if baseRef = EnclaveImage; baseRef == "" {
-			var err error
-			if baseRef, err = releaseImage("cloister-enclave"); err != nil {
-				return "", fmt.Errorf("--base: %w", err)
+	if r.Push != "" && r.Base == "" {
+		if r.Base = EnclaveImage; r.Base == "" {
+			if r.Base, err = releaseImage("cloister-enclave"); err != nil {
+				return fmt.Errorf("--base: %w", err)
 			}
 		}
 	}
-	ref, err := name.ParseReference(baseRef)
+	res, err := build.Run(ctx, r)
 	if err != nil {
-		return "", fmt.Errorf("--base %q: %w", baseRef, err)
+		return err
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: o.arch})}
-	base, err := remote.Image(ref, opts...)
-	if err != nil {
-		return "", fmt.Errorf("--base %s: %w", baseRef, err)
-	}
-	img, err := build.PodImage(base, file, pcrs)
-	if err != nil {
-		return "", err
-	}
-	tag, err := name.NewTag(o.push)
-	if err != nil {
-		return "", fmt.Errorf("--push %q: %w", o.push, err)
-	}
-	if err := remote.Write(tag, img, opts...); err != nil {
-		return "", fmt.Errorf("pushing %s: %w", tag, err)
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return "", err
-	}
-	return tag.Context().Digest(digest.String()).String(), nil
+	printPCRs(s, res.PCRs)
+	return nil
 }
 
 func printPCRs(s Streams, pcrs eif.PCRs) {

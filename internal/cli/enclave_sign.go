@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/enclave/build"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
 
@@ -26,9 +27,13 @@ func newEnclaveSign(s Streams) *cobra.Command {
 			if file == "" || keyFile == "" {
 				return errors.New("-f (the NitroEnclaveDeployment) and --key (the owner's private key) are required")
 			}
-			_, ned, err := readNED(file)
+			data, err := readBounded("filename", file, maxResource)
 			if err != nil {
 				return err
+			}
+			ned, err := build.ParseResource(data)
+			if err != nil {
+				return fmt.Errorf("-f %s: %w", file, err)
 			}
 			m, err := manifest.FromSpec(&ned.Spec)
 			if err != nil {
