@@ -89,53 +89,41 @@ func (o *refCompute) run(s Streams) error {
 	if fw == nil {
 		return errors.New("--firmware: required: the guest's firmware image")
 	}
-	file := &refvalues.File{Source: &refvalues.Source{Firmware: refvalues.Digest(fw)}}
+	var file *refvalues.File
 	switch o.platform {
 	case "snp":
-		kernel, err := readArtifact("kernel", o.kernel)
-		if err != nil {
+		in := refvalues.SNPInput{Firmware: fw, Cmdline: o.cmdline, VCPUs: o.vcpus, VCPUType: o.vcpuType}
+		if in.Kernel, err = readArtifact("kernel", o.kernel); err != nil {
 			return err
 		}
-		initrd, err := readArtifact("initrd", o.initrd)
-		if err != nil {
-			return err
-		}
-		if kernel != nil && initrd == nil {
-			initrd = []byte{} // QEMU measures an absent initrd as empty
-		}
-		m, err := refvalues.SNPLaunchDigest(refvalues.SNPInput{Firmware: fw, Kernel: kernel, Initrd: initrd, Cmdline: o.cmdline, VCPUs: o.vcpus, VCPUType: o.vcpuType})
-		if err != nil {
+		if in.Initrd, err = readArtifact("initrd", o.initrd); err != nil {
 			return err
 		}
 		policy, err := strconv.ParseUint(strings.TrimPrefix(o.guestPolicy, "0x"), 16, 64)
 		if err != nil {
 			return fmt.Errorf("--guest-policy %q: not hex", o.guestPolicy)
 		}
-		file.SNP = &refvalues.SNP{Measurement: m, GuestPolicy: &policy, VCPUs: o.vcpus, VCPUType: o.vcpuType}
-		if file.SNP.MinTCB, err = parseMinTCB(o.minTCB); err != nil {
-			return err
-		}
-		if kernel != nil {
-			file.Source.Kernel, file.Source.Initrd, file.Source.Cmdline = refvalues.Digest(kernel), refvalues.Digest(initrd), o.cmdline
-		}
-	case "tdx":
-		m, err := refvalues.TDXMRTD(fw)
+		minTCB, err := parseMinTCB(o.minTCB)
 		if err != nil {
 			return err
 		}
-		file.TDX = &refvalues.TDX{MRTD: m}
+		if file, err = refvalues.ComputeSNP(in, policy, minTCB); err != nil {
+			return err
+		}
+	case "tdx":
+		var rtmr []attest.Bytes
 		for i, r := range o.rtmr {
 			var b attest.Bytes
 			if err := b.UnmarshalText([]byte(r)); err != nil {
 				return fmt.Errorf("--rtmr %d: %w", i, err)
 			}
-			file.TDX.RTMR = append(file.TDX.RTMR, b)
+			rtmr = append(rtmr, b)
+		}
+		if file, err = refvalues.ComputeTDX(fw, rtmr); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("--platform %q: use snp or tdx", o.platform)
-	}
-	if err := file.Validate(); err != nil {
-		return err
 	}
 	out, err := file.Marshal()
 	if err != nil {
