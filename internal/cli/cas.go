@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -64,8 +63,12 @@ func newCASInit(s Streams) *cobra.Command {
 			req := &wire.InitRequest{RecoveryOwners: pems, Threshold: threshold, Board: boardPEMs, BoardThreshold: boardThreshold}
 			if len(approvers) > 0 {
 				// After a loss the owners of the lost CAS sign this init.
-				if req.Approvals, err = approveInit(cmd.Context(), c, req, approvers); err != nil {
+				keys, err := readKeys("--approve-key", approvers)
+				if err != nil {
 					return err
+				}
+				if req.Approvals, err = c.ApproveInit(cmd.Context(), req, keys); err != nil {
+					return fmt.Errorf("--approve-key: %w", err)
 				}
 			} else if req.Token, err = f.initToken(cmd.Context()); err != nil {
 				return err
@@ -173,51 +176,17 @@ func newCASBoard(s Streams) *cobra.Command {
 	return cmd
 }
 
-// approveInit signs req with each of the keys in files, for the CAS whose
-// state was lost (the mark c shows).
-func approveInit(ctx context.Context, c *casclient.Client, req *wire.InitRequest, files []string) ([]wire.OwnerSignature, error) {
-	pk, err := c.PublicKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if pk.StateMark == nil || pk.StateProblem != wire.ProblemLost {
-		return nil, errors.New("--approve-key: this CAS did not lose a state it served, so nothing for its owners to approve: initialise it with its init token")
-	}
-	fps := func(pems []string) ([]string, error) {
-		out := make([]string, len(pems))
-		for i, p := range pems {
-			k, err := policy.ParsePublicKey([]byte(p))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = policy.Fingerprint(k)
-		}
-		return out, nil
-	}
-	owners, err := fps(req.RecoveryOwners)
-	if err != nil {
-		return nil, err
-	}
-	board := owners
-	if len(req.Board) > 0 {
-		if board, err = fps(req.Board); err != nil {
-			return nil, err
-		}
-	}
-	digest := wire.InitDigest(pk.StateMark.Check, owners, req.Threshold, board, wire.BoardThreshold(req.BoardThreshold, len(board)))
-	var out []wire.OwnerSignature
+// readKeys reads the private keys in files, named by flag in errors.
+func readKeys(flag string, files []string) ([]*ecdsa.PrivateKey, error) {
+	keys := make([]*ecdsa.PrivateKey, 0, len(files))
 	for _, file := range files {
 		key, err := policy.ReadKeyFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("--approve-key: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
-		sig, err := casclient.OwnerSignature(key, digest)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sig)
+		keys = append(keys, key)
 	}
-	return out, nil
+	return keys, nil
 }
 
 // readPublicKeys reads the PEM public keys in files, named by flag in
@@ -237,39 +206,19 @@ func readPublicKeys(flag string, files []string) ([]string, error) {
 	return out, nil
 }
 
-// ownShare opens the share sealed to the owner key in keyFile.
-func ownShare(sharesFile, keyFile string) (seed.Share, *ecdsa.PrivateKey, error) {
-	raw, err := os.ReadFile(sharesFile)
-	if err != nil {
-		return seed.Share{}, nil, fmt.Errorf("the shares: %w", err)
-	}
-	var shares wire.Shares
-	if err := json.Unmarshal(raw, &shares); err != nil {
-		return seed.Share{}, nil, fmt.Errorf("the shares %s: %w", sharesFile, err)
-	}
-	key, err := policy.ReadKeyFile(keyFile)
-	if err != nil {
-		return seed.Share{}, nil, fmt.Errorf("the owner key: %w", err)
-	}
-	fp := policy.Fingerprint(&key.PublicKey)
-	for i := range shares.Shares {
-		if shares.Shares[i].Owner == fp {
-			sh, err := seed.OpenShare(shares.Shares[i].Sealed, key)
-			return sh, key, err
-		}
-	}
-	return seed.Share{}, nil, fmt.Errorf("%s %w %s (%s)", sharesFile, errNoShare, keyFile, fp)
-}
-
 // submitShare sends the owner's share to CAS and says what CAS needs
 // still. With --cluster it goes to every running replica: replicas that
 // start while the owners act would otherwise each hold some of the shares
 // and none enough; the first to have enough recovers, and gives the
 // others the seed.
 func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string, force bool, accept *uint64) error {
-	sh, key, err := ownShare(sharesFile, keyFile)
+	key, err := policy.ReadKeyFile(keyFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("the owner key: %w", err)
+	}
+	sh, err := casclient.OwnShare(sharesFile, key)
+	if err != nil {
+		return fmt.Errorf("%w (%s)", err, keyFile)
 	}
 	req := &recoverRequest{share: sh, key: key, force: force, accept: accept}
 	if f.cluster == "" {
@@ -319,30 +268,18 @@ type recoverRequest struct {
 	accept *uint64
 }
 
-// shareWith sends one share to the CAS (replica) f reaches, with the
-// acceptance signed for that CAS (the check its mark names).
+// shareWith sends one share to the CAS (replica) f reaches.
 func shareWith(ctx context.Context, s Streams, f *casFlags, r *recoverRequest) (*wire.RecoverResponse, error) {
 	c, done, err := f.client(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	req := &wire.RecoverRequest{Share: r.share, Force: r.force}
-	if r.accept != nil {
-		pk, err := c.PublicKey(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if pk.StateMark == nil {
-			return nil, errors.New("--accept-generation: this CAS keeps no high-water mark of its state, so it has no older state to accept: leave it out")
-		}
-		sig, err := casclient.OwnerSignature(r.key, wire.AcceptDigest(pk.StateMark.Check, *r.accept))
-		if err != nil {
-			return nil, err
-		}
-		req.Accept = &wire.Acceptance{Generation: *r.accept, OwnerSignature: sig}
+	res, err := c.RecoverAs(ctx, r.share, r.key, r.force, r.accept)
+	if errors.Is(err, casclient.ErrNoStateMark) {
+		return nil, fmt.Errorf("--accept-generation: %w: leave it out", err)
 	}
-	return c.RecoverWith(ctx, req)
+	return res, err
 }
 
 func accepted(who string, res *wire.RecoverResponse) string {

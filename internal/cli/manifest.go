@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -120,6 +119,3 @@ func newRecover(s Streams) *cobra.Command {
 	cmd.Flags().Uint64Var(&acceptGeneration, "accept-generation", 0, "accept the older state CAS holds, at this generation (CAS names it)")
 	return cmd
 }
-
-// errNoShare is returned when a shares file holds none for a key.
-var errNoShare = errors.New("holds no share for the key")
