@@ -249,7 +249,9 @@ func TestCASTrustedByEvidence(t *testing.T) {
 	}{
 		{nil, "say how to trust CAS: --cas-ca FILE"},
 		{[]string{"--cluster", "ns/cas"}, "say where CAS is"},
-		{[]string{"--cas-identity", writeFile(t, dir, "id.yaml", "identities: [{type: sgx}]\n")}, "simulation: "},
+		{[]string{"--cas-identity", writeFile(t, dir, "id.yaml", "identities: [{type: sgx, mrenclave: "+strings.Repeat("ab", 32)+"}]\n")}, "simulation: "},
+		// An identity no evidence can meet is refused before CAS is asked.
+		{[]string{"--cas-identity", writeFile(t, dir, "loose.yaml", "identities: [{type: sgx}]\n")}, "an sgx identity pins the enclave"},
 		{[]string{"--cas-identity", writeFile(t, dir, "bad.yaml", "identitys: []\n")}, `--cas-identity`},
 		{[]string{"--insecure-simulated-cas"}, "name CAS's simulation key with --cas-sim-key"},
 		{[]string{"--cas-sim-key", simPub}, "--cas-sim-key goes with --insecure-simulated-cas"},

@@ -2,18 +2,15 @@ package cli
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -125,53 +122,34 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 			done()
 		}
 	}()
+	t := conn.Trust{InsecureSimulated: f.insecureSimulated, SimKey: simKey, Warn: s.Err}
 	if f.ca != "" {
-		ca, err := os.ReadFile(f.ca)
-		if err != nil {
+		if t.CA, err = os.ReadFile(f.ca); err != nil {
 			return nil, done, fmt.Errorf("--cas-ca: %w", err)
 		}
-		c, err := casclient.New(url, ca, dial)
-		if err != nil {
-			return nil, done, fmt.Errorf("--cas-ca: %w", err)
-		}
-		return c, done, nil
 	}
-	expect := casclient.Expect{}
 	if f.identity != "" {
 		data, err := os.ReadFile(f.identity)
 		if err != nil {
 			return nil, done, fmt.Errorf("--cas-identity: %w", err)
 		}
-		if err := yaml.UnmarshalStrict(data, &expect.Policy); err != nil {
-			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
-		}
-		if err := wire.CheckCASPolicy(&expect.Policy); err != nil {
-			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
-		}
-	}
-	expect.Policy.AllowSimulation = f.insecureSimulated
-	if expect.Verify.TestRoots, err = loadTestRoots(s, f.testRoots); err != nil {
-		return nil, done, err
-	}
-	if f.insecureSimulated && simKey != "" {
-		k, err := keyfile.ParsePublic([]byte(simKey))
+		p, err := wire.ParseCASPolicy(data)
 		if err != nil {
-			return nil, done, fmt.Errorf("CAS's simulation key: %w", err)
+			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
 		}
-		expect.Verify.SimKeys = []*ecdsa.PublicKey{k}
+		t.Expect = *p
 	}
-	c, att, err := casclient.NewAttested(ctx, url, expect, dial)
-	if err != nil {
-		if attest.CheckOf(err) == attest.CheckSimulation {
-			err = fmt.Errorf("%w (to trust it anyway, for development: --insecure-simulated-cas)", err)
-		}
+	if t.TestRoots, err = loadTestRoots(s, f.testRoots); err != nil {
 		return nil, done, err
 	}
-	if att.Claims.Insecure {
-		_, _ = fmt.Fprintln(s.Err, "warning: CAS is trusted by simulated evidence, which no TEE vouches for: insecure, for development only")
-	}
-	if att.Claims.TestRoot {
-		_, _ = fmt.Fprintf(s.Err, "warning: CAS is trusted by %s evidence that chains to a test root, which no vendor vouches for: INSECURE, for tests only\n", att.Claims.Type)
+	c, err = t.Client(ctx, url, dial)
+	switch {
+	case err != nil && f.ca != "":
+		return nil, done, fmt.Errorf("--cas-ca: %w", err)
+	case attest.CheckOf(err) == attest.CheckSimulation:
+		return nil, done, fmt.Errorf("%w (to trust it anyway, for development: --insecure-simulated-cas)", err)
+	case err != nil:
+		return nil, done, err
 	}
 	return c, done, nil
 }

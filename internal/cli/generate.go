@@ -167,10 +167,7 @@ func (f *generateFlags) casExpect(platform runtimeclass.Platform) (expect, simKe
 		if err != nil {
 			return "", "", fmt.Errorf("--cas-identity: %w", err)
 		}
-		parsed, err := attest.ParsePolicy(data)
-		if err == nil {
-			err = wire.CheckCASPolicy(parsed)
-		}
+		parsed, err := wire.ParseCASPolicy(data)
 		if err != nil {
 			return "", "", fmt.Errorf("--cas-identity %s: %w", f.casIdentity, err)
 		}

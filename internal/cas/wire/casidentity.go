@@ -55,3 +55,14 @@ func CheckCASPolicy(p *attest.Policy) error {
 	}
 	return nil
 }
+
+// ParseCASPolicy reads an expectation of CAS's evidence (an attestation
+// policy, YAML or JSON) strictly, and checks that each identity pins
+// what CAS was launched as.
+func ParseCASPolicy(data []byte) (*attest.Policy, error) {
+	p, err := attest.ParsePolicy(data)
+	if err != nil {
+		return nil, err
+	}
+	return p, CheckCASPolicy(p)
+}
