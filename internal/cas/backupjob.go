@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -45,11 +44,7 @@ func Backup(ctx context.Context, cfg BackupConfig, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", cfg.Store, err)
 	}
-	s, err := kubestore.Open(ctx, c, kubestore.Options{Namespace: ns, CAS: name, Log: log})
-	if err != nil {
-		return err
-	}
-	b, err := backup.Export(s, ns+"/"+name, time.Now())
+	b, err := kubestore.Export(ctx, c, kubestore.Options{Namespace: ns, CAS: name, Log: log})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,12 +72,8 @@ func newCASBackup(s Streams) *cobra.Command {
 }
 
 func backupCAS(ctx context.Context, w io.Writer, c client.WithWatch, opts kubestore.Options, out string) error {
-	st, err := kubestore.Open(ctx, c, opts)
-	if err != nil {
-		return err
-	}
 	ref := opts.Namespace + "/" + opts.CAS
-	b, err := backup.Export(st, ref, time.Now())
+	b, err := kubestore.Export(ctx, c, opts)
 	if err != nil {
 		return err
 	}
@@ -116,18 +111,9 @@ func newCASRestore(s Streams) *cobra.Command {
 }
 
 func restoreCAS(ctx context.Context, w io.Writer, c client.WithWatch, opts kubestore.Options, file string) error {
-	fh, err := os.Open(file)
+	b, err := backup.ReadFile(file)
 	if err != nil {
 		return err
-	}
-	defer func() { _ = fh.Close() }()
-	data, err := io.ReadAll(io.LimitReader(fh, backup.MaxSize+1))
-	if err != nil {
-		return err
-	}
-	b, err := backup.Parse(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
 	}
 	if err := kubestore.Restore(ctx, c, opts, b); err != nil {
 		return err
