@@ -13,11 +13,11 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/las/lasclient"
@@ -144,17 +144,9 @@ func newCASBoard(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var keys []*ecdsa.PrivateKey
-			for _, m := range members {
-				raw, err := os.ReadFile(m)
-				if err != nil {
-					return fmt.Errorf("--key: %w", err)
-				}
-				k, err := policy.ParseKey(raw)
-				if err != nil {
-					return fmt.Errorf("--key %s: %w", m, err)
-				}
-				keys = append(keys, k)
+			keys, err := readKeys("--key", members)
+			if err != nil {
+				return err
 			}
 			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
@@ -359,19 +351,16 @@ func newCASRegister(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res struct {
-				Kind string             `json:"kind"`
-				Spec wire.PolicyRequest `json:"spec"`
-			}
-			if err := yaml.Unmarshal(data, &res); err != nil || (res.Kind != "SignedPolicy" && res.Kind != "EncryptedPolicy") {
-				return fmt.Errorf("%s: want a SignedPolicy or EncryptedPolicy resource (cloister policy sign/encrypt)", args[0])
+			req, err := policyres.Registration(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			c, done, err := f.client(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
 			defer done()
-			reg, err := c.RegisterPolicy(cmd.Context(), res.Spec)
+			reg, err := c.RegisterPolicy(cmd.Context(), *req)
 			if err != nil {
 				return err
 			}

@@ -4,13 +4,7 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
-	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/devcmd"
@@ -50,25 +44,7 @@ func newDevConfidentialRuntime(s Streams) *cobra.Command {
 			if !n.Exists() {
 				return errors.New("the dev cluster has no real node: a confidential runtime needs a containerd (cloister dev up --real-node, as root)")
 			}
-			ccr := basev1beta1.ConfidentialRuntime{
-				TypeMeta:   metav1.TypeMeta{APIVersion: basev1beta1.GroupVersion.String(), Kind: "ConfidentialRuntime"},
-				ObjectMeta: metav1.ObjectMeta{Name: string(runtimeclass.Sim)},
-				Spec: basev1beta1.ConfidentialRuntimeSpec{
-					ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
-						NodeSelector: common.NodeSelector{cluster.LabelRealNode: "true"}},
-					Platform:         string(runtimeclass.Sim),
-					ContainerdConfig: n.ContainerdConfig(),
-					ContainerdSocket: n.ContainerdSocket(),
-				},
-			}
-			// Only what a user writes: no status, no empty metadata.
-			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ccr)
-			if err != nil {
-				return err
-			}
-			delete(obj, "status")
-			unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
-			data, err := yaml.Marshal(obj)
+			data, err := runtimeclass.SimRuntimeYAML(common.NodeSelector{cluster.LabelRealNode: "true"}, n.ContainerdConfig(), n.ContainerdSocket())
 			if err != nil {
 				return err
 			}

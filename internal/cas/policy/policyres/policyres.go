@@ -15,6 +15,7 @@ import (
 
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // ErrNotSignedPolicy is returned for a file that is another kind.
@@ -113,4 +114,17 @@ func NewEncryptedPolicy(meta metav1.ObjectMeta, address string, sealed *policy.E
 		ObjectMeta: meta,
 		Spec:       casv1beta1.EncryptedPolicySpec{CASAddress: address, Policy: sealed.Policy, EncryptionKey: sealed.EncryptionKey},
 	}
+}
+
+// Registration is what a SignedPolicy or EncryptedPolicy resource asks of
+// CAS, read from its YAML: its spec is a registration request.
+func Registration(data []byte) (*wire.PolicyRequest, error) {
+	var res struct {
+		Kind string             `json:"kind"`
+		Spec wire.PolicyRequest `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &res); err != nil || (res.Kind != "SignedPolicy" && res.Kind != "EncryptedPolicy") {
+		return nil, errors.New("want a SignedPolicy or EncryptedPolicy resource (cloister policy sign/encrypt)")
+	}
+	return &res.Spec, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"gopkg.in/yaml.v2"
 )
 
 const doc = "version: cloister.dev/policy/v1\nname: shop/web\nservices: []\n"
@@ -54,5 +55,22 @@ func TestLinkAfter(t *testing.T) {
 	}
 	if _, err := ParseSignedPolicy([]byte("kind: EncryptedPolicy\n")); err == nil || !errors.Is(err, ErrNotSignedPolicy) {
 		t.Errorf("an EncryptedPolicy: %v", err)
+	}
+}
+
+// A resource's spec is the registration CAS is sent; anything else is
+// refused by name.
+func TestRegistration(t *testing.T) {
+	meta, _ := Meta(doc, "")
+	data, err := yaml.Marshal(NewSignedPolicy(meta, "cas.shop.svc:8081", &policy.Signed{Policy: doc, Link: policy.Link{Version: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := Registration(data)
+	if err != nil || req.Policy != doc || req.Version != 1 || req.CASAddress != "cas.shop.svc:8081" {
+		t.Errorf("Registration: %+v, %v", req, err)
+	}
+	if _, err := Registration([]byte("kind: ConfigMap\n")); err == nil || !strings.Contains(err.Error(), "SignedPolicy or EncryptedPolicy") {
+		t.Errorf("a ConfigMap: %v", err)
 	}
 }
