@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/cloister-cc/cloister/internal/cas/policy"
-	"gopkg.in/yaml.v2"
 )
 
 const doc = "version: cloister.dev/policy/v1\nname: shop/web\nservices: []\n"
