@@ -3,11 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/enclave/build"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
 )
@@ -35,30 +34,13 @@ func newEnclaveSign(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("-f %s: %w", file, err)
 			}
-			m, err := manifest.FromSpec(&ned.Spec)
+			key, err := policy.ReadKeyFile(keyFile)
 			if err != nil {
-				return fmt.Errorf("-f %s: %w", file, err)
+				return fmt.Errorf("--key: %w", err)
 			}
-			raw, err := os.ReadFile(keyFile)
+			sig, m, err := manifest.SignSpec(&ned.Spec, key)
 			if err != nil {
-				return err
-			}
-			key, err := keyfile.ParsePrivate(raw)
-			if err != nil {
-				return fmt.Errorf("--key %s: %w", keyFile, err)
-			}
-			if ned.Spec.ManifestKey != "" {
-				pub, err := keyfile.ParsePublic([]byte(ned.Spec.ManifestKey))
-				if err != nil {
-					return fmt.Errorf("-f %s: spec.manifestKey: %w", file, err)
-				}
-				if !pub.Equal(&key.PublicKey) {
-					return fmt.Errorf("--key %s is not the key of spec.manifestKey: the enclave would refuse its signature", keyFile)
-				}
-			}
-			sig, err := manifest.Sign(m, key)
-			if err != nil {
-				return err
+				return fmt.Errorf("-f %s with --key %s: %w", file, keyFile, err)
 			}
 			_, _ = fmt.Fprintln(s.Out, sig)
 			_, _ = fmt.Fprintf(s.Err, "manifest %s signed: put the line above into spec.manifestSignature\n", m.ManifestDigest())

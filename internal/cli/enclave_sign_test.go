@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,7 +83,7 @@ func TestEnclaveSign(t *testing.T) {
 	if err := m.CheckSignature(strings.TrimSpace(out), owner); err != nil {
 		t.Errorf("the signature printed: %v", err)
 	}
-	if _, _, err := run(t, "enclave", "sign", "-f", resource(otherPub), "--key", key); err == nil || !strings.Contains(err.Error(), "is not the key of spec.manifestKey") {
+	if _, _, err := run(t, "enclave", "sign", "-f", resource(otherPub), "--key", key); !errors.Is(err, manifest.ErrNotManifestKey) {
 		t.Errorf("signing with another key than the resource's: %v", err)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+
+	enclavev1beta1 "github.com/cloister-cc/cloister/api/enclave/v1beta1"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 )
 
 // The files beside the mounted manifest: its owner's signature and, for
@@ -51,4 +54,27 @@ func (m *Manifest) CheckSignature(sig string, pub *ecdsa.PublicKey) error {
 		return fmt.Errorf("%w: the signature is by another key, or of another manifest", ErrNotSigned)
 	}
 	return nil
+}
+
+// ErrNotManifestKey: a key that is not the resource's spec.manifestKey,
+// whose signature the enclave would refuse.
+var ErrNotManifestKey = errors.New("the key is not the resource's spec.manifestKey: the enclave would refuse its signature")
+
+// SignSpec signs the manifest of a NitroEnclaveDeployment's spec with its
+// owner's key, which must be the spec's manifest key when it names one.
+func SignSpec(spec *enclavev1beta1.NitroEnclaveDeploymentSpec, key *ecdsa.PrivateKey) (sig string, m *Manifest, err error) {
+	if m, err = FromSpec(spec); err != nil {
+		return "", nil, err
+	}
+	if spec.ManifestKey != "" {
+		pub, err := keyfile.ParsePublic([]byte(spec.ManifestKey))
+		if err != nil {
+			return "", nil, fmt.Errorf("spec.manifestKey: %w", err)
+		}
+		if !pub.Equal(&key.PublicKey) {
+			return "", nil, ErrNotManifestKey
+		}
+	}
+	sig, err = Sign(m, key)
+	return sig, m, err
 }
