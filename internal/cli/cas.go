@@ -16,6 +16,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -30,7 +31,7 @@ func newCAS(s Streams) *cobra.Command {
 }
 
 func newCASInit(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var owners, board, approvers []string
 	var threshold, boardThreshold int
 	var out string
@@ -55,7 +56,7 @@ func newCASInit(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, done, err := f.client(cmd.Context(), s)
+			c, done, err := f.Client(cmd.Context(), s.Err)
 			if err != nil {
 				return err
 			}
@@ -70,7 +71,7 @@ func newCASInit(s Streams) *cobra.Command {
 				if req.Approvals, err = c.ApproveInit(cmd.Context(), req, keys); err != nil {
 					return fmt.Errorf("--approve-key: %w", err)
 				}
-			} else if req.Token, err = f.initToken(cmd.Context()); err != nil {
+			} else if req.Token, err = f.InitToken(cmd.Context()); err != nil {
 				return err
 			}
 			shares, err := c.InitInto(cmd.Context(), req, out)
@@ -81,8 +82,8 @@ func newCASInit(s Streams) *cobra.Command {
 			return nil
 		},
 	}
-	f.add(cmd)
-	f.addInitToken(cmd)
+	f.AddFlags(cmd.Flags())
+	f.AddInitTokenFlag(cmd.Flags())
 	cmd.Flags().StringArrayVar(&owners, "recovery-owner", nil, "a recovery owner's public key (PEM, cloister policy keygen); repeat")
 	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the board, which approves every new policy name (its first version); repeat; default the recovery owners")
 	cmd.Flags().IntVar(&threshold, "threshold", 1, "how many owners' shares recover CAS")
@@ -93,7 +94,7 @@ func newCASInit(s Streams) *cobra.Command {
 }
 
 func newCASRecover(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var sharesFile, keyFile string
 	var force bool
 	var acceptGeneration uint64
@@ -116,7 +117,7 @@ func newCASRecover(s Streams) *cobra.Command {
 			return submitShare(cmd.Context(), s, &f, sharesFile, keyFile, force, accept)
 		},
 	}
-	f.add(cmd)
+	f.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&sharesFile, "shares", "", "the shares file cloister cas init wrote")
 	cmd.Flags().StringVar(&keyFile, "key", "", "this owner's private key")
 	cmd.Flags().BoolVar(&force, "force", false, "submit the share though a ready replica of this CAS could hand it the seed")
@@ -125,7 +126,7 @@ func newCASRecover(s Streams) *cobra.Command {
 }
 
 func newCASBoard(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var members, board []string
 	var threshold int
 	cmd := &cobra.Command{
@@ -148,7 +149,7 @@ func newCASBoard(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, done, err := f.client(cmd.Context(), s)
+			c, done, err := f.Client(cmd.Context(), s.Err)
 			if err != nil {
 				return err
 			}
@@ -161,7 +162,7 @@ func newCASBoard(s Streams) *cobra.Command {
 			return nil
 		},
 	}
-	f.add(cmd)
+	f.AddFlags(cmd.Flags())
 	cmd.Flags().StringArrayVar(&members, "key", nil, "a current board member's private key; repeat")
 	cmd.Flags().StringArrayVar(&board, "board", nil, "a public key (PEM) of the new board; repeat")
 	cmd.Flags().IntVar(&threshold, "threshold", 0, "how many of the new board's keys approve a new policy name or a wildcard (default a majority)")
@@ -203,7 +204,7 @@ func readPublicKeys(flag string, files []string) ([]string, error) {
 // start while the owners act would otherwise each hold some of the shares
 // and none enough; the first to have enough recovers, and gives the
 // others the seed.
-func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFile string, force bool, accept *uint64) error {
+func submitShare(ctx context.Context, s Streams, f *conn.Flags, sharesFile, keyFile string, force bool, accept *uint64) error {
 	key, err := policy.ReadKeyFile(keyFile)
 	if err != nil {
 		return fmt.Errorf("the owner key: %w", err)
@@ -213,7 +214,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 		return fmt.Errorf("%w (%s)", err, keyFile)
 	}
 	req := &recoverRequest{share: sh, key: key, force: force, accept: accept}
-	if f.cluster == "" {
+	if f.Cluster == "" {
 		res, err := shareWith(ctx, s, f, req)
 		if err != nil {
 			return err
@@ -221,7 +222,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 		_, _ = fmt.Fprintln(s.Out, accepted("", res))
 		return nil
 	}
-	cl, err := f.clusterOf()
+	cl, err := f.ClusterOf()
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func submitShare(ctx context.Context, s Streams, f *casFlags, sharesFile, keyFil
 	took := 0
 	for _, pod := range pods {
 		one := *f
-		one.pod = pod
+		one.Pod = pod
 		res, err := shareWith(ctx, s, &one, req)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("replica %s: %w", pod, err))
@@ -261,8 +262,8 @@ type recoverRequest struct {
 }
 
 // shareWith sends one share to the CAS (replica) f reaches.
-func shareWith(ctx context.Context, s Streams, f *casFlags, r *recoverRequest) (*wire.RecoverResponse, error) {
-	c, done, err := f.client(ctx, s)
+func shareWith(ctx context.Context, s Streams, f *conn.Flags, r *recoverRequest) (*wire.RecoverResponse, error) {
+	c, done, err := f.Client(ctx, s.Err)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +283,7 @@ func accepted(who string, res *wire.RecoverResponse) string {
 }
 
 func newCASAttest(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var policyName, service, lasURL, out string
 	var simulate bool
 	var simKey string
@@ -311,7 +312,7 @@ func newCASAttest(s Streams) *cobra.Command {
 			default:
 				return errors.New("evidence: --las URL (the node's LAS) or --sim (simulated, insecure)")
 			}
-			c, done, err := f.client(cmd.Context(), s)
+			c, done, err := f.Client(cmd.Context(), s.Err)
 			if err != nil {
 				return err
 			}
@@ -330,7 +331,7 @@ func newCASAttest(s Streams) *cobra.Command {
 			return nil
 		},
 	}
-	f.add(cmd)
+	f.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&policyName, "policy", "", "policy name")
 	cmd.Flags().StringVar(&service, "service", "", "service in the policy")
 	cmd.Flags().StringVar(&lasURL, "las", "", "the node's LAS, http://HOST:18766")
@@ -341,7 +342,7 @@ func newCASAttest(s Streams) *cobra.Command {
 }
 
 func newCASRegister(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	cmd := &cobra.Command{
 		Use:   "register (--cas URL|--cluster NS/NAME) [--cas-ca FILE] RESOURCE.yaml",
 		Short: "Register a SignedPolicy or EncryptedPolicy (cloister policy sign/encrypt output) with a CAS directly",
@@ -355,7 +356,7 @@ func newCASRegister(s Streams) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			c, done, err := f.client(cmd.Context(), s)
+			c, done, err := f.Client(cmd.Context(), s.Err)
 			if err != nil {
 				return err
 			}
@@ -372,6 +373,6 @@ func newCASRegister(s Streams) *cobra.Command {
 			return nil
 		},
 	}
-	f.add(cmd)
+	f.AddFlags(cmd.Flags())
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
+	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/store/backup"
 	"github.com/cloister-cc/cloister/internal/cas/store/kubestore"
@@ -35,7 +36,7 @@ func (f *stateFlags) open() (client.WithWatch, kubestore.Options, error) {
 	if err != nil {
 		return nil, kubestore.Options{}, fmt.Errorf("--cluster: %w", err)
 	}
-	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	cfg, err := kubeconfig.RESTConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
 		return nil, kubestore.Options{}, err
 	}

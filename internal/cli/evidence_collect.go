@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/produce"
-	"github.com/cloister-cc/cloister/internal/attest/verify"
 )
 
 type evidenceCollect struct {
@@ -85,21 +83,4 @@ func (o *evidenceCollect) run(ctx context.Context, s Streams) error {
 	}
 	_, err = fmt.Fprintln(s.Out, base64.StdEncoding.EncodeToString(ev.Raw))
 	return err
-}
-
-// flagTestRoots names the one flag by which a command trusts test roots.
-const flagTestRoots = "insecure-test-roots"
-
-// loadTestRoots reads --insecure-test-roots, saying on standard error
-// that evidence chaining to them proves nothing.
-func loadTestRoots(s Streams, file string) ([]*x509.Certificate, error) {
-	if file == "" {
-		return nil, nil
-	}
-	roots, err := verify.LoadTestRoots(file)
-	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", flagTestRoots, err)
-	}
-	_, _ = fmt.Fprintf(s.Err, "INSECURE: trusting %d test roots from %s: evidence that chains to them is vouched for by no vendor\n", len(roots), file)
-	return roots, nil
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
@@ -89,7 +91,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.BoolVar(&f.explain, "explain", false, "change nothing: say in plain words what the guest allows each confidential pod of the generated YAML given")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
 	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
-	fl.StringVar(&f.testRoots, flagTestRoots, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to, for the initializers: a fake confidential VM's")
+	fl.StringVar(&f.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to, for the initializers: a fake confidential VM's")
 	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
 	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report (default: the installed RuntimeClass's, with --kubeconfig)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "a cluster whose installed RuntimeClass gives the runtime overhead")
@@ -147,7 +149,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 		}
 	}
 	if f.testRoots != "" {
-		roots, err := loadTestRoots(s, f.testRoots)
+		roots, err := verify.LoadTestRootsFlag(f.testRoots, s.Err)
 		if err != nil {
 			return err
 		}
@@ -252,7 +254,7 @@ func (f *generateFlags) runtimeOverhead(ctx context.Context, s Streams, class st
 		}
 		return q.Value() >> 20, nil
 	}
-	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	cfg, err := kubeconfig.RESTConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
 		return 0, fmt.Errorf("--kubeconfig: %w", err)
 	}

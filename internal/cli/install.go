@@ -11,9 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v4/pkg/strvals"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/devinfo"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/operator/install"
@@ -145,18 +144,6 @@ func newInstall(s Streams) *cobra.Command {
 	return cmd
 }
 
-// restConfig is the cluster of kubeconfig (default: $KUBECONFIG, then
-// ~/.kube/config) and its context, as kubectl finds it.
-func restConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("finding the cluster: %w", err)
-	}
-	return cfg, nil
-}
-
 // noRealNodeFix says how to get a dev cluster a node that runs pods.
 const noRealNodeFix = "as root, run `make images` and `cloister dev up --real-node`, or run cloister-operator beside the cluster (docs/install.md, \"Reference: the operator in depth\")"
 
@@ -219,9 +206,9 @@ func installPlugin(s Streams, path string) error {
 }
 
 // connectInstaller fills in's cluster clients and the embedded chart from
-// the cluster of kubeconfig.
-func connectInstaller(in *install.Installer, kubeconfig, kubeContext string) error {
-	cfg, err := restConfig(kubeconfig, kubeContext)
+// the cluster of the kubeconfig file path.
+func connectInstaller(in *install.Installer, path, kubeContext string) error {
+	cfg, err := kubeconfig.RESTConfig(path, kubeContext)
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 	"github.com/cloister-cc/cloister/internal/workload/manifest"
 )
 
 func newSet(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var dir, ownerKey string
 	var boardKeys []string
 	cmd := &cobra.Command{
@@ -31,7 +32,7 @@ func newSet(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			set := manifest.Set{Dir: dir, InitToken: f.initToken, Out: s.Out, Err: s.Err}
+			set := manifest.Set{Dir: dir, InitToken: f.InitToken, Out: s.Out, Err: s.Err}
 			if !doc.Immutable() {
 				if ownerKey == "" {
 					ownerKey = filepath.Join(dir, generate.WorkloadOwnerKeyFile)
@@ -50,7 +51,7 @@ func newSet(s Streams) *cobra.Command {
 			if err := manifest.CheckYAML(doc, paths); err != nil {
 				return err
 			}
-			c, done, err := f.client(cmd.Context(), s)
+			c, done, err := f.Client(cmd.Context(), s.Err)
 			if err != nil {
 				return err
 			}
@@ -58,8 +59,8 @@ func newSet(s Streams) *cobra.Command {
 			return set.Run(cmd.Context(), c, paths)
 		},
 	}
-	f.add(cmd)
-	f.addInitToken(cmd)
+	f.AddFlags(cmd.Flags())
+	f.AddInitTokenFlag(cmd.Flags())
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml and the owner keys (cloister generate's)")
 	cmd.Flags().StringVar(&ownerKey, "workload-owner-key", "", "the key that signs the manifest (default: workload-owner.pem of the workspace)")
 	cmd.Flags().StringArrayVar(&boardKeys, "board-key", nil, "a key of CAS's board, which approves a new manifest name; repeat up to the board's threshold (default: the workspace's seedshare-owner.pem when it is on the board)")
@@ -67,7 +68,7 @@ func newSet(s Streams) *cobra.Command {
 }
 
 func newVerify(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "verify (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] [PATH...]",
@@ -80,7 +81,7 @@ func newVerify(s Streams) *cobra.Command {
 			if _, _, err := manifest.Read(dir); err != nil {
 				return err
 			}
-			c, done, err := f.client(cmd.Context(), s)
+			c, done, err := f.Client(cmd.Context(), s.Err)
 			if err != nil {
 				return err
 			}
@@ -88,13 +89,13 @@ func newVerify(s Streams) *cobra.Command {
 			return manifest.Verify(cmd.Context(), c, dir, paths, s.Out, s.Err)
 		},
 	}
-	f.add(cmd)
+	f.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml (cloister generate's); verify/ is written there")
 	return cmd
 }
 
 func newRecover(s Streams) *cobra.Command {
-	var f casFlags
+	var f conn.Flags
 	var dir string
 	var force bool
 	var acceptGeneration uint64
@@ -113,7 +114,7 @@ func newRecover(s Streams) *cobra.Command {
 			return submitShare(cmd.Context(), s, &f, filepath.Join(dir, manifest.SeedSharesFile), filepath.Join(dir, generate.SeedShareOwnerFile), force, accept)
 		},
 	}
-	f.add(cmd)
+	f.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of seedshares.json and seedshare-owner.pem")
 	cmd.Flags().BoolVar(&force, "force", false, "submit the share though a ready replica of this CAS could hand it the seed")
 	cmd.Flags().Uint64Var(&acceptGeneration, "accept-generation", 0, "accept the older state CAS holds, at this generation (CAS names it)")

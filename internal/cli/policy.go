@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 )
@@ -51,7 +52,7 @@ func newPolicyKeygen(s Streams) *cobra.Command {
 type policySign struct {
 	key, casAddress, name string
 	link                  linkFlags
-	cas                   casFlags
+	cas                   conn.Flags
 }
 
 func newPolicySign(s Streams) *cobra.Command {
@@ -83,14 +84,14 @@ func newPolicySign(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+", or the input SignedPolicy's)")
 	cmd.Flags().StringVar(&o.name, "name", "", nameHelp)
 	o.link.add(cmd)
-	o.cas.add(cmd)
+	o.cas.AddFlags(cmd.Flags())
 	return cmd
 }
 
 type policyEncrypt struct {
 	key, casAddress, casPublicKey, name string
 	link                                linkFlags
-	cas                                 casFlags
+	cas                                 conn.Flags
 }
 
 func newPolicyEncrypt(s Streams) *cobra.Command {
@@ -131,14 +132,14 @@ func newPolicyEncrypt(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.casAddress, "cas-address", "", "the CAS to register with (default "+defaultCASAddress+")")
 	cmd.Flags().StringVar(&o.name, "name", "", nameHelp)
 	o.link.add(cmd)
-	o.cas.add(cmd)
+	o.cas.AddFlags(cmd.Flags())
 	return cmd
 }
 
 // encryptionKey reads the CAS key from --cas-public-key or asks the CAS,
 // trusted as the CAS flags say: the key decides who can read the policy.
 func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, string, error) {
-	asked := o.cas.url != "" || o.cas.cluster != ""
+	asked := o.cas.URL != "" || o.cas.Cluster != ""
 	switch {
 	case o.casPublicKey != "" && asked:
 		return "", "", errors.New("--cas-public-key and --cas/--cluster: choose one")
@@ -149,14 +150,14 @@ func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, s
 		}
 		return strings.TrimSpace(string(raw)), "--cas-public-key " + o.casPublicKey, nil
 	case asked:
-		c, done, err := o.cas.client(ctx, s)
+		c, done, err := o.cas.Client(ctx, s.Err)
 		if err != nil {
 			return "", "", err
 		}
 		defer done()
-		where := "--cas " + o.cas.url
-		if o.cas.cluster != "" {
-			where = "--cluster " + o.cas.cluster
+		where := "--cas " + o.cas.URL
+		if o.cas.Cluster != "" {
+			where = "--cluster " + o.cas.Cluster
 		}
 		pk, err := c.PublicKey(ctx)
 		if err != nil {
@@ -175,7 +176,7 @@ func (o *policyEncrypt) encryptionKey(ctx context.Context, s Streams) (string, s
 // (casAddress when given, else the resource's, else the default) and the
 // resource's name (empty for a document). A document is signed at the
 // link the flags give; a SignedPolicy keeps its own, and its name.
-func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string, link *linkFlags, cas *casFlags) (signed *policy.Signed, address, name string, err error) {
+func readSigned(ctx context.Context, s Streams, file, keyFile, casAddress string, link *linkFlags, cas *conn.Flags) (signed *policy.Signed, address, name string, err error) {
 	if keyFile == "" {
 		return nil, "", "", errors.New("--key is required: the owner's private key (cloister policy keygen)")
 	}

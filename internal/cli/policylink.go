@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/policy/policyres"
 )
@@ -32,7 +33,7 @@ func (l *linkFlags) given() bool { return l.version != 0 || l.predecessor != "" 
 
 // resolve is the link doc is signed with; cas is asked only when no
 // link flag is set and its own flags say where CAS is.
-func (l *linkFlags) resolve(ctx context.Context, s Streams, doc *policy.Document, cas *casFlags) (policy.Link, error) {
+func (l *linkFlags) resolve(ctx context.Context, s Streams, doc *policy.Document, cas *conn.Flags) (policy.Link, error) {
 	switch {
 	case l.after != "" && (l.version != 0 || l.predecessor != ""):
 		return policy.Link{}, errors.New("--after and --version/--predecessor: choose one")
@@ -44,8 +45,8 @@ func (l *linkFlags) resolve(ctx context.Context, s Streams, doc *policy.Document
 			return link, fmt.Errorf("--version/--predecessor: %w", err)
 		}
 		return link, nil
-	case cas != nil && (cas.url != "" || cas.cluster != ""):
-		c, done, err := cas.client(ctx, s)
+	case cas != nil && (cas.URL != "" || cas.Cluster != ""):
+		c, done, err := cas.Client(ctx, s.Err)
 		if err != nil {
 			return policy.Link{}, err
 		}

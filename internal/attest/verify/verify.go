@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,24 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	}
 	_, err := attest.ParseType(string(ev.Type))
 	return nil, err
+}
+
+// TestRootsFlag names the one flag by which a command trusts test roots.
+const TestRootsFlag = "insecure-test-roots"
+
+// LoadTestRootsFlag reads the test roots a command's TestRootsFlag names
+// (none for an empty file name), saying on w that evidence chaining to
+// them proves nothing.
+func LoadTestRootsFlag(file string, w io.Writer) ([]*x509.Certificate, error) {
+	if file == "" {
+		return nil, nil
+	}
+	roots, err := LoadTestRoots(file)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", TestRootsFlag, err)
+	}
+	_, _ = fmt.Fprintf(w, "INSECURE: trusting %d test roots from %s: evidence that chains to them is vouched for by no vendor\n", len(roots), file)
+	return roots, nil
 }
 
 // LoadTestRoots reads a PEM file of test roots (Options.TestRoots).

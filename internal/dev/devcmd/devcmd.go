@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/egress"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
@@ -329,14 +329,14 @@ func newDevEgressProxy(s Streams) *cobra.Command {
 }
 
 func newDevStorageProvisioner(s Streams) *cobra.Command {
-	var kubeconfig, dir, node string
+	var kubeconfigPath, dir, node string
 	cmd := &cobra.Command{
 		Use:    "storage-provisioner",
 		Short:  "Provision the real node's claims as local volumes in a folder of the node",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			cfg, err := kubeconfig.RESTConfig(kubeconfigPath, "")
 			if err != nil {
 				return err
 			}
@@ -351,7 +351,7 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the provisioner's kubeconfig")
+	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "the provisioner's kubeconfig")
 	cmd.Flags().StringVar(&dir, "dir", "", "the node's folder of volumes")
 	cmd.Flags().StringVar(&node, "node", "", "the node's name")
 	for _, f := range []string{"kubeconfig", "dir", "node"} {

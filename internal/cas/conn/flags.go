@@ -1,44 +1,51 @@
-package cli
+package conn
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
+	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
-// casFlags are how every cas command reaches CAS (an address, or a CAS
-// resource through the API server) and trusts it (a pinned certificate,
-// or its evidence).
-type casFlags struct {
-	url, ca, cluster, identity string
-	kubeconfig, kubeContext    string
-	insecureSimulated          bool
-	simKey                     string
-	initTokenFile              string
-	testRoots                  string
-	// pod, with --cluster, is the one replica to reach (set by commands
-	// that reach each replica in turn); empty: whichever answers.
-	pod string
+// Flags are how a command reaches CAS (an address, or a CAS resource
+// through the API server) and trusts it (a pinned certificate, or its
+// evidence): the flags every CLI command that talks to CAS shares, as
+// cli-runtime's ConfigFlags are for a cluster. Their errors name them.
+type Flags struct {
+	// URL (--cas) and Cluster (--cluster, NAMESPACE/NAME) say where CAS
+	// is; one of them is given.
+	URL, Cluster string
+	// Pod, with Cluster, is the one replica to reach (set by commands that
+	// reach each replica in turn); empty: whichever answers.
+	Pod string
+
+	ca, identity            string
+	kubeconfig, kubeContext string
+	insecureSimulated       bool
+	simKey                  string
+	initTokenFile           string
+	testRoots               string
 }
 
-// addInitToken adds the flag of the commands that may initialise CAS.
-func (f *casFlags) addInitToken(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.initTokenFile, "init-token-file", "", "the init token CAS was started with (a standalone CAS writes init-token in its state folder); --cluster reads it from the CAS resource's Secret")
+// AddInitTokenFlag adds the flag of the commands that may initialise CAS.
+func (f *Flags) AddInitTokenFlag(fs *pflag.FlagSet) {
+	fs.StringVar(&f.initTokenFile, "init-token-file", "", "the init token CAS was started with (a standalone CAS writes init-token in its state folder); --cluster reads it from the CAS resource's Secret")
 }
 
-// initToken is the init token from --init-token-file, or for --cluster
+// InitToken is the init token from --init-token-file, or for --cluster
 // from the Secret the operator made for the CAS resource.
-func (f *casFlags) initToken(ctx context.Context) (string, error) {
+func (f *Flags) InitToken(ctx context.Context) (string, error) {
 	if f.initTokenFile != "" {
 		raw, err := os.ReadFile(f.initTokenFile)
 		if err != nil {
@@ -46,69 +53,70 @@ func (f *casFlags) initToken(ctx context.Context) (string, error) {
 		}
 		return strings.TrimSpace(string(raw)), nil
 	}
-	if f.cluster == "" {
+	if f.Cluster == "" {
 		return "", errors.New("--init-token-file is required: the init token CAS was started with (init-token in a standalone CAS's state folder)")
 	}
-	cl, err := f.clusterOf()
+	cl, err := f.ClusterOf()
 	if err != nil {
 		return "", err
 	}
 	return cl.InitToken(ctx)
 }
 
-// clusterOf is the CAS resource of --cluster, reached through the API
+// ClusterOf is the CAS resource of --cluster, reached through the API
 // server of --kubeconfig.
-func (f *casFlags) clusterOf() (*conn.Cluster, error) {
-	ref, err := conn.ParseRef(f.cluster)
+func (f *Flags) ClusterOf() (*Cluster, error) {
+	ref, err := ParseRef(f.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("--cluster: %w", err)
 	}
-	cfg, err := restConfig(f.kubeconfig, f.kubeContext)
+	cfg, err := kubeconfig.RESTConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
 		return nil, err
 	}
-	return &conn.Cluster{Config: cfg, Ref: ref}, nil
+	return &Cluster{Config: cfg, Ref: ref}, nil
 }
 
-func (f *casFlags) add(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVarP(&f.url, "cas", "c", "", "CAS address, https://HOST:PORT")
-	fl.StringVar(&f.cluster, "cluster", "", "a CAS resource, NAMESPACE/NAME, reached through the API server (port-forward): no LoadBalancer needed")
+// AddFlags adds the flags to fs.
+func (f *Flags) AddFlags(fl *pflag.FlagSet) {
+	fl.StringVarP(&f.URL, "cas", "c", "", "CAS address, https://HOST:PORT")
+	fl.StringVar(&f.Cluster, "cluster", "", "a CAS resource, NAMESPACE/NAME, reached through the API server (port-forward): no LoadBalancer needed")
 	fl.StringVar(&f.ca, "cas-ca", "", "PEM certificate to trust for CAS's TLS (its tls.crt, or a CA that issued it)")
 	fl.StringVar(&f.identity, "cas-identity", "", "trust CAS by its evidence: a file (YAML or JSON) with the attestation policy CAS's evidence must meet (identities, acceptTCB)")
 	fl.BoolVar(&f.insecureSimulated, "insecure-simulated-cas", false, "trust a CAS that vouches for itself with simulated evidence (no TEE), signed by its pinned simulation key: insecure, development only")
-	fl.StringVar(&f.simKey, "cas-sim-key", "", "with --insecure-simulated-cas and --cas: the PEM public key CAS signs its simulated evidence with (simulation.pub.pem in a standalone CAS's state folder; "+conn.CASKeyItem+" in a CAS resource's ConfigMap cas-NAME-simulation); --cluster takes it from the resource's status")
-	fl.StringVar(&f.testRoots, flagTestRoots, "", "INSECURE, tests only: with --cas-identity, a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to: a fake confidential VM's")
+	fl.StringVar(&f.simKey, "cas-sim-key", "", "with --insecure-simulated-cas and --cas: the PEM public key CAS signs its simulated evidence with (simulation.pub.pem in a standalone CAS's state folder; "+CASKeyItem+" in a CAS resource's ConfigMap cas-NAME-simulation); --cluster takes it from the resource's status")
+	fl.StringVar(&f.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: with --cas-identity, a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to: a fake confidential VM's")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	fl.StringVar(&f.kubeContext, "context", "", "kubeconfig context for --cluster")
 }
 
-// client connects as the flags say; done ends a port-forward.
-func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, done func(), err error) {
+// Client connects as the flags say, telling warn what insecure trust it
+// took; done ends a port-forward.
+func (f *Flags) Client(ctx context.Context, warn io.Writer) (c *casclient.Client, done func(), err error) {
 	done = func() {}
-	if (f.url == "") == (f.cluster == "") {
+	if (f.URL == "") == (f.Cluster == "") {
 		return nil, done, errors.New("say where CAS is: --cas https://HOST:PORT or --cluster NAMESPACE/NAME (a CAS resource)")
 	}
-	if f.simKey != "" && (!f.insecureSimulated || f.cluster != "") {
+	if f.simKey != "" && (!f.insecureSimulated || f.Cluster != "") {
 		return nil, done, errors.New("--cas-sim-key goes with --insecure-simulated-cas and --cas (--cluster takes the key from the CAS resource)")
 	}
 	if f.ca == "" && f.identity == "" && !f.insecureSimulated {
 		return nil, done, errors.New("say how to trust CAS: --cas-ca FILE (its certificate), --cas-identity FILE (the evidence it must show) or --insecure-simulated-cas (development)")
 	}
-	if f.insecureSimulated && f.url != "" && f.simKey == "" && f.ca == "" {
-		return nil, done, fmt.Errorf("--insecure-simulated-cas with --cas: name CAS's simulation key with --cas-sim-key FILE (simulation.pub.pem in a standalone CAS's state folder; %s in a CAS resource's ConfigMap cas-NAME-simulation): any key signs a simulated quote", conn.CASKeyItem)
+	if f.insecureSimulated && f.URL != "" && f.simKey == "" && f.ca == "" {
+		return nil, done, fmt.Errorf("--insecure-simulated-cas with --cas: name CAS's simulation key with --cas-sim-key FILE (simulation.pub.pem in a standalone CAS's state folder; %s in a CAS resource's ConfigMap cas-NAME-simulation): any key signs a simulated quote", CASKeyItem)
 	}
-	url := f.url
+	url := f.URL
 	var dial casclient.DialFunc
 	var simKey string
-	if f.cluster != "" {
+	if f.Cluster != "" {
 		var res *servicesv1beta1.CAS
 		if url, dial, done, res, err = f.forward(ctx); err != nil {
 			return nil, func() {}, err
 		}
 		simKey = res.Status.SimulationKey
 		if f.insecureSimulated && res.Spec.Simulation && simKey == "" {
-			return nil, done, fmt.Errorf("--cluster %s: the operator has not published CAS's simulation key yet (status.simulationKey)", f.cluster)
+			return nil, done, fmt.Errorf("--cluster %s: the operator has not published CAS's simulation key yet (status.simulationKey)", f.Cluster)
 		}
 	} else if f.simKey != "" {
 		raw, err := os.ReadFile(f.simKey)
@@ -122,7 +130,7 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 			done()
 		}
 	}()
-	t := conn.Trust{InsecureSimulated: f.insecureSimulated, SimKey: simKey, Warn: s.Err}
+	t := Trust{InsecureSimulated: f.insecureSimulated, SimKey: simKey, Warn: warn}
 	if f.ca != "" {
 		if t.CA, err = os.ReadFile(f.ca); err != nil {
 			return nil, done, fmt.Errorf("--cas-ca: %w", err)
@@ -139,7 +147,7 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 		}
 		t.Expect = *p
 	}
-	if t.TestRoots, err = loadTestRoots(s, f.testRoots); err != nil {
+	if t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn); err != nil {
 		return nil, done, err
 	}
 	c, err = t.Client(ctx, url, dial)
@@ -156,8 +164,8 @@ func (f *casFlags) client(ctx context.Context, s Streams) (c *casclient.Client, 
 
 // forward finds the CAS resource of --cluster and port-forwards to its
 // pod (--pod's, or whichever replica takes it).
-func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, func(), *servicesv1beta1.CAS, error) {
-	cl, err := f.clusterOf()
+func (f *Flags) forward(ctx context.Context) (string, casclient.DialFunc, func(), *servicesv1beta1.CAS, error) {
+	cl, err := f.ClusterOf()
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
@@ -165,8 +173,8 @@ func (f *casFlags) forward(ctx context.Context) (string, casclient.DialFunc, fun
 	if err != nil {
 		return "", nil, nil, nil, fmt.Errorf("--cluster %w", err)
 	}
-	if f.pod != "" {
-		pods = []string{f.pod}
+	if f.Pod != "" {
+		pods = []string{f.Pod}
 	}
 	url, dial, stop, err := cl.Forward(ctx, pods)
 	if err != nil {
