@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 )
 
 // Every flag the CAS chart passes is one cloister-cas defines: a chart
@@ -55,10 +55,10 @@ func TestStoreFlag(t *testing.T) {
 
 func TestSlotSealers(t *testing.T) {
 	s, err := ParseSealer("sim-node:node-1", "")
-	if slot, ok := s.(core.SlotSealer); err != nil || !ok || slot.Node != "node-1" || !slot.Insecure() {
+	if slot, ok := s.(seal.SlotSealer); err != nil || !ok || slot.Node != "node-1" || !slot.Insecure() {
 		t.Fatalf("sim-node: %#v %v", s, err)
 	}
-	if s, err := ParseSealer("snp-node:node-1", ""); err != nil || s.(core.SlotSealer).Insecure() {
+	if s, err := ParseSealer("snp-node:node-1", ""); err != nil || s.(seal.SlotSealer).Insecure() {
 		t.Fatalf("snp-node: %#v %v", s, err)
 	}
 	if _, err := ParseSealer("sim-node:", ""); err == nil || !strings.Contains(err.Error(), "sim-node:NODE") {

@@ -6,8 +6,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
+
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 )
 
 // StateMarkFile is where a replica keeps its high-water mark of the state
@@ -17,10 +18,10 @@ import (
 // or the admin can still remove it or put back an older copy.
 const StateMarkFile = "state-mark.json"
 
-// markFile is core.MarkStore on a file.
+// markFile is statemark.MarkStore on a file.
 type markFile struct{ path string }
 
-func (f markFile) Load() (*core.Mark, error) {
+func (f markFile) Load() (*statemark.Mark, error) {
 	fh, err := os.Open(f.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -33,10 +34,10 @@ func (f markFile) Load() (*core.Mark, error) {
 	if err != nil {
 		return nil, err
 	}
-	return core.ParseMark(raw)
+	return statemark.Parse(raw)
 }
 
-func (f markFile) Save(m *core.Mark) error {
+func (f markFile) Save(m *statemark.Mark) error {
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -196,7 +197,7 @@ func mustKey(t testing.TB) *ecdsa.PrivateKey {
 func FuzzPeerSeed(f *testing.F) {
 	simKey := simKeyFile(f)
 	dir := f.TempDir()
-	cfg := core.Config{Store: mustBolt(f, dir), Sealer: core.NoSealer{}, InitToken: core.FixedToken("t")}
+	cfg := core.Config{Store: mustBolt(f, dir), Sealer: seal.NoSealer{}, InitToken: core.FixedToken("t")}
 	c, err := core.Open(cfg)
 	if err != nil {
 		f.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
-	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 )
 
 var errSealerSpec = errors.New("use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM of CAS's own, no pod's: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy), " +
@@ -21,21 +21,21 @@ var errSealerSpec = errors.New("use none (owners recover after every restart), s
 
 // ParseSealer reads --sealer; sevGuest is the SEV-SNP guest device that
 // derives the snp sealers' key.
-func ParseSealer(spec, sevGuest string) (core.Sealer, error) {
+func ParseSealer(spec, sevGuest string) (seal.Sealer, error) {
 	switch {
 	case spec == "" || spec == "none":
-		return core.NoSealer{}, nil
+		return seal.NoSealer{}, nil
 	case strings.HasPrefix(spec, "file:") && len(spec) > len("file:"):
-		return core.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
+		return seal.FileSealer{Path: strings.TrimPrefix(spec, "file:")}, nil
 	case strings.HasPrefix(spec, "snp-node:") && len(spec) > len("snp-node:"):
 		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
-		return core.SlotSealer{Node: strings.TrimPrefix(spec, "snp-node:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
+		return seal.SlotSealer{Node: strings.TrimPrefix(spec, "snp-node:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
 	case strings.HasPrefix(spec, "snp:") && len(spec) > len("snp:"):
 		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
-		return core.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
+		return seal.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
 	case strings.HasPrefix(spec, "sim-node:") && len(spec) > len("sim-node:"):
 		// The key comes from the simulation key, once Run knows it.
-		return core.SlotSealer{Node: strings.TrimPrefix(spec, "sim-node:"), What: "simulated sealing key", Simulated: true}, nil
+		return seal.SlotSealer{Node: strings.TrimPrefix(spec, "sim-node:"), What: "simulated sealing key", Simulated: true}, nil
 	}
 	return nil, fmt.Errorf("--sealer %q: %w", spec, errSealerSpec)
 }
@@ -43,12 +43,12 @@ func ParseSealer(spec, sevGuest string) (core.Sealer, error) {
 // sealerFor is the sealer --sealer names, with its key where it needs one
 // from the rest of the configuration (simulated sealing: the simulation
 // key), saying when it is insecure.
-func sealerFor(cfg Config, log *slog.Logger) (core.Sealer, error) {
+func sealerFor(cfg Config, log *slog.Logger) (seal.Sealer, error) {
 	sealer, err := ParseSealer(cfg.Sealer, cfg.Guest.SEVGuest)
 	if err != nil {
 		return nil, err
 	}
-	if slot, ok := sealer.(core.SlotSealer); ok {
+	if slot, ok := sealer.(seal.SlotSealer); ok {
 		if cfg.Store == "" || cfg.Store == "bolt" {
 			return nil, fmt.Errorf("--sealer %s keeps the sealed seed in a slot of the state that replicas share: give --store kubernetes:NAMESPACE/NAME", cfg.Sealer)
 		}
@@ -66,7 +66,7 @@ func sealerFor(cfg Config, log *slog.Logger) (core.Sealer, error) {
 			sealer = slot
 		}
 	}
-	if slot, ok := sealer.(core.SlotSealer); ok && slot.Simulated {
+	if slot, ok := sealer.(seal.SlotSealer); ok && slot.Simulated {
 		log.Warn("simulated sealing: the CAS root secret is sealed in this node's slot of the state under a key derived from the simulation key; whoever reads that key has every secret of this CAS (development only)", "node", slot.Node)
 	} else if sealer.Insecure() {
 		log.Warn("insecure sealer: the CAS root secret is kept in a plain file; whoever reads it has every secret of this CAS (development only)")
@@ -83,12 +83,12 @@ const derivedKeySealer = "SEV-SNP derived key"
 // pod of that class measures alike. Any of them would derive the same key
 // and open the sealed seed; only a VM whose launch measurement is CAS's
 // own (a VM image of CAS) may seal with it.
-func derivedKeyFits(ctx context.Context, cfg Config, sealer core.Sealer, testRoots []*x509.Certificate) error {
+func derivedKeyFits(ctx context.Context, cfg Config, sealer seal.Sealer, testRoots []*x509.Certificate) error {
 	what := ""
 	switch s := sealer.(type) {
-	case core.KeySealer:
+	case seal.KeySealer:
 		what = s.What
-	case core.SlotSealer:
+	case seal.SlotSealer:
 		what = s.What
 	}
 	if what != derivedKeySealer {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -31,7 +32,7 @@ func readyCAS(tb testing.TB) *core.CAS {
 			tb.Fatal(err)
 		}
 	})
-	cas, err := core.Open(core.Config{Store: db, Sealer: core.NoSealer{}, InitToken: core.FixedToken("t0ken"), AllowSimulation: true})
+	cas, err := core.Open(core.Config{Store: db, Sealer: seal.NoSealer{}, InitToken: core.FixedToken("t0ken"), AllowSimulation: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -19,7 +20,7 @@ import (
 // it; an owner-less name takes the board's signature and no other. A
 // board given at init replaces the recovery owners.
 func TestNewNamesNeedTheBoard(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	stranger, _ := policy.NewKey()
 	mine := strings.Replace(f.policyText(""), indent(string(policy.MarshalPublicKey(&f.owner.PublicKey))), indent(string(policy.MarshalPublicKey(&stranger.PublicKey))), 1)
 	for _, tc := range []struct {
@@ -61,7 +62,7 @@ func TestNewNamesNeedTheBoard(t *testing.T) {
 
 	// A board of its own at init: the recovery owner approves nothing.
 	g := &fixture{t: t, dir: t.TempDir(), lasKey: f.lasKey}
-	g.open(NoSealer{})
+	g.open(seal.NoSealer{})
 	rec, _ := policy.NewKey()
 	boardKey, _ := policy.NewKey()
 	if _, err := g.cas.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, testToken, &boardKey.PublicKey); err != nil {
@@ -80,7 +81,7 @@ func TestNewNamesNeedTheBoard(t *testing.T) {
 // its owners approve the names in it (team/shop), and nobody else does;
 // a name in a namespace nobody holds still needs the board.
 func TestNamespaceOwnersApproveItsNames(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	teamOwner, _ := policy.NewKey()
 	stranger, _ := policy.NewKey()
 	team := "version: cloister.dev/policy/v1\nname: team\nowners:\n  keys:\n  - |\n" +
@@ -162,12 +163,12 @@ func (f *fixture) boardChangeAt(version int, keys []*ecdsa.PublicKey, threshold 
 // and leave the board as it was; the new board approves new names, the
 // old one no longer does, and the change survives a restart.
 func TestBoardChangedByItsMajority(t *testing.T) {
-	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	sealer := seal.FileSealer{Path: t.TempDir() + "/seed"}
 	f := newFixture(t, sealer, 1, 3) // the board: the three recovery owners
 	next, _ := policy.NewKey()
 	stranger, _ := policy.NewKey()
 	nextKeys := []*ecdsa.PublicKey{&next.PublicKey}
-	otherCAS := newFixture(t, NoSealer{}, 1, 1)
+	otherCAS := newFixture(t, seal.NoSealer{}, 1, 1)
 	otherCAS.rec = f.rec
 	for _, tc := range []struct {
 		what string
@@ -220,7 +221,7 @@ func TestBoardChangedByItsMajority(t *testing.T) {
 func TestBoardThreshold(t *testing.T) {
 	f := &fixture{t: t, dir: t.TempDir()}
 	f.lasKey, _ = policy.NewKey()
-	f.open(NoSealer{})
+	f.open(seal.NoSealer{})
 	rec, _ := policy.NewKey()
 	f.rec = []*ecdsa.PrivateKey{rec}
 	var members []*ecdsa.PrivateKey

@@ -15,11 +15,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
+
 	"k8s.io/utils/clock"
 
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 	"github.com/cloister-cc/cloister/internal/attest/snp"
 	"github.com/cloister-cc/cloister/internal/cas/pki"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -63,19 +66,6 @@ type meta struct {
 	Initialized time.Time       `json:"initialized"`
 }
 
-// Sealer keeps the seed where a restarted CAS can unseal it without its
-// owners: a TEE's sealing key in production, a file in development.
-type Sealer interface {
-	Seal(seed []byte) error
-	// Unseal returns the sealed seed, or ErrNotSealed.
-	Unseal() ([]byte, error)
-	// Insecure says the seal protects nothing (a plain file).
-	Insecure() bool
-}
-
-// ErrNotSealed: the sealer holds no seed; recovery needs the owners.
-var ErrNotSealed = errors.New("no sealed seed")
-
 // InitToken is the one-time credential the first init must show: whoever
 // reaches an uninitialised CAS first would otherwise become its recovery
 // owner.
@@ -104,7 +94,7 @@ type SimKeys interface {
 // Config of a CAS.
 type Config struct {
 	Store  store.Store
-	Sealer Sealer
+	Sealer seal.Sealer
 	// InitToken authorises the first init; without one CAS cannot be
 	// initialised.
 	InitToken InitToken
@@ -134,7 +124,7 @@ type Config struct {
 	MaxPolicies, MaxPerNamespace int
 	// Marks keeps the state's high-water mark across restarts (CAS's
 	// volume); nil keeps it in memory only.
-	Marks   MarkStore
+	Marks   statemark.Store
 	Log     *slog.Logger
 	Clock   clock.PassiveClock
 	Metrics *Metrics
@@ -156,7 +146,7 @@ type CAS struct {
 	// mark is the state's high-water mark (mark.go): nil until this
 	// replica knows CAS was initialised; markTrusted once it is this
 	// CAS's (made here, or its MAC checked with the seed).
-	mark        *Mark
+	mark        *statemark.Mark
 	markTrusted bool
 	// problem is problemRolledBack, problemLost or problemReplaced
 	// while the replica refuses the state against its mark.
@@ -249,13 +239,13 @@ func open(cfg Config) (*CAS, error) {
 func (c *CAS) unseal(context string) {
 	var raw []byte
 	var err error
-	if slot, ok := c.cfg.Sealer.(SlotSealer); ok {
+	if slot, ok := c.cfg.Sealer.(seal.SlotSealer); ok {
 		raw, err = c.unsealSlot(slot)
 	} else {
 		raw, err = c.cfg.Sealer.Unseal()
 	}
 	switch {
-	case errors.Is(err, ErrNotSealed):
+	case errors.Is(err, seal.ErrNotSealed):
 		c.setState(wire.RecoveryMode, context+err.Error())
 		return
 	case err != nil:

@@ -100,7 +100,7 @@ func (c *CAS) authorize(k *keys, doc *policy.Document, s *policy.Signed, current
 		var more []*ecdsa.PublicKey
 		more, parent = c.nameApprovers(k, doc)
 		approvers = append(slices.Clip(keys), more...)
-	} else if hasWildcard(doc) {
+	} else if doc.HasWildcard() {
 		approvers = append(slices.Clip(keys), k.board.keys...)
 	}
 	signers, err := policy.Signers(doc, s.Link, s.Signatures, approvers)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -21,7 +22,7 @@ import (
 // version is refused rather than "unchanged", and an old document comes
 // back only when the owners sign it again as the next version.
 func TestPolicyChainRefusesReplay(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	v1text := f.policyText("")
 	v2text := strings.Replace(v1text, "validity: 2h", "validity: 3h", 1)
 	if _, err := f.register(v1text, f.owner); err != nil {
@@ -84,7 +85,7 @@ func TestPolicyChainRefusesReplay(t *testing.T) {
 // A read challenge is accepted until it expires, and only by the CAS that
 // made it (one with the same seed).
 func TestReadChallenge(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	clk := testingclock.NewFakeClock(time.Now())
 	f.cas.cfg.Clock = clk
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
@@ -108,7 +109,7 @@ func TestReadChallenge(t *testing.T) {
 		t.Errorf("an expired challenge: %v", err)
 	}
 	// Another CAS's challenge (another seed).
-	g := newFixture(t, NoSealer{}, 1, 1)
+	g := newFixture(t, seal.NoSealer{}, 1, 1)
 	foreign, _ := g.cas.Challenge()
 	req, _ = wire.SignRead(f.owner, "shop", foreign.Challenge)
 	clk.SetTime(time.Now())
@@ -126,7 +127,7 @@ func (p pinned) Keys() ([]*ecdsa.PublicKey, error) { return p, nil }
 // by name; a CAS that pins none (not configured, or an empty set) takes
 // no simulated evidence at all.
 func TestPinnedSimulationKeys(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
+
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -38,10 +41,10 @@ type fixture struct {
 	// maxPolicies and maxPerNamespace are CAS's quotas (0: default).
 	maxPolicies, maxPerNamespace int
 	// marks keeps the state's high-water mark across f.open (nil: none).
-	marks MarkStore
+	marks statemark.Store
 }
 
-func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
+func newFixture(t *testing.T, sealer seal.Sealer, k, n int) *fixture {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir()}
 	f.lasKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -60,7 +63,7 @@ func newFixture(t *testing.T, sealer Sealer, k, n int) *fixture {
 	return f
 }
 
-func (f *fixture) open(sealer Sealer) {
+func (f *fixture) open(sealer seal.Sealer) {
 	f.t.Helper()
 	if f.db != nil {
 		if err := f.db.Close(); err != nil {
@@ -192,7 +195,7 @@ func (f *fixture) attest(req *wire.AttestRequest) (*wire.AttestResult, error) {
 }
 
 func TestAttest(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ func TestAttest(t *testing.T) {
 }
 
 func TestAttestRejections(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +296,7 @@ func TestAttestRejections(t *testing.T) {
 // A CAS that does not allow simulation refuses simulated evidence even for
 // a policy that allows it, and says how simulation is asked for.
 func TestSimulationRefusedByCAS(t *testing.T) {
-	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	sealer := seal.FileSealer{Path: t.TempDir() + "/seed"}
 	f := newFixture(t, sealer, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
@@ -325,7 +328,7 @@ func TestSimulationRefusedByCAS(t *testing.T) {
 }
 
 func TestPolicyUpdatesAndHistory(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	second, _ := policy.NewKey()
 	twoOwners := strings.Replace(f.policyText(""), "owners:\n  keys:\n", "owners:\n  threshold: 2\n  keys:\n  - |\n"+indent(string(policy.MarshalPublicKey(&second.PublicKey)))+"\n", 1)
 	if _, err := f.register(twoOwners, f.owner); err == nil || !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "signed by 1 of its owners, 2 needed") {
@@ -376,7 +379,7 @@ func TestPolicyUpdatesAndHistory(t *testing.T) {
 // A policy without owners is registered unsigned, once, and never
 // changed: a manifest nobody can update.
 func TestImmutablePolicy(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	ownerKey := "  keys:\n  - |\n" + indent(string(policy.MarshalPublicKey(&f.owner.PublicKey))) + "\n"
 	immutable := strings.Replace(f.policyText(""), ownerKey, "  keys: []\n", 1)
 	if immutable == f.policyText("") {
@@ -402,7 +405,7 @@ func TestImmutablePolicy(t *testing.T) {
 }
 
 func TestEncryptedPolicy(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	pub, _ := f.cas.EncryptionKey()
 	casKey, _ := policy.DecodePublicKey(pub)
 	s := &policy.Signed{Policy: f.policyText(""), Link: policy.Link{Version: 1}}
@@ -425,14 +428,14 @@ func TestEncryptedPolicy(t *testing.T) {
 // A restart without a sealer is recovery mode until k owners' shares
 // arrive; then the same CAs, secrets and policies are back.
 func TestRecovery(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 2, 3)
+	f := newFixture(t, seal.NoSealer{}, 2, 3)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := f.cas.Attest(f.request("api", nil))
 	encKey, _ := f.cas.EncryptionKey()
 
-	f.open(NoSealer{})
+	f.open(seal.NoSealer{})
 	if st, why := f.cas.Status(); st != wire.RecoveryMode || !strings.Contains(why, "0 of 2 shares") {
 		t.Fatalf("after restart: %s %q", st, why)
 	}
@@ -478,7 +481,7 @@ func TestRecovery(t *testing.T) {
 
 // With the file sealer a restart unseals by itself.
 func TestFileSealer(t *testing.T) {
-	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	sealer := seal.FileSealer{Path: t.TempDir() + "/seed"}
 	f := newFixture(t, sealer, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
@@ -505,7 +508,7 @@ func TestFileSealer(t *testing.T) {
 // restarted CAS stays in recovery, saying why, rather than serving the
 // older policy.
 func TestOlderRecordRefusedAtUnlock(t *testing.T) {
-	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	sealer := seal.FileSealer{Path: t.TempDir() + "/seed"}
 	f := newFixture(t, sealer, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
@@ -537,7 +540,7 @@ func TestOlderRecordRefusedAtUnlock(t *testing.T) {
 // A replica in recovery adopts the seed of a ready peer: the same CAS,
 // unlocked; another CAS's seed does not open it.
 func TestAdoptSeed(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
@@ -545,14 +548,14 @@ func TestAdoptSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.open(NoSealer{})
+	f.open(seal.NoSealer{})
 	if st, _ := f.cas.Status(); st != wire.RecoveryMode {
 		t.Fatalf("after a restart without a sealer: %s", st)
 	}
 	if _, err := f.cas.Seed(); !errors.Is(err, ErrRecovery) {
 		t.Errorf("the seed of a CAS in recovery: %v", err)
 	}
-	other := newFixture(t, NoSealer{}, 1, 1)
+	other := newFixture(t, seal.NoSealer{}, 1, 1)
 	wrong, _ := other.cas.Seed()
 	if err := f.cas.Adopt(wrong); err == nil || !strings.Contains(err.Error(), "not this CAS's") {
 		t.Errorf("another CAS's seed: %v", err)
@@ -569,7 +572,7 @@ func TestAdoptSeed(t *testing.T) {
 // the PCRs the enclave extended (it alone since boot), the user data
 // binds the CSR's key; another manifest before or after it is refused.
 func TestAttestAnEnclaveByItsManifest(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	digest := strings.Repeat("5a", 32)
 	text := strings.Replace(f.policyText(""), "  attestation: {identities: []}\n",
 		"  attestation: {identities: [{type: nitro, pcrs: {0: \""+strings.Repeat("ab", 48)+"\"}, manifest: \""+digest+"\"}]}\n", 1)

@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
+
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
 
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -115,10 +116,10 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 	if err != nil {
 		return nil, err
 	}
-	slot, inState := c.cfg.Sealer.(SlotSealer)
+	slot, inState := c.cfg.Sealer.(seal.SlotSealer)
 	var sealed []byte
 	if inState {
-		if sealed, err = slot.wrap(s.Bytes()); err != nil {
+		if sealed, err = seal.Wrap(slot.Key, slot.What, s.Bytes()); err != nil {
 			return nil, fmt.Errorf("sealing the seed: %w", err)
 		}
 	}
@@ -161,7 +162,7 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.RootCA = string(pemCert(authority.Root.Cert.Raw))
+	out.RootCA = string(pki.CertPEM(authority.Root.Cert.Raw))
 	if lost == nil {
 		c.cfg.InitToken.Consumed()
 	}
@@ -172,7 +173,7 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 // approveInit checks an init after the state of the CAS lost was lost:
 // the threshold of its recovery owners signed this init (its owners,
 // board and thresholds) for that CAS.
-func approveInit(lost *Mark, req *InitRequest, owners []*ecdsa.PublicKey, threshold int, board []*ecdsa.PublicKey, boardThreshold int) error {
+func approveInit(lost *statemark.Mark, req *InitRequest, owners []*ecdsa.PublicKey, threshold int, board []*ecdsa.PublicKey, boardThreshold int) error {
 	if len(req.Approvals) == 0 {
 		return fmt.Errorf("%w: this CAS was initialised and served its state up to generation %d, which is gone: an init token never initialises it again. "+
 			"%d of its recovery owners %v sign a new init (cloister cas init --approve-key OWNER.pem), or they restore a backup and recover it", ErrUnauthorized, lost.Generation, lost.Threshold, lost.Owners)
@@ -455,35 +456,3 @@ func (c *CAS) load(k *keys, s *seed.Seed) error {
 // errNoBoard: a state without the board that approves new names, which
 // every init writes.
 var errNoBoard = errors.New("the state holds no board to approve new policy names: its board record was removed, or it was written before boards")
-
-// FileSealer keeps the seed in a file: development only, since whoever
-// reads the file has every secret of this CAS.
-type FileSealer struct{ Path string }
-
-func (f FileSealer) Seal(b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-		return err
-	}
-	tmp := f.Path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, f.Path)
-}
-
-func (f FileSealer) Unseal() ([]byte, error) {
-	b, err := os.ReadFile(f.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, ErrNotSealed
-	}
-	return b, err
-}
-
-func (FileSealer) Insecure() bool { return true }
-
-// NoSealer keeps nothing: every restart needs the owners' shares.
-type NoSealer struct{}
-
-func (NoSealer) Seal([]byte) error       { return nil }
-func (NoSealer) Unseal() ([]byte, error) { return nil, ErrNotSealed }
-func (NoSealer) Insecure() bool          { return false }

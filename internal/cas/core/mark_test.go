@@ -14,7 +14,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
+
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -25,16 +28,16 @@ type memMarks struct {
 	raw []byte
 }
 
-func (m *memMarks) Load() (*Mark, error) {
+func (m *memMarks) Load() (*statemark.Mark, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.raw == nil {
 		return nil, nil
 	}
-	return ParseMark(m.raw)
+	return statemark.Parse(m.raw)
 }
 
-func (m *memMarks) Save(mark *Mark) error {
+func (m *memMarks) Save(mark *statemark.Mark) error {
 	raw, err := json.Marshal(mark)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -57,7 +60,7 @@ func (f *fixture) snapshot() []byte {
 	return raw
 }
 
-func (f *fixture) putBack(sealer Sealer, raw []byte) {
+func (f *fixture) putBack(sealer seal.Sealer, raw []byte) {
 	f.t.Helper()
 	if f.db != nil {
 		if err := f.db.Close(); err != nil {
@@ -101,7 +104,7 @@ func ownerSignature(t *testing.T, key *ecdsa.PrivateKey, digest []byte) wire.Own
 // then moves past the mark, so a restart serves it and the acceptance
 // opens nothing older again.
 func TestOlderStateRefusedUntilTheOwnersAccept(t *testing.T) {
-	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	sealer := seal.FileSealer{Path: t.TempDir() + "/seed"}
 	f := &fixture{t: t, dir: t.TempDir(), marks: &memMarks{}}
 	f.lasKey, _ = policy.NewKey()
 	f.open(sealer)
@@ -197,7 +200,7 @@ func TestOlderStateRefusedUntilTheOwnersAccept(t *testing.T) {
 func TestInitAfterLossNeedsTheOwners(t *testing.T) {
 	f := &fixture{t: t, dir: t.TempDir(), marks: &memMarks{}}
 	f.lasKey, _ = policy.NewKey()
-	f.open(NoSealer{})
+	f.open(seal.NoSealer{})
 	var pubs []*ecdsa.PublicKey
 	for range 3 {
 		k, _ := policy.NewKey()
@@ -207,7 +210,7 @@ func TestInitAfterLossNeedsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost, _ := f.cas.StateMark()
-	f.putBack(NoSealer{}, nil)
+	f.putBack(seal.NoSealer{}, nil)
 	st, why := f.cas.Status()
 	if st != wire.Uninitialized || !strings.Contains(why, "no init token initialises it again") || !strings.Contains(why, policy.Fingerprint(pubs[0])) {
 		t.Fatalf("after the loss: %s %q", st, why)
@@ -249,7 +252,7 @@ func TestInitAfterLossNeedsTheOwners(t *testing.T) {
 // one whose generation was raised without the seed) is ignored once the
 // seed shows it; a broken one is not read.
 func TestMarkNotThisCASsIsIgnored(t *testing.T) {
-	sealer := FileSealer{Path: t.TempDir() + "/seed"}
+	sealer := seal.FileSealer{Path: t.TempDir() + "/seed"}
 	marks := &memMarks{}
 	f := &fixture{t: t, dir: t.TempDir(), marks: marks}
 	f.lasKey, _ = policy.NewKey()
@@ -274,38 +277,11 @@ func TestMarkNotThisCASsIsIgnored(t *testing.T) {
 	if got, _ := f.cas.StateMark(); got.Generation == m.Generation {
 		t.Errorf("the forged generation was kept: %d", got.Generation)
 	}
-	for _, raw := range []string{`{"generation":1}`, `{"generation":1,"owners":["a"],"threshold":1,"check":"AA==","mac":"AA==","x":1}`, strings.Repeat(" ", maxMark+1)} {
-		if _, err := ParseMark([]byte(raw)); err == nil {
+	for _, raw := range []string{`{"generation":1}`, `{"generation":1,"owners":["a"],"threshold":1,"check":"AA==","mac":"AA==","x":1}`, strings.Repeat(" ", statemark.MaxSize+1)} {
+		if _, err := statemark.Parse([]byte(raw)); err == nil {
 			t.Errorf("%.60s parsed", raw)
 		}
 	}
-}
-
-// Whatever a volume holds, a mark that parses is one a replica could
-// have written in form (its check, MAC and threshold sizes), and it
-// verifies under no key but the one that made it.
-func FuzzParseMark(f *testing.F) {
-	good := &Mark{Generation: 7, Owners: []string{"sha256:" + strings.Repeat("ab", 32)}, Threshold: 1, Check: bytes.Repeat([]byte{1}, checkSize)}
-	key := bytes.Repeat([]byte{2}, 32)
-	good.MAC = good.sum(key)
-	raw, _ := json.Marshal(good)
-	f.Add(raw)
-	f.Add([]byte(`{"generation":1,"owners":[],"threshold":0,"check":"","mac":""}`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		m, err := ParseMark(raw)
-		if err != nil {
-			return
-		}
-		if len(m.Check) != checkSize || len(m.MAC) != 32 || m.Threshold < 1 || m.Threshold > len(m.Owners) {
-			t.Fatalf("%q parsed as %+v", raw, m)
-		}
-		if m.verify(bytes.Repeat([]byte{3}, 32)) {
-			t.Fatalf("%q verifies under a key that made no mark", raw)
-		}
-		if m.verify(key) && (m.Generation != good.Generation || !bytes.Equal(m.Check, good.Check)) {
-			t.Fatalf("%q verifies with other content than its MAC covers: %+v", raw, m)
-		}
-	})
 }
 
 // Whatever a request carries as a recovery owner's signature (an
@@ -315,7 +291,7 @@ func FuzzParseMark(f *testing.F) {
 func FuzzOwnerSigned(f *testing.F) {
 	owner, _ := policy.NewKey()
 	owners := []string{policy.Fingerprint(&owner.PublicKey)}
-	digest := wire.AcceptDigest(bytes.Repeat([]byte{1}, checkSize), 7)
+	digest := wire.AcceptDigest(bytes.Repeat([]byte{1}, statemark.CheckSize), 7)
 	good, err := ecdsa.SignASN1(rand.Reader, owner, digest)
 	if err != nil {
 		f.Fatal(err)
@@ -324,7 +300,7 @@ func FuzzOwnerSigned(f *testing.F) {
 	f.Add(pub, base64.StdEncoding.EncodeToString(good), uint64(8))
 	f.Add("x", "AAAA", uint64(7))
 	f.Fuzz(func(t *testing.T, key, sig string, generation uint64) {
-		fp, err := ownerSigned(owners, wire.OwnerSignature{Key: key, Signature: sig}, wire.AcceptDigest(bytes.Repeat([]byte{1}, checkSize), generation))
+		fp, err := ownerSigned(owners, wire.OwnerSignature{Key: key, Signature: sig}, wire.AcceptDigest(bytes.Repeat([]byte{1}, statemark.CheckSize), generation))
 		if err != nil {
 			return
 		}
@@ -342,16 +318,16 @@ func FuzzOwnerSigned(f *testing.F) {
 func TestAnotherCASsStateIsNotTakenInItsPlace(t *testing.T) {
 	f := &fixture{t: t, dir: t.TempDir(), marks: &memMarks{}}
 	f.lasKey, _ = policy.NewKey()
-	f.open(NoSealer{})
+	f.open(seal.NoSealer{})
 	rec, _ := policy.NewKey()
 	f.rec = []*ecdsa.PrivateKey{rec}
 	if _, err := f.cas.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, testToken); err != nil {
 		t.Fatal(err)
 	}
-	other := newFixture(t, NoSealer{}, 1, 1)
+	other := newFixture(t, seal.NoSealer{}, 1, 1)
 	theirs := other.snapshot()
-	other.open(NoSealer{})
-	f.putBack(NoSealer{}, theirs)
+	other.open(seal.NoSealer{})
+	f.putBack(seal.NoSealer{}, theirs)
 	sh, err := seed.OpenShare(other.shares.Shares[0].Sealed, other.rec[0])
 	if err != nil {
 		t.Fatal(err)

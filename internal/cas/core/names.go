@@ -3,9 +3,6 @@ package core
 import (
 	"crypto/ecdsa"
 	"fmt"
-	"maps"
-	"net"
-	"slices"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -26,47 +23,25 @@ func certificateNames(policies map[string]*registered, doc *policy.Document, boa
 		}
 		for _, svc := range r.doc.Services {
 			for _, san := range svc.Certificate.SANs {
-				held[canonicalSAN(san)] = name
+				held[policy.CanonicalSAN(san)] = name
 			}
 		}
 	}
 	for _, svc := range doc.Services {
 		for i, san := range svc.Certificate.SANs {
 			field := fmt.Sprintf("services[%s].certificate.sans[%d]", svc.Name, i)
-			san = canonicalSAN(san)
-			if isWildcard(san) && !boardSigned {
+			san = policy.CanonicalSAN(san)
+			if policy.IsWildcard(san) && !boardSigned {
 				return fmt.Errorf("%w: policy %s: %s: %q is a wildcard, which would name every service under %s, other policies' too: list the names the service is reached by, or have the board allow it by signing this version",
 					ErrInvalid, doc.Name, field, san, strings.TrimPrefix(san, "*."))
 			}
-			if name, other := holder(held, san); other != "" {
+			if name, other := policy.Holder(held, san); other != "" {
 				return fmt.Errorf("%w: policy %s: %s: %q is held by policy %s (as %q), whose workloads it names: use a name of your own, or have that policy's owners drop it first",
 					ErrNameTaken, doc.Name, field, san, other, name)
 			}
 		}
 	}
 	return nil
-}
-
-// holder is the held name that san is, is covered by, or covers, and the
-// policy holding it. Only a wildcard's own check looks at every name.
-func holder(held map[string]string, san string) (name, policy string) {
-	if p, ok := held[san]; ok {
-		return san, p
-	}
-	if !isWildcard(san) {
-		if _, rest, ok := strings.Cut(san, "."); ok {
-			if p, ok := held["*."+rest]; ok {
-				return "*." + rest, p
-			}
-		}
-		return "", ""
-	}
-	for _, name := range slices.Sorted(maps.Keys(held)) { // the first, in an order that does not change
-		if covers(san, name) {
-			return name, held[name]
-		}
-	}
-	return "", ""
 }
 
 // Default quotas of names. A policy costs CAS its history, its secrets
@@ -106,31 +81,6 @@ func (c *CAS) quota(policies map[string]*registered, name string) error {
 	return nil
 }
 
-// isWildcard: *.DOMAIN.
-func isWildcard(san string) bool { return strings.HasPrefix(san, "*.") }
-
-// covers says whether wildcard names name, as a TLS client matches it:
-// *.shop.svc covers api.shop.svc, not shop.svc nor a.b.shop.svc.
-func covers(wildcard, name string) bool {
-	if !isWildcard(wildcard) || isWildcard(name) {
-		return false
-	}
-	label, rest, ok := strings.Cut(name, ".")
-	return ok && label != "" && rest == wildcard[2:]
-}
-
-// hasWildcard says whether doc's certificates name a wildcard.
-func hasWildcard(doc *policy.Document) bool {
-	for _, svc := range doc.Services {
-		for _, san := range svc.Certificate.SANs {
-			if isWildcard(san) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // countSigned counts the keys among the signers (fingerprints whose
 // signatures verified).
 func countSigned(keys []*ecdsa.PublicKey, signers map[string]bool) int {
@@ -141,14 +91,4 @@ func countSigned(keys []*ecdsa.PublicKey, signers map[string]bool) int {
 		}
 	}
 	return n
-}
-
-// canonicalSAN is one spelling per name: an IP address in its shortest
-// form (::ffff:10.0.0.1 and 10.0.0.1 are one address), DNS names lower
-// case.
-func canonicalSAN(san string) string {
-	if ip := net.ParseIP(san); ip != nil {
-		return ip.String()
-	}
-	return strings.ToLower(san)
 }

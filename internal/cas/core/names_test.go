@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 )
 
 // A certificate name belongs to the policy that holds it: another policy
@@ -16,7 +17,7 @@ import (
 // names across its versions, and once its owners drop one another policy
 // may take it.
 func TestCertificateNamesAreOwned(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
@@ -73,30 +74,12 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [` + s
 	}
 }
 
-func TestWildcardCovers(t *testing.T) {
-	for _, c := range []struct {
-		wildcard, name string
-		want           bool
-	}{
-		{"*.shop.svc", "api.shop.svc", true},
-		{"*.shop.svc", "shop.svc", false},
-		{"*.shop.svc", "a.b.shop.svc", false},
-		{"*.shop.svc", "*.shop.svc", false}, // equal, compared as such
-		{"api.shop.svc", "api.shop.svc", false},
-		{"*.svc", "api.shop.svc", false},
-	} {
-		if got := covers(c.wildcard, c.name); got != c.want {
-			t.Errorf("%s covers %s: %v", c.wildcard, c.name, got)
-		}
-	}
-}
-
 // New names stop at CAS's quota and at a namespace's; a policy already
 // held still takes its next version.
 func TestNameQuotas(t *testing.T) {
 	f := &fixture{t: t, dir: t.TempDir(), maxPolicies: 3, maxPerNamespace: 1}
 	f.lasKey, _ = policy.NewKey()
-	f.open(NoSealer{})
+	f.open(seal.NoSealer{})
 	rec, _ := policy.NewKey()
 	f.rec = []*ecdsa.PrivateKey{rec}
 	if _, err := f.cas.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, testToken); err != nil {
@@ -130,7 +113,7 @@ func TestNameQuotas(t *testing.T) {
 // its keys, another registers; then the first stores its version with
 // the keys it made.
 func TestSecretsMadeOutsideTheLock(t *testing.T) {
-	f := newFixture(t, NoSealer{}, 1, 1)
+	f := newFixture(t, seal.NoSealer{}, 1, 1)
 	making, release := make(chan struct{}), make(chan struct{})
 	testHookMakeSecrets = func(name string) {
 		if name == "shop" {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/cas/secret"
+
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -90,7 +92,7 @@ func (c *CAS) register(s *policy.Signed, sealed bool, namespace string) (*wire.R
 	// needs are made outside it and outside any transaction (an RSA key
 	// takes up to seconds), then the checks run again and the version is
 	// stored with them.
-	var made map[string]*material
+	var made map[string]*secret.Material
 	for range maxSecretRounds {
 		reg, need, err := c.registerOnce(doc, s, sealed, made)
 		if errors.Is(err, store.ErrConflict) {
@@ -117,7 +119,7 @@ const maxSecretRounds = 3
 // registerOnce checks and stores s under the registration lock, with
 // the secret material made; or, when the version needs material made
 // lacks, names those secrets and stores nothing.
-func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, made map[string]*material) (*wire.Registration, []*policy.Secret, error) {
+func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, made map[string]*secret.Material) (*wire.Registration, []*policy.Secret, error) {
 	// One registration at a time; attestations go on meanwhile.
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -191,7 +193,7 @@ func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, 
 }
 
 // store appends the next version to the policy's history.
-func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, current *registered, sealed bool, made map[string]*material) (*wire.Registration, error) {
+func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, current *registered, sealed bool, made map[string]*secret.Material) (*wire.Registration, error) {
 	digest := doc.Digest()
 	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc,
 		Sealed: sealed || (current != nil && current.Sealed)}

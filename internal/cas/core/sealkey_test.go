@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/cas/seal"
+
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -17,13 +19,13 @@ import (
 func TestKeySealer(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	path := filepath.Join(t.TempDir(), "sealed-seed")
-	sealer := KeySealer{Path: path, Key: func() ([]byte, error) { return key, nil }, What: "test key"}
+	sealer := seal.KeySealer{Path: path, Key: func() ([]byte, error) { return key, nil }, What: "test key"}
 	f := newFixture(t, sealer, 1, 1)
 	if _, err := f.register(f.policyText(""), f.owner); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(path)
-	if err != nil || !strings.HasPrefix(string(raw), sealedMagic) {
+	if err != nil || !strings.HasPrefix(string(raw), seal.Magic) {
 		t.Fatalf("sealed file: %v", err)
 	}
 	seed, err := sealer.Unseal()
@@ -54,7 +56,7 @@ func TestKeySealer(t *testing.T) {
 	if err := short.Seal([]byte("seed")); err == nil || !strings.Contains(err.Error(), "16 bytes, want 32") {
 		t.Errorf("a 16-byte key: %v", err)
 	}
-	if _, err := (KeySealer{Path: filepath.Join(t.TempDir(), "none")}).Unseal(); !errors.Is(err, ErrNotSealed) {
+	if _, err := (seal.KeySealer{Path: filepath.Join(t.TempDir(), "none")}).Unseal(); !errors.Is(err, seal.ErrNotSealed) {
 		t.Errorf("no file: %v", err)
 	}
 }

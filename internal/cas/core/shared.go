@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -72,7 +73,7 @@ func (c *CAS) refresh() {
 		// Another replica on this node may have sealed the seed for it,
 		// or the state came back (restored): what the sealed seed opens
 		// now, or why not (a generation below the mark), is the news.
-		if _, none := c.cfg.Sealer.(NoSealer); !none && len(c.shares) == 0 {
+		if _, none := c.cfg.Sealer.(seal.NoSealer); !none && len(c.shares) == 0 {
 			c.unseal("")
 		}
 	case wire.Ready:

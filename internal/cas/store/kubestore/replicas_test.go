@@ -16,6 +16,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -27,7 +28,7 @@ type replicas struct {
 	t      *testing.T
 	c      client.WithWatch
 	ns     string
-	sealer core.Sealer
+	sealer seal.Sealer
 	owner  *ecdsa.PrivateKey // recovery owner, board and policy owner
 }
 
@@ -38,7 +39,7 @@ func newReplicas(t *testing.T) *replicas {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &replicas{t: t, c: c, ns: namespace(t, c), sealer: core.FileSealer{Path: filepath.Join(t.TempDir(), "seed")}, owner: owner}
+	return &replicas{t: t, c: c, ns: namespace(t, c), sealer: seal.FileSealer{Path: filepath.Join(t.TempDir(), "seed")}, owner: owner}
 }
 
 const token = "replicas-init-token"
@@ -242,7 +243,7 @@ func TestConcurrentInitsOneWins(t *testing.T) {
 	r := newReplicas(t)
 	var aBefore, aAfter, bBefore, bAfter func()
 	openOne := func(before, after *func()) *core.CAS {
-		c, err := core.Open(core.Config{Store: gated{open(t, r.c, r.ns), before, after}, Sealer: core.NoSealer{}, InitToken: core.FixedToken(token)})
+		c, err := core.Open(core.Config{Store: gated{open(t, r.c, r.ns), before, after}, Sealer: seal.NoSealer{}, InitToken: core.FixedToken(token)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +294,7 @@ func TestRootSeedSealedPerNodeInTheState(t *testing.T) {
 	var none func()
 	on := func(node string) *core.CAS {
 		c, err := core.Open(core.Config{Store: gated{open(t, r.c, r.ns), &none, &none}, InitToken: core.FixedToken(token),
-			Sealer: core.SlotSealer{Node: node, Key: nodeKey(node), What: "test key", Simulated: true}})
+			Sealer: seal.SlotSealer{Node: node, Key: nodeKey(node), What: "test key", Simulated: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,7 +329,7 @@ func TestRootSeedSealedPerNodeInTheState(t *testing.T) {
 	}
 	// A slot sealed under another key (another chip) does not open.
 	wrong, err := core.Open(core.Config{Store: open(t, r.c, r.ns), InitToken: core.FixedToken(token),
-		Sealer: core.SlotSealer{Node: "node-a", Key: nodeKey("elsewhere"), What: "test key"}})
+		Sealer: seal.SlotSealer{Node: "node-a", Key: nodeKey("elsewhere"), What: "test key"}})
 	if err != nil {
 		t.Fatal(err)
 	}
