@@ -40,6 +40,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -146,79 +147,116 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StateDir == "" {
 		return errors.New("--state-dir is required: where CAS keeps its state (the CAS volume)")
 	}
+	if cfg.TEE && cfg.Simulation {
+		return errors.New("--tee and --simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence")
+	}
+	d := &daemon{cfg: cfg, log: log}
+	defer d.close()
+	if err := d.openCore(ctx); err != nil {
+		return err
+	}
+	server, cert, err := d.newServer(ctx)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx, server, cert)
+}
+
+// daemon is a CAS process being started: what each phase of Run makes
+// for the next.
+type daemon struct {
+	cfg       Config
+	log       *slog.Logger
+	testRoots []*x509.Certificate
+	db        store.Store
+	kube      *kubeAPI
+	simKeys   core.SimKeys
+	coreCfg   core.Config
+	cache     *collateral.Cache
+	cas       *core.CAS
+}
+
+func (d *daemon) close() {
+	if d.db != nil {
+		_ = d.db.Close()
+	}
+}
+
+// openCore opens CAS's state with its sealer, pinned keys and collateral,
+// and makes the init token of a CAS never initialised.
+func (d *daemon) openCore(ctx context.Context) error {
+	cfg, log := d.cfg, d.log
 	sealer, err := sealerFor(cfg, log)
 	if err != nil {
 		return err
 	}
-	testRoots, err := loadTestRoots(cfg.TestRoots, log)
-	if err != nil {
+	if d.testRoots, err = loadTestRoots(cfg.TestRoots, log); err != nil {
 		return err
 	}
-	if err := derivedKeyFits(ctx, cfg, sealer, testRoots); err != nil {
+	if err := derivedKeyFits(ctx, cfg, sealer, d.testRoots); err != nil {
 		return err
 	}
-	db, kube, err := openStore(ctx, cfg, log)
-	if err != nil {
+	if d.db, d.kube, err = openStore(ctx, cfg, log); err != nil {
 		return err
 	}
-	defer func() { _ = db.Close() }()
 	token := &fileToken{path: cfg.InitTokenFile}
 	if token.path == "" {
 		token.path, token.own = filepath.Join(cfg.StateDir, InitTokenFile), true
 	}
-	var simKeys core.SimKeys
 	if cfg.SimKeys != "" {
-		simKeys = pemKeys(cfg.SimKeys)
-		if keys, err := simKeys.Keys(); err != nil {
+		d.simKeys = pemKeys(cfg.SimKeys)
+		keys, err := d.simKeys.Keys()
+		if err != nil {
 			return fmt.Errorf("--sim-keys: %w", err)
-		} else {
-			log.Info("simulated workload evidence is taken from the pinned keys only", "keys", len(keys), "from", cfg.SimKeys)
 		}
+		log.Info("simulated workload evidence is taken from the pinned keys only", "keys", len(keys), "from", cfg.SimKeys)
 	} else if cfg.Simulation {
 		log.Warn("no simulation keys pinned: simulated workload evidence is refused; pin the LAS keys (or a developer's) with --sim-keys")
 	}
-	if cfg.TEE && cfg.Simulation {
-		return errors.New("--tee and --simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence")
-	}
-	coreCfg := core.Config{Store: db, Sealer: sealer, InitToken: token, SimKeys: simKeys, CollateralDir: cfg.CollateralDir,
-		AllowSimulation: cfg.Simulation, TestRoots: testRoots, Log: log, Metrics: core.NewMetrics(),
+	d.coreCfg = core.Config{Store: d.db, Sealer: sealer, InitToken: token, SimKeys: d.simKeys, CollateralDir: cfg.CollateralDir,
+		AllowSimulation: cfg.Simulation, TestRoots: d.testRoots, Log: log, Metrics: core.NewMetrics(),
 		Marks: markFile{path: filepath.Join(cfg.StateDir, StateMarkFile)}}
-	cache, err := collateralCache(cfg, log)
-	if err != nil {
+	if d.cache, err = collateralCache(cfg, log); err != nil {
 		return err
 	}
-	if cache != nil {
-		if cache.Intel != nil {
-			coreCfg.Intel = cache
+	if d.cache != nil {
+		if d.cache.Intel != nil {
+			d.coreCfg.Intel = d.cache
 		}
-		if cache.AMD != nil {
-			coreCfg.SNP = cache
+		if d.cache.AMD != nil {
+			d.coreCfg.SNP = d.cache
 		}
-		coreCfg.Metrics.Registry.MustRegister(collateral.NewCollector(cache))
-		go cache.Run(ctx, 0)
+		d.coreCfg.Metrics.Registry.MustRegister(collateral.NewCollector(d.cache))
+		go d.cache.Run(ctx, 0)
 	}
-	cas, err := core.Open(coreCfg)
-	if err != nil {
+	if d.cas, err = core.Open(d.coreCfg); err != nil {
 		return err
 	}
 	// A CAS that was initialised (its mark says so) gets no token again:
 	// after a loss its owners decide.
-	if state, _ := cas.Status(); state == wire.Uninitialized && token.own && !cas.WasInitialized() {
+	if state, _ := d.cas.Status(); state == wire.Uninitialized && token.own && !d.cas.WasInitialized() {
 		if err := token.ensure(); err != nil {
 			return err
 		}
 		log.Info("uninitialised: the init token is in a file only the owners of this machine read; cloister cas init --init-token-file uses it", "initToken", token.path)
 	}
+	return nil
+}
+
+// newServer makes CAS's API: its TLS identity, the evidence that vouches
+// for it (the confidential VM's, or simulated), and its peers.
+func (d *daemon) newServer(ctx context.Context) (*api.Server, tls.Certificate, error) {
+	cfg, log := d.cfg, d.log
 	// In a confidential VM the TLS key never leaves it: a key on the
 	// volume, beside evidence that vouches for it, would let the host be
 	// CAS. A new key each start; clients trust CAS by the evidence made
 	// for it, not by a pinned certificate.
 	cert, id, err := tlsIdentity(cfg.StateDir, cfg.TLSSANs, cfg.TEE)
 	if err != nil {
-		return err
+		return nil, cert, err
 	}
-	server := &api.Server{CAS: cas, Identity: id}
-	if cache != nil {
+	server := &api.Server{CAS: d.cas, Identity: id}
+	if cache := d.cache; cache != nil {
 		server.Collateral = func() *wire.CollateralHealth {
 			h := cache.Health()
 			out := &wire.CollateralHealth{Entries: h.Entries, Stale: h.Stale, Expired: h.Expired}
@@ -232,9 +270,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.TEE {
 		ev, err := guestEvidence(ctx, cfg.Guest, &cert.PrivateKey.(*ecdsa.PrivateKey).PublicKey)
 		if err != nil {
-			return fmt.Errorf("--tee: %w", err)
+			return nil, cert, fmt.Errorf("--tee: %w", err)
 		}
-		own = teeIdentity(cfg.Guest, ev, verify.Options{TestRoots: testRoots, Intel: coreCfg.Intel, SNP: coreCfg.SNP})
+		own = teeIdentity(cfg.Guest, ev, verify.Options{TestRoots: d.testRoots, Intel: d.coreCfg.Intel, SNP: d.coreCfg.SNP})
 		server.Evidence = func() (*attest.Evidence, error) { return ev, nil }
 		log.Info("CAS vouches for its TLS key with this confidential VM's evidence", "type", string(ev.Type), "bytes", len(ev.Raw))
 	}
@@ -243,30 +281,37 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if keyFile == "" {
 			var pub string
 			if keyFile, pub, err = ownSimulationKey(cfg.StateDir); err != nil {
-				return err
+				return nil, cert, err
 			}
 			log.Warn("simulation: CAS vouches for its TLS key with simulated evidence (insecure); clients pin its simulation key", "simulationKey", pub)
 		}
 		q, err := newSelfQuoter(keyFile, cert.PrivateKey.(*ecdsa.PrivateKey))
 		if err != nil {
-			return fmt.Errorf("--simulation-key-file: %w", err)
+			return nil, cert, fmt.Errorf("--simulation-key-file: %w", err)
 		}
 		server.Evidence = q.Evidence
 		own = simIdentity(q)
 	}
-	if p, ok := simKeys.(pemKeys); ok {
+	if p, ok := d.simKeys.(pemKeys); ok {
 		server.SimulationKeys = p.Fingerprints
 	}
 	if cfg.Peers != "" || cfg.PeerAddrs != nil {
-		p, err := newPeers(cfg, cas, own, kube, log)
+		p, err := newPeers(cfg, d.cas, own, d.kube, log)
 		if err != nil {
-			return err
+			return nil, cert, err
 		}
 		if p != nil {
 			server.PeerSeed, server.ReadyPeers = p.serve, p.discover
 			go p.run(ctx, peerInterval)
 		}
 	}
+	return server, cert, nil
+}
+
+// serve serves the API over TLS 1.3 until ctx ends, then, not ready any
+// more, a while longer for clients that chose this replica.
+func (d *daemon) serve(ctx context.Context, server *api.Server, cert tls.Certificate) error {
+	cfg, log := d.cfg, d.log
 	srv := &http.Server{
 		Handler:           server.Handler(),
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}},
@@ -281,7 +326,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	state, why := cas.Status()
+	state, why := d.cas.Status()
 	log.Info("serving CAS", "address", lis.Addr().String(), "state", string(state), "reason", why, "tlsCertificate", filepath.Join(cfg.StateDir, tlsCertFile))
 	if cfg.Ready != nil {
 		cfg.Ready(lis.Addr().String())
