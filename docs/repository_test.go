@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,26 @@ func TestMakeTargetsAreDescribed(t *testing.T) {
 	for _, target := range phony {
 		if !strings.Contains(text, "\n## "+target+":") {
 			t.Errorf("make target %s has no \"## %s: what it does\" comment above it, which make help prints", target, target)
+		}
+	}
+}
+
+// No package of this module that a binary links imports testing: test
+// helpers that start real parts (castest, testenv) live in packages only
+// tests import, so a daemon does not ship them.
+func TestBinariesLinkNoTestHelpers(t *testing.T) {
+	const module = "github.com/cloister-cc/cloister/"
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../cmd/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if !strings.HasPrefix(fields[0], module) {
+			continue // a dependency's own choice
+		}
+		if slices.Contains(fields[1:], "testing") {
+			t.Errorf("%s imports testing and a binary links it: move its test helpers into a package only tests import (as internal/cas/castest)", strings.TrimPrefix(fields[0], module))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -46,7 +47,7 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 	casKey, _ := policy.DecodePublicKey(pk.EncryptionKey)
 	seal := func(text string) wire.PolicyRequest {
 		s := &policy.Signed{Policy: text, Link: policy.Link{Version: 1}}
-		for _, k := range []*ecdsa.PrivateKey{owner, BoardKeyForTest()} {
+		for _, k := range []*ecdsa.PrivateKey{owner, castest.BoardKey()} {
 			if err := policy.Sign(s, k); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/proc"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -35,7 +36,7 @@ func benchCAS(b *testing.B, n int) (*client.Client, []*wire.AttestRequest) {
 // attestRequests are n requests for policy bench, service web: each its
 // own key, CSR and sim evidence binding it.
 func attestRequests(b *testing.B, n int) []*wire.AttestRequest {
-	las := LASKeyForTest()
+	las := castest.LASKey()
 	var reqs []*wire.AttestRequest
 	for range n {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -156,7 +157,7 @@ func BenchmarkAttestServerCPU(b *testing.B) {
 	dir := b.TempDir()
 	cmd, c := child(b, dir)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(b, dir), BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(b, dir), castest.BoardPEM()); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {

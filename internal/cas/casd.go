@@ -109,7 +109,7 @@ type Config struct {
 // keep trusting the certificate, which is written for them.
 const (
 	tlsKeyFile  = "tls.key"
-	tlsCertFile = "tls.crt"
+	TLSCertFile = "tls.crt"
 	// InitTokenFile is a standalone CAS's init token in its state folder.
 	InitTokenFile = "init-token"
 )
@@ -327,7 +327,7 @@ func (d *daemon) serve(ctx context.Context, server *api.Server, cert tls.Certifi
 		return fmt.Errorf("--listen: %w", err)
 	}
 	state, why := d.cas.Status()
-	log.Info("serving CAS", "address", lis.Addr().String(), "state", string(state), "reason", why, "tlsCertificate", filepath.Join(cfg.StateDir, tlsCertFile))
+	log.Info("serving CAS", "address", lis.Addr().String(), "state", string(state), "reason", why, "tlsCertificate", filepath.Join(cfg.StateDir, TLSCertFile))
 	if cfg.Ready != nil {
 		cfg.Ready(lis.Addr().String())
 	}
@@ -409,7 +409,7 @@ func tlsIdentity(dir string, sans []string, ephemeral bool) (tls.Certificate, wi
 	// The same certificate while the key and names stay: a client that
 	// pinned it (--cas-ca) must still reach CAS after a restart, which is
 	// exactly when the owners recover it.
-	certFile := filepath.Join(dir, tlsCertFile)
+	certFile := filepath.Join(dir, TLSCertFile)
 	der := reusableCert(certFile, key, dns, ips, time.Now())
 	if der == nil {
 		tmpl := &x509.Certificate{

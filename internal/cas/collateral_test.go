@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
@@ -20,14 +22,14 @@ import (
 func TestCASFetchesCollateral(t *testing.T) {
 	pcs := collateraltest.RealPCS(t)
 	dir := t.TempDir()
-	url, caFile, _ := StartConfigForTest(t, Config{StateDir: dir, Sealer: "none", PCS: pcs.URL})
+	url, caFile, _ := castest.StartConfig(t, cas.Config{StateDir: dir, Sealer: "none", PCS: pcs.URL})
 	ca, _ := os.ReadFile(caFile)
 	c, err := client.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dir), BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, dir), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	pk, err := c.PublicKey(context.Background())

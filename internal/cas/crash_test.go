@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -26,9 +28,9 @@ const childEnv = "CLOISTER_CAS_TEST_CHILD_STATE"
 // a test can kill it with SIGKILL.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
-		cfg := Config{Listen: "127.0.0.1:0", StateDir: dir, Sealer: "file:" + filepath.Join(dir, "seed"), Simulation: true,
+		cfg := cas.Config{Listen: "127.0.0.1:0", StateDir: dir, Sealer: "file:" + filepath.Join(dir, "seed"), Simulation: true,
 			Ready: func(a string) { fmt.Println(a) }}
-		err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		err := cas.Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -56,7 +58,7 @@ func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	if err != nil {
 		t.Fatalf("child CAS did not start: %v", err)
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, tlsCertFile))
+	ca, err := os.ReadFile(filepath.Join(dir, cas.TLSCertFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestKillDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	cmd, c := child(t, dir)
 	owner, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, InitTokenForTest(t, dir), BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(t, dir), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	const writers, perWriter = 8, 400

@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 )
 
 // A CAS told it runs in a confidential VM does not start without the VM's
@@ -21,15 +23,15 @@ func TestTEEFailsClosed(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	for _, tc := range []struct {
-		cfg  Config
+		cfg  cas.Config
 		want string
 	}{
-		{Config{StateDir: filepath.Join(dir, "a"), TEE: true, Guest: produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing}}, "--tee: no evidence producer"},
-		{Config{StateDir: filepath.Join(dir, "b"), TEE: true, Simulation: true}, "exclude each other"},
-		{Config{StateDir: filepath.Join(dir, "c"), TestRoots: missing}, "--insecure-test-roots"},
+		{cas.Config{StateDir: filepath.Join(dir, "a"), TEE: true, Guest: produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing}}, "--tee: no evidence producer"},
+		{cas.Config{StateDir: filepath.Join(dir, "b"), TEE: true, Simulation: true}, "exclude each other"},
+		{cas.Config{StateDir: filepath.Join(dir, "c"), TestRoots: missing}, "--insecure-test-roots"},
 	} {
 		tc.cfg.Listen = "127.0.0.1:0"
-		err := Run(context.Background(), tc.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		err := cas.Run(context.Background(), tc.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
@@ -48,16 +50,16 @@ func TestTEEKeyStaysInTheVM(t *testing.T) {
 	}
 	tsm := s.ServeVM(t, filepath.Join(dir, "tsm"), nil, nil)
 	state := filepath.Join(dir, "state")
-	_, _, stop := StartConfigForTest(t, Config{StateDir: state, Sealer: "none"})
+	_, _, stop := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none"})
 	stop()
-	if _, err := os.Stat(filepath.Join(state, tlsKeyFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(state, cas.TLSKeyFile)); err != nil {
 		t.Fatalf("outside a VM the key is kept: %v", err)
 	}
 	var certs []string
 	for range 2 {
-		_, ca, stop := StartConfigForTest(t, Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(tsm)})
+		_, ca, stop := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(tsm)})
 		stop()
-		if _, err := os.Stat(filepath.Join(state, tlsKeyFile)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(state, cas.TLSKeyFile)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("in a VM the TLS key is on the volume: %v", err)
 		}
 		raw, err := os.ReadFile(ca)
@@ -87,18 +89,18 @@ func TestDerivedKeySealerOnlyInCASsOwnVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	podVM := s.ServeVM(t, filepath.Join(dir, "pod-vm"), []byte{0xCA}, nil)
-	cfg := Config{StateDir: filepath.Join(dir, "state"), Sealer: "snp:" + filepath.Join(dir, "sealed"), TEE: true, Guest: producetest.GuestPaths(podVM), TestRoots: roots, Listen: "127.0.0.1:0"}
-	err = Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := cas.Config{StateDir: filepath.Join(dir, "state"), Sealer: "snp:" + filepath.Join(dir, "sealed"), TEE: true, Guest: producetest.GuestPaths(podVM), TestRoots: roots, Listen: "127.0.0.1:0"}
+	err = cas.Run(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "carries host data") {
 		t.Errorf("an SEV-SNP sealer in a pod's VM: %v", err)
 	}
 	ownVM := s.ServeVM(t, filepath.Join(dir, "own-vm"), nil, nil)
 	cfg.Guest = producetest.GuestPaths(ownVM)
-	sealer, err := ParseSealer(cfg.Sealer, "")
+	sealer, err := cas.ParseSealer(cfg.Sealer, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := derivedKeyFits(context.Background(), cfg, sealer, s.Roots()); err != nil {
+	if err := cas.DerivedKeyFits(context.Background(), cfg, sealer, s.Roots()); err != nil {
 		t.Errorf("an SEV-SNP sealer in CAS's own VM: %v", err)
 	}
 }

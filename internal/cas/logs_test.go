@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -33,14 +35,14 @@ func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(dcapKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url, caFile, _ := StartLoggedForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: LASPubFileForTest(t),
+	url, caFile, _ := castest.StartLogged(t, cas.Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(t),
 		PCS: pcs.URL, DCAPKeyFile: keyFile}, logs)
 	ca, _ := os.ReadFile(caFile)
 	c, err := client.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := InitTokenForTest(t, dir)
+	token := castest.InitToken(t, dir)
 	secrets := []string{token, plainValue, base64.StdEncoding.EncodeToString([]byte(plainValue)), "a-guessed-init-token", dcapKey}
 	var answers []string
 	note := func(err error) {
@@ -52,7 +54,7 @@ func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	owners := []string{string(policy.MarshalPublicKey(&recovery.PublicKey))}
 	_, err = c.Init(context.Background(), owners, 1, "a-guessed-init-token")
 	note(err)
-	if _, err := c.Init(context.Background(), owners, 1, token, BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), owners, 1, token, castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
@@ -118,7 +120,7 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, InitTokenFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, cas.InitTokenFile)); !os.IsNotExist(err) {
 		t.Errorf("the used init token is still in the state folder: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -32,14 +33,14 @@ func readyCAS(t testing.TB) *client.Client {
 // readyCASAt is readyCAS with its URL and TLS certificate.
 func readyCASAt(t testing.TB) (*client.Client, string, []byte) {
 	t.Helper()
-	url, caFile, _ := StartForTest(t, t.TempDir(), "none")
+	url, caFile, _ := castest.Start(t, t.TempDir(), "none")
 	ca, _ := os.ReadFile(caFile)
 	c, err := client.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, filepath.Dir(caFile)), BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile)), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	return c, url, ca
@@ -62,7 +63,7 @@ func sign(t *testing.T, c *client.Client, doc string, keys ...*ecdsa.PrivateKey)
 	}
 	s := &policy.Signed{Policy: doc, Link: link}
 	if link.Version == 1 {
-		keys = append(keys, BoardKeyForTest()) // a new name: the board approves it
+		keys = append(keys, castest.BoardKey()) // a new name: the board approves it
 	}
 	for _, k := range keys {
 		if err := policy.Sign(s, k); err != nil {
@@ -85,7 +86,7 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 	if edit != nil {
 		edit(&c)
 	}
-	ev, err := sim.Generate(LASKeyForTest(), c, time.Now(), time.Minute)
+	ev, err := sim.Generate(castest.LASKey(), c, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,9 @@
-package cas
+package cas_test
 
 import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,16 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
-	"github.com/cloister-cc/cloister/internal/attest/verify"
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/core"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
-	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
-	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -39,15 +31,6 @@ func copyState(t *testing.T, from, dir string) {
 	if err := os.WriteFile(filepath.Join(dir, "cas.db"), raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func simKeyFile(t testing.TB) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "sim.pem")
-	if _, err := keyfile.LoadOrCreate(f); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 func waitState(t *testing.T, url, ca string, want wire.State) {
@@ -75,9 +58,9 @@ func waitState(t *testing.T, url, ca string, want wire.State) {
 // the peer's own evidence; one with another key is refused, and stays in
 // recovery.
 func TestPeerRecovery(t *testing.T) {
-	simKey := simKeyFile(t)
+	simKey := cas.SimKeyFile(t)
 	dirA := t.TempDir()
-	urlA, caA, _ := StartConfigForTest(t, Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+	urlA, caA, _ := castest.StartConfig(t, cas.Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemA, _ := os.ReadFile(caA)
 	a, err := client.New(urlA, pemA, nil)
@@ -85,11 +68,11 @@ func TestPeerRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	shares, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dirA), BoardPEMForTest())
+	shares, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, dirA), castest.BoardPEM())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cas, err := a.CAs(context.Background())
+	cas0, err := a.CAs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +81,17 @@ func TestPeerRecovery(t *testing.T) {
 	// Another simulation key: another CAS, as far as A can tell.
 	dirC := t.TempDir()
 	copyState(t, dirA, dirC)
-	urlC, caC, _ := StartConfigForTest(t, Config{StateDir: dirC, Sealer: "none", Simulation: true, SimulationKeyFile: simKeyFile(t), PeerAddrs: peerA})
-	time.Sleep(3 * peerInterval)
+	urlC, caC, _ := castest.StartConfig(t, cas.Config{StateDir: dirC, Sealer: "none", Simulation: true, SimulationKeyFile: cas.SimKeyFile(t), PeerAddrs: peerA})
+	time.Sleep(3 * cas.PeerInterval)
 	waitState(t, urlC, caC, wire.RecoveryMode)
 
 	dirB := t.TempDir()
 	copyState(t, dirA, dirB)
-	urlB, caB, _ := StartConfigForTest(t, Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey, PeerAddrs: peerA})
+	urlB, caB, _ := castest.StartConfig(t, cas.Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey, PeerAddrs: peerA})
 	waitState(t, urlB, caB, wire.Ready)
 	pemB, _ := os.ReadFile(caB)
 	b, _ := client.New(urlB, pemB, nil)
-	if got, err := b.CAs(context.Background()); err != nil || got.RootCA != cas.RootCA {
+	if got, err := b.CAs(context.Background()); err != nil || got.RootCA != cas0.RootCA {
 		t.Errorf("the recovered replica's CAs: %v", err)
 	}
 	waitState(t, urlC, caC, wire.RecoveryMode)
@@ -133,30 +116,30 @@ func TestPeerRecovery(t *testing.T) {
 // CAS's: a request with its own evidence but another key, or evidence
 // signed by another key, is refused with the reason.
 func TestPeerSeedRefusals(t *testing.T) {
-	simKey := simKeyFile(t)
+	simKey := cas.SimKeyFile(t)
 	dir := t.TempDir()
-	url, ca, _ := StartConfigForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: dir, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemCA, _ := os.ReadFile(ca)
 	c, _ := client.New(url, pemCA, nil)
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dir), BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, dir), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := newSelfQuoter(simKey, mustKey(t))
+	mine, err := cas.NewSelfQuoter(simKey, cas.MustKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := newSelfQuoter(simKeyFile(t), mustKey(t))
+	other, err := cas.NewSelfQuoter(cas.SimKeyFile(t), cas.MustKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := mustKey(t)
+	key := cas.MustKey(t)
 	binding, _ := wire.KeyBinding(&key.PublicKey)
 	keyPEM := string(policy.MarshalPublicKey(&key.PublicKey))
-	otherEv, _ := other.evidenceOver(binding)
-	unbound, _ := mine.evidenceOver(make([]byte, 32))
-	good, _ := mine.evidenceOver(binding)
+	otherEv, _ := other.EvidenceOver(binding)
+	unbound, _ := mine.EvidenceOver(make([]byte, 32))
+	good, _ := mine.EvidenceOver(binding)
 	for name, req := range map[string]*wire.PeerSeedRequest{
 		"another simulation key":       {Evidence: *otherEv, Key: keyPEM},
 		"evidence over another key":    {Evidence: *unbound, Key: keyPEM},
@@ -174,7 +157,7 @@ func TestPeerSeedRefusals(t *testing.T) {
 		t.Errorf("opening the seed: %v", err)
 	}
 	// A CAS without peers hands its seed to nobody.
-	urlN, caN, _ := StartForTest(t, t.TempDir(), "none")
+	urlN, caN, _ := castest.Start(t, t.TempDir(), "none")
 	pemN, _ := os.ReadFile(caN)
 	n, _ := client.New(urlN, pemN, nil)
 	if _, err := n.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *good, Key: keyPEM}); err == nil || !strings.Contains(err.Error(), "hands its seed to no peer") {
@@ -182,77 +165,20 @@ func TestPeerSeedRefusals(t *testing.T) {
 	}
 }
 
-func mustKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// FuzzPeerSeed sends a ready CAS any seed request a client could: only
-// evidence of this CAS over the request's key gets the seed, so nothing
-// the fuzzer makes (it holds no simulation key) ever does.
-func FuzzPeerSeed(f *testing.F) {
-	simKey := simKeyFile(f)
-	dir := f.TempDir()
-	cfg := core.Config{Store: mustBolt(f, dir), Sealer: seal.NoSealer{}, InitToken: core.FixedToken("t")}
-	c, err := core.Open(cfg)
-	if err != nil {
-		f.Fatal(err)
-	}
-	rec, _ := policy.NewKey()
-	if _, err := c.Init([]*ecdsa.PublicKey{&rec.PublicKey}, 1, "t"); err != nil {
-		f.Fatal(err)
-	}
-	q, err := newSelfQuoter(simKey, mustKey(f))
-	if err != nil {
-		f.Fatal(err)
-	}
-	p := &peers{cas: c, expect: simIdentity(q).expect, log: slog.New(slog.DiscardHandler)}
-	key := string(policy.MarshalPublicKey(&mustKey(f).PublicKey))
-	f.Add("sim", []byte("AAAA"), key)
-	f.Add("snp", []byte{}, "nonsense")
-	f.Fuzz(func(t *testing.T, typ string, raw []byte, key string) {
-		res, err := p.serve(&wire.PeerSeedRequest{Evidence: attest.Evidence{Type: attest.Type(typ), Raw: raw}, Key: key})
-		if err == nil || res != nil {
-			t.Fatalf("the seed went to evidence %s %q and key %q", typ, raw, key)
-		}
-		if !errors.Is(err, core.ErrInvalid) && !errors.Is(err, core.ErrRejected) {
-			t.Fatalf("neither invalid nor rejected: %v", err)
-		}
-		// A rejection names the check, which the API answers as its reason.
-		if errors.Is(err, core.ErrRejected) && attest.CheckOf(err) == "" {
-			t.Fatalf("a rejection without its check: %v", err)
-		}
-	})
-}
-
-func mustBolt(tb testing.TB, dir string) *store.Bolt {
-	tb.Helper()
-	b, err := store.OpenBolt(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
 // A replica that took some owners' shares, not enough, still takes the
 // seed from a peer that is ready: the owners' other shares went to
 // another replica, which recovered.
 func TestPeerRecoveryWithSomeSharesIn(t *testing.T) {
-	simKey := simKeyFile(t)
+	simKey := cas.SimKeyFile(t)
 	dirA := t.TempDir()
-	urlA, caA, _ := StartConfigForTest(t, Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+	urlA, caA, _ := castest.StartConfig(t, cas.Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemA, _ := os.ReadFile(caA)
 	a, _ := client.New(urlA, pemA, nil)
 	r1, _ := policy.NewKey()
 	r2, _ := policy.NewKey()
 	shares, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&r1.PublicKey)), string(policy.MarshalPublicKey(&r2.PublicKey))}, 2,
-		InitTokenForTest(t, dirA), BoardPEMForTest())
+		castest.InitToken(t, dirA), castest.BoardPEM())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +186,7 @@ func TestPeerRecoveryWithSomeSharesIn(t *testing.T) {
 	var published atomic.Bool
 	dirB := t.TempDir()
 	copyState(t, dirA, dirB)
-	urlB, caB, _ := StartConfigForTest(t, Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
+	urlB, caB, _ := castest.StartConfig(t, cas.Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) {
 			if !published.Load() {
 				return nil, nil
@@ -300,18 +226,18 @@ func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
 	casVM := s.ServeVM(t, filepath.Join(dir, "cas-vm"), bytes.Repeat([]byte{0xCA}, 32), nil)
 	otherVM := s.ServeVM(t, filepath.Join(dir, "other-vm"), bytes.Repeat([]byte{0xBB}, 32), nil)
 	state := filepath.Join(dir, "state")
-	url, ca, _ := StartConfigForTest(t, Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(casVM), TestRoots: roots,
+	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(casVM), TestRoots: roots,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemCA, _ := os.ReadFile(ca)
 	c, _ := client.New(url, pemCA, nil)
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, state), BoardPEMForTest()); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(vm string) (*wire.PeerSeedResponse, *ecdsa.PrivateKey, error) {
-		key := mustKey(t)
+		key := cas.MustKey(t)
 		binding, _ := wire.KeyBinding(&key.PublicKey)
-		ev, err := guestEvidenceOver(context.Background(), producetest.GuestPaths(vm), binding)
+		ev, err := cas.GuestEvidenceOver(context.Background(), producetest.GuestPaths(vm), binding)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,24 +253,5 @@ func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
 	}
 	if seed, err := wire.OpenSeed(key, res.Sealed); err != nil || len(seed) == 0 {
 		t.Errorf("opening the seed: %v", err)
-	}
-}
-
-// A CAS in a confidential VM without host data (no pod policy of its own)
-// cannot tell its peers from any other VM of its runtime class: peer
-// recovery is off, and says why.
-func TestTEEIdentityNeedsHostData(t *testing.T) {
-	s, err := producetest.NewSNPSigner(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := s.ServeVM(t, filepath.Join(t.TempDir(), "vm"), nil, nil)
-	ev, err := guestEvidenceOver(context.Background(), producetest.GuestPaths(vm), make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := teeIdentity(producetest.GuestPaths(vm), ev, verify.Options{TestRoots: s.Roots()})
-	if id.err == nil || !strings.Contains(id.err.Error(), "without hostData") {
-		t.Errorf("an identity without host data: %+v", id)
 	}
 }

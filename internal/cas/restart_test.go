@@ -1,10 +1,12 @@
-package cas
+package cas_test
 
 import (
 	"context"
 	"os"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 )
 
@@ -13,13 +15,13 @@ import (
 // certificate.
 func TestPinnedCertificateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	_, caFile, stop := StartForTest(t, dir, "none")
+	_, caFile, stop := castest.Start(t, dir, "none")
 	pinned, err := os.ReadFile(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	url, _, stop2 := StartForTest(t, dir, "none")
+	url, _, stop2 := castest.Start(t, dir, "none")
 	c, err := client.New(url, pinned, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +30,7 @@ func TestPinnedCertificateSurvivesRestart(t *testing.T) {
 		t.Fatalf("the pinned certificate after a restart: %v", err)
 	}
 	stop2()
-	_, caFile, _ = StartConfigForTest(t, Config{StateDir: dir, Sealer: "none", Simulation: true, TLSSANs: []string{"cas.shop.svc"}})
+	_, caFile, _ = castest.StartConfig(t, cas.Config{StateDir: dir, Sealer: "none", Simulation: true, TLSSANs: []string{"cas.shop.svc"}})
 	if now, _ := os.ReadFile(caFile); string(now) == string(pinned) {
 		t.Error("another name, the same certificate")
 	}

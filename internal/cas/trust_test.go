@@ -1,4 +1,4 @@
-package cas
+package cas_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
@@ -35,10 +37,10 @@ func relay(t *testing.T, casURL string) string {
 // pinned for every later connection.
 func TestAttestedConnection(t *testing.T) {
 	dir := t.TempDir()
-	casURL, _, _ := StartForTest(t, dir, "none")
+	casURL, _, _ := castest.Start(t, dir, "none")
 	ctx := context.Background()
 	sim := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
-	sim.Verify.SimKeys = []*ecdsa.PublicKey{SimKeyForTest(t, dir)}
+	sim.Verify.SimKeys = []*ecdsa.PublicKey{castest.SimKey(t, dir)}
 
 	c, got, err := client.NewAttested(ctx, casURL, sim, nil)
 	if err != nil {
@@ -48,7 +50,7 @@ func TestAttestedConnection(t *testing.T) {
 		t.Errorf("claims insecure=%v, state %q", got.Claims.Insecure, got.PublicKey.State)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, InitTokenForTest(t, dir)); err != nil {
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, dir)); err != nil {
 		t.Fatalf("init over the attested connection: %v", err)
 	}
 
@@ -89,10 +91,10 @@ func TestAttestedConnection(t *testing.T) {
 func TestSimulatedCASIsPinned(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	casURL, _, stop := StartForTest(t, dir, "none")
-	forgedURL, _, _ := StartForTest(t, t.TempDir(), "none")
+	casURL, _, stop := castest.Start(t, dir, "none")
+	forgedURL, _, _ := castest.Start(t, t.TempDir(), "none")
 	pin := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
-	pin.Verify.SimKeys = []*ecdsa.PublicKey{SimKeyForTest(t, dir)}
+	pin.Verify.SimKeys = []*ecdsa.PublicKey{castest.SimKey(t, dir)}
 
 	if _, _, err := client.NewAttested(ctx, forgedURL, pin, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "which is not pinned") {
 		t.Errorf("another simulated CAS: %v, want its key refused as not pinned", err)
@@ -102,7 +104,7 @@ func TestSimulatedCASIsPinned(t *testing.T) {
 		t.Errorf("no simulation key given: %v", err)
 	}
 	stop()
-	casURL, _, _ = StartForTest(t, dir, "none")
+	casURL, _, _ = castest.Start(t, dir, "none")
 	if _, _, err := client.NewAttested(ctx, casURL, pin, nil); err != nil {
 		t.Errorf("the pinned key after a restart: %v", err)
 	}
@@ -111,7 +113,7 @@ func TestSimulatedCASIsPinned(t *testing.T) {
 // A CAS without simulation (and without a TEE, as here) offers no
 // evidence: a client that would trust it by attestation is told why.
 func TestAttestedConnectionNeedsEvidence(t *testing.T) {
-	casURL, _, _ := StartConfigForTest(t, Config{StateDir: t.TempDir(), Sealer: "none"})
+	casURL, _, _ := castest.StartConfig(t, cas.Config{StateDir: t.TempDir(), Sealer: "none"})
 	_, _, err := client.NewAttested(context.Background(), casURL, client.Expect{Policy: attest.Policy{AllowSimulation: true}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "offers no evidence") {
 		t.Fatalf("CAS without evidence: %v", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 )
 
 // A CAS in a (fake) confidential VM proves itself with the VM's own SEV-SNP
@@ -26,7 +27,7 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 	tsm := s.ServeVM(t, filepath.Join(dir, "tsm"), nil, nil)
 	roots := writeFile(t, dir, "roots.pem", string(s.RootsPEM()))
 	state := filepath.Join(dir, "state")
-	url, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true,
+	url, _, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true,
 		Guest: producetest.GuestPaths(tsm)})
 	id := func(measurement [48]byte, hostData [32]byte) string {
 		return "identities: [{type: snp, measurement: " + hex.EncodeToString(measurement[:]) + ", hostData: " + hex.EncodeToString(hostData[:]) + "}]\n"
@@ -39,7 +40,7 @@ func TestCASInAConfidentialVMProvesItself(t *testing.T) {
 	// its own (another host data) answering as CAS: refused.
 	impostor := *s
 	impostor.HostData[0] = 0xBA
-	impostorURL, _, _ := cas.StartConfigForTest(t, cas.Config{StateDir: filepath.Join(dir, "impostor"), Sealer: "none", TEE: true,
+	impostorURL, _, _ := castest.StartConfig(t, cas.Config{StateDir: filepath.Join(dir, "impostor"), Sealer: "none", TEE: true,
 		Guest: producetest.GuestPaths(impostor.ServeVM(t, filepath.Join(dir, "impostor-tsm"), nil, nil))})
 	measurementOnly := writeFile(t, dir, "measurement-only.yaml", "identities: [{type: snp, measurement: "+hex.EncodeToString(s.Measurement[:])+"}]\n")
 	_, pub := keygen(t, dir, "owner.pem")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 )
 
 func readFile(t *testing.T, path string) string {
@@ -29,7 +30,7 @@ func TestCASWorkflow(t *testing.T) {
 	// The developer's simulation key, named to CAS explicitly.
 	simKey, simPub := keygen(t, dir, "sim.pem")
 	simPubFile := writeFile(t, dir, "sim.pub.pem", simPub)
-	url, ca, stop := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: simPubFile})
+	url, ca, stop := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: simPubFile})
 	casArgs := []string{"--cas", url, "--cas-ca", ca}
 	var owners, initArgs []string
 	for _, name := range []string{"r1", "r2", "r3"} {
@@ -190,7 +191,7 @@ secrets:
 
 	// Restart without a sealer: recovery mode until 2 of 3 owners.
 	stop()
-	url, ca, _ = cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: simPubFile})
+	url, ca, _ = castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: simPubFile})
 	casArgs = []string{"--cas", url, "--cas-ca", ca}
 	if _, err := attest(filepath.Join(dir, "locked")); err == nil || !strings.Contains(err.Error(), "recovery") {
 		t.Errorf("attest in recovery mode: %v", err)
@@ -230,7 +231,7 @@ func mustRun(t *testing.T, args ...string) string {
 // they are missing.
 func TestCASTrustedByEvidence(t *testing.T) {
 	dir := t.TempDir()
-	url, _, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
+	url, _, _ := castest.Start(t, filepath.Join(dir, "state"), "none")
 	_, pub := keygen(t, dir, "r.pem")
 	pubFile := filepath.Join(dir, "r.pub.pem")
 	if err := os.WriteFile(pubFile, []byte(pub), 0o644); err != nil {
@@ -238,7 +239,7 @@ func TestCASTrustedByEvidence(t *testing.T) {
 	}
 	simPub := filepath.Join(dir, "state", cas.SimulationPubKeyFile)
 	other := filepath.Join(dir, "other")
-	cas.StartForTest(t, other, "none")
+	castest.Start(t, other, "none")
 	otherPub := filepath.Join(other, cas.SimulationPubKeyFile)
 	initArgs := []string{"cas", "init", "--recovery-owner", pubFile, "--out", filepath.Join(dir, "shares.json"), "--cas", url,
 		"--init-token-file", filepath.Join(dir, "state", cas.InitTokenFile)}
@@ -283,7 +284,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func TestCASBoardCommand(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	url, ca, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none"})
+	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none"})
 	casArgs := []string{"--cas", url, "--cas-ca", ca}
 	initArgs := []string{"cas", "init", "--out", filepath.Join(dir, "shares.json"), "--init-token-file", filepath.Join(state, cas.InitTokenFile)}
 	var members []string

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 )
 
 // Through the CLI against a standalone CAS: its whole state put back as it
@@ -27,7 +28,7 @@ func TestCASStateRollbackAndLoss(t *testing.T) {
 		stops = nil
 	}
 	start := func() []string {
-		url, ca, stop := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none"})
+		url, ca, stop := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none"})
 		stops = append(stops, stop)
 		return []string{"--cas", url, "--cas-ca", ca}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
@@ -36,7 +37,7 @@ func TestSetVerifyRecover(t *testing.T) {
 	mustRun(t, generateArgs...)
 
 	state := filepath.Join(t.TempDir(), "state")
-	url, _, stop := cas.StartForTest(t, state, "none")
+	url, _, stop := castest.Start(t, state, "none")
 	casArgs := []string{"-c", url, "--insecure-simulated-cas", "--cas-sim-key", filepath.Join(state, cas.SimulationPubKeyFile), "--workspace", work}
 	out, stderr, err := run(t, append(append([]string{"set", "--init-token-file", filepath.Join(state, cas.InitTokenFile)}, casArgs...), resources)...)
 	if err != nil || !strings.Contains(out, "manifest shop set: version 1") || !strings.Contains(stderr, "CAS initialised") {
@@ -60,13 +61,13 @@ func TestSetVerifyRecover(t *testing.T) {
 	}
 	attestAs := func(digest string) error {
 		expect := casclient.Expect{Policy: simulationOK()}
-		expect.Verify.SimKeys = []*ecdsa.PublicKey{cas.SimKeyForTest(t, state)}
+		expect.Verify.SimKeys = []*ecdsa.PublicKey{castest.SimKey(t, state)}
 		c, _, err := casclient.NewAttested(t.Context(), url, expect, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		hostData, _ := hex.DecodeString(digest)
-		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&sim.Quoter{Key: cas.LASKeyForTest()}, hostData}, filepath.Join(t.TempDir(), "out"))
+		_, err = c.Attest(context.Background(), "shop", web().Service, hostDataQuoter{&sim.Quoter{Key: castest.LASKey()}, hostData}, filepath.Join(t.TempDir(), "out"))
 		return err
 	}
 	if err := attestAs(web().Digest); err != nil {
@@ -121,7 +122,7 @@ func TestSetVerifyRecover(t *testing.T) {
 
 	// Restart: recovery mode until the seed share owner recovers it.
 	stop()
-	url, _, _ = cas.StartForTest(t, state, "none")
+	url, _, _ = castest.Start(t, state, "none")
 	casArgs[1] = url
 	if err := attestAs(web().Digest); err == nil || !strings.Contains(err.Error(), "recovery") {
 		t.Errorf("attesting in recovery mode: %v", err)
@@ -172,7 +173,7 @@ func TestImmutableManifest(t *testing.T) {
 		"--initializer-image", host + "/initializer:v1", resources}
 	mustRun(t, generateArgs...)
 	state := filepath.Join(t.TempDir(), "state")
-	url, _, _ := cas.StartForTest(t, state, "none")
+	url, _, _ := castest.Start(t, state, "none")
 	set := []string{"set", "-c", url, "--insecure-simulated-cas", "--cas-sim-key", filepath.Join(state, cas.SimulationPubKeyFile), "--workspace", work, "--init-token-file", filepath.Join(state, cas.InitTokenFile), resources}
 	if out := mustRun(t, set...); !strings.Contains(out, "version 1") {
 		t.Fatalf("set: %s", out)

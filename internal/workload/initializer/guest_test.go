@@ -12,6 +12,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
@@ -39,14 +40,14 @@ func TestGuestEvidence(t *testing.T) {
 	}
 
 	state := filepath.Join(dir, "state")
-	url, ca, _ := cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0xCA, nil)), TestRoots: roots})
+	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0xCA, nil)), TestRoots: roots})
 	caPEM, _ := os.ReadFile(ca)
 	admin, err := casclient.New(url, caPEM, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(t, state), cas.BoardPEMForTest()); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	measurement := hex.EncodeToString(s.Measurement[:])

@@ -18,6 +18,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -93,7 +94,7 @@ func TestInitializerWaitsForTheManifest(t *testing.T) {
 // request, and the reason is logged.
 func TestInitializerRefusesAnotherCAS(t *testing.T) {
 	dir := t.TempDir()
-	url, _, _ := cas.StartForTest(t, filepath.Join(dir, "state"), "none")
+	url, _, _ := castest.Start(t, filepath.Join(dir, "state"), "none")
 	logs := &testenv.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -151,17 +152,17 @@ func BenchmarkInitializer(b *testing.B) {
 func onLoopback(tb testing.TB, dir string) (*casclient.Client, Config) {
 	tb.Helper()
 	state := filepath.Join(dir, "state")
-	url, ca, _ := cas.StartForTest(tb, state, "none")
+	url, ca, _ := castest.Start(tb, state, "none")
 	caPEM, _ := os.ReadFile(ca)
 	admin, err := casclient.New(url, caPEM, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, cas.InitTokenForTest(tb, state), cas.BoardPEMForTest()); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(tb, state), castest.BoardPEM()); err != nil {
 		tb.Fatal(err)
 	}
-	l := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: cas.LASKeyForTest()}}).Handler())
+	l := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: castest.LASKey()}}).Handler())
 	tb.Cleanup(l.Close)
 	return admin, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(tb, state),
 		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, LAS: l.URL}
@@ -172,7 +173,7 @@ func onLoopback(tb testing.TB, dir string) (*casclient.Client, Config) {
 func boardApproved(tb testing.TB, text string) wire.PolicyRequest {
 	tb.Helper()
 	s := &policy.Signed{Policy: text, Link: policy.Link{Version: 1}}
-	if err := policy.Sign(s, cas.BoardKeyForTest()); err != nil {
+	if err := policy.Sign(s, castest.BoardKey()); err != nil {
 		tb.Fatal(err)
 	}
 	return wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}
@@ -206,7 +207,7 @@ func FuzzExpect(f *testing.F) {
 // The simulated CAS's key is required exactly when the expectation allows
 // simulation, and must be a P-256 public key.
 func TestParseSimKey(t *testing.T) {
-	pub := string(policy.MarshalPublicKey(&cas.LASKeyForTest().PublicKey))
+	pub := string(policy.MarshalPublicKey(&castest.LASKey().PublicKey))
 	for _, tt := range []struct {
 		name, text string
 		simulation bool

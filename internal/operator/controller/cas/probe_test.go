@@ -22,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -93,7 +94,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	if _, err := keyfile.ParsePublic([]byte(published)); err != nil {
 		t.Fatalf("status.simulationKey %q: %v", published, err)
 	}
-	lasKey := cas.LASKeyForTest()
+	lasKey := castest.LASKey()
 	lasCR := &basev1beta1.LAS{ObjectMeta: metav1.ObjectMeta{Name: "las"}}
 	if err := c.Create(ctx, lasCR); err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	}
 	// Another simulated CAS (its own key) at the pod's address is not
 	// this one.
-	impostor, _, _ := cas.StartForTest(t, t.TempDir(), "none")
+	impostor, _, _ := castest.Start(t, t.TempDir(), "none")
 	casAddr = strings.TrimPrefix(impostor, "https://")
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cas-probe", Labels: map[string]string{tee.LabelSimulatedNode: "true"}}}
 	if err := c.Create(ctx, node); err != nil {
@@ -152,7 +153,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Errorf("a simulated CAS signing with another key: %+v", obs)
 	}
 
-	url, caFile, _ = cas.StartConfigForTest(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimulationKeyFile: keyFile, SimKeys: workloadsFile})
+	url, caFile, _ = castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimulationKeyFile: keyFile, SimKeys: workloadsFile})
 	casAddr = strings.TrimPrefix(url, "https://")
 	obs = k.FillStatus(ctx, cr, nil)
 	if want := []string{sim.Fingerprint(&lasKey.PublicKey)}; !slices.Equal(cr.Status.SimulationKeys, want) {
@@ -172,7 +173,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile))); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile))); err != nil {
 		t.Fatal(err)
 	}
 	obs = k.FillStatus(ctx, cr, nil)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -38,7 +38,7 @@ func TestConnectorTriesEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	url, _, _ := cas.StartForTest(t, dir, "none")
+	url, _, _ := castest.Start(t, dir, "none")
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "replicas-real"}}
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestConnectorTriesEveryReplica(t *testing.T) {
 	}}
 	cr := &servicesv1beta1.CAS{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"},
 		Spec:   servicesv1beta1.CASSpec{Simulation: true, Replicas: 1, Service: servicesv1beta1.CASService{ClientPort: 8081}},
-		Status: servicesv1beta1.CASStatus{SimulationKey: string(policy.MarshalPublicKey(cas.SimKeyForTest(t, dir)))}}
+		Status: servicesv1beta1.CASStatus{SimulationKey: string(policy.MarshalPublicKey(castest.SimKey(t, dir)))}}
 	if _, _, err := conns.Connect(ctx, cr); !errors.Is(err, conn.ErrNotRunning) {
 		t.Errorf("one replica, not running: %v", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -72,7 +73,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	url, caFile, stop := cas.StartForTest(t, state, "none")
+	url, caFile, stop := castest.Start(t, state, "none")
 	simPub := filepath.Join(state, cas.SimulationPubKeyFile)
 	ca, _ := os.ReadFile(caFile)
 	admin, err := casclient.New(url, ca, nil)
@@ -81,7 +82,7 @@ func newFixture(t *testing.T, ns string, initialise bool) *fixture {
 	}
 	if initialise {
 		rec, _ := policy.NewKey()
-		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile)), cas.BoardPEMForTest()); err != nil {
+		if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile)), castest.BoardPEM()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +157,7 @@ func (f *fixture) sign(doc string, keys ...*ecdsa.PrivateKey) *policy.Signed {
 		f.t.Fatal(err)
 	}
 	if s.Version == 1 {
-		keys = append(keys, cas.BoardKeyForTest()) // a new name: the board approves it
+		keys = append(keys, castest.BoardKey()) // a new name: the board approves it
 	}
 	for _, k := range keys {
 		if err := policy.Sign(s, k); err != nil {
@@ -454,7 +455,7 @@ func TestPolicyFollowsAResetCAS(t *testing.T) {
 	// operator has read.
 	f.stop()
 	state := t.TempDir()
-	url, caFile, _ := cas.StartForTest(t, state, "none")
+	url, caFile, _ := castest.Start(t, state, "none")
 	*f.target = strings.TrimPrefix(url, "https://")
 	ca, _ := os.ReadFile(caFile)
 	admin, err := casclient.New(url, ca, nil)
@@ -476,7 +477,7 @@ func TestPolicyFollowsAResetCAS(t *testing.T) {
 
 	// Initialised again: registered with the new CAS.
 	rec, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, cas.InitTokenForTest(t, filepath.Dir(caFile)), cas.BoardPEMForTest()); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile)), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	second := rootCA(t, admin)
