@@ -8,11 +8,9 @@ import (
 	"os"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	"github.com/cloister-cc/cloister/internal/base/startup"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 	"github.com/cloister-cc/cloister/internal/workload/initializer"
 )
 

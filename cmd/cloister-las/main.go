@@ -7,10 +7,9 @@ import (
 	"flag"
 	"os"
 
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/las"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 func main() { startup.Main("cloister-las", run) }

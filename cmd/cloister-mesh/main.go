@@ -14,11 +14,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/mesh"
 	"github.com/cloister-cc/cloister/internal/mesh/proxy"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
 func main() { startup.Main("cloister-mesh", run) }

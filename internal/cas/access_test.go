@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -59,7 +59,7 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 		return wire.PolicyRequest{Policy: e.Policy, EncryptionKey: e.EncryptionKey}
 	}
 	// An encrypted policy cannot be made readable by anyone.
-	var apiErr *client.APIError
+	var apiErr *casclient.APIError
 	if _, err := c.RegisterPolicy(context.Background(), seal(doc("read: any"))); !errors.As(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "came encrypted, so only its owners may read it") {
 		t.Errorf("an encrypted policy with read: any: %v", err)
 	}

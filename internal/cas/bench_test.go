@@ -17,14 +17,14 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // benchCAS is a ready CAS in this process with policy "bench" and a pool
 // of attestation requests (each its own key, CSR and sim evidence).
-func benchCAS(b *testing.B, n int) (*client.Client, []*wire.AttestRequest) {
+func benchCAS(b *testing.B, n int) (*casclient.Client, []*wire.AttestRequest) {
 	c := readyCAS(b)
 	owner, _ := policy.NewKey()
 	if _, err := c.RegisterPolicy(context.Background(), signedPolicy(b, "bench", owner)); err != nil {
@@ -84,7 +84,7 @@ func BenchmarkAttestNewConnection(b *testing.B) {
 	reqs := attestRequests(b, 64)
 	i := 0
 	for b.Loop() {
-		fresh, err := client.New(url, ca, nil)
+		fresh, err := casclient.New(url, ca, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
 
@@ -24,7 +24,7 @@ func TestCASFetchesCollateral(t *testing.T) {
 	dir := t.TempDir()
 	url, caFile, _ := castest.StartConfig(t, cas.Config{StateDir: dir, Sealer: "none", PCS: pcs.URL})
 	ca, _ := os.ReadFile(caFile)
-	c, err := client.New(url, ca, nil)
+	c, err := casclient.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 // child starts a CAS process on dir and returns its client.
-func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
+func child(t testing.TB, dir string) (*exec.Cmd, *casclient.Client) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // re-runs this test binary as the CAS process
 	cmd.Env = append(os.Environ(), childEnv+"="+dir)
@@ -62,7 +62,7 @@ func child(t testing.TB, dir string) (*exec.Cmd, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New("https://"+strings.TrimSpace(line), ca, nil)
+	c, err := casclient.New("https://"+strings.TrimSpace(line), ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestKillDuringWrites(t *testing.T) {
 	for _, name := range acked {
 		h, err := c.History(context.Background(), name)
 		if err != nil || len(h.Records) != 1 {
-			var apiErr *client.APIError
+			var apiErr *casclient.APIError
 			if errors.As(err, &apiErr) && apiErr.Status == 503 {
 				t.Fatalf("after restart: %v", err)
 			}

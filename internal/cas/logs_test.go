@@ -14,7 +14,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
@@ -38,7 +38,7 @@ func TestNoSecretsInLogsOrErrors(t *testing.T) {
 	url, caFile, _ := castest.StartLogged(t, cas.Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(t),
 		PCS: pcs.URL, DCAPKeyFile: keyFile}, logs)
 	ca, _ := os.ReadFile(caFile)
-	c, err := client.New(url, ca, nil)
+	c, err := casclient.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ secrets: [{name: password, kind: plain, value: ` + base64.StdEncoding.EncodeToSt
 	}
 	raw, _ := json.Marshal(h)
 	answers = append(answers, string(raw))
-	var apiErr *client.APIError
+	var apiErr *casclient.APIError
 	if _, err := c.Init(context.Background(), owners, 1, token); !errors.As(err, &apiErr) || apiErr.Reason != wire.ReasonInitialized {
 		t.Errorf("a second init: %v", err)
 	}

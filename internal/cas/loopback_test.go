@@ -18,24 +18,24 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // readyCAS is cloister-cas on loopback, initialised, with its client.
-func readyCAS(t testing.TB) *client.Client {
+func readyCAS(t testing.TB) *casclient.Client {
 	t.Helper()
 	c, _, _ := readyCASAt(t)
 	return c
 }
 
 // readyCASAt is readyCAS with its URL and TLS certificate.
-func readyCASAt(t testing.TB) (*client.Client, string, []byte) {
+func readyCASAt(t testing.TB) (*casclient.Client, string, []byte) {
 	t.Helper()
 	url, caFile, _ := castest.Start(t, t.TempDir(), "none")
 	ca, _ := os.ReadFile(caFile)
-	c, err := client.New(url, ca, nil)
+	c, err := casclient.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func pemKey(k *ecdsa.PrivateKey) string {
 }
 
 // sign signs doc where it goes next in c's chain, as cloister set does.
-func sign(t *testing.T, c *client.Client, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
+func sign(t *testing.T, c *casclient.Client, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
 	t.Helper()
 	d, err := policy.Parse([]byte(doc))
 	if err != nil {
@@ -98,7 +98,7 @@ func simRequest(t *testing.T, policyName, service string, edit func(*attest.Clai
 
 // attestedCert attests service of policyName with sim evidence and
 // returns the workload's certificate.
-func attestedCert(t *testing.T, c *client.Client, policyName, service string) *x509.Certificate {
+func attestedCert(t *testing.T, c *casclient.Client, policyName, service string) *x509.Certificate {
 	t.Helper()
 	res, err := attestOpen(t, c, simRequest(t, policyName, service, nil))
 	if err != nil {
@@ -120,7 +120,7 @@ var requestKeys sync.Map
 
 // attestOpen attests req over HTTPS and opens the result with the
 // request's key, as the workload does.
-func attestOpen(t *testing.T, c *client.Client, req *wire.AttestRequest) (*wire.AttestResult, error) {
+func attestOpen(t *testing.T, c *casclient.Client, req *wire.AttestRequest) (*wire.AttestResult, error) {
 	t.Helper()
 	res, err := c.AttestRaw(context.Background(), req)
 	if err != nil {
@@ -165,7 +165,7 @@ services: [{name: api, attestation: {identities: [{type: sgx, mrenclave: "` + st
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.AttestRaw(context.Background(), tc.req)
-			var apiErr *client.APIError
+			var apiErr *casclient.APIError
 			if !errors.As(err, &apiErr) || apiErr.Status != 403 || apiErr.Reason != tc.reason {
 				t.Errorf("got %v, want 403 %s", err, tc.reason)
 			}
@@ -191,7 +191,7 @@ services: [{name: api, attestation: {identities: []}, certificate: {sans: [api],
 		t.Fatal(err)
 	}
 	_, err := c.RegisterPolicy(context.Background(), sign(t, c, doc("2h"), a))
-	var apiErr *client.APIError
+	var apiErr *casclient.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 403 || !strings.Contains(apiErr.Message, "signed by 1 of the owners of version 1, 2 needed") {
 		t.Fatalf("update with one of two signatures: %v", err)
 	}
@@ -288,7 +288,7 @@ func TestCertificateNamesOverHTTPS(t *testing.T) {
 	if _, err := c.RegisterPolicy(ctx, sign(t, c, doc("shop", shopOwner, "api.shop.svc"), shopOwner)); err != nil {
 		t.Fatal(err)
 	}
-	var apiErr *client.APIError
+	var apiErr *casclient.APIError
 	_, err := c.RegisterPolicy(ctx, sign(t, c, doc("ledger", stranger, "api.shop.svc"), stranger))
 	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Reason != wire.ReasonNameTaken || !strings.Contains(apiErr.Message, "held by policy shop") {
 		t.Errorf("a name the shop holds: %v", err)

@@ -6,9 +6,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/cloister-cc/cloister/internal/cas/statemark"
-
 	"github.com/cloister-cc/cloister/internal/base/atomicfile"
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
 )
 
 // StateMarkFile is where a replica keeps its high-water mark of the state

@@ -14,7 +14,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
@@ -36,7 +36,7 @@ func copyState(t *testing.T, from, dir string) {
 func waitState(t *testing.T, url, ca string, want wire.State) {
 	t.Helper()
 	pem, _ := os.ReadFile(ca)
-	c, err := client.New(url, pem, nil)
+	c, err := casclient.New(url, pem, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestPeerRecovery(t *testing.T) {
 	urlA, caA, _ := castest.StartConfig(t, cas.Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemA, _ := os.ReadFile(caA)
-	a, err := client.New(urlA, pemA, nil)
+	a, err := casclient.New(urlA, pemA, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestPeerRecovery(t *testing.T) {
 	urlB, caB, _ := castest.StartConfig(t, cas.Config{StateDir: dirB, Sealer: "none", Simulation: true, SimulationKeyFile: simKey, PeerAddrs: peerA})
 	waitState(t, urlB, caB, wire.Ready)
 	pemB, _ := os.ReadFile(caB)
-	b, _ := client.New(urlB, pemB, nil)
+	b, _ := casclient.New(urlB, pemB, nil)
 	if got, err := b.CAs(context.Background()); err != nil || got.RootCA != cas0.RootCA {
 		t.Errorf("the recovered replica's CAs: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestPeerRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	pemC, _ := os.ReadFile(caC)
-	cl, _ := client.New(urlC, pemC, nil)
+	cl, _ := casclient.New(urlC, pemC, nil)
 	if _, err := cl.Recover(context.Background(), sh, false); err == nil || !strings.Contains(err.Error(), "cloister cas recover --force") {
 		t.Errorf("a share while a ready peer exists: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestPeerSeedRefusals(t *testing.T) {
 	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: dir, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemCA, _ := os.ReadFile(ca)
-	c, _ := client.New(url, pemCA, nil)
+	c, _ := casclient.New(url, pemCA, nil)
 	rec, _ := policy.NewKey()
 	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, dir), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestPeerSeedRefusals(t *testing.T) {
 	// A CAS without peers hands its seed to nobody.
 	urlN, caN, _ := castest.Start(t, t.TempDir(), "none")
 	pemN, _ := os.ReadFile(caN)
-	n, _ := client.New(urlN, pemN, nil)
+	n, _ := casclient.New(urlN, pemN, nil)
 	if _, err := n.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *good, Key: keyPEM}); err == nil || !strings.Contains(err.Error(), "hands its seed to no peer") {
 		t.Errorf("a CAS without peers: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestPeerRecoveryWithSomeSharesIn(t *testing.T) {
 	urlA, caA, _ := castest.StartConfig(t, cas.Config{StateDir: dirA, Sealer: "none", Simulation: true, SimulationKeyFile: simKey,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemA, _ := os.ReadFile(caA)
-	a, _ := client.New(urlA, pemA, nil)
+	a, _ := casclient.New(urlA, pemA, nil)
 	r1, _ := policy.NewKey()
 	r2, _ := policy.NewKey()
 	shares, err := a.Init(context.Background(), []string{string(policy.MarshalPublicKey(&r1.PublicKey)), string(policy.MarshalPublicKey(&r2.PublicKey))}, 2,
@@ -199,7 +199,7 @@ func TestPeerRecoveryWithSomeSharesIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	pemB, _ := os.ReadFile(caB)
-	b, _ := client.New(urlB, pemB, nil)
+	b, _ := casclient.New(urlB, pemB, nil)
 	if res, err := b.Recover(context.Background(), sh, false); err != nil || res.Needed != 1 {
 		t.Fatalf("one share of two: %+v %v", res, err)
 	}
@@ -229,7 +229,7 @@ func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
 	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(casVM), TestRoots: roots,
 		PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
 	pemCA, _ := os.ReadFile(ca)
-	c, _ := client.New(url, pemCA, nil)
+	c, _ := casclient.New(url, pemCA, nil)
 	rec, _ := policy.NewKey()
 	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 )
 
 // A client that pinned CAS's tls.crt (cloister ... --cas-ca) reaches it
@@ -22,7 +22,7 @@ func TestPinnedCertificateSurvivesRestart(t *testing.T) {
 	}
 	stop()
 	url, _, stop2 := castest.Start(t, dir, "none")
-	c, err := client.New(url, pinned, nil)
+	c, err := casclient.New(url, pinned, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

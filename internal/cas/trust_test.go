@@ -16,7 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
 
@@ -39,10 +39,10 @@ func TestAttestedConnection(t *testing.T) {
 	dir := t.TempDir()
 	casURL, _, _ := castest.Start(t, dir, "none")
 	ctx := context.Background()
-	sim := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
+	sim := casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}
 	sim.Verify.SimKeys = []*ecdsa.PublicKey{castest.SimKey(t, dir)}
 
-	c, got, err := client.NewAttested(ctx, casURL, sim, nil)
+	c, got, err := casclient.NewAttested(ctx, casURL, sim, nil)
 	if err != nil {
 		t.Fatalf("attesting a simulated CAS with simulation allowed: %v", err)
 	}
@@ -54,12 +54,12 @@ func TestAttestedConnection(t *testing.T) {
 		t.Fatalf("init over the attested connection: %v", err)
 	}
 
-	if _, _, err := client.NewAttested(ctx, casURL, client.Expect{}, nil); err == nil || !strings.Contains(err.Error(), "simulation: ") {
+	if _, _, err := casclient.NewAttested(ctx, casURL, casclient.Expect{}, nil); err == nil || !strings.Contains(err.Error(), "simulation: ") {
 		t.Errorf("simulated CAS without AllowSimulation: %v", err)
 	}
 
 	relayed := relay(t, casURL)
-	if _, _, err := client.NewAttested(ctx, relayed, sim, nil); err == nil || !strings.Contains(err.Error(), "report-data") {
+	if _, _, err := casclient.NewAttested(ctx, relayed, sim, nil); err == nil || !strings.Contains(err.Error(), "report-data") {
 		t.Errorf("through a relay with its own key: %v, want the report-data check to fail", err)
 	}
 
@@ -70,7 +70,7 @@ func TestAttestedConnection(t *testing.T) {
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, to.Load().(string))
 	}
-	pinned, _, err := client.NewAttested(ctx, "https://cas.example:8081", sim, dial)
+	pinned, _, err := casclient.NewAttested(ctx, "https://cas.example:8081", sim, dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,19 +93,19 @@ func TestSimulatedCASIsPinned(t *testing.T) {
 	dir := t.TempDir()
 	casURL, _, stop := castest.Start(t, dir, "none")
 	forgedURL, _, _ := castest.Start(t, t.TempDir(), "none")
-	pin := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
+	pin := casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}
 	pin.Verify.SimKeys = []*ecdsa.PublicKey{castest.SimKey(t, dir)}
 
-	if _, _, err := client.NewAttested(ctx, forgedURL, pin, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "which is not pinned") {
+	if _, _, err := casclient.NewAttested(ctx, forgedURL, pin, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "which is not pinned") {
 		t.Errorf("another simulated CAS: %v, want its key refused as not pinned", err)
 	}
-	unpinned := client.Expect{Policy: attest.Policy{AllowSimulation: true}}
-	if _, _, err := client.NewAttested(ctx, casURL, unpinned, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "no key was given") {
+	unpinned := casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}
+	if _, _, err := casclient.NewAttested(ctx, casURL, unpinned, nil); attest.CheckOf(err) != attest.CheckChain || !strings.Contains(err.Error(), "no key was given") {
 		t.Errorf("no simulation key given: %v", err)
 	}
 	stop()
 	casURL, _, _ = castest.Start(t, dir, "none")
-	if _, _, err := client.NewAttested(ctx, casURL, pin, nil); err != nil {
+	if _, _, err := casclient.NewAttested(ctx, casURL, pin, nil); err != nil {
 		t.Errorf("the pinned key after a restart: %v", err)
 	}
 }
@@ -114,7 +114,7 @@ func TestSimulatedCASIsPinned(t *testing.T) {
 // evidence: a client that would trust it by attestation is told why.
 func TestAttestedConnectionNeedsEvidence(t *testing.T) {
 	casURL, _, _ := castest.StartConfig(t, cas.Config{StateDir: t.TempDir(), Sealer: "none"})
-	_, _, err := client.NewAttested(context.Background(), casURL, client.Expect{Policy: attest.Policy{AllowSimulation: true}}, nil)
+	_, _, err := casclient.NewAttested(context.Background(), casURL, casclient.Expect{Policy: attest.Policy{AllowSimulation: true}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "offers no evidence") {
 		t.Fatalf("CAS without evidence: %v", err)
 	}

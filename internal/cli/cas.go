@@ -10,10 +10,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/attest/sim"
-
 	"github.com/spf13/cobra"
 
+	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"

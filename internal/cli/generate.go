@@ -9,23 +9,21 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
-
-	"github.com/cloister-cc/cloister/internal/attest/refvalues"
-	"github.com/cloister-cc/cloister/internal/attest/verify"
-	"github.com/cloister-cc/cloister/internal/cas/wire"
-
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
 	"github.com/cloister-cc/cloister/internal/workload/generate"

@@ -11,9 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/attest/sim"
-
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"

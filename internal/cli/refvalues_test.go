@@ -9,7 +9,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues/fwtest"
-	"github.com/cloister-cc/cloister/internal/workload/manifest"
+	workloadmanifest "github.com/cloister-cc/cloister/internal/workload/manifest"
 )
 
 // compute writes the values of the guest's artifacts; generate takes the
@@ -50,7 +50,7 @@ func TestReferenceValuesComputeIntoGenerate(t *testing.T) {
 		"--initializer-image", host+"/initializer:v1", resources); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	doc, _, err := manifest.Read(work)
+	doc, _, err := workloadmanifest.Read(work)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,10 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
-	"github.com/cloister-cc/cloister/internal/deviceplugin/nitro"
+	nitromode "github.com/cloister-cc/cloister/internal/deviceplugin/nitro"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
-	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/uevent"
 )
 
@@ -80,14 +80,14 @@ func sgxCommand(c *common) *cobra.Command {
 	var capacity int
 	cmd := &cobra.Command{
 		Use:   "sgx",
-		Short: "Offer sgx.cloister.dev/enclave and sgx.cloister.dev/provision",
+		Short: "Offer sgxmode.cloister.dev/enclave and sgxmode.cloister.dev/provision",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			node, nodeErr := c.node()
 			if !cmd.Flags().Changed("capacity") {
 				capacity = c.maxPods(cmd.Context(), node, nodeErr)
 			}
-			m := &sgx.Mode{DevRoot: c.devRoot, Capacity: capacity, Label: c.presence(node, sgx.Label)}
+			m := &sgxmode.Mode{DevRoot: c.devRoot, Capacity: capacity, Label: c.presence(node, sgxmode.Label)}
 			if err := m.Validate(); err != nil {
 				return err
 			}
@@ -134,21 +134,21 @@ func cexCommand(c *common) *cobra.Command {
 }
 
 func nitroCommand(c *common) *cobra.Command {
-	m := &nitro.Mode{}
+	m := &nitromode.Mode{}
 	cmd := &cobra.Command{
 		Use:   "nitro",
 		Short: "Offer aws.ec2.nitro/nitro_enclaves (and nitro_enclaves_cpus)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			node, _ := c.node()
-			m.DevRoot, m.SysRoot, m.Label = c.devRoot, c.sysRoot, c.presence(node, nitro.Label)
+			m.DevRoot, m.SysRoot, m.Label = c.devRoot, c.sysRoot, c.presence(node, nitromode.Label)
 			if err := m.Validate(); err != nil {
 				return err
 			}
 			return c.serve(cmd.Context(), "nitro", m, nil)
 		},
 	}
-	cmd.Flags().IntVar(&m.Enclaves, "enclaves", nitro.MaxEnclaves, "enclaves per node, 1..4")
+	cmd.Flags().IntVar(&m.Enclaves, "enclaves", nitromode.MaxEnclaves, "enclaves per node, 1..4")
 	cmd.Flags().BoolVar(&m.CPUs, "enclave-cpus", false, "also offer the host's offline CPUs as aws.ec2.nitro/nitro_enclaves_cpus")
 	return cmd
 }
@@ -191,7 +191,7 @@ func (c *common) maxPods(ctx context.Context, node *nodelabel.Node, nodeErr erro
 		c.log.Warn("capacity: using kubelet's default maximum of pods", "capacity", kubeletDefault, "error", err)
 		return kubeletDefault
 	}
-	return int(min(n, sgx.MaxCapacity))
+	return int(min(n, sgxmode.MaxCapacity))
 }
 
 // serve runs the mode and the metrics endpoint until ctx ends; rescan

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
-
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )

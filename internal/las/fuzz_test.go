@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/sim"
-	"github.com/cloister-cc/cloister/internal/las/wire"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // Any body a workload on the node sends to POST /v1/evidence gets evidence
@@ -37,11 +37,11 @@ func FuzzEvidenceRequest(f *testing.F) {
 		if rec.Code != http.StatusOK {
 			return
 		}
-		var req wire.EvidenceRequest
+		var req laswire.EvidenceRequest
 		if err := json.Unmarshal(body, &req); err != nil {
 			t.Fatalf("%q was answered but does not decode: %v", body, err)
 		}
-		var res wire.EvidenceResponse
+		var res laswire.EvidenceResponse
 		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
 			t.Fatal(err)
 		}

@@ -19,11 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/las/wire"
-
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 func TestProbe(t *testing.T) {
@@ -95,7 +94,7 @@ func TestEvidenceInSimulation(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	var resp wire.EvidenceResponse
+	var resp laswire.EvidenceResponse
 	if err := json.Unmarshal(body, &resp); err != nil || resp.Type != attest.Sim {
 		t.Fatalf("%s: %v", body, err)
 	}
@@ -180,7 +179,7 @@ func TestReadyzFollowsTheProbe(t *testing.T) {
 }
 
 func TestRunProbesAndServes(t *testing.T) {
-	for _, cfg := range []Config{{Port: 0, ProbeInterval: time.Second}, {Port: 70000, ProbeInterval: time.Second}, {Port: wire.DefaultPort, ProbeInterval: time.Millisecond}} {
+	for _, cfg := range []Config{{Port: 0, ProbeInterval: time.Second}, {Port: 70000, ProbeInterval: time.Second}, {Port: laswire.DefaultPort, ProbeInterval: time.Millisecond}} {
 		if err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler)); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
@@ -262,18 +261,18 @@ func TestReadyOnlyWithEvidence(t *testing.T) {
 		}
 		code, body := get(ts.URL + "/readyz")
 		_, raw := get(ts.URL + "/v1/status")
-		var st wire.Status
+		var st laswire.Status
 		if err := json.Unmarshal(raw, &st); err != nil {
 			t.Fatalf("%s: %v", raw, err)
 		}
 		if simulation {
-			if code != 200 || !st.Ready || st.Evidence != wire.EvidenceSimulated {
+			if code != 200 || !st.Ready || st.Evidence != laswire.EvidenceSimulated {
 				t.Errorf("simulation: /readyz %d %s, status %+v", code, body, st)
 			}
 			continue
 		}
 		if code != 503 || !strings.Contains(string(body), "evidence: this LAS cannot produce evidence") ||
-			st.Ready || st.Check != wire.CheckEvidence || st.Evidence != wire.EvidenceNone || !strings.Contains(st.Reason, "simulation is off") {
+			st.Ready || st.Check != laswire.CheckEvidence || st.Evidence != laswire.EvidenceNone || !strings.Contains(st.Reason, "simulation is off") {
 			t.Errorf("without a quoter: /readyz %d %s, status %+v", code, body, st)
 		}
 	}

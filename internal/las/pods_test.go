@@ -16,7 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
-	"github.com/cloister-cc/cloister/internal/las/wire"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 const webImage = "registry.example/web@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -63,7 +63,7 @@ func TestEvidenceNamesTheCallingPodsPolicy(t *testing.T) {
 		if code != 200 {
 			return code, "", body
 		}
-		var resp wire.EvidenceResponse
+		var resp laswire.EvidenceResponse
 		if err := json.Unmarshal(body, &resp); err != nil {
 			t.Fatal(err)
 		}

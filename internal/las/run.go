@@ -9,13 +9,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/attest/sim"
-	"github.com/cloister-cc/cloister/internal/las/wire"
-
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // Config is cloister-las's command line.
@@ -35,7 +34,7 @@ type Config struct {
 // and logging each change of the verdict.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Port < 1 || cfg.Port > 65535 {
-		return fmt.Errorf("--port %d: use 1..65535 (the default hostPort is %d)", cfg.Port, wire.DefaultPort)
+		return fmt.Errorf("--port %d: use 1..65535 (the default hostPort is %d)", cfg.Port, laswire.DefaultPort)
 	}
 	if cfg.ProbeInterval < time.Second {
 		return fmt.Errorf("--probe-interval %v is too short: use 1s or more", cfg.ProbeInterval)
@@ -67,7 +66,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		s.Quoter = &sim.Quoter{Key: k}
 		log.Warn("simulation mode: evidence is signed by this node's key and marked insecure; CAS accepts it only where the policy allows simulation")
 	} else {
-		log.Warn("not ready: " + wire.NoEvidence)
+		log.Warn("not ready: " + laswire.NoEvidence)
 	}
 	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
 	if err != nil {

@@ -13,11 +13,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
-	"github.com/cloister-cc/cloister/internal/las/wire"
-
-	"github.com/cloister-cc/cloister/internal/attest"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // DefaultProbeInterval is how often the SGX device is checked.
@@ -68,17 +67,17 @@ func (s *Server) Handler() http.Handler {
 
 // Status says whether LAS can serve evidence now: it has a quoter, and
 // unprivileged enclaves can open the SGX device.
-func (s *Server) Status() wire.Status {
-	st := wire.Status{Evidence: wire.EvidenceNone}
+func (s *Server) Status() laswire.Status {
+	st := laswire.Status{Evidence: laswire.EvidenceNone}
 	if s.Quoter == nil {
-		st.Check, st.Reason = wire.CheckEvidence, wire.NoEvidence
+		st.Check, st.Reason = laswire.CheckEvidence, laswire.NoEvidence
 		return st
 	}
 	if _, ok := s.Quoter.(*sim.Quoter); ok {
-		st.Evidence = wire.EvidenceSimulated
+		st.Evidence = laswire.EvidenceSimulated
 	}
 	if err := s.Probe.Err(); err != nil {
-		st.Check, st.Reason = wire.CheckSGXDevice, "SGX device check failed: "+err.Error()
+		st.Check, st.Reason = laswire.CheckSGXDevice, "SGX device check failed: "+err.Error()
 		return st
 	}
 	st.Ready = true
@@ -86,7 +85,7 @@ func (s *Server) Status() wire.Status {
 }
 
 func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
-	var req wire.EvidenceRequest
+	var req laswire.EvidenceRequest
 	if err := strictjson.Decode(http.MaxBytesReader(w, r.Body, maxRequest), &req); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w; send {\"reportData\": \"<hex, up to 64 bytes>\"}", err))
 		return
@@ -96,7 +95,7 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.Quoter == nil {
-		writeError(w, http.StatusNotImplemented, errors.New(wire.NoEvidence+" (--simulation)"))
+		writeError(w, http.StatusNotImplemented, errors.New(laswire.NoEvidence+" (--simulation)"))
 		return
 	}
 	ev, err := s.quote(r, req.ReportData)
@@ -109,7 +108,7 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(wire.EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
+	_ = json.NewEncoder(w).Encode(laswire.EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
 }
 
 // quote makes evidence for the caller, naming its pod's policy when LAS

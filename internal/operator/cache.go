@@ -8,7 +8,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
-	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	lascontroller "github.com/cloister-cc/cloister/internal/operator/controller/las"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
@@ -41,7 +41,7 @@ func slimPod(obj any) (any, error) {
 		slim.Status.PodIP = p.Status.PodIP
 		slim.Labels = map[string]string{}
 		for k, v := range p.Labels {
-			if strings.HasPrefix(k, tee.LabelPrefix) || k == las.LabelVersion {
+			if strings.HasPrefix(k, tee.LabelPrefix) || k == lascontroller.LabelVersion {
 				slim.Labels[k] = v
 			}
 		}

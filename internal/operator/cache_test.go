@@ -9,7 +9,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
-	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	lascontroller "github.com/cloister-cc/cloister/internal/operator/controller/las"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
@@ -46,9 +46,9 @@ func TestSlimPod(t *testing.T) {
 	}
 
 	got, _ = slimPod(fullPod("las-x", map[string]string{service.LabelOwnerKind: "LAS", service.LabelOwnerName: "las",
-		las.LabelVersion: "1.2", "controller-revision-hash": "abc"}, nil))
+		lascontroller.LabelVersion: "1.2", "controller-revision-hash": "abc"}, nil))
 	p = got.(*corev1.Pod)
-	if p.Labels[service.LabelOwnerName] != "las" || p.Labels[las.LabelVersion] != "1.2" || p.Spec.NodeName != "sgx-0" ||
+	if p.Labels[service.LabelOwnerName] != "las" || p.Labels[lascontroller.LabelVersion] != "1.2" || p.Spec.NodeName != "sgx-0" ||
 		len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodReady || p.Status.PodIP == "" {
 		t.Errorf("operator pod lost its labels, node, readiness or IP: %+v", p)
 	}

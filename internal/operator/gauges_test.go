@@ -7,7 +7,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
-	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	lascontroller "github.com/cloister-cc/cloister/internal/operator/controller/las"
 	"github.com/cloister-cc/cloister/internal/operator/controller/nitroplugin"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
@@ -53,7 +53,7 @@ func TestEveryStatusFieldIsAGauge(t *testing.T) {
 		status any
 	}{
 		{&sgxplugin.Kind{}, sgx, sgx.Status},
-		{&las.Kind{}, lasCR, lasCR.Status},
+		{&lascontroller.Kind{}, lasCR, lasCR.Status},
 		{&cexplugin.Kind{}, cex, cex.Status},
 		{&nitroplugin.Kind{}, nitro, nitro.Status},
 	} {

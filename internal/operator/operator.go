@@ -50,13 +50,13 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/operator/admission"
 	"github.com/cloister-cc/cloister/internal/operator/autoupdate"
-	"github.com/cloister-cc/cloister/internal/operator/controller/cas"
+	cascontroller "github.com/cloister-cc/cloister/internal/operator/controller/cas"
 	"github.com/cloister-cc/cloister/internal/operator/controller/cexplugin"
 	"github.com/cloister-cc/cloister/internal/operator/controller/confidentialruntime"
-	"github.com/cloister-cc/cloister/internal/operator/controller/las"
+	lascontroller "github.com/cloister-cc/cloister/internal/operator/controller/las"
 	"github.com/cloister-cc/cloister/internal/operator/controller/nitroenclave"
 	"github.com/cloister-cc/cloister/internal/operator/controller/nitroplugin"
-	"github.com/cloister-cc/cloister/internal/operator/controller/policy"
+	policycontroller "github.com/cloister-cc/cloister/internal/operator/controller/policy"
 	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
@@ -253,9 +253,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
 		{"nitroplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &nitroplugin.Kind{Base: b} }, nitroplugin.Setup},
 		{"las", opts.Images.LAS, func(b service.Base) service.Kind {
-			return &las.Kind{Base: b, Keys: &las.NodeKeys{Reader: mgr.GetClient()}}
-		}, las.Setup},
-		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cas.Kind{Base: b, Writer: mgr.GetClient()} }, cas.Setup},
+			return &lascontroller.Kind{Base: b, Keys: &lascontroller.NodeKeys{Reader: mgr.GetClient()}}
+		}, lascontroller.Setup},
+		{"cas", opts.Images.CAS, func(b service.Base) service.Kind { return &cascontroller.Kind{Base: b, Writer: mgr.GetClient()} }, cascontroller.Setup},
 		{"confidentialruntime", opts.Images.NodeInstaller, func(b service.Base) service.Kind {
 			return &confidentialruntime.Kind{Base: b, Version: version.Get().Version}
 		}, confidentialruntime.Setup},
@@ -272,7 +272,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 			return nil, fmt.Errorf("setting up the %s controller: %w", kind.Name(), err)
 		}
 	}
-	if err := policy.Setup(mgr, &conn.Connector{Reader: mgr.GetClient()}); err != nil {
+	if err := policycontroller.Setup(mgr, &conn.Connector{Reader: mgr.GetClient()}); err != nil {
 		return nil, fmt.Errorf("setting up the policy controllers: %w", err)
 	}
 	return mgr, nil

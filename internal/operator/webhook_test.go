@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -37,6 +35,7 @@ import (
 	"github.com/cloister-cc/cloister/charts"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/operator/admission"
 )
 

@@ -15,12 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/api/common"
-
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
-	"k8s.io/client-go/util/retry"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,15 +23,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	casv1beta1 "github.com/cloister-cc/cloister/api/cas/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/operator/admission"
 	"github.com/cloister-cc/cloister/internal/operator/install"
 )

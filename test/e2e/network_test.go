@@ -15,14 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cloister-cc/cloister/internal/cli"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/hostnet"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/operator/install"
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
-	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -130,9 +130,9 @@ func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		q := n.Status.Allocatable[sgx.ResourceEnclave]
-		return q.Value() > 0 && n.Labels[sgx.Label] == "true",
-			"allocatable " + q.String() + ", label " + n.Labels[sgx.Label], nil
+		q := n.Status.Allocatable[sgxmode.ResourceEnclave]
+		return q.Value() > 0 && n.Labels[sgxmode.Label] == "true",
+			"allocatable " + q.String() + ", label " + n.Labels[sgxmode.Label], nil
 	})
 	if plugin.Status.ReadyReplicas != 1 || plugin.Status.CapacitySGXDevicesPerNode[cluster.RealNodeName] < 1 {
 		t.Errorf("SGXPlugin status %+v", plugin.Status)
@@ -154,7 +154,7 @@ func testPodGetsTheDevice(t *testing.T, e *realNodeEnv) {
 		ObjectMeta: metav1.ObjectMeta{Name: "enclave-user", Namespace: "default"},
 		Spec: onRealNode(corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "enclave", Image: img, ImagePullPolicy: pull, Args: []string{"--port=18800", "--dev-root=/dev", "--probe-interval=1s", "--simulation"},
-			Resources:       corev1.ResourceRequirements{Limits: corev1.ResourceList{sgx.ResourceEnclave: one}},
+			Resources:       corev1.ResourceRequirements{Limits: corev1.ResourceList{sgxmode.ResourceEnclave: one}},
 			ReadinessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(18800)}}, PeriodSeconds: 1},
 			SecurityContext: restricted(),
 		}}}),
@@ -185,7 +185,7 @@ func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
 	las := &basev1beta1.LAS{
 		ObjectMeta: metav1.ObjectMeta{Name: "real"},
 		Spec: basev1beta1.LASSpec{HostPort: 18766, ServiceSpec: common.ServiceSpec{ImagePullPolicy: corev1.PullIfNotPresent,
-			NodeSelector: common.NodeSelector{sgx.Label: "true", cluster.LabelRealNode: "true"}}},
+			NodeSelector: common.NodeSelector{sgxmode.Label: "true", cluster.LabelRealNode: "true"}}},
 	}
 	if err := e.crs.Create(context.Background(), las); err != nil {
 		t.Fatal(err)

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +24,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/operator"
 )

@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/workload/imagepin"
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,14 +22,15 @@ import (
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
-	"github.com/cloister-cc/cloister/internal/workload/nodeinstaller"
-	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
-
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
+	"github.com/cloister-cc/cloister/internal/workload/imagepin"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+	"github.com/cloister-cc/cloister/internal/workload/nodeinstaller"
+	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
 const shopPods = `# Three tiers of a shop (web -> api -> db), plain YAML marked confidential.

@@ -2,7 +2,6 @@ package refvalues
 
 import (
 	"bytes"
-
 	"encoding/binary"
 	"fmt"
 

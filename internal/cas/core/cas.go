@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/cas/statemark"
-
 	"k8s.io/utils/clock"
 
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
@@ -24,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )

@@ -11,12 +11,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cloister-cc/cloister/internal/cas/statemark"
-
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )

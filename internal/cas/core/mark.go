@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/cloister-cc/cloister/internal/cas/statemark"
-
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 

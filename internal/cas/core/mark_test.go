@@ -14,11 +14,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/cas/statemark"
-
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
+	"github.com/cloister-cc/cloister/internal/cas/statemark"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 

@@ -1,8 +1,9 @@
 package core
 
 import (
-	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
 // Metrics are CAS's Prometheus series.

@@ -9,9 +9,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/cas/secret"
-
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/secret"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/cas/seal"
-
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 

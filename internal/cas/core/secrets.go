@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/cloister-cc/cloister/internal/cas/secret"
-
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/secret"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 )
 

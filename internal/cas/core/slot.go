@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/cloister-cc/cloister/internal/cas/seal"
-
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 )

@@ -32,7 +32,7 @@ func Holder(held map[string]string, san string) (name, holder string) {
 	return "", ""
 }
 
-// IsWildcard: *.DOMAIN.
+// IsWildcard says whether san is a wildcard, *.DOMAIN.
 func IsWildcard(san string) bool { return strings.HasPrefix(san, "*.") }
 
 // Covers says whether wildcard names name, as a TLS client matches it:

@@ -11,9 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
-
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 )
 
 // ecdsaCurve is the owner keys' curve.

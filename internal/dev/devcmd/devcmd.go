@@ -17,11 +17,10 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
-
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
 	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
-
 	"golang.org/x/sys/unix"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/las"
 )
 
@@ -36,12 +35,12 @@ func TestFakeDevices(t *testing.T) {
 			t.Errorf("%s: mode %o, device %d:%d; want a 0666 character device 1:3", name, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
 		}
 	}
-	inv, err := (&sgx.Mode{DevRoot: dir, Capacity: 3}).Scan(context.Background())
+	inv, err := (&sgxmode.Mode{DevRoot: dir, Capacity: 3}).Scan(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	enclaves := inv[sgx.ResourceEnclave]
-	if len(enclaves) != 3 || !enclaves[0].Healthy || len(inv[sgx.ResourceProvision]) != 3 {
+	enclaves := inv[sgxmode.ResourceEnclave]
+	if len(enclaves) != 3 || !enclaves[0].Healthy || len(inv[sgxmode.ResourceProvision]) != 3 {
 		t.Errorf("sgx plugin inventory %+v", inv)
 	}
 	probe := &las.Probe{DevRoot: dir}

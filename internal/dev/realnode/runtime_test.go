@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
-
 	"github.com/BurntSushi/toml"
 
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	"github.com/cloister-cc/cloister/internal/dev/image"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 

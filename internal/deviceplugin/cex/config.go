@@ -7,9 +7,9 @@ import (
 	"regexp"
 	"strings"
 
-	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
-
 	"sigs.k8s.io/yaml"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 )
 
 // Config is the crypto config sets file (JSON or YAML), in the shape of the

@@ -19,7 +19,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
-	"github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 )
 
 type rig struct {
@@ -35,7 +35,7 @@ func start(tb testing.TB, capacity int, labeler nodelabel.Labeler, files ...stri
 	for _, f := range files {
 		touch(tb, filepath.Join(r.dev, f))
 	}
-	mode := &sgx.Mode{DevRoot: r.dev, Capacity: capacity, Label: &nodelabel.Presence{Labeler: labeler, Key: sgx.Label}}
+	mode := &sgxmode.Mode{DevRoot: r.dev, Capacity: capacity, Label: &nodelabel.Presence{Labeler: labeler, Key: sgxmode.Label}}
 	if err := mode.Validate(); err != nil {
 		tb.Fatal(err)
 	}
@@ -74,10 +74,10 @@ func (r *rig) summary(resource string) string {
 func (r *rig) want(t *testing.T, enclave, provision string) {
 	t.Helper()
 	if _, ok := r.kubelet.WaitFor(2*time.Second, func() bool {
-		return r.summary(sgx.ResourceEnclave) == enclave && r.summary(sgx.ResourceProvision) == provision
+		return r.summary(sgxmode.ResourceEnclave) == enclave && r.summary(sgxmode.ResourceProvision) == provision
 	}); !ok {
 		t.Fatalf("after 2 s kubelet sees enclave %q provision %q, want %q %q",
-			r.summary(sgx.ResourceEnclave), r.summary(sgx.ResourceProvision), enclave, provision)
+			r.summary(sgxmode.ResourceEnclave), r.summary(sgxmode.ResourceProvision), enclave, provision)
 	}
 }
 
@@ -89,7 +89,7 @@ func TestRegistersBothResourcesWithCapacity(t *testing.T) {
 		names = append(names, reg.ResourceName)
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{sgx.ResourceEnclave, sgx.ResourceProvision}) {
+	if !slices.Equal(names, []string{sgxmode.ResourceEnclave, sgxmode.ResourceProvision}) {
 		t.Errorf("registered %v", names)
 	}
 }
@@ -98,7 +98,7 @@ func TestAllocateMapsTheDeviceNode(t *testing.T) {
 	r := start(t, 3, nil, "sgx_enclave", "sgx_provision")
 	r.want(t, "3 Healthy", "3 Healthy")
 	for _, tc := range []struct{ resource, file string }{
-		{sgx.ResourceEnclave, "sgx_enclave"}, {sgx.ResourceProvision, "sgx_provision"},
+		{sgxmode.ResourceEnclave, "sgx_enclave"}, {sgxmode.ResourceProvision, "sgx_provision"},
 	} {
 		resp, err := r.kubelet.Client(tc.resource).Allocate(context.Background(), &pluginapi.AllocateRequest{
 			ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{tc.file + "-0", tc.file + "-2"}}},
@@ -155,14 +155,14 @@ func TestLabelsItsNodeWhileSGXExists(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n.Labels[sgx.Label]
+		return n.Labels[sgxmode.Label]
 	}
 	waitLabel := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for label() != want {
 			if time.Now().After(deadline) {
-				t.Fatalf("label %s = %q, want %q", sgx.Label, label(), want)
+				t.Fatalf("label %s = %q, want %q", sgxmode.Label, label(), want)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -179,13 +179,13 @@ func TestLabelsItsNodeWhileSGXExists(t *testing.T) {
 
 func TestCapacityOutOfRange(t *testing.T) {
 	for _, c := range []int{0, -1, 10001} {
-		err := (&sgx.Mode{Capacity: c}).Validate()
+		err := (&sgxmode.Mode{Capacity: c}).Validate()
 		if err == nil || !strings.Contains(err.Error(), "--capacity") || !strings.Contains(err.Error(), "between 1 and 10000") {
 			t.Errorf("capacity %d: %v", c, err)
 		}
 	}
 	for _, c := range []int{1, 110, 10000} {
-		if err := (&sgx.Mode{Capacity: c}).Validate(); err != nil {
+		if err := (&sgxmode.Mode{Capacity: c}).Validate(); err != nil {
 			t.Errorf("capacity %d refused: %v", c, err)
 		}
 	}
@@ -195,10 +195,10 @@ func TestCapacityOutOfRange(t *testing.T) {
 // socket and reports p50/p99.
 func BenchmarkAllocate(b *testing.B) {
 	r := start(b, 110, nil, "sgx_enclave", "sgx_provision")
-	if _, ok := r.kubelet.WaitFor(5*time.Second, func() bool { return r.summary(sgx.ResourceEnclave) == "110 Healthy" }); !ok {
+	if _, ok := r.kubelet.WaitFor(5*time.Second, func() bool { return r.summary(sgxmode.ResourceEnclave) == "110 Healthy" }); !ok {
 		b.Fatal("plugin not listed")
 	}
-	c := r.kubelet.Client(sgx.ResourceEnclave)
+	c := r.kubelet.Client(sgxmode.ResourceEnclave)
 	req := &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"sgx_enclave-5"}}}}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -24,6 +22,7 @@ import (
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // signed is a SignedPolicy as cloister policy sign makes it.

@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"slices"
 
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cloister-cc/cloister/internal/base/tee"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // LabelInject asks for injection: its value names what the pod gets. The

@@ -3,13 +3,12 @@ package admission
 import (
 	"fmt"
 
-	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
 )
 
 // CEXPlugin refuses config sets the device plugin would refuse; an APQN

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
 // The service mesh's containers: the redirect (an init container, the

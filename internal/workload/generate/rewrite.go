@@ -11,16 +11,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	corev1 "k8s.io/api/core/v1"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
 // ErrNoMeshImage: a pod has a service mesh annotation, and no mesh image

@@ -11,17 +11,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/attest/refvalues"
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
-	laswire "github.com/cloister-cc/cloister/internal/las/wire"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
+	"github.com/cloister-cc/cloister/internal/attest/refvalues"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 

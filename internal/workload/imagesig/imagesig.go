@@ -19,8 +19,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/cloister-cc/cloister/internal/base/keyfile"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -28,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/cloister-cc/cloister/internal/base/keyfile"
 )
 
 // The names cosign gives the parts of a signature.

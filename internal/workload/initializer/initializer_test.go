@@ -13,16 +13,14 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/sim"
-	"github.com/cloister-cc/cloister/internal/workload/initenv"
-
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
-
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/las"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
 const manifest = `version: cloister.dev/policy/v1

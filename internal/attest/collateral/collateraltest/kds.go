@@ -3,7 +3,6 @@ package collateraltest
 import (
 	"encoding/hex"
 	"fmt"
-
 	"net/http"
 	"net/http/httptest"
 	"testing"

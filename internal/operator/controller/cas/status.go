@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
@@ -97,7 +97,7 @@ func below(m *wire.StateMark, recorded int64) bool { return m != nil && generati
 // what to run when CAS waits for one.
 func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int64, p Probe) health.Observation {
 	switch {
-	case p.Err != nil && (errors.Is(p.Err, client.ErrNoEvidence) || attest.CheckOf(p.Err) != ""):
+	case p.Err != nil && (errors.Is(p.Err, casclient.ErrNoEvidence) || attest.CheckOf(p.Err) != ""):
 		return health.Obs(health.False, health.ReasonCASNotAttested, fmt.Sprintf(
 			"CAS cannot be trusted: %v (a CAS without a TEE can only run with spec.simulation: true, which is insecure)", p.Err))
 	case p.Err != nil:

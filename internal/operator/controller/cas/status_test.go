@@ -19,7 +19,7 @@ import (
 
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest"
-	"github.com/cloister-cc/cloister/internal/cas/client"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
@@ -41,7 +41,7 @@ func TestJudge(t *testing.T) {
 	}{
 		{"pod not running", true, nil, Probe{Err: fmt.Errorf("x: %w", conn.ErrNotRunning)}, health.Unknown, health.ReasonCASUnreachable, []string{"not running"}},
 		{"connection refused", true, nil, Probe{Err: errors.New("dial tcp: connection refused")}, health.Unknown, health.ReasonCASUnreachable, []string{"connection refused"}},
-		{"no evidence", true, nil, Probe{Err: fmt.Errorf("CAS x: %w", client.ErrNoEvidence)}, health.False, health.ReasonCASNotAttested, []string{"offers no evidence", "spec.simulation"}},
+		{"no evidence", true, nil, Probe{Err: fmt.Errorf("CAS x: %w", casclient.ErrNoEvidence)}, health.False, health.ReasonCASNotAttested, []string{"offers no evidence", "spec.simulation"}},
 		{"simulated, not allowed", true, nil, Probe{Err: fmt.Errorf("attesting: %w", attest.Reject(attest.CheckSimulation, "simulated"))}, health.False, health.ReasonCASNotAttested, []string{"simulation: simulated"}},
 		{"uninitialised", true, nil, Probe{State: wire.Uninitialized}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --recovery-owner OWNER.pub.pem"}},
 		{"uninitialised, simulated", true, nil, Probe{State: wire.Uninitialized, Insecure: true}, health.False, health.ReasonCASUninitialized, []string{"cloister cas init --cluster team/cas --insecure-simulated-cas"}},

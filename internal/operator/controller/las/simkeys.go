@@ -20,7 +20,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/base/tee"
-	"github.com/cloister-cc/cloister/internal/las/wire"
+	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
 // Bounds of one read of a LAS pod's simulation key: a PEM public key is
@@ -108,8 +108,8 @@ func (n *NodeKeys) read(ctx context.Context, p *corev1.Pod, port int) (string, e
 
 // Status reads a LAS pod's GET /v1/status: whether it can serve evidence
 // and which check fails.
-func (n *NodeKeys) Status(ctx context.Context, p *corev1.Pod, port int) (wire.Status, error) {
-	var st wire.Status
+func (n *NodeKeys) Status(ctx context.Context, p *corev1.Pod, port int) (laswire.Status, error) {
+	var st laswire.Status
 	raw, err := n.fromPod(ctx, p, port, "/v1/status")
 	if err != nil {
 		return st, fmt.Errorf("reading LAS pod %s's status: %w", p.Name, err)

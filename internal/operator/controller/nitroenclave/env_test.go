@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
-
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -25,6 +23,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/enclave/manifest"
+	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )

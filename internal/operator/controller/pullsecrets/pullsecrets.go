@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/cloister-cc/cloister/api/common"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -29,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cloister-cc/cloister/api/common"
 )
 
 const (

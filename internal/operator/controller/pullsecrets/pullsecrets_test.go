@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/api/common"
-
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 

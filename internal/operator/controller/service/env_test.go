@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
-
 	"github.com/prometheus/client_golang/prometheus"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -26,6 +24,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/operator/controller/controllertest"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 	"github.com/cloister-cc/cloister/internal/operator/release"
