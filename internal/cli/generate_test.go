@@ -68,7 +68,7 @@ func TestGenerate(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	for _, want := range []string{"made " + filepath.Join(work, "workload-owner.pem"), "made " + filepath.Join(work, "seedshare-owner.pem"),
-		"Deployment shop/web: policy ", "VM memory 320Mi", "insecure", "wrote " + filepath.Join(work, "workloadmanifest.yaml")} {
+		"Deployment shop/web: policy ", "VM memory 320Mi", "insecure", "wrote " + filepath.Join(work, "manifest.yaml")} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -100,7 +100,7 @@ func TestGenerate(t *testing.T) {
 	if !strings.Contains(string(out), "name: "+initenv.EnvPolicyOwnerThreshold+"\n          value: \"1\"") {
 		t.Errorf("the initializer's %s in:\n%s", initenv.EnvPolicyOwnerThreshold, out)
 	}
-	manifest, _ := os.ReadFile(filepath.Join(work, "workloadmanifest.yaml"))
+	manifest, _ := os.ReadFile(filepath.Join(work, "manifest.yaml"))
 
 	// Again, offline: the cache knows the tags, and nothing changes.
 	_, stderr, err = run(t, append(args, "--offline")...)
@@ -110,7 +110,7 @@ func TestGenerate(t *testing.T) {
 	if again, _ := os.ReadFile(file); string(again) != string(out) {
 		t.Errorf("second run changed the resources:\n%s\n----\n%s", out, again)
 	}
-	if again, _ := os.ReadFile(filepath.Join(work, "workloadmanifest.yaml")); string(again) != string(manifest) {
+	if again, _ := os.ReadFile(filepath.Join(work, "manifest.yaml")); string(again) != string(manifest) {
 		t.Error("second run changed the manifest")
 	}
 	if strings.Contains(stderr, "made ") {
@@ -200,7 +200,7 @@ func TestGenerateStdin(t *testing.T) {
 	if !strings.Contains(out, host+"/web@sha256:") || !strings.Contains(out, "io.katacontainers.config.hypervisor.cc_init_data") {
 		t.Errorf("standard output:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(work, "workloadmanifest.yaml")); err != nil {
+	if _, err := os.Stat(filepath.Join(work, "manifest.yaml")); err != nil {
 		t.Error(err)
 	}
 }

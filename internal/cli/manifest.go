@@ -18,7 +18,7 @@ func newSet(s Streams) *cobra.Command {
 	var boardKeys []string
 	cmd := &cobra.Command{
 		Use:   "set (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] PATH...",
-		Short: "Check the YAML against workloadmanifest.yaml, attest CAS and set the manifest there",
+		Short: "Check the YAML against manifest.yaml, attest CAS and set the manifest there",
 		Long: "Checks that the pod policies of the YAML generate rewrote are the manifest's, trusts CAS\n" +
 			"(by its evidence or a pinned certificate), initialises it on first use with the seed share\n" +
 			"owner's key (the sealed share is written to seedshares.json), registers the manifest\n" +
@@ -61,7 +61,7 @@ func newSet(s Streams) *cobra.Command {
 	}
 	f.AddFlags(cmd.Flags())
 	f.AddInitTokenFlag(cmd.Flags())
-	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of workloadmanifest.yaml and the owner keys (cloister generate's)")
+	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml and the owner keys (cloister generate's)")
 	cmd.Flags().StringVar(&ownerKey, "workload-owner-key", "", "the key that signs the manifest (default: workload-owner.pem of the workspace)")
 	cmd.Flags().StringArrayVar(&boardKeys, "board-key", nil, "a key of CAS's board, which approves a new manifest name; repeat up to the board's threshold (default: the workspace's seedshare-owner.pem when it is on the board)")
 	return cmd
@@ -75,7 +75,7 @@ func newVerify(s Streams) *cobra.Command {
 		Short: "Attest CAS and check that it runs this manifest; write its CAs and manifest history to verify/",
 		Long: "For data owners: trusts CAS by its evidence (or a pinned certificate), fetches the current\n" +
 			"manifest and its whole history (signed by CAS, checked here), fails if the current one is not\n" +
-			"the local workloadmanifest.yaml, and writes verify/: root-ca.pem, mesh-ca.pem, workloadmanifest.<i>.yaml\n" +
+			"the local manifest.yaml, and writes verify/: root-ca.pem, mesh-ca.pem, manifest.<i>.yaml\n" +
 			"oldest first and, for the YAML given, the pod policies the manifest names.",
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			if _, _, err := workloadmanifest.Read(dir); err != nil {
@@ -90,7 +90,7 @@ func newVerify(s Streams) *cobra.Command {
 		},
 	}
 	f.AddFlags(cmd.Flags())
-	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of workloadmanifest.yaml (cloister generate's); verify/ is written there")
+	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml (cloister generate's); verify/ is written there")
 	return cmd
 }
 

@@ -80,7 +80,7 @@ func sgxCommand(c *common) *cobra.Command {
 	var capacity int
 	cmd := &cobra.Command{
 		Use:   "sgx",
-		Short: "Offer sgxmode.cloister.dev/enclave and sgxmode.cloister.dev/provision",
+		Short: "Offer sgx.cloister.dev/enclave and sgx.cloister.dev/provision",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			node, nodeErr := c.node()

@@ -52,10 +52,10 @@ func TestEveryStatusFieldIsAGauge(t *testing.T) {
 		obj    service.Object
 		status any
 	}{
-		{&sgxplugin.Kind{}, sgx, sgx.Status},
+		{sgxplugin.New(service.Base{}), sgx, sgx.Status},
 		{&lascontroller.Kind{}, lasCR, lasCR.Status},
-		{&cexplugin.Kind{}, cex, cex.Status},
-		{&nitroplugin.Kind{}, nitro, nitro.Status},
+		{cexplugin.New(service.Base{}), cex, cex.Status},
+		{nitroplugin.New(service.Base{}), nitro, nitro.Status},
 	} {
 		exported := map[string]bool{}
 		perNode := map[string]bool{}

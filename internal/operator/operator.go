@@ -249,9 +249,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		kind         func(service.Base) service.Kind
 		setup        func(ctrl.Manager, *service.Reconciler) error
 	}{
-		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &sgxplugin.Kind{Base: b} }, sgxplugin.Setup},
-		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &cexplugin.Kind{Base: b} }, cexplugin.Setup},
-		{"nitroplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return &nitroplugin.Kind{Base: b} }, nitroplugin.Setup},
+		{"sgxplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return sgxplugin.New(b) }, sgxplugin.Setup},
+		{"cexplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return cexplugin.New(b) }, cexplugin.Setup},
+		{"nitroplugin", opts.Images.DevicePlugin, func(b service.Base) service.Kind { return nitroplugin.New(b) }, nitroplugin.Setup},
 		{"las", opts.Images.LAS, func(b service.Base) service.Kind {
 			return &lascontroller.Kind{Base: b, Keys: &lascontroller.NodeKeys{Reader: mgr.GetClient()}}
 		}, lascontroller.Setup},

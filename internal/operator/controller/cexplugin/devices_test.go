@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
 // Small builders, as cert-manager's tests use them.
@@ -92,7 +93,7 @@ func TestDevices(t *testing.T) {
 }
 
 func TestReleaseValues(t *testing.T) {
-	k := &Kind{}
+	k := New(service.Base{})
 	p := &basev1beta1.CEXPlugin{Spec: basev1beta1.CEXPluginSpec{Overcommit: 3, ConfigSets: []basev1beta1.CryptoConfigSet{
 		{Name: "payments", APQNs: []basev1beta1.APQN{{Adapter: 3, Domain: 11}}},
 	}}}

@@ -5,7 +5,6 @@
 package cexplugin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
@@ -14,13 +13,17 @@ import (
 	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
-	"github.com/cloister-cc/cloister/internal/operator/health"
-	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
-// Kind adapts CEXPlugin to the service reconciler.
+// Kind adapts CEXPlugin to the service reconciler: the shared device-plugin
+// kind, and its release.
 type Kind struct {
-	service.Base
+	devices.Kind[*basev1beta1.CEXPlugin]
+}
+
+// New is the CEXPlugin kind over b.
+func New(b service.Base) *Kind {
+	return &Kind{devices.Kind[*basev1beta1.CEXPlugin]{Base: b, Of: of}}
 }
 
 var (
@@ -68,19 +71,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	return ns, values, nil
 }
 
-// Devices: the CR's selector, its CEX type's spec and CEXPlugin's status
-// fields.
-func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, devices.Fields) {
-	p := as(obj)
+// of is the CR's selector, its device spec and its status fields.
+func of(p *basev1beta1.CEXPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
 	return p.Spec.NodeSelector, specOf(cexType(p)), fields(&p.Status)
-}
-
-// FillStatus computes the device metrics and alerts.
-func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
-	return devices.FillStatus(ctx, k.Reader, k, obj, oos)
-}
-
-// Metrics exports every metric and alert field.
-func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
-	return fields(&as(obj).Status).Samples()
 }

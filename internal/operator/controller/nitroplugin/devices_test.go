@@ -12,6 +12,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/tee"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
@@ -89,7 +90,7 @@ func TestIsAWSPlugin(t *testing.T) {
 
 // The release stays off the nodes the status found AWS's plugin on.
 func TestReleaseExcludesAWSNodes(t *testing.T) {
-	k := &Kind{}
+	k := New(service.Base{})
 	p := &basev1beta1.NitroPlugin{ObjectMeta: metav1.ObjectMeta{Name: "nitro"}, Spec: basev1beta1.NitroPluginSpec{Enclaves: 2, EnclaveCPUs: true}}
 	p.Status.AWSPluginNodes = []string{"nitro-b"}
 	ns, values, err := k.Release(p, "cloister-system")

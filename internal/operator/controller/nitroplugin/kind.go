@@ -17,9 +17,15 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
-// Kind adapts NitroPlugin to the service reconciler.
+// Kind adapts NitroPlugin to the service reconciler: the shared device-plugin
+// kind, and its release.
 type Kind struct {
-	service.Base
+	devices.Kind[*basev1beta1.NitroPlugin]
+}
+
+// New is the NitroPlugin kind over b.
+func New(b service.Base) *Kind {
+	return &Kind{devices.Kind[*basev1beta1.NitroPlugin]{Base: b, Of: of}}
 }
 
 var (
@@ -60,10 +66,8 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	return ns, values, nil
 }
 
-// Devices: the CR's selector, the Nitro spec (every selected node that
-// offers enclaves, but those of AWS's plugin) and its status fields.
-func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, devices.Fields) {
-	p := as(obj)
+// of is the CR's selector, its device spec and its status fields.
+func of(p *basev1beta1.NitroPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
 	return p.Spec.NodeSelector, specOf(p.Status.AWSPluginNodes), fields(&p.Status)
 }
 

@@ -46,7 +46,7 @@ func TestAutoUpdateRollsTheSGXPlugin(t *testing.T) {
 	}
 	r := &service.Reconciler{Client: e.Client, Reader: e.Client, Scheme: e.Scheme, Releases: e.Releases, Recorder: e.Events,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: e.Namespace,
-		Kind: &Kind{Base: service.Base{Reader: e.Client, ChartData: data, DefaultImage: "example.com/cloister-device-plugin:v9"}}}
+		Kind: New(service.Base{Reader: e.Client, ChartData: data, DefaultImage: "example.com/cloister-device-plugin:v9"})}
 	host, tr := testenv.TLSRegistry(t, nil)
 	key, err := imagesig.NewKey()
 	if err != nil {

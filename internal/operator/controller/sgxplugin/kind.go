@@ -5,19 +5,21 @@
 package sgxplugin
 
 import (
-	"context"
-
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
-	"github.com/cloister-cc/cloister/internal/operator/health"
-	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
-// Kind adapts SGXPlugin to the service reconciler.
+// Kind adapts SGXPlugin to the service reconciler: the shared device-plugin
+// kind, and its release.
 type Kind struct {
-	service.Base
+	devices.Kind[*basev1beta1.SGXPlugin]
+}
+
+// New is the SGXPlugin kind over b.
+func New(b service.Base) *Kind {
+	return &Kind{devices.Kind[*basev1beta1.SGXPlugin]{Base: b, Of: of}}
 }
 
 var (
@@ -43,18 +45,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	return ns, values, nil
 }
 
-// Devices: the CR's selector, the SGX spec and SGXPlugin's status fields.
-func (k *Kind) Devices(obj service.Object) (common.NodeSelector, devices.Spec, devices.Fields) {
-	p := as(obj)
+// of is the CR's selector, its device spec and its status fields.
+func of(p *basev1beta1.SGXPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
 	return p.Spec.NodeSelector, spec, fields(&p.Status)
-}
-
-// FillStatus computes the device metrics and alerts.
-func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
-	return devices.FillStatus(ctx, k.Reader, k, obj, oos)
-}
-
-// Metrics exports every metric and alert field.
-func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
-	return fields(&as(obj).Status).Samples()
 }

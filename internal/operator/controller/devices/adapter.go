@@ -1,0 +1,41 @@
+package devices
+
+import (
+	"context"
+
+	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/health"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
+)
+
+// Kind is the half every device-plugin kind (SGXPlugin, CEXPlugin,
+// NitroPlugin) shares with the others: its status and metrics from the
+// shared device accounting, over what Of reads from one of its CRs of type
+// T. A device-plugin kind embeds it and adds its name, its CR type and its
+// release's values; a kind with more to its status overrides FillStatus
+// or Metrics.
+type Kind[T service.Object] struct {
+	service.Base
+	// Of is the CR's node selector, the devices it counts and where its
+	// status keeps the numbers.
+	Of func(T) (common.NodeSelector, Spec, Fields)
+}
+
+var _ Plugin = (*Kind[service.Object])(nil)
+
+// Devices is Of for the CR.
+func (k *Kind[T]) Devices(obj service.Object) (common.NodeSelector, Spec, Fields) {
+	return k.Of(obj.(T))
+}
+
+// FillStatus computes the device metrics and alerts.
+func (k *Kind[T]) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
+	return FillStatus(ctx, k.Reader, k, obj, oos)
+}
+
+// Metrics exports every metric and alert field of the device accounting.
+func (k *Kind[T]) Metrics(obj service.Object) []metrics.Sample {
+	_, _, f := k.Of(obj.(T))
+	return f.Samples()
+}
