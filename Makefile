@@ -9,6 +9,16 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/cloister-cc/cloister/internal/base/version.Version=$(VERSION) \
            -X github.com/cloister-cc/cloister/internal/base/version.Commit=$(COMMIT)
 CLOISTER := $(BIN)/cloister
+CACHE   := $(or $(CLOISTER_CACHE_DIR),.cache)
+# One build configuration (toolchain.BuildEnv and BuildFlags: no cgo,
+# -trimpath) for every go build and go run of Cloister's code here, so Go's
+# build cache compiles each package once: hack/gobuild builds in it, and
+# GORUN runs in it.
+GORUN   := CGO_ENABLED=0 $(GO) run -trimpath
+# make's own cloister (the toolchain, dev cluster and lint commands), built
+# by the bootstrap below; bin/cloister is make build's, with its pins.
+GOBUILD := $(CACHE)/bin/gobuild
+MAKE_CLOISTER := $(CACHE)/bin/cloister
 # Where make images writes (cloister dev up --real-node imports from there).
 IMAGES  := $(or $(CLOISTER_CACHE_DIR),.cache)/images
 # Also in config/crd's staleness test: keep the two in step.
@@ -27,7 +37,7 @@ PLATFORMS ?= host
 IMAGE_FLAGS = -bin $(BIN) -version $(VERSION) -revision $(COMMIT) -platforms '$(PLATFORMS)'
 # $(call build-each,PACKAGES,LDFLAGS,SKIP): go build for every platform into
 # its folder of bin, but the folder SKIP.
-build-each = $(GO) run ./hack/images $(IMAGE_FLAGS) -dirs | while read -r os arch dir; do \
+build-each = $(GORUN) ./hack/images $(IMAGE_FLAGS) -dirs | while read -r os arch dir; do \
 	[ "$$dir" = "$(3)" ] && continue; echo "building $(1) for $$os/$$arch into $$dir"; \
 	GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) $(2)" -o $$dir/ $(1) || exit 1; done
 # Debian's qemu-user-static (user-mode emulation, no KVM), pinned, in the
@@ -37,7 +47,7 @@ QEMU_DIR  := $(or $(CLOISTER_CACHE_DIR),$(CURDIR)/.cache)/qemu-user/$(subst :,_,
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
-.PHONY: all help tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
+.PHONY: all help bootstrap tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
 
 ## all: build (the default target).
 all: build
@@ -46,15 +56,24 @@ all: build
 help:
 	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); printf "\n%s\n", $$0; next } /^## / { sub(/^## /, "  "); print }' $(firstword $(MAKEFILE_LIST))
 
+## bootstrap: make's build helper (hack/gobuild) and its own cloister,
+## saying from the first second what is compiled and how far it is.
+bootstrap:
+	@mkdir -p $(CACHE)/bin
+	@echo "compiling make's build helper (hack/gobuild: the standard library and the toolchain package)"
+	@{ CGO_ENABLED=0 $(GO) build -trimpath -v -o $(GOBUILD) ./hack/gobuild 2>&1; echo "exit $$?"; } | \
+		awk '/^exit [0-9]+$$/ { exit $$2 } /[ :]/ { print; next } { n++ } n % 20 == 1 { printf "  build helper: %d packages compiled, latest %s\n", n, $$0; fflush() }'
+	@GO=$(GO) $(GOBUILD) -ldflags '$(LDFLAGS)' -o $(MAKE_CLOISTER) ./cmd/cloister
+
 ## tools: build the pinned etcd, kube-apiserver, kube-controller-manager,
 ## kube-scheduler, kubectl, kwok, kwokctl and controller-gen (once).
-tools:
-	@$(GO) run ./cmd/cloister dev tools >/dev/null
+tools: bootstrap
+	@$(MAKE_CLOISTER) dev tools >/dev/null
 
 ## generate: deepcopy code and CRDs from the API types (commit the result;
 ## a test fails when they are stale).
 generate: tools
-	"$$($(GO) run ./cmd/cloister dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
+	"$$($(MAKE_CLOISTER) dev tools)/controller-gen" $(CONTROLLER_GEN_ARGS)
 
 ## build: every binary into bin/ (saying how far a cold build is, as the
 ## toolchain does), and with PLATFORMS into bin/OS_ARCH; the operator's
@@ -62,11 +81,11 @@ generate: tools
 ## these binaries (make images), and the image cloister install deploys to
 ## the operator's.
 build: tools
-	CGO_ENABLED=0 $(GO) run ./cmd/cloister dev go-build -- -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	@GO=$(GO) $(GOBUILD) -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	@$(call build-each,./cmd/...,,$(BIN))
-	@pins=$$($(GO) run ./hack/images $(IMAGE_FLAGS) -operator-ldflags) && \
+	@pins=$$($(GORUN) ./hack/images $(IMAGE_FLAGS) -operator-ldflags) && \
 		$(call build-each,./cmd/cloister-operator,$$pins) && \
-	pin=$$($(GO) run ./hack/images $(IMAGE_FLAGS) -cli-ldflags) && \
+	pin=$$($(GORUN) ./hack/images $(IMAGE_FLAGS) -cli-ldflags) && \
 		$(call build-each,./cmd/cloister,$$pin)
 
 ## test: lint, then unit, envtest and end-to-end tests with the race detector;
@@ -106,7 +125,7 @@ lint: tools
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@$(GO) -C $(AGENTPOLICY) mod tidy -diff || { echo "$(AGENTPOLICY)'s go.mod/go.sum are not tidy: run go mod tidy there"; exit 1; }
-	@lint=$$($(GO) run ./cmd/cloister dev tools --lint | tail -1) && "$$lint/golangci-lint" run ./... && \
+	@lint=$$($(MAKE_CLOISTER) dev tools --lint | tail -1) && "$$lint/golangci-lint" run ./... && \
 		cd $(AGENTPOLICY) && "$$lint/golangci-lint" run ./...
 
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
@@ -144,11 +163,11 @@ qemu-user:
 ## given (an unencrypted ECDSA P-256 PEM key; cloister install
 ## --verify-image-signatures checks them with its public key).
 images: build
-	$(GO) run ./hack/images $(IMAGE_FLAGS) -out $(IMAGES)
+	$(GORUN) ./hack/images $(IMAGE_FLAGS) -out $(IMAGES)
 
 push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
-	$(GO) run ./hack/images $(IMAGE_FLAGS) -out $(IMAGES) -push $(REGISTRY) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
+	$(GORUN) ./hack/images $(IMAGE_FLAGS) -out $(IMAGES) -push $(REGISTRY) $(if $(SIGN_KEY),-sign-key $(SIGN_KEY))
 
 ## fuzz: every fuzz target, two at a time, FUZZTIME each (default 2m; 10m for the CAS API and policy parsers), with the executions each made.
 fuzz:

@@ -1,5 +1,5 @@
 // Package devcmd owns the `cloister dev` commands: the dev cluster (up,
-// down, kubeconfig, tools, operator-flags, go-build) and the hidden
+// down, kubeconfig, tools, operator-flags) and the hidden
 // programs its parts run from the cluster's copy of cloister (the API
 // server's egress proxy, the real node's API server proxy and storage
 // provisioner).
@@ -46,7 +46,7 @@ func New(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s), newDevGoBuild(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s))
 	return dev
 }
 

@@ -95,13 +95,22 @@ func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.
 	return nil
 }
 
+// BuildEnv and BuildFlags are the one configuration Go code is built
+// with here, the Kubernetes tools and Cloister's own binaries alike (and
+// make's every go run): static, with no build paths in the binaries.
+// Whatever builds with the same configuration reuses Go's build cache.
+var (
+	BuildEnv   = []string{"CGO_ENABLED=0"}
+	BuildFlags = []string{"-trimpath"}
+)
+
 func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer) error {
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off")
 	what := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
 		what[i] = lastElem(pkg)
 	}
-	flags := []string{"-trimpath", "-ldflags", ldflags(), "-o", out}
+	flags := append(append([]string{}, BuildFlags...), "-ldflags", ldflags(), "-o", out)
 	if err := GoBuild(ctx, goBin, t.SourceDir, env, flags, pkgs, strings.Join(what, ", "), w); err != nil {
 		return fmt.Errorf("building %s in %s: %w (see the go output above)", strings.Join(pkgs, " "), t.SourceDir, err)
 	}

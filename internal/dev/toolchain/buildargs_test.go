@@ -1,4 +1,4 @@
-package devcmd
+package toolchain
 
 import "testing"
 
@@ -12,7 +12,7 @@ func TestSplitBuildArgs(t *testing.T) {
 		{[]string{"-o", "bin/"}, 2, 0},
 		{[]string{"-ldflags=-s", "./..."}, 1, 1},
 	} {
-		flags, pkgs := splitBuildArgs(tc.args)
+		flags, pkgs := SplitBuildArgs(tc.args)
 		if len(flags) != tc.flags || len(pkgs) != tc.pkgs {
 			t.Errorf("%q: flags %q, packages %q", tc.args, flags, pkgs)
 		}
