@@ -126,6 +126,8 @@ func GoBuild(ctx context.Context, goBin, dir string, env, flags, pkgs []string, 
 	cmd.Dir, cmd.Env = dir, env
 	p := &progress{out: w}
 	cmd.Stdout, cmd.Stderr = p, p
+	// Said at once: the first count comes only after progressEvery.
+	_, _ = fmt.Fprintf(w, "toolchain: %s: compiling (a line every %s)\n", what, progressEvery)
 	stop := make(chan struct{})
 	// The count runs beside the build, not before it.
 	total := func() int { return countPackages(ctx, goBin, dir, env, pkgs) }
