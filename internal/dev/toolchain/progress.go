@@ -63,10 +63,11 @@ func (p *progress) snapshot() (int, string) {
 // compiled of those the build needs (some may come from Go's build cache,
 // so a warm build finishes below the total), elapsed time, the latest one.
 func progressLine(what string, done, total int, elapsed time.Duration, last string) string {
-	pct := 0
-	if total > 0 {
-		pct = min(100, done*100/total)
+	if total == 0 {
+		return fmt.Sprintf("toolchain: %s: %d packages compiled (of a total still counted), %s, latest %s",
+			what, done, elapsed.Round(time.Second), last)
 	}
+	pct := min(100, done*100/total)
 	return fmt.Sprintf("toolchain: %s: %d of %d packages compiled (%d%%), %s, latest %s",
 		what, done, total, pct, elapsed.Round(time.Second), last)
 }
@@ -91,13 +92,18 @@ func countPackages(ctx context.Context, goBin, dir string, env []string, pkgs []
 // closed; total is counted once, while the build already runs.
 func reportProgress(w io.Writer, what string, total func() int, p *progress, stop <-chan struct{}) {
 	start := time.Now()
-	n := total()
+	// Counting takes seconds on a cold cache (go list loads every
+	// package): the lines start on time and show the total once known.
+	counted := make(chan int, 1)
+	go func() { counted <- total() }()
+	n := 0
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
+		case n = <-counted:
 		case <-t.C:
 			done, last := p.snapshot()
 			_, _ = fmt.Fprintln(w, progressLine(what, done, n, time.Since(start), last))

@@ -236,4 +236,9 @@ func TestProgressCountsPackagesAndForwardsErrors(t *testing.T) {
 	if want := "toolchain: kube-apiserver: 150 of 600 packages compiled (25%), 1m35s, latest k8s.io/api/core/v1"; line != want {
 		t.Errorf("progress line %q, want %q", line, want)
 	}
+	// Before go list has counted, the lines go on without a total.
+	line = progressLine("containerd", 12, 0, 5*time.Second, "io")
+	if want := "toolchain: containerd: 12 packages compiled (of a total still counted), 5s, latest io"; line != want {
+		t.Errorf("progress line %q, want %q", line, want)
+	}
 }

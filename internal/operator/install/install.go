@@ -406,10 +406,13 @@ func DefaultLASCR() *basev1beta1.LAS {
 	return l
 }
 
+// waitSaysEvery is how often a wait says what is left.
+const waitSaysEvery = 5 * time.Second
+
 // waitFor polls Check until no problem matching blocking is left.
 func (in *Installer) waitFor(ctx context.Context, what string, blocking func(Problem) bool) error {
 	in.progress("waiting for %s", what)
-	deadline := time.Now().Add(in.Timeout)
+	deadline, said := time.Now().Add(in.Timeout), time.Now()
 	var last []Problem
 	for {
 		ps, err := in.Check(ctx)
@@ -422,6 +425,11 @@ func (in *Installer) waitFor(ctx context.Context, what string, blocking func(Pro
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("waited %s for %s", in.Timeout, what)
+		}
+		// A wait says what it still waits for, never minutes of silence.
+		if time.Since(said) >= waitSaysEvery {
+			in.progress("still waiting for %s: %v (%d left)", what, last[0], len(last))
+			said = time.Now()
 		}
 		select {
 		case <-ctx.Done():
