@@ -85,10 +85,11 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("%s: %v %v", key, info, err)
 		}
 	}
-	doc, _, err := workloadmanifest.Read(work)
+	w, err := workloadmanifest.Open(work)
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc := w.Doc
 	if doc.Name != "shop" || len(doc.Owners.Keys) != 1 || doc.Service("shop-deployment-web") == nil {
 		t.Errorf("manifest %+v", doc)
 	}
@@ -178,9 +179,9 @@ func TestGenerateDisableUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	doc, _, err := workloadmanifest.Read(work)
-	if err != nil || len(doc.Owners.Keys) != 0 {
-		t.Fatalf("manifest owners %v, %v", doc, err)
+	w, err := workloadmanifest.Open(work)
+	if err != nil || len(w.Doc.Owners.Keys) != 0 {
+		t.Fatalf("manifest owners %v, %v", w, err)
 	}
 	if _, err := os.Stat(filepath.Join(work, "workload-owner.pem")); err == nil {
 		t.Error("a workload owner key was made for an immutable manifest")

@@ -28,12 +28,12 @@ func newSet(s Streams) *cobra.Command {
 			"initialised CAS).",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			doc, _, err := workloadmanifest.Read(dir)
+			w, err := workloadmanifest.Open(dir)
 			if err != nil {
 				return err
 			}
-			set := workloadmanifest.Set{Dir: dir, InitToken: f.InitToken, Out: s.Out, Err: s.Err}
-			if !doc.Immutable() {
+			set := workloadmanifest.Set{Workspace: w, InitToken: f.InitToken, Out: s.Out, Err: s.Err}
+			if !w.Doc.Immutable() {
 				if ownerKey == "" {
 					ownerKey = filepath.Join(dir, generate.WorkloadOwnerKeyFile)
 				}
@@ -41,14 +41,11 @@ func newSet(s Streams) *cobra.Command {
 					return fmt.Errorf("--workload-owner-key: %w", err)
 				}
 			}
-			for _, file := range boardKeys {
-				key, err := policy.ReadKeyFile(file)
-				if err != nil {
-					return fmt.Errorf("--board-key: %w", err)
-				}
-				set.Board = append(set.Board, key)
+			if set.Board, err = readKeys("--board-key", boardKeys); err != nil {
+				return err
 			}
-			if err := workloadmanifest.CheckYAML(doc, paths); err != nil {
+			// Before CAS is reached: a mismatch costs no connection.
+			if err := w.CheckYAML(paths); err != nil {
 				return err
 			}
 			c, done, err := f.Client(cmd.Context(), s.Err)
@@ -56,7 +53,7 @@ func newSet(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			return set.Run(cmd.Context(), c, paths)
+			return set.Run(cmd.Context(), c)
 		},
 	}
 	f.AddFlags(cmd.Flags())
@@ -78,7 +75,8 @@ func newVerify(s Streams) *cobra.Command {
 			"the local manifest.yaml, and writes verify/: root-ca.pem, mesh-ca.pem, manifest.<i>.yaml\n" +
 			"oldest first and, for the YAML given, the pod policies the manifest names.",
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			if _, _, err := workloadmanifest.Read(dir); err != nil {
+			w, err := workloadmanifest.Open(dir)
+			if err != nil {
 				return err
 			}
 			c, done, err := f.Client(cmd.Context(), s.Err)
@@ -86,7 +84,7 @@ func newVerify(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			return workloadmanifest.Verify(cmd.Context(), c, dir, paths, s.Out, s.Err)
+			return workloadmanifest.Verify(cmd.Context(), c, w, paths, s.Out, s.Err)
 		},
 	}
 	f.AddFlags(cmd.Flags())

@@ -50,10 +50,11 @@ func TestReferenceValuesComputeIntoGenerate(t *testing.T) {
 		"--initializer-image", host+"/initializer:v1", resources); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	doc, _, err := workloadmanifest.Read(work)
+	w, err := workloadmanifest.Open(work)
 	if err != nil {
 		t.Fatal(err)
 	}
+	doc := w.Doc
 	id := doc.Service("shop-deployment-web").Attestation.Identities[0]
 	if id.Type != attest.SNP || id.Measurement.String() != attest.Bytes(want).String() || id.GuestPolicy == nil || *id.GuestPolicy != 0x30000 || id.MinTCB.SNP != 8 || doc.AllowSimulation {
 		t.Errorf("identity %+v", id)

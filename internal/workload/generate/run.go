@@ -190,15 +190,7 @@ func pinnedOwners(keys []string) (string, error) {
 // Explain writes what the guest allows each confidential pod of the
 // generated YAML in paths.
 func Explain(w io.Writer, paths []string) error {
-	files, err := YAMLFiles(paths)
-	if err != nil {
-		return err
-	}
-	for _, file := range files {
-		in, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
+	return EachYAML(paths, func(file string, in []byte) error {
 		res, err := Inspect(in)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
@@ -214,8 +206,8 @@ func Explain(w io.Writer, paths []string) error {
 			}
 			_, _ = fmt.Fprintln(w)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func rewriteFile(ctx context.Context, file string, opts Options, all *Result) error {

@@ -107,3 +107,22 @@ func ExposedKey(path string) string {
 	}
 	return ""
 }
+
+// EachYAML calls do with each YAML file of paths (as YAMLFiles expands
+// them) and its content, stopping at the first error.
+func EachYAML(paths []string, do func(file string, data []byte) error) error {
+	files, err := YAMLFiles(paths)
+	if err != nil {
+		return err
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if err := do(file, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}

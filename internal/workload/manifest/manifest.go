@@ -27,23 +27,32 @@ const (
 	VerifyDir      = "verify"
 )
 
-// Read reads the workspace's manifest, as a document and as its text.
-func Read(dir string) (*policy.Document, []byte, error) {
+// Workspace is a workspace's manifest, read once: its document and the
+// text its owners sign.
+type Workspace struct {
+	Dir  string
+	Doc  *policy.Document
+	Text []byte
+}
+
+// Open reads the workspace's manifest.
+func Open(dir string) (*Workspace, error) {
 	path := filepath.Join(dir, generate.ManifestFile)
 	text, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the manifest: %w (run cloister generate first)", err)
+		return nil, fmt.Errorf("the manifest: %w (run cloister generate first)", err)
 	}
 	doc, err := policy.Parse(text)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return doc, text, nil
+	return &Workspace{Dir: dir, Doc: doc, Text: text}, nil
 }
 
-// Set is one setting of a workspace's manifest at CAS.
+// Set is one setting of a workspace's manifest at CAS; the caller has
+// checked the workspace against its YAML (CheckYAML) before reaching CAS.
 type Set struct {
-	Dir string
+	*Workspace
 	// Owner signs the manifest; nil for an immutable one.
 	Owner *ecdsa.PrivateKey
 	// Board approves a new manifest name; without it, the workspace's
@@ -55,21 +64,16 @@ type Set struct {
 	Out, Err  io.Writer
 }
 
-// Run checks the YAML in paths against the manifest, initialises CAS with
-// the workspace's seed share owner when it is not yet, registers the
-// manifest as CAS's next version of it and writes CAS's CAs.
-func (s Set) Run(ctx context.Context, c *casclient.Client, paths []string) error {
-	doc, text, err := Read(s.Dir)
-	if err != nil {
-		return err
-	}
-	if err := CheckYAML(doc, paths); err != nil {
-		return err
-	}
+// Run initialises CAS with the workspace's seed share owner when it is not
+// yet, registers the manifest as CAS's next version of it and writes CAS's
+// CAs.
+func (s Set) Run(ctx context.Context, c *casclient.Client) error {
+	doc := s.Doc
 	if err := s.initIfNeeded(ctx, c); err != nil {
 		return err
 	}
-	signed := &policy.Signed{Policy: string(text)}
+	signed := &policy.Signed{Policy: string(s.Text)}
+	var err error
 	if signed.Link, err = c.LinkFor(ctx, doc.Name, doc.Digest()); err != nil {
 		return fmt.Errorf("asking CAS for the manifest's current version: %w", err)
 	}
@@ -155,11 +159,8 @@ func (s Set) initIfNeeded(ctx context.Context, c *casclient.Client) error {
 // it fetches the manifest's whole history (signed by CAS, checked here) and
 // writes verify/: CAS's CAs, every version readable to everyone, and the
 // pod policies of the YAML in paths that the manifest names.
-func Verify(ctx context.Context, c *casclient.Client, dir string, paths []string, out, errw io.Writer) error {
-	doc, _, err := Read(dir)
-	if err != nil {
-		return err
-	}
+func Verify(ctx context.Context, c *casclient.Client, w *Workspace, paths []string, out, errw io.Writer) error {
+	doc, dir := w.Doc, w.Dir
 	h, err := c.History(ctx, doc.Name)
 	if err != nil {
 		return fmt.Errorf("reading the manifest's history: %w", err)
@@ -207,9 +208,10 @@ func Verify(ctx context.Context, c *casclient.Client, dir string, paths []string
 }
 
 // CheckYAML holds the YAML generate rewrote to the manifest.
-func CheckYAML(doc *policy.Document, paths []string) error {
+func (w *Workspace) CheckYAML(paths []string) error {
+	doc := w.Doc
 	var workloads []generate.Workload
-	err := eachYAML(paths, func(file string, data []byte) error {
+	err := generate.EachYAML(paths, func(file string, data []byte) error {
 		res, err := generate.Inspect(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
@@ -227,7 +229,7 @@ func CheckYAML(doc *policy.Document, paths []string) error {
 // names, as policy.<service>.json.
 func writePolicies(doc *policy.Document, paths []string, out string) (int, error) {
 	n := 0
-	err := eachYAML(paths, func(file string, data []byte) error {
+	err := generate.EachYAML(paths, func(file string, data []byte) error {
 		res, err := generate.Inspect(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
@@ -244,23 +246,6 @@ func writePolicies(doc *policy.Document, paths []string, out string) (int, error
 		return nil
 	})
 	return n, err
-}
-
-func eachYAML(paths []string, do func(file string, data []byte) error) error {
-	files, err := generate.YAMLFiles(paths)
-	if err != nil {
-		return err
-	}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		if err := do(file, data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // WriteCAs writes CAS's root and mesh CAs into dir.
