@@ -4,8 +4,14 @@
 
 GO      ?= go
 BIN     := bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Computed once per make run (:=): a recursive ?= asked git again at each
+# use, so a tree edited mid-build gave the binaries and images two versions.
+ifndef VERSION
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+endif
+ifndef COMMIT
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+endif
 LDFLAGS := -X github.com/cloister-cc/cloister/internal/base/version.Version=$(VERSION) \
            -X github.com/cloister-cc/cloister/internal/base/version.Commit=$(COMMIT)
 CLOISTER := $(BIN)/cloister
