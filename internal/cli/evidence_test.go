@@ -152,9 +152,9 @@ func TestEvidenceVerifyBadInput(t *testing.T) {
 }
 
 func TestEvidenceVerifyNitro(t *testing.T) {
-	doc := filepath.Join(attesttest.Dir(t, "nitro"), "nitro_attestation.b64")
-	out, _, err := run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc, "--at", "2024-09-07T14:37:39.545Z")
-	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: nitro evidence") || !strings.Contains(out, "pcr0:         e72a46ca") {
+	doc := filepath.Join(attesttest.Real(t, "nitro/evervault-beta"), "valid-attestation-doc-bytes")
+	out, _, err := run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc, "--at", "2022-10-13T08:58:02Z")
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: nitro evidence") || !strings.Contains(out, "pcr0:         f4d48b81") {
 		t.Errorf("exit %d %v\n%s", exitCode(err), err, out)
 	}
 	out, _, err = run(t, "evidence", "verify", "--type", "nitro", "--evidence", doc)

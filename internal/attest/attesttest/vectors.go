@@ -1,11 +1,13 @@
 // Package attesttest gives tests real attestation evidence: SGX and TDX
 // quotes from real hardware with their Intel collateral, published as test
 // data by Go modules that hack/testvectors pins (their hashes in its
-// go.sum). The go command downloads them into the module cache at test
-// time; nothing is copied into the repository. A Nitro Enclaves document
-// comes from the team's ../shared/testvectors beside the checkout, since
-// no module the proxy serves publishes one. A test whose evidence cannot be
-// had skips and says why at the end of make test.
+// go.sum), which the go command downloads into the module cache at test
+// time; and real evidence no module publishes (SEV-SNP reports v5 from
+// Genoa and Turin, a VLEK, a TDX quote v5, Nitro Enclaves documents),
+// copied with its provenance into the verifiers' testdata/ (Real,
+// RealEvidence), so a clone runs every real-evidence test on its own. A
+// test whose module cannot be downloaded skips and says why at the end of
+// make test.
 package attesttest
 
 import (
@@ -25,8 +27,8 @@ import (
 // evidence; its version is hack/testvectors' requirement.
 const oasis = "github.com/oasisprotocol/oasis-core/go"
 
-// vectors maps each file of the layout tests read (kind/name) to where it
-// comes from: a module's file, or the team's folder ("" module).
+// vectors maps each file of the layout tests read (kind/name) to the
+// module file it comes from.
 var vectors = map[string]struct{ module, path string }{
 	"sgx-dcap/quote_v3_ecdsa_p256_pck_chain.bin":        {oasis, "common/sgx/pcs/testdata/quote_v3_ecdsa_p256_pck_chain.bin"},
 	"sgx-dcap/tcb_info_v3_fmspc_00606A000000.json":      {oasis, "common/sgx/pcs/testdata/tcb_info_v3_fmspc_00606A000000.json"},
@@ -37,7 +39,6 @@ var vectors = map[string]struct{ module, path string }{
 	"tdx/qe_identity_v2_tdx2.json":                      {oasis, "common/sgx/pcs/testdata/qe_identity_v2_tdx2.json"},
 	// The TCB signing chain is Intel's one chain, as for SGX.
 	"tdx/tcb_signing_chain_certs.pem": {oasis, "common/sgx/pcs/testdata/tcb_info_v3_fmspc_00606A000000_certs.pem"},
-	"nitro/nitro_attestation.b64":     {"", "nitro/nitro_attestation.b64"},
 }
 
 var (
@@ -100,15 +101,7 @@ func source(tb testing.TB, rel string) (string, error) {
 	if !ok {
 		tb.Fatalf("attesttest: no test vector %s", rel)
 	}
-	r := root(tb)
-	if v.module == "" {
-		p := filepath.Join(r, "..", "shared", "testvectors", v.path)
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("real evidence %s is absent (%w): no Go module the proxy serves publishes it; it lives in ../shared/testvectors beside the checkout", rel, err)
-		}
-		return p, nil
-	}
-	dir, err := moduleDir(r, v.module)
+	dir, err := moduleDir(root(tb), v.module)
 	if err != nil {
 		return "", err
 	}
@@ -131,7 +124,7 @@ func Read(tb testing.TB, rel string) []byte {
 	return b
 }
 
-// Dir lays out the test vectors of kind ("sgx-dcap", "tdx", "nitro") in a
+// Dir lays out the test vectors of kind ("sgx-dcap", "tdx") in a
 // folder of the test's own, as the CLI's --collateral and --evidence flags
 // read them, and returns it.
 func Dir(tb testing.TB, kind string) string {

@@ -2,7 +2,7 @@ package nitro
 
 import (
 	"bytes"
-	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,13 +11,15 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 )
 
-// vectorTime is the document's own timestamp (its leaf lives ~3 h).
-var vectorTime = time.Date(2024, 9, 7, 14, 37, 39, 545e6, time.UTC)
+// vectorTime is the production document's own timestamp (its leaf lives
+// ~3 h).
+var vectorTime = time.Unix(1665651482, 0)
 
+// load reads the production enclave's document (testdata/evervault-beta,
+// its provenance there).
 func load(t testing.TB) []byte {
 	t.Helper()
-	b := attesttest.Read(t, "nitro/nitro_attestation.b64")
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	raw, err := os.ReadFile("testdata/evervault-beta/valid-attestation-doc-bytes")
 	if err != nil {
 		t.Fatal(err)
 	}

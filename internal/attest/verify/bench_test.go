@@ -9,6 +9,8 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"hash"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -158,8 +160,11 @@ func snpVector(testing.TB) func() error {
 }
 
 func nitroVector(tb testing.TB) func() error {
-	raw := Decode(attesttest.Read(tb, "nitro/nitro_attestation.b64"))
-	at := time.Date(2024, 9, 7, 14, 37, 39, 545e6, time.UTC)
+	raw, err := os.ReadFile(filepath.Join(attesttest.Real(tb, "nitro/evervault-beta"), "valid-attestation-doc-bytes"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	at := time.Unix(1665651482, 0)
 	return func() error {
 		_, err := nitro.Verify(raw, nitro.Options{At: at})
 		return err
