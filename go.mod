@@ -12,7 +12,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-configfs-tsm v0.2.2
 	github.com/google/go-containerregistry v0.22.1
-	github.com/google/go-sev-guest v0.14.0
+	github.com/google/go-sev-guest v0.15.0
 	github.com/google/go-tdx-guest v0.3.1
 	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0

@@ -71,6 +71,11 @@ const (
 	TCBOutOfDate                         = "OutOfDate"
 	TCBOutOfDateConfigurationNeeded      = "OutOfDateConfigurationNeeded"
 	TCBRevoked                           = "Revoked"
+	// A TD launched under a TDX module that is out of date, now running
+	// one that is not (TD 1.5, a TD-preserving update): relaunching it
+	// brings its measured module up to date.
+	TCBTDRelaunchAdvised                    = "TDRelaunchAdvised"
+	TCBTDRelaunchAdvisedConfigurationNeeded = "TDRelaunchAdvisedConfigurationNeeded"
 )
 
 // Claims are what verified evidence says, the same shape for every type.
@@ -122,17 +127,56 @@ type TDXIdentity struct {
 	MRSEAM       Bytes    `json:"mrseam"`
 	MRCONFIGID   Bytes    `json:"mrConfigID"`
 	TDAttributes Bytes    `json:"tdAttributes"`
+	// TEETCBSVN is the TCB SVN of the TDX module the TD was launched
+	// under; TEETCBSVN2 (TD 1.5 reports) that of the module now running,
+	// which differs after a TD-preserving module update.
+	TEETCBSVN  Bytes `json:"teeTCBSVN"`
+	TEETCBSVN2 Bytes `json:"teeTCBSVN2,omitempty"`
+	// MRServiceTD (TD 1.5 reports) measures the service TDs bound to the
+	// TD (a migration TD, for one); zero when none is.
+	MRServiceTD Bytes `json:"mrServiceTD,omitempty"`
 }
 
 // SNPIdentity is a confidential VM's identity.
 type SNPIdentity struct {
+	// Version is the report's version (2 to 5).
+	Version     uint32 `json:"version"`
 	Measurement Bytes  `json:"measurement"`
 	HostData    Bytes  `json:"hostData"`
 	GuestPolicy uint64 `json:"guestPolicy"`
-	ReportedTCB uint64 `json:"reportedTCB"`
+	// PolicyFlags names the guest policy's flags that are set
+	// (SNPPolicyFlags), for reading and for a policy's
+	// requirePolicyFlags and forbidPolicyFlags.
+	PolicyFlags []string `json:"policyFlags"`
+	ReportedTCB uint64   `json:"reportedTCB"`
 	// TCB is ReportedTCB by component (the layout depends on the product
 	// line).
 	TCB SNPTCB `json:"tcb"`
+}
+
+// SNPPolicyFlags are the flag bits of an SEV-SNP guest policy by name,
+// as the firmware ABI (up to 1.58) defines them; bits 0-15 are the
+// minimum ABI version and bit 17 is reserved, always set.
+var SNPPolicyFlags = []SNPPolicyFlag{
+	{"smt", 16}, {"migrateMA", 18}, {"debug", 19}, {"singleSocket", 20}, {"cxlAllowed", 21},
+	{"memAES256XTS", 22}, {"raplDisabled", 23}, {"ciphertextHidingDRAM", 24}, {"pageSwapDisable", 25},
+}
+
+// SNPPolicyFlag is a guest policy flag: its name and bit.
+type SNPPolicyFlag struct {
+	Name string
+	Bit  uint
+}
+
+// SNPPolicyFlagNames names the flags set in a guest policy.
+func SNPPolicyFlagNames(policy uint64) []string {
+	out := []string{}
+	for _, f := range SNPPolicyFlags {
+		if policy&(1<<f.Bit) != 0 {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // SNPTCB is an SEV-SNP TCB version by component: security patch levels

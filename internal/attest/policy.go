@@ -43,6 +43,10 @@ type Identity struct {
 	// MRCONFIGID: what the host configured the TD with, e.g. a pod
 	// policy's digest (zero-padded to 48 bytes).
 	MRCONFIGID Bytes `json:"mrConfigID,omitempty"`
+	// MRServiceTD pins the service TDs bound to the TD (TD 1.5 reports;
+	// a TD 1.0 report has none, and matches only an MRServiceTD of
+	// zeros).
+	MRServiceTD Bytes `json:"mrServiceTD,omitempty"`
 	// SNP
 	Measurement Bytes `json:"measurement,omitempty"`
 	// HostData: SNP host data, or in simulation what LAS vouches for
@@ -53,6 +57,12 @@ type Identity struct {
 	// GuestPolicy is the SEV-SNP guest policy the guest must run under
 	// (its report's POLICY: debug, SMT, migration, ABI).
 	GuestPolicy *uint64 `json:"guestPolicy,omitempty"`
+	// RequirePolicyFlags and ForbidPolicyFlags name guest policy flags
+	// (SNPPolicyFlags) that must be set and clear, where GuestPolicy pins
+	// them all: e.g. require pageSwapDisable and ciphertextHidingDRAM,
+	// forbid migrateMA.
+	RequirePolicyFlags []string `json:"requirePolicyFlags,omitempty"`
+	ForbidPolicyFlags  []string `json:"forbidPolicyFlags,omitempty"`
 	// Nitro
 	PCRs map[int]Bytes `json:"pcrs,omitempty"`
 	// Manifest is the SHA-256 of the enclave manifest a Cloister enclave
@@ -146,7 +156,11 @@ func (id *Identity) mismatch(c *Claims) string {
 				return m
 			}
 		}
-		return first(eq("MRTD", id.MRTD, t.MRTD), eq("MRCONFIGID", id.MRCONFIGID, t.MRCONFIGID))
+		serviceTD := t.MRServiceTD
+		if serviceTD == nil {
+			serviceTD = make(Bytes, 48)
+		}
+		return first(eq("MRTD", id.MRTD, t.MRTD), eq("MRCONFIGID", id.MRCONFIGID, t.MRCONFIGID), eq("MRSERVICETD", id.MRServiceTD, serviceTD))
 	case SNP:
 		s := c.SNP
 		if s == nil {
@@ -159,6 +173,9 @@ func (id *Identity) mismatch(c *Claims) string {
 		}
 		if id.GuestPolicy != nil && s.GuestPolicy != *id.GuestPolicy {
 			return fmt.Sprintf("guest policy is %#x, want %#x", s.GuestPolicy, *id.GuestPolicy)
+		}
+		if m := policyFlagsMismatch(s.GuestPolicy, id.RequirePolicyFlags, id.ForbidPolicyFlags); m != "" {
+			return m
 		}
 		return first(eq("measurement", id.Measurement, s.Measurement), eq("host data", id.HostData, s.HostData))
 	case Sim:
@@ -186,4 +203,19 @@ func (id *Identity) mismatch(c *Claims) string {
 		return ""
 	}
 	return fmt.Sprintf("unknown identity type %q", id.Type)
+}
+
+// policyFlagsMismatch names the first flag of require that is clear, or
+// of forbid that is set, in a guest policy.
+func policyFlagsMismatch(policy uint64, require, forbid []string) string {
+	for _, f := range SNPPolicyFlags {
+		set := policy&(1<<f.Bit) != 0
+		switch {
+		case !set && slices.Contains(require, f.Name):
+			return fmt.Sprintf("guest policy %#x lacks %s, which the identity requires", policy, f.Name)
+		case set && slices.Contains(forbid, f.Name):
+			return fmt.Sprintf("guest policy %#x sets %s, which the identity forbids", policy, f.Name)
+		}
+	}
+	return ""
 }

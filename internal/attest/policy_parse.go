@@ -14,6 +14,7 @@ import (
 var TCBStatuses = []string{
 	TCBUpToDate, TCBSWHardeningNeeded, TCBConfigurationNeeded, TCBConfigurationAndSWHardeningNeeded,
 	TCBOutOfDate, TCBOutOfDateConfigurationNeeded, TCBRevoked,
+	TCBTDRelaunchAdvised, TCBTDRelaunchAdvisedConfigurationNeeded,
 }
 
 // ParsePolicy reads a policy (YAML or JSON); unknown fields, unknown TCB
@@ -76,6 +77,10 @@ func (id *Identity) validate() error {
 		{"measurement", id.Measurement != nil, 48, len(id.Measurement), []Type{SNP}},
 		{"hostData", id.HostData != nil, 32, len(id.HostData), []Type{SNP, Sim}},
 		{"minTCB", id.MinTCB != nil, 0, 0, []Type{SNP}},
+		{"guestPolicy", id.GuestPolicy != nil, 0, 0, []Type{SNP}},
+		{"requirePolicyFlags", id.RequirePolicyFlags != nil, 0, 0, []Type{SNP}},
+		{"forbidPolicyFlags", id.ForbidPolicyFlags != nil, 0, 0, []Type{SNP}},
+		{"mrServiceTD", id.MRServiceTD != nil, 48, len(id.MRServiceTD), []Type{TDX}},
 		{"pcrs", id.PCRs != nil, 0, 0, []Type{Nitro}},
 		{"manifest", id.Manifest != nil, 32, len(id.Manifest), []Type{Nitro}},
 	}
@@ -96,6 +101,19 @@ func (id *Identity) validate() error {
 	for i, r := range id.RTMR {
 		if len(r) != 0 && len(r) != 48 {
 			return fmt.Errorf("rtmr[%d] has %d bytes, an RTMR has 48 (96 hex digits; empty matches any)", i, len(r))
+		}
+	}
+	for _, list := range []struct {
+		field string
+		names []string
+	}{{"requirePolicyFlags", id.RequirePolicyFlags}, {"forbidPolicyFlags", id.ForbidPolicyFlags}} {
+		for i, n := range list.names {
+			if !slices.ContainsFunc(SNPPolicyFlags, func(f SNPPolicyFlag) bool { return f.Name == n }) {
+				return fmt.Errorf("%s[%d]: unknown guest policy flag %q: use %s", list.field, i, n, strings.Join(SNPPolicyFlagNames(^uint64(0)), ", "))
+			}
+			if slices.Contains(id.RequirePolicyFlags, n) && slices.Contains(id.ForbidPolicyFlags, n) {
+				return fmt.Errorf("%s[%d]: %s is both required and forbidden: the identity could never match", list.field, i, n)
+			}
 		}
 	}
 	for i, v := range id.PCRs {

@@ -1,12 +1,16 @@
-// Package snp verifies AMD SEV-SNP attestation reports offline with
-// go-sev-guest: the report's signature by its endorsement key (a VCEK the
-// caller supplies or the platform's certificate table carries after the
-// report, or a VLEK from that table), and that key's chain to AMD's ASK
-// (or ASVK) and ARK for the product, embedded in go-sev-guest.
+// Package snp verifies AMD SEV-SNP attestation reports offline: the
+// report's signature by its endorsement key (a VCEK or a VLEK the caller
+// supplies, or the platform's certificate table carries after the report),
+// that key's chain to AMD's ASK (or ASVK) and ARK for the product,
+// embedded in go-sev-guest, and that the key is the one for the report's
+// chip and reported TCB. go-sev-guest parses the report and checks its
+// signature; the endorsement key's AMD extensions are read here, since
+// v0.15.0 refuses Turin's (fmcSPL, an 8-byte hardware id).
 package snp
 
 import (
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/pem"
 	"errors"
 	"strings"
@@ -32,6 +36,10 @@ type Options struct {
 	// takes precedence over the one the evidence's certificate table
 	// carries.
 	VCEK []byte
+	// VLEK is a cloud provider's endorsement key certificate (DER or
+	// PEM), for reports signed by one; it takes precedence over the one
+	// the certificate table carries.
+	VLEK []byte
 	// TestRoots replace AMD's roots for the product lines they certify
 	// (TestRoots): an insecure test's only. Claims verified by them say
 	// so (Claims.TestRoot).
@@ -78,6 +86,8 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 		Debug:      report.GetPolicy()&policyDebug != 0,
 		ReportData: report.GetReportData(),
 		SNP: &attest.SNPIdentity{
+			Version:     report.GetVersion(),
+			PolicyFlags: attest.SNPPolicyFlagNames(report.GetPolicy()),
 			Measurement: report.GetMeasurement(),
 			HostData:    report.GetHostData(),
 			GuestPolicy: report.GetPolicy(),
@@ -90,7 +100,10 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	}
 	name, ek := "VCEK", pemOrDER(opts.VCEK)
 	if info.SigningKey == abi.VlekReportSigner {
-		name, ek = "VLEK", table.GetVlekCert()
+		name, ek = "VLEK", pemOrDER(opts.VLEK)
+		if len(ek) == 0 {
+			ek = table.GetVlekCert()
+		}
 	} else if len(ek) == 0 {
 		ek = table.GetVcekCert()
 	}
@@ -102,7 +115,7 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	}
 	if len(ek) == 0 {
 		if name == "VLEK" {
-			return claims, attest.Reject(attest.CheckCollateral, "the report is signed by a VLEK and the evidence carries no VLEK certificate in its certificate table")
+			return claims, attest.Reject(attest.CheckCollateral, "the report is signed by a VLEK: give the VLEK certificate (--collateral DIR with *vlek*, DER or PEM) or evidence whose certificate table carries it")
 		}
 		return claims, attest.Reject(attest.CheckCollateral, "SEV-SNP evidence needs the chip's VCEK certificate: in the evidence's certificate table, or from collateral (--collateral DIR with *vcek*, DER or PEM)")
 	}
@@ -170,19 +183,17 @@ func reportLine(report *spb.Report) string {
 }
 
 // verifiedKeys holds endorsement keys (by their certificate, signer kind,
-// the report's product line and the roots) whose chain go-sev-guest
-// checked: a chip signs every report with the same VCEK until its TCB
-// changes.
+// the report's product line, chip id and reported TCB, and the roots) whose
+// chain and match to the report were checked: a chip signs every report
+// with the same VCEK until its TCB changes.
 var verifiedKeys = memo.New[*x509.Certificate](4096)
 
-// verifyWith checks the report's signature by ek and, once per key and
-// roots, ek's chain to roots; the chain's validity at the time is the
-// caller's to check.
+// verifyWith checks the report's signature by ek and, once per key, report
+// platform and roots, ek's chain to roots and that it is the key for the
+// report's chip and TCB; the chain's validity at the time is the caller's
+// to check.
 func verifyWith(raw []byte, report *spb.Report, name string, ek []byte, line string, roots *trust.AMDRootCerts, at time.Time) error {
 	pc := roots.ProductCerts
-	if name == "VCEK" && pc.Ask == nil {
-		return attest.Reject(attest.CheckChain, "no ASK for product line %q certifies VCEKs under this ARK", line)
-	}
 	var ask, asvk []byte
 	if pc.Ask != nil {
 		ask = pc.Ask.Raw
@@ -190,38 +201,28 @@ func verifyWith(raw []byte, report *spb.Report, name string, ek []byte, line str
 	if pc.Asvk != nil {
 		asvk = pc.Asvk.Raw
 	}
-	// go-sev-guest reads the product line from the report's CPUID when it
-	// has one, so that is part of what it checked.
-	var fmsLine string
-	if fms := report.GetCpuid1EaxFms(); fms != 0 {
-		fmsLine = kds.ProductLineFromFms(fms)
-	}
-	key := memo.KeyOf([]byte(name), ek, ask, asvk, pc.Ark.Raw, []byte(fmsLine))
-	if cert, ok := verifiedKeys.Get(key); ok {
-		if err := verify.SnpReportSignature(raw, cert); err != nil {
-			return classify(err)
+	var tcb [8]byte
+	binary.LittleEndian.PutUint64(tcb[:], report.GetReportedTcb())
+	key := memo.KeyOf([]byte(name), ek, ask, asvk, pc.Ark.Raw, []byte(reportLine(report)), report.GetChipId(), tcb[:])
+	cert, ok := verifiedKeys.Get(key)
+	if !ok {
+		var err error
+		if cert, err = x509.ParseCertificate(ek); err != nil {
+			return attest.Reject(attest.CheckFormat, "%s certificate: %v", name, err)
 		}
-		return nil
-	}
-	chain := &spb.CertificateChain{AskCert: ask, ArkCert: pc.Ark.Raw}
-	if name == "VLEK" {
-		if pc.Asvk == nil {
-			return attest.Reject(attest.CheckChain, "no ASVK for product line %q certifies VLEKs", line)
+		if err := verifyChain(cert, name, pc, at); err != nil {
+			return err
 		}
-		chain.VlekCert = ek
-	} else {
-		chain.VcekCert = ek
+		if err := checkEndorsement(cert, name, line, report); err != nil {
+			return err
+		}
 	}
-	err := verify.SnpAttestation(&spb.Attestation{Report: report, CertificateChain: chain},
-		&verify.Options{DisableCertFetching: true, Getter: offline{}, Now: at, TrustedRoots: map[string][]*trust.AMDRootCerts{line: {roots}}})
-	if err != nil {
-		return classify(err)
+	if err := verify.SnpReportSignature(raw, cert); err != nil {
+		return attest.Reject(attest.CheckSignature, "the report signature does not verify with the %s: %v", name, err)
 	}
-	cert, err := x509.ParseCertificate(ek)
-	if err != nil {
-		return attest.Reject(attest.CheckFormat, "%s certificate: %v", name, err)
+	if !ok {
+		verifiedKeys.Put(key, cert)
 	}
-	verifiedKeys.Put(key, cert)
 	return nil
 }
 
@@ -245,27 +246,6 @@ func pemOrDER(b []byte) []byte {
 		return block.Bytes
 	}
 	return b
-}
-
-// classify names the check go-sev-guest's error failed.
-func classify(err error) error {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "expired") || strings.Contains(msg, "not yet valid") || strings.Contains(msg, "current time"):
-		return &attest.Rejection{Check: attest.CheckValidity, Reason: msg, Err: err}
-	case strings.Contains(msg, "report signature"):
-		return &attest.Rejection{Check: attest.CheckSignature, Reason: msg, Err: err}
-	default:
-		return &attest.Rejection{Check: attest.CheckChain, Reason: msg, Err: err}
-	}
-}
-
-// offline refuses every fetch: verification uses only what the caller
-// gave, and go-sev-guest must never reach AMD's KDS from here.
-type offline struct{}
-
-func (offline) Get(url string) ([]byte, error) {
-	return nil, errors.New("offline verification: will not fetch " + url)
 }
 
 // tcbParts splits a TCB version by the product line's layout (SEV-SNP

@@ -76,12 +76,22 @@ func writeClaims(b *strings.Builder, c *attest.Claims) {
 		}
 		line("mrseam", x.MRSEAM)
 		line("tdAttributes", x.TDAttributes)
+		line("teeTCBSVN", x.TEETCBSVN)
+		if x.TEETCBSVN2 != nil {
+			line("teeTCBSVN2", x.TEETCBSVN2)
+			line("mrServiceTD", x.MRServiceTD)
+		}
 	}
 	if p := c.SNP; p != nil {
 		line("measurement", p.Measurement)
 		line("hostData", p.HostData)
-		line("guestPolicy", fmt.Sprintf("%#x", p.GuestPolicy))
-		line("reportedTCB", fmt.Sprintf("%#x (bootloader %d, tee %d, snp %d, microcode %d)", p.ReportedTCB, p.TCB.Bootloader, p.TCB.TEE, p.TCB.SNP, p.TCB.Microcode))
+		line("version", p.Version)
+		line("guestPolicy", fmt.Sprintf("%#x (%s)", p.GuestPolicy, strings.Join(p.PolicyFlags, ", ")))
+		fmc := ""
+		if p.TCB.FMC != 0 {
+			fmc = fmt.Sprintf("fmc %d, ", p.TCB.FMC)
+		}
+		line("reportedTCB", fmt.Sprintf("%#x (%sbootloader %d, tee %d, snp %d, microcode %d)", p.ReportedTCB, fmc, p.TCB.Bootloader, p.TCB.TEE, p.TCB.SNP, p.TCB.Microcode))
 	}
 	if n := c.Nitro; n != nil {
 		line("moduleID", n.ModuleID)

@@ -31,9 +31,9 @@ type Options struct {
 	// At is the verification time.
 	At time.Time
 	// CollateralDir holds the format's collateral, laid out like the
-	// team's test vectors (sgx: tcb_info*.json, qe_identity*.json,
-	// *certs*.pem, and optionally the CRLs pck_crl* and root_crl*; snp:
-	// the VCEK as *vcek*, DER or PEM).
+	// verifiers' testdata (sgx, tdx: tcb_info*.json, qe_identity*.json,
+	// *certs*.pem, and optionally the CRLs pck_crl* and root*crl*; snp:
+	// the VCEK as *vcek* or the VLEK as *vlek*, DER or PEM).
 	CollateralDir string
 	// SimKeys, when set, are the only keys sim evidence may be signed by.
 	SimKeys []*ecdsa.PublicKey
@@ -72,16 +72,17 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	case attest.Nitro:
 		return nitro.Verify(raw, nitro.Options{At: opts.At, TestRoots: opts.TestRoots})
 	case attest.SNP:
-		// A folder without a VCEK leaves the one the evidence's
+		// A folder without a VCEK or VLEK leaves the one the evidence's
 		// certificate table carries, which the verifier then needs.
-		var vcek []byte
-		if matches, _ := filepath.Glob(filepath.Join(opts.CollateralDir, "*vcek*")); opts.CollateralDir != "" && len(matches) > 0 {
-			var err error
-			if vcek, err = one(opts.CollateralDir, "*vcek*"); err != nil {
-				return nil, err
-			}
+		vcek, err := optional(opts.CollateralDir, "*vcek*")
+		if err != nil {
+			return nil, err
 		}
-		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, TestRoots: opts.TestRoots, Source: opts.SNP})
+		vlek, err := optional(opts.CollateralDir, "*vlek*")
+		if err != nil {
+			return nil, err
+		}
+		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, VLEK: vlek, TestRoots: opts.TestRoots, Source: opts.SNP})
 	case attest.TDX:
 		col, err := intelCollateral(opts)
 		if err != nil {
@@ -189,17 +190,20 @@ func IntelCollateral(dir string) (sgx.Collateral, error) {
 	if c.SigningChain, err = one(dir, "*certs*.pem"); err != nil {
 		return c, err
 	}
-	for _, crl := range []struct {
-		pattern string
-		into    *[]byte
-	}{{"pck_crl*", &c.PCKCRL}, {"root_crl*", &c.RootCRL}} {
-		if matches, _ := filepath.Glob(filepath.Join(dir, crl.pattern)); len(matches) > 0 {
-			if *crl.into, err = one(dir, crl.pattern); err != nil {
-				return c, err
-			}
-		}
+	if c.PCKCRL, err = optional(dir, "pck_crl*"); err != nil {
+		return c, err
 	}
-	return c, nil
+	c.RootCRL, err = optional(dir, "root*crl*")
+	return c, err
+}
+
+// optional reads the single file of dir matching pattern, if there is
+// one; no dir is none.
+func optional(dir, pattern string) ([]byte, error) {
+	if matches, _ := filepath.Glob(filepath.Join(dir, pattern)); dir == "" || len(matches) == 0 {
+		return nil, nil
+	}
+	return one(dir, pattern)
 }
 
 // one reads the single file of dir matching pattern.
