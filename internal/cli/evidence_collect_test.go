@@ -11,7 +11,6 @@ import (
 	"time"
 
 	sevclient "github.com/google/go-sev-guest/client"
-	tdxdata "github.com/google/go-tdx-guest/testing/testdata"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
@@ -66,8 +65,9 @@ func TestEvidenceCollectSNPThroughConfigfs(t *testing.T) {
 // is refused; its own report data is taken.
 func TestEvidenceCollectTDXThroughConfigfs(t *testing.T) {
 	tsm := filepath.Join(t.TempDir(), "tsm")
-	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderTDX, Answer: producetest.QuoteAnswer(tdxdata.RawQuote)})
-	quoted, err := tdx.ReportData(tdxdata.RawQuote)
+	quote := producetest.TDXQuote(t)
+	producetest.ServeForTest(t, &producetest.TSMFolder{Root: tsm, Provider: producetest.ProviderTDX, Answer: producetest.QuoteAnswer(quote)})
+	_, quoted, err := tdx.ReportData(quote)
 	if err != nil {
 		t.Fatal(err)
 	}

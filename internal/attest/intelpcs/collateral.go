@@ -1,10 +1,12 @@
 package intelpcs
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -41,7 +43,10 @@ type Platform struct {
 
 // TDXModule is the TDX module's part of a TD report.
 type TDXModule struct {
-	TEETCBSVN      []byte // 16 bytes: [0] module SVN, [1] module major version
+	TEETCBSVN []byte // 16 bytes: [0] module SVN, [1] module major version
+	// TEETCBSVN2 (TD 1.5) is the running module's, when the TD was
+	// launched under another (a TD-preserving update); nil for TD 1.0.
+	TEETCBSVN2     []byte
 	MRSIGNERSEAM   []byte // 48 bytes
 	SEAMAttributes []byte // 8 bytes
 }
@@ -141,23 +146,74 @@ func Judge(p Platform, c Collateral, at time.Time, root *x509.Certificate, requi
 	if err := matchQE(qe, p.QE); err != nil {
 		return nil, err
 	}
-	status, err := platformStatus(p, info)
+	qeSVN := p.QE.ISVSVN()
+	qeStatus := levelStatus(qe.TCBLevels, func(l *tcbLevel) bool { return qeSVN >= l.TCB.ISVSVN })
+	status, err := tdStatus(p, info, qeStatus)
 	if err != nil {
 		return nil, err
 	}
-	if p.TDX != nil {
-		module, err := moduleStatus(p.TDX, info)
+	return &Verdict{Status: status, NotBefore: nb, NotAfter: na}, nil
+}
+
+// tdStatus is the platform's TCB status, with a TD's module and the
+// quoting enclave's converged in. A TD 1.5 report whose module was
+// updated under the running TD (TEE_TCB_SVN2 not TEE_TCB_SVN) is judged
+// by both: the module it was launched and measured under, and the one
+// running now; a relaunch is advised when only the first is out of date
+// (Intel's QVL, TDRelaunchCheck). A TEE_TCB_SVN2 of zeros is none.
+func tdStatus(p Platform, info *tcbInfo, qeStatus string) (string, error) {
+	if p.TDX == nil {
+		return platformStatus(p, info, nil, qeStatus)
+	}
+	launch, err := platformStatus(p, info, p.TDX.TEETCBSVN, qeStatus)
+	if err != nil || allZero(p.TDX.TEETCBSVN2) || bytes.Equal(p.TDX.TEETCBSVN2, p.TDX.TEETCBSVN) {
+		return launch, err
+	}
+	current, err := platformStatus(p, info, p.TDX.TEETCBSVN2, qeStatus)
+	if err != nil {
+		return "", fmt.Errorf("the TDX module now running (TEE_TCB_SVN2 %x): %w", p.TDX.TEETCBSVN2, err)
+	}
+	return relaunch(launch, current), nil
+}
+
+// platformStatus is the platform's TCB status with the TDX module of
+// TCB SVN tee (nil for SGX), converged with the module's and the quoting
+// enclave's.
+func platformStatus(p Platform, info *tcbInfo, tee []byte, qeStatus string) (string, error) {
+	status, err := levelOf(p, info, tee)
+	if err != nil {
+		return "", err
+	}
+	if tee != nil {
+		module, err := moduleStatus(p.TDX, tee, info)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		status = converge(status, module)
 	}
-	qeSVN := p.QE.ISVSVN()
-	qeStatus := levelStatus(qe.TCBLevels, func(l *tcbLevel) bool { return qeSVN >= l.TCB.ISVSVN })
 	if qeStatus == "" {
-		return nil, attest.Reject(attest.CheckTCB, "the quoting enclave's ISVSVN %d is below every TCB level of the QE identity", qeSVN)
+		return "", attest.Reject(attest.CheckTCB, "the quoting enclave's ISVSVN %d is below every TCB level of the QE identity", p.QE.ISVSVN())
 	}
-	return &Verdict{Status: converge(status, qeStatus), NotBefore: nb, NotAfter: na}, nil
+	return converge(status, qeStatus), nil
+}
+
+// relaunch is the status of a TD launched under a module of status launch
+// and now running one of status current: a relaunch is advised when the
+// first is out of date and the second is not.
+func relaunch(launch, current string) string {
+	if launch != attest.TCBOutOfDate && launch != attest.TCBOutOfDateConfigurationNeeded {
+		return launch
+	}
+	switch current {
+	case attest.TCBUpToDate, attest.TCBSWHardeningNeeded:
+		if launch == attest.TCBOutOfDateConfigurationNeeded {
+			return attest.TCBTDRelaunchAdvisedConfigurationNeeded
+		}
+		return attest.TCBTDRelaunchAdvised
+	case attest.TCBConfigurationNeeded, attest.TCBConfigurationAndSWHardeningNeeded:
+		return attest.TCBTDRelaunchAdvisedConfigurationNeeded
+	}
+	return launch
 }
 
 // signedCollateral is collateral whose signatures verified, decoded.
@@ -229,24 +285,24 @@ func orSGX(id string) string {
 	return id
 }
 
-// platformStatus is the status of the first (highest) TCB level the
-// platform's SVNs all reach.
-func platformStatus(p Platform, info *tcbInfo) (string, error) {
+// levelOf is the status of the first (highest) TCB level the platform's
+// SVNs (and a TD's module's, tee) all reach.
+func levelOf(p Platform, info *tcbInfo, tee []byte) (string, error) {
 	status := levelStatus(info.TCBLevels, func(l *tcbLevel) bool {
 		if !reaches(p.PCK.TCB.CPUSvnComponents, l.TCB.SGXComponents, 0) || p.PCK.TCB.PCESvn < l.TCB.PCESVN {
 			return false
 		}
-		if p.TDX == nil {
+		if tee == nil {
 			return true
 		}
 		// With module identities (v3) and a module major version, the
 		// module's SVNs (bytes 0 and 1) are judged by its identity's
 		// levels, not here.
 		from := 0
-		if info.Version >= 3 && p.TDX.TEETCBSVN[1] > 0 {
+		if info.Version >= 3 && tee[1] > 0 {
 			from = 2
 		}
-		return reaches(p.TDX.TEETCBSVN, l.TCB.TDXComponents, from)
+		return reaches(tee, l.TCB.TDXComponents, from)
 	})
 	if status == "" {
 		return "", attest.Reject(attest.CheckTCB, "the platform's TCB (PCESVN %d) is below every TCB level of FMSPC %s", p.PCK.TCB.PCESvn, info.FMSPC)

@@ -25,13 +25,13 @@ func matchQE(qe *qeIdentity, report Report) error {
 	return nil
 }
 
-// moduleStatus checks the TDX module is Intel's and returns its TCB
-// status: with TCB info v3 and a module major version, by the identity
+// moduleStatus checks the TDX module is Intel's and returns the TCB
+// status of its version tee: with TCB info v3 and a module major version, by the identity
 // TDX_<version> and its levels over the module's SVN; otherwise only the
 // signer and attributes of TCB info's tdxModule are checked.
-func moduleStatus(m *TDXModule, info *tcbInfo) (string, error) {
-	if info.Version >= 3 && m.TEETCBSVN[1] > 0 {
-		id := fmt.Sprintf("TDX_%02X", m.TEETCBSVN[1])
+func moduleStatus(m *TDXModule, tee []byte, info *tcbInfo) (string, error) {
+	if info.Version >= 3 && tee[1] > 0 {
+		id := fmt.Sprintf("TDX_%02X", tee[1])
 		for i := range info.TDXModuleIdentities {
 			ident := &info.TDXModuleIdentities[i]
 			if ident.ID != id {
@@ -40,13 +40,13 @@ func moduleStatus(m *TDXModule, info *tcbInfo) (string, error) {
 			if err := matchModule(m, ident); err != nil {
 				return "", err
 			}
-			status := levelStatus(ident.TCBLevels, func(l *tcbLevel) bool { return uint16(m.TEETCBSVN[0]) >= l.TCB.ISVSVN })
+			status := levelStatus(ident.TCBLevels, func(l *tcbLevel) bool { return uint16(tee[0]) >= l.TCB.ISVSVN })
 			if status == "" {
-				return "", attest.Reject(attest.CheckTCB, "the TDX module's SVN %d is below every TCB level of %s", m.TEETCBSVN[0], id)
+				return "", attest.Reject(attest.CheckTCB, "the TDX module's SVN %d is below every TCB level of %s", tee[0], id)
 			}
 			return status, nil
 		}
-		return "", attest.Reject(attest.CheckCollateral, "the TCB info has no identity %s for the TDX module's major version %d", id, m.TEETCBSVN[1])
+		return "", attest.Reject(attest.CheckCollateral, "the TCB info has no identity %s for the TDX module's major version %d", id, tee[1])
 	}
 	if info.TDXModule == nil {
 		return "", attest.Reject(attest.CheckCollateral, "the TCB info has no tdxModule: is it TDX TCB info?")

@@ -88,7 +88,11 @@ func TestPlatformStatus(t *testing.T) {
 		{"TDX below every level", platform(7, 11, sixteen(0, 0, 1)), 3, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := platformStatus(tc.p, &tcbInfo{Version: tc.version, FMSPC: "00606a000000", TCBLevels: levels})
+			var tee []byte
+			if tc.p.TDX != nil {
+				tee = tc.p.TDX.TEETCBSVN
+			}
+			got, err := levelOf(tc.p, &tcbInfo{Version: tc.version, FMSPC: "00606a000000", TCBLevels: levels}, tee)
 			if tc.want == "" {
 				if attest.CheckOf(err) != attest.CheckTCB || !strings.Contains(err.Error(), "below every TCB level") {
 					t.Errorf("got %q, %v; want a tcb-status rejection", got, err)
@@ -135,10 +139,56 @@ func TestModuleStatus(t *testing.T) {
 		{"major version 0: tdxModule's signer only", platform(0, 0, sixteen(9, 0)).TDX, attest.TCBUpToDate, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := moduleStatus(tc.m, info)
+			got, err := moduleStatus(tc.m, tc.m.TEETCBSVN, info)
 			if tc.check != "" {
 				if attest.CheckOf(err) != tc.check || !strings.Contains(err.Error(), tc.reason) {
 					t.Errorf("got %q, %v; want %s (%q)", got, err, tc.check, tc.reason)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// A TD 1.5 report is judged by the module it was launched under and the
+// one running now (TEE_TCB_SVN2), and advised to relaunch when only the
+// first is out of date.
+func TestTDStatusTD15(t *testing.T) {
+	module := &moduleIdentity{MRSIGNER: strings.Repeat("00", 48), Attributes: strings.Repeat("00", 8), AttributesMask: strings.Repeat("FF", 8)}
+	info := &tcbInfo{Version: 3, FMSPC: "00606a000000", TDXModule: module, TCBLevels: []tcbLevel{
+		level(attest.TCBUpToDate, 7, 11, sixteen(5, 0, 7)...),
+		level(attest.TCBConfigurationNeeded, 7, 11, sixteen(4, 0, 7)...),
+		level(attest.TCBOutOfDate, 2, 5, sixteen(0, 0, 2)...),
+	}}
+	td15 := func(launch, current []byte) Platform {
+		p := platform(7, 11, launch)
+		p.TDX.TEETCBSVN2 = current
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		p      Platform
+		qe     string
+		want   string
+		reason string
+	}{
+		{"TD 1.0: the launch module only", platform(7, 11, sixteen(1, 0, 2)), attest.TCBUpToDate, attest.TCBOutOfDate, ""},
+		{"no update: TEE_TCB_SVN2 is TEE_TCB_SVN", td15(sixteen(1, 0, 2), sixteen(1, 0, 2)), attest.TCBUpToDate, attest.TCBOutOfDate, ""},
+		{"TEE_TCB_SVN2 of zeros is none", td15(sixteen(5, 0, 7), sixteen()), attest.TCBUpToDate, attest.TCBUpToDate, ""},
+		{"updated to an up-to-date module: relaunch advised", td15(sixteen(1, 0, 2), sixteen(5, 0, 7)), attest.TCBUpToDate, attest.TCBTDRelaunchAdvised, ""},
+		{"updated to a module needing configuration", td15(sixteen(1, 0, 2), sixteen(4, 0, 7)), attest.TCBUpToDate, attest.TCBTDRelaunchAdvisedConfigurationNeeded, ""},
+		{"updated but the quoting enclave out of date", td15(sixteen(1, 0, 2), sixteen(5, 0, 7)), attest.TCBOutOfDate, attest.TCBOutOfDate, ""},
+		{"launched up to date, running older", td15(sixteen(5, 0, 7), sixteen(1, 0, 2)), attest.TCBUpToDate, attest.TCBUpToDate, ""},
+		{"running a module below every level", td15(sixteen(5, 0, 7), sixteen(0, 0, 1)), attest.TCBUpToDate, "", "the TDX module now running (TEE_TCB_SVN2 0000010000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tdStatus(tc.p, info, tc.qe)
+			if tc.want == "" {
+				if attest.CheckOf(err) != attest.CheckTCB || !strings.Contains(err.Error(), tc.reason) {
+					t.Errorf("got %q, %v; want a tcb-status rejection (%q)", got, err, tc.reason)
 				}
 				return
 			}

@@ -117,11 +117,11 @@ func (t *TDXGuest) Quote(_ context.Context, reportData []byte) (attest.Evidence,
 		return attest.Evidence{}, fmt.Errorf("opening %s: %w", t.Path, err)
 	}
 	defer func() { _ = d.Close() }()
-	quote, err := tdxclient.GetRawQuote(d, rd)
+	buf, err := tdxclient.GetRawQuote(d, rd)
 	if err != nil {
 		return attest.Evidence{}, fmt.Errorf("%s: %w", t.Path, err)
 	}
-	got, err := tdx.ReportData(quote)
+	quote, got, err := tdx.ReportData(buf)
 	if err != nil {
 		return attest.Evidence{}, fmt.Errorf("%s: %w", t.Path, err)
 	}

@@ -22,7 +22,7 @@ func FuzzReturned(f *testing.F) {
 		if raw, err := snpEvidence(out, aux, rd); err == nil && (len(raw) < 1184 || raw[0x50] != rd[0]) {
 			t.Fatalf("took a report that does not bind the report data")
 		}
-		_, _ = tdx.ReportData(out)
+		_, _, _ = tdx.ReportData(out)
 		_, _, _ = nitro.Bound(out)
 		_ = checkBound(attest.SNP, out, rd[:])
 	})

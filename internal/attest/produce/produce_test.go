@@ -94,8 +94,8 @@ func TestProducersRefuseOtherReportData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quote := tdxdata.RawQuote
-	quoted, err := tdx.ReportData(quote)
+	quote := producetest.TDXQuote(t)
+	_, quoted, err := tdx.ReportData(quote)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +163,8 @@ func TestDevices(t *testing.T) {
 		t.Errorf("extended report: %+v %v", c, err)
 	}
 
-	quote := tdxdata.RawQuote
-	quoted, err := tdx.ReportData(quote)
+	quote := producetest.TDXQuote(t)
+	_, quoted, err := tdx.ReportData(quote)
 	if err != nil {
 		t.Fatal(err)
 	}

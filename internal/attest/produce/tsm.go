@@ -103,14 +103,14 @@ func (t *TSM) Quote(ctx context.Context, reportData []byte) (attest.Evidence, er
 		return attest.Evidence{}, fmt.Errorf("configfs-tsm answered as %q, opened as %q", p, t.Provider)
 	}
 	if typ == attest.TDX {
-		got, err := tdx.ReportData(resp.OutBlob)
+		quote, got, err := tdx.ReportData(resp.OutBlob)
 		if err != nil {
 			return attest.Evidence{}, fmt.Errorf("configfs-tsm outblob: %w", err)
 		}
 		if err := checkBound(typ, got, rd[:]); err != nil {
 			return attest.Evidence{}, err
 		}
-		return attest.Evidence{Type: typ, Raw: resp.OutBlob}, nil
+		return attest.Evidence{Type: typ, Raw: quote}, nil
 	}
 	raw, err := snpEvidence(resp.OutBlob, resp.AuxBlob, rd)
 	return attest.Evidence{Type: typ, Raw: raw}, err

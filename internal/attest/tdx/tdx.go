@@ -1,20 +1,16 @@
-// Package tdx verifies Intel TDX quotes (v4) offline: go-tdx-guest parses
-// the quote and checks its layout; intelpcs checks its signatures, the QE
+// Package tdx verifies Intel TDX quotes (v4, and v5 with a TD 1.0 or TD
+// 1.5 report) offline: it parses the quote and checks its layout (quote.go;
+// go-tdx-guest v0.3.1 reads v4 only); intelpcs checks its signatures, the QE
 // report's binding of the attestation key and the PCK chain to the pinned
 // Intel root as for SGX (chains once, so a quote costs its signatures), and
 // judges the caller's Intel PCS collateral, so every TCB status Intel
-// defines is reported for the policy to accept or refuse, where
-// go-tdx-guest itself accepts UpToDate only.
+// defines is reported for the policy to accept or refuse.
 package tdx
 
 import (
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/google/go-tdx-guest/abi"
-	pb "github.com/google/go-tdx-guest/proto/tdx"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
@@ -38,12 +34,8 @@ type Options struct {
 // tdAttributeDebug is bit 0 of TD attributes.
 const tdAttributeDebug = 0x01
 
-// signedLen is what a v4 quote's attestation key signs: the header and
-// the TD report body.
-const signedLen = 48 + 584
-
-// Verify checks a v4 quote and returns its claims (with those read so far
-// on a rejection).
+// Verify checks a v4 or v5 quote and returns its claims (with those read
+// so far on a rejection).
 func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if opts.At.IsZero() {
 		return nil, errors.New("tdx: a verification time is required")
@@ -52,46 +44,23 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if root == nil {
 		root = intelpcs.Root()
 	}
-	quote, err := parseV4(raw)
+	q, err := parseQuote(raw)
 	if err != nil {
 		return nil, err
 	}
-	if n := len(quote.GetExtraBytes()); n > 0 {
-		return nil, attest.Reject(attest.CheckFormat, "%d trailing bytes after the quote", n)
-	}
-	if err := abi.CheckQuoteV4(quote); err != nil {
-		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
-	}
-	if len(raw) < signedLen {
-		return nil, attest.Reject(attest.CheckFormat, "truncated TDX quote: %d bytes", len(raw))
-	}
-	body := quote.GetTdQuoteBody()
 	claims := &attest.Claims{
 		Type:       attest.TDX,
-		Debug:      body.GetTdAttributes()[0]&tdAttributeDebug != 0,
-		ReportData: body.GetReportData(),
-		TDX:        &attest.TDXIdentity{MRTD: body.GetMrTd(), MRSEAM: body.GetMrSeam(), MRCONFIGID: body.GetMrConfigId(), TDAttributes: body.GetTdAttributes()},
+		Debug:      q.TDAttributes()[0]&tdAttributeDebug != 0,
+		ReportData: q.ReportData(),
+		TDX: &attest.TDXIdentity{
+			MRTD: q.MRTD(), MRSEAM: q.MRSEAM(), MRCONFIGID: q.MRCONFIGID(), TDAttributes: q.TDAttributes(),
+			TEETCBSVN: q.TEETCBSVN(), TEETCBSVN2: q.TEETCBSVN2(), MRServiceTD: q.MRSERVICETD(),
+		},
 	}
-	for i, r := range body.GetRtmrs() {
-		if i < len(claims.TDX.RTMR) {
-			claims.TDX.RTMR[i] = r
-		}
+	for i := range claims.TDX.RTMR {
+		claims.TDX.RTMR[i] = q.RTMR(i)
 	}
-	certification := quote.GetSignedData().GetCertificationData().GetQeReportCertificationData()
-	qeReport, err := abi.EnclaveReportToAbiBytes(certification.GetQeReport())
-	if err != nil {
-		return claims, attest.Reject(attest.CheckFormat, "QE report: %v", err)
-	}
-	signed := intelpcs.Signed{
-		Body:     raw[:signedLen],
-		Sig:      quote.GetSignedData().GetSignature(),
-		AttKey:   quote.GetSignedData().GetEcdsaAttestationKey(),
-		QEReport: qeReport,
-		QESig:    certification.GetQeReportSignature(),
-		QEAuth:   certification.GetQeAuthData().GetData(),
-		PCKChain: certification.GetPckCertificateChainData().GetPckCertChain(),
-	}
-	pck, notBefore, notAfter, err := signed.Verify(root, opts.At)
+	pck, notBefore, notAfter, err := q.Signed.Verify(root, opts.At)
 	if err != nil {
 		return claims, err
 	}
@@ -99,8 +68,8 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	if err != nil {
 		return claims, err
 	}
-	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, PCKChain: pck.Certs, QE: qeReport, TDX: &intelpcs.TDXModule{
-		TEETCBSVN: body.GetTeeTcbSvn(), MRSIGNERSEAM: body.GetMrSignerSeam(), SEAMAttributes: body.GetSeamAttributes(),
+	tcb, err := intelpcs.Judge(intelpcs.Platform{PCK: pck.Ext, PCKChain: pck.Certs, QE: q.Signed.QEReport, TDX: &intelpcs.TDXModule{
+		TEETCBSVN: q.TEETCBSVN(), TEETCBSVN2: q.TEETCBSVN2(), MRSIGNERSEAM: q.MRSIGNERSEAM(), SEAMAttributes: q.SEAMAttributes(),
 	}}, col, opts.At, root, opts.RequireCRLs)
 	if err != nil {
 		return claims, err
@@ -110,38 +79,14 @@ func Verify(raw []byte, opts Options) (*attest.Claims, error) {
 	return claims, nil
 }
 
-// quoteToProto is abi.QuoteToProto, with a panic made an error: v0.3.1
-// slices by a length field of the quote before checking it (QE
-// authentication data; fixed upstream after that release, google/go-tdx-guest
-// pull 104), so a forged quote would crash its verifier, CAS included.
-func quoteToProto(raw []byte) (q any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			q, err = nil, fmt.Errorf("malformed quote (a length field points past its end): %v", r)
-		}
-	}()
-	return abi.QuoteToProto(raw)
-}
-
-// ReportData is the report data a v4 quote carries, read without
-// verifying anything: what a producer checks of the quote its platform
-// returned before handing it on.
-func ReportData(raw []byte) ([]byte, error) {
-	quote, err := parseV4(raw)
+// ReportData is a v4 or v5 quote as its declared lengths delimit it
+// (without the zero padding of a fixed-size buffer) and the report data
+// it carries, read without verifying anything: what a producer checks and
+// hands on of the quote its platform returned.
+func ReportData(raw []byte) (quote, reportData []byte, err error) {
+	q, err := parseQuote(raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return quote.GetTdQuoteBody().GetReportData(), nil
-}
-
-func parseV4(raw []byte) (*pb.QuoteV4, error) {
-	q, err := quoteToProto(raw)
-	if err != nil {
-		return nil, attest.Reject(attest.CheckFormat, "TDX quote: %v", err)
-	}
-	quote, ok := q.(*pb.QuoteV4)
-	if !ok {
-		return nil, attest.Reject(attest.CheckFormat, "TDX quote is %T, want a v4 quote", q)
-	}
-	return quote, nil
+	return raw[:q.Len], q.ReportData(), nil
 }

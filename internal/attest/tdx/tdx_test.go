@@ -78,7 +78,10 @@ func TestRejections(t *testing.T) {
 		{"SGX QE identity for a TD", raw, sgxQE, vectorTime, nil, attest.CheckCollateral, "the QE identity is QE's"},
 		{"collateral past its next update", raw, col, time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), nil, attest.CheckValidity, ""},
 		{"no collateral", raw, intelpcs.Collateral{}, vectorTime, nil, attest.CheckCollateral, "--collateral"},
-		{"trailing bytes", append(bytes.Clone(raw), 0, 0), col, vectorTime, nil, attest.CheckFormat, "trailing bytes"},
+		{"non-zero bytes after the quote", append(bytes.Clone(raw), 0, 1), col, vectorTime, nil, attest.CheckFormat, "2 bytes after the quote's signature data, not all zero"},
+		{"a signature data size past the end", withU32(raw, 48+584, 1<<20), col, vectorTime, nil, attest.CheckFormat, "signature data size"},
+		{"a v5 body type that is no TD report", v5Body(t, raw, 1, 584), col, vectorTime, nil, attest.CheckFormat, "body type 1"},
+		{"a v5 body size that is not its type's", v5Body(t, raw, 2, 648), col, vectorTime, nil, attest.CheckFormat, "body size 648"},
 		{"truncated", raw[:300], col, vectorTime, nil, attest.CheckFormat, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +96,8 @@ func TestRejections(t *testing.T) {
 func FuzzVerify(f *testing.F) {
 	raw, col := load(f)
 	f.Add(raw)
+	v5, _ := real(f, "dcap-qvl-v5", "quote.bin")
+	f.Add(v5)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		attesttest.CountExec()
 		_, err := Verify(raw, Options{Collateral: col, At: vectorTime})
