@@ -54,7 +54,7 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.typ, "type", "", "evidence type: sgx, tdx, snp, nitro or sim")
 	f.StringVar(&o.file, "evidence", "", "evidence file, raw or base64")
-	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx, tdx: tcb_info*.json, qe_identity*.json, *certs*.pem; snp: *vcek*)")
+	f.StringVar(&o.collateral, "collateral", "", "directory with the collateral (sgx, tdx: tcb_info*.json, qe_identity*.json, *certs*.pem, optionally pck_crl*, root*crl*; snp: *vcek* or *vlek*)")
 	f.StringVar(&o.pcs, "pcs", "", "fetch SGX and TDX collateral (with the CRLs, then required) from Intel PCS (https://api.trustedservices.intel.com) or a PCCS at this URL, instead of --collateral")
 	f.StringVar(&o.kds, "kds", "", "fetch SEV-SNP collateral (the VCEK a report lacks, the CRL, then required) from AMD KDS (https://kdsintf.amd.com) or a mirror at this URL")
 	f.StringVar(&o.dcapFile, "dcap-api-file", "", "a file holding the Intel DCAP API key, sent to --pcs on every request")

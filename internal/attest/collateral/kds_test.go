@@ -4,11 +4,14 @@ import (
 	"context"
 	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/attest/snp"
@@ -111,5 +114,30 @@ func TestKDSRefusesBadQuestions(t *testing.T) {
 	}
 	if _, err := k.Chain(ctx, "Milan/../x", "vcek"); err == nil {
 		t.Error("a path in the product line was taken")
+	}
+}
+
+// A real Turin report without its certificate table: its VCEK is asked of
+// KDS by Turin's 8-byte hardware id and TCB layout (fmcSPL first), here
+// written out from the VCEK's own extension (openssl asn1parse), and verifies the report;
+// the CRL, which a fetching source requires, is what is missing then.
+func TestKDSTurinVCEK(t *testing.T) {
+	dir := attesttest.Real(t, "snp/oak-turin-v5")
+	report, err := os.ReadFile(filepath.Join(dir, "report.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcek, err := os.ReadFile(filepath.Join(dir, "vcek.der"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path = "/vcek/v1/Turin/3b42092f69c656d3?fmcSPL=0&blSPL=1&teeSPL=0&snpSPL=2&ucodeSPL=71"
+	kds := collateraltest.NewKDS(t, map[string][]byte{path: vcek})
+	_, err = snp.Verify(report, snp.Options{At: time.Date(2025, 9, 1, 0, 0, 0, 0, time.UTC), Source: Direct{AMD: &KDS{URL: kds.URL}}})
+	if attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "VCEK CRL of Turin") {
+		t.Errorf("got %v, want the VCEK taken and its CRL missing", err)
+	}
+	if got := kds.Requests(); len(got) < 2 || got[0] != path || got[1] != "/vcek/v1/Turin/crl" {
+		t.Errorf("requests %q, want the VCEK at %s, then the CRL", got, path)
 	}
 }
