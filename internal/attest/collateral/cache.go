@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -41,8 +42,12 @@ type Cache struct {
 	// Now is the clock: time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
+	// IntelRoot replaces Intel's root for collateral a cache checks before
+	// it raises its marks (tests of foreign roots); nil: Intel's.
+	IntelRoot *x509.Certificate
 
 	mu       sync.Mutex
+	marks    Marks
 	entries  map[string]*entry
 	flight   singleflight.Group
 	loadOnce sync.Once
@@ -60,6 +65,10 @@ type entry struct {
 	Failures int       `json:"failures"`
 	Err      string    `json:"error,omitempty"`
 }
+
+// marksFileName holds the cache's marks in Dir; entries are *.json of a
+// hash's hex, which it is not.
+const marksFileName = "marks.json"
 
 // maxEntryFile bounds a persisted entry: collateral plus CRLs.
 const maxEntryFile = 16 << 20
@@ -251,8 +260,12 @@ func (c *Cache) load() {
 	if c.Dir == "" {
 		return
 	}
+	c.marks.File = filepath.Join(c.Dir, marksFileName)
 	files, _ := filepath.Glob(filepath.Join(c.Dir, "*.json"))
 	for _, f := range files {
+		if filepath.Base(f) == marksFileName {
+			continue
+		}
 		if st, err := os.Stat(f); err != nil || st.Size() > maxEntryFile {
 			continue
 		}

@@ -38,6 +38,15 @@ func (c *Cache) fetcher(key string) fetchFunc {
 			if err != nil {
 				return nil, time.Time{}, err
 			}
+			// Only collateral Intel signed raises the marks, and none older
+			// than they are is kept.
+			v, err := intelpcs.VersionOf(col, c.IntelRoot, c.now())
+			if err != nil {
+				return nil, time.Time{}, fmt.Errorf("the collateral served does not verify: %w", err)
+			}
+			if err := c.marks.Admit(v); err != nil {
+				return nil, time.Time{}, err
+			}
 			return col, intelNextUpdate(col), nil
 		}
 	case parts[0] == "amd" && c.AMD != nil:

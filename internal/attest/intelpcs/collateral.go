@@ -66,6 +66,7 @@ type tcbInfo struct {
 	IssueDate           time.Time        `json:"issueDate"`
 	NextUpdate          time.Time        `json:"nextUpdate"`
 	FMSPC               string           `json:"fmspc"`
+	TCBEvaluation       int              `json:"tcbEvaluationDataNumber"`
 	TCBLevels           []tcbLevel       `json:"tcbLevels"`
 	TDXModule           *moduleIdentity  `json:"tdxModule"`
 	TDXModuleIdentities []moduleIdentity `json:"tdxModuleIdentities"`
@@ -106,7 +107,39 @@ type qeIdentity struct {
 	AttributesMask string     `json:"attributesMask"`
 	MRSIGNER       string     `json:"mrsigner"`
 	ISVProdID      uint16     `json:"isvprodid"`
+	TCBEvaluation  int        `json:"tcbEvaluationDataNumber"`
 	TCBLevels      []tcbLevel `json:"tcbLevels"`
+}
+
+// Version is what says how recent verified collateral is: Intel's TCB
+// evaluation data number of its TCB info (for an FMSPC) and of its QE
+// identity (for a quoting enclave), which a TCB recovery raises.
+type Version struct {
+	// TEE is "SGX" or "TDX" (the TCB info's id); QE the QE identity's
+	// ("QE", "TD_QE").
+	TEE, FMSPC, QE      string
+	TCBInfo, QEIdentity int
+}
+
+// VersionOf checks the collateral's signing chain to root at the given
+// time and its signatures, and returns its version: a cache raises its
+// marks only on collateral Intel signed.
+func VersionOf(c Collateral, root *x509.Certificate, at time.Time) (Version, error) {
+	if root == nil {
+		root = Root()
+	}
+	s, _, _, err := verifyCollateral(c, root, at)
+	if err != nil {
+		return Version{}, err
+	}
+	return Version{TEE: orSGX(s.info.ID), FMSPC: strings.ToUpper(s.info.FMSPC), QE: orQE(s.qe.ID), TCBInfo: s.info.TCBEvaluation, QEIdentity: s.qe.TCBEvaluation}, nil
+}
+
+func orQE(id string) string {
+	if id == "" {
+		return "QE"
+	}
+	return id
 }
 
 // Judge checks the collateral (signatures, chain to root, validity at the

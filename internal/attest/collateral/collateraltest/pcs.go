@@ -91,3 +91,10 @@ func (p *PCS) Intel(tee string) *Intel { return p.tee[tee] }
 
 // CRL is the CRL served for ca ("processor", "platform", "root").
 func (p *PCS) CRL(ca string) []byte { return p.crl[ca] }
+
+// Update changes what is served for tee.
+func (p *PCS) Update(tee string, change func(*Intel)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	change(p.tee[tee])
+}
