@@ -213,9 +213,18 @@ func (d *daemon) openCore(ctx context.Context) error {
 	} else if cfg.Simulation {
 		log.Warn("no simulation keys pinned: simulated workload evidence is refused; pin the LAS keys (or a developer's) with --sim-keys")
 	}
-	d.coreCfg = core.Config{Store: d.db, Sealer: sealer, InitToken: token, SimKeys: d.simKeys, CollateralDir: cfg.CollateralDir,
+	d.coreCfg = core.Config{Store: d.db, Sealer: sealer, InitToken: token, SimKeys: d.simKeys,
 		AllowSimulation: cfg.Simulation, TestRoots: d.testRoots, Log: log, Metrics: core.NewMetrics(),
 		Marks: markFile{path: filepath.Join(cfg.StateDir, StateMarkFile)}}
+	if cfg.CollateralDir != "" {
+		folder := &collateral.Folder{Dir: cfg.CollateralDir, Log: log}
+		d.coreCfg.Collateral = folder
+		go func() {
+			if err := folder.Watch(ctx); err != nil {
+				log.Warn("the collateral folder is not watched: it is read once, at the first attestation", "dir", cfg.CollateralDir, "error", err)
+			}
+		}()
+	}
 	if d.cache, err = collateralCache(cfg, log); err != nil {
 		return err
 	}

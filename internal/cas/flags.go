@@ -24,7 +24,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.StringVar(&c.CollateralDir, "collateral-dir", "", "Intel PCS collateral / SNP VCEK for hardware evidence")
+	fs.StringVar(&c.CollateralDir, "collateral-dir", "", "a folder of Intel PCS collateral and SEV-SNP VCEK or VLEK for hardware evidence (evidence verify --collateral's layout), read once and watched: a change to older Intel collateral is refused")
 	fs.StringVar(&c.PCS, "pcs", "", "fetch Intel collateral (TCB info, QE identity, CRLs, then required) from Intel PCS (https://api.trustedservices.intel.com) or a PCCS at this URL, cached in --state-dir")
 	fs.StringVar(&c.KDS, "kds", "", "fetch AMD collateral (VCEKs the evidence lacks, CRLs, then required) from AMD KDS (https://kdsintf.amd.com) or a mirror at this URL, cached in --state-dir")
 	fs.StringVar(&c.DCAPKeyFile, "dcap-api-file", "", "a file holding the Intel DCAP API key sent to --pcs (the operator mounts its Secret there)")

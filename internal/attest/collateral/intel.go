@@ -40,9 +40,9 @@ func (c *Cache) fetcher(key string) fetchFunc {
 			}
 			// Only collateral Intel signed raises the marks, and none older
 			// than they are is kept.
-			v, err := intelpcs.VersionOf(col, c.IntelRoot, c.now())
+			v, err := verifyVersion(col, c.IntelRoot)
 			if err != nil {
-				return nil, time.Time{}, fmt.Errorf("the collateral served does not verify: %w", err)
+				return nil, time.Time{}, err
 			}
 			if err := c.marks.Admit(v); err != nil {
 				return nil, time.Time{}, err
@@ -85,4 +85,14 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// verifyVersion is the version of Intel collateral that verifies under
+// root (Intel's when nil).
+func verifyVersion(c intelpcs.Collateral, root *x509.Certificate) (intelpcs.Version, error) {
+	v, err := intelpcs.VersionOf(c, root)
+	if err != nil {
+		return v, fmt.Errorf("the collateral does not verify: %w", err)
+	}
+	return v, nil
 }

@@ -121,12 +121,22 @@ type Version struct {
 	TCBInfo, QEIdentity int
 }
 
-// VersionOf checks the collateral's signing chain to root at the given
-// time and its signatures, and returns its version: a cache raises its
-// marks only on collateral Intel signed.
-func VersionOf(c Collateral, root *x509.Certificate, at time.Time) (Version, error) {
+// VersionOf checks the collateral's signing chain to root and its
+// signatures, and returns its version: a cache raises its marks only on
+// collateral Intel signed. Whether Intel signed it does not depend on the
+// time: the chain is checked when all of it was valid, and the verifier
+// judges the dates.
+func VersionOf(c Collateral, root *x509.Certificate) (Version, error) {
 	if root == nil {
 		root = Root()
+	}
+	chain, err := ParseChain("TCB signing chain", c.SigningChain)
+	if err != nil {
+		return Version{}, err
+	}
+	at := root.NotBefore
+	for _, cert := range chain {
+		at = attest.Later(at, cert.NotBefore)
 	}
 	s, _, _, err := verifyCollateral(c, root, at)
 	if err != nil {

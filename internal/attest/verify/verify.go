@@ -35,6 +35,9 @@ type Options struct {
 	// *certs*.pem, and optionally the CRLs pck_crl* and root*crl*; snp:
 	// the VCEK as *vcek* or the VLEK as *vlek*, DER or PEM).
 	CollateralDir string
+	// Folder, when set, gives what CollateralDir would, kept in memory
+	// (collateral.Folder: read once, watched): CAS's --collateral-dir.
+	Folder Folder
 	// SimKeys, when set, are the only keys sim evidence may be signed by.
 	SimKeys []*ecdsa.PublicKey
 	// Intel, when set, gives Intel collateral for each quote's platform
@@ -61,10 +64,17 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		return nil, attest.Reject(attest.CheckFormat, "the evidence is empty")
 	}
 	switch ev.Type {
-	case attest.SGX:
-		col, err := intelCollateral(opts)
-		if err != nil {
-			return nil, err
+	case attest.SGX, attest.TDX:
+		var col intelpcs.Collateral
+		if opts.Intel == nil {
+			f, err := opts.folder()
+			if err != nil {
+				return nil, err
+			}
+			col = f.Intel
+		}
+		if ev.Type == attest.TDX {
+			return tdx.Verify(raw, tdx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
 		}
 		return sgx.Verify(raw, sgx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
 	case attest.Sim:
@@ -74,21 +84,11 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 	case attest.SNP:
 		// A folder without a VCEK or VLEK leaves the one the evidence's
 		// certificate table carries, which the verifier then needs.
-		vcek, err := optional(opts.CollateralDir, "*vcek*")
+		f, err := opts.folder()
 		if err != nil {
 			return nil, err
 		}
-		vlek, err := optional(opts.CollateralDir, "*vlek*")
-		if err != nil {
-			return nil, err
-		}
-		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: vcek, VLEK: vlek, TestRoots: opts.TestRoots, Source: opts.SNP})
-	case attest.TDX:
-		col, err := intelCollateral(opts)
-		if err != nil {
-			return nil, err
-		}
-		return tdx.Verify(raw, tdx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
+		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: f.VCEK, VLEK: f.VLEK, TestRoots: opts.TestRoots, Source: opts.SNP})
 	}
 	_, err := attest.ParseType(string(ev.Type))
 	return nil, err
@@ -164,42 +164,51 @@ func Decode(raw []byte) []byte {
 	return raw
 }
 
-// intelCollateral is the folder's collateral, unless a source gives it.
-func intelCollateral(opts Options) (sgx.Collateral, error) {
-	if opts.Intel != nil {
-		return sgx.Collateral{}, nil
-	}
-	return IntelCollateral(opts.CollateralDir)
+// Folder gives a collateral folder's contents.
+type Folder interface {
+	Contents() (FolderContents, error)
 }
 
-// IntelCollateral reads Intel PCS collateral (TCB info, QE identity and
-// their signing chain; SGX and TDX alike; the PCK CA's and root CA's CRLs
-// when there) from dir; no dir is none.
-func IntelCollateral(dir string) (sgx.Collateral, error) {
-	if dir == "" {
-		return sgx.Collateral{}, nil // the verifier says it is missing, after reading the quote
+// FolderContents is what a collateral folder holds: Intel PCS collateral
+// (SGX and TDX alike) and SEV-SNP endorsement keys; what it lacks is
+// empty, and the verifier that needs it says so.
+type FolderContents struct {
+	Intel      intelpcs.Collateral
+	VCEK, VLEK []byte
+}
+
+// folder is the caller's folder's contents: Folder's, else CollateralDir
+// read now.
+func (o Options) folder() (FolderContents, error) {
+	if o.Folder != nil {
+		return o.Folder.Contents()
 	}
-	var c sgx.Collateral
-	var err error
-	if c.TCBInfo, err = one(dir, "tcb_info*.json"); err != nil {
-		return c, err
+	return ReadFolder(o.CollateralDir)
+}
+
+// ReadFolder reads a collateral folder (Options.CollateralDir's layout);
+// no dir is an empty folder. Two files for one part are refused, naming
+// both.
+func ReadFolder(dir string) (FolderContents, error) {
+	var f FolderContents
+	for _, part := range []struct {
+		pattern string
+		into    *[]byte
+	}{
+		{"tcb_info*.json", &f.Intel.TCBInfo}, {"qe_identity*.json", &f.Intel.QEIdentity}, {"*certs*.pem", &f.Intel.SigningChain},
+		{"pck_crl*", &f.Intel.PCKCRL}, {"root*crl*", &f.Intel.RootCRL}, {"*vcek*", &f.VCEK}, {"*vlek*", &f.VLEK},
+	} {
+		var err error
+		if *part.into, err = optional(dir, part.pattern); err != nil {
+			return FolderContents{}, err
+		}
 	}
-	if c.QEIdentity, err = one(dir, "qe_identity*.json"); err != nil {
-		return c, err
-	}
-	if c.SigningChain, err = one(dir, "*certs*.pem"); err != nil {
-		return c, err
-	}
-	if c.PCKCRL, err = optional(dir, "pck_crl*"); err != nil {
-		return c, err
-	}
-	c.RootCRL, err = optional(dir, "root*crl*")
-	return c, err
+	return f, nil
 }
 
 // optional reads the single file of dir matching pattern, if there is
 // one; no dir is none.
-func optional(dir, pattern string) ([]byte, error) {
+func optional(dir string, pattern string) ([]byte, error) {
 	if matches, _ := filepath.Glob(filepath.Join(dir, pattern)); dir == "" || len(matches) == 0 {
 		return nil, nil
 	}

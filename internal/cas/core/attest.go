@@ -115,7 +115,7 @@ func readCSR(der []byte) (*x509.CertificateRequest, *ecdsa.PublicKey, []byte, er
 // policy p, whose report data must be binding; the reason labels a
 // rejection.
 func (c *CAS) judge(req *wire.AttestRequest, p attest.Policy, binding []byte) (*attest.Claims, string, error) {
-	opts := verify.Options{At: c.cfg.Clock.Now(), CollateralDir: c.cfg.CollateralDir, Intel: c.cfg.Intel, SNP: c.cfg.SNP, TestRoots: c.cfg.TestRoots}
+	opts := verify.Options{At: c.cfg.Clock.Now(), Folder: c.cfg.Collateral, Intel: c.cfg.Intel, SNP: c.cfg.SNP, TestRoots: c.cfg.TestRoots}
 	if req.Evidence.Type == attest.Sim && c.cfg.AllowSimulation {
 		var err error
 		if c.cfg.SimKeys != nil {

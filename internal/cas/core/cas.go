@@ -19,6 +19,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 	"github.com/cloister-cc/cloister/internal/attest/snp"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -99,11 +100,12 @@ type Config struct {
 	InitToken InitToken
 	// Name goes into the CA certificates' names.
 	Name string
-	// CollateralDir holds Intel PCS collateral / VCEKs for hardware
-	// evidence (as for cloister evidence verify).
-	CollateralDir string
+	// Collateral gives Intel PCS collateral and SEV-SNP endorsement keys
+	// for hardware evidence from a folder (as for cloister evidence
+	// verify), read once and watched (collateral.Folder); nil: none.
+	Collateral verify.Folder
 	// Intel and SNP, when set, give collateral from the vendors (through
-	// the collateral cache) in place of CollateralDir's, with their CRLs
+	// the collateral cache) in place of Collateral's, with their CRLs
 	// required.
 	Intel intelpcs.Source
 	SNP   snp.Source
