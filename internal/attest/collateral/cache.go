@@ -37,8 +37,16 @@ type Cache struct {
 	// (Intel may publish new TCB info before the next update): 1 h when
 	// zero.
 	MaxAge time.Duration
-	// Timeout bounds a fetch on a verification's path: 30 s when zero.
+	// Timeout bounds a fetch: 30 s when zero.
 	Timeout time.Duration
+	// MissWait is how long a verification whose collateral the cache
+	// lacks waits for the background fetch before it is told to retry:
+	// 10 s when zero. Misses are fetched one at a time, in order, by a
+	// queue of at most MaxQueue (64 when zero), so a vendor's outage or
+	// rate limit holds up only the verifications of platforms the cache
+	// has not seen, never those it can serve.
+	MissWait time.Duration
+	MaxQueue int
 	// Now is the clock: time.Now when nil.
 	Now func() time.Time
 	Log *slog.Logger
@@ -51,6 +59,18 @@ type Cache struct {
 	entries  map[string]*entry
 	flight   singleflight.Group
 	loadOnce sync.Once
+	// pending are the misses queued or being fetched, by key; working
+	// says a worker drains them.
+	pending map[string]*miss
+	queue   []string
+	working bool
+}
+
+// miss is a queued fetch of an entry the cache lacks.
+type miss struct {
+	fetch fetchFunc
+	done  chan struct{}
+	err   error
 }
 
 // entry is one cached answer, in the form it is persisted.
@@ -91,15 +111,25 @@ func (c *Cache) get(key string, fetch fetchFunc, out any) error {
 	// While the vendor fails, a copy is served without asking again until
 	// the backoff has passed.
 	waiting := e != nil && e.Failures > 0 && now.Sub(e.Tried) < backoff(e.Failures, c.maxAge())
+	current := e != nil && (e.NextUpdate.IsZero() || now.Before(e.NextUpdate))
 	c.mu.Unlock()
-	if !fresh && !waiting {
-		_, err, _ := c.flight.Do(key, func() (any, error) { return nil, c.refresh(key, fetch) })
-		c.mu.Lock()
-		e = c.entries[key]
-		c.mu.Unlock()
-		if e == nil {
+	switch {
+	case fresh || waiting:
+	case current:
+		// A copy still current is refreshed on the verification's path,
+		// as before: the vendor's failure then only marks it stale.
+		_, _, _ = c.flight.Do(key, func() (any, error) { return nil, c.refresh(key, fetch) })
+	default:
+		// An expired copy's failed refresh is told as its expiry, below.
+		if err := c.awaitMiss(key, fetch); err != nil && e == nil {
 			return err
 		}
+	}
+	c.mu.Lock()
+	e = c.entries[key]
+	c.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("%s: no copy", key)
 	}
 	if !e.NextUpdate.IsZero() && now.After(e.NextUpdate) {
 		if e.Failures > 0 {
@@ -108,6 +138,61 @@ func (c *Cache) get(key string, fetch fetchFunc, out any) error {
 		return fmt.Errorf("%w (%s), and it is the newest the vendor has", ErrExpired, e.NextUpdate.UTC().Format(time.RFC3339))
 	}
 	return json.Unmarshal(e.Value, out)
+}
+
+// awaitMiss queues a fetch of key (once however many verifications ask)
+// and waits for it at most MissWait.
+func (c *Cache) awaitMiss(key string, fetch fetchFunc) error {
+	c.mu.Lock()
+	m := c.pending[key]
+	if m == nil {
+		if len(c.queue) >= c.maxQueue() {
+			c.mu.Unlock()
+			return fmt.Errorf("%s is not cached and %d fetches are queued before it: retry later", key, len(c.queue))
+		}
+		if c.pending == nil {
+			c.pending = map[string]*miss{}
+		}
+		m = &miss{fetch: fetch, done: make(chan struct{})}
+		c.pending[key] = m
+		c.queue = append(c.queue, key)
+		if !c.working {
+			c.working = true
+			go c.drain()
+		}
+	}
+	queued := len(c.queue)
+	c.mu.Unlock()
+	t := time.NewTimer(c.missWait())
+	defer t.Stop()
+	select {
+	case <-m.done:
+		return m.err
+	case <-t.C:
+		return fmt.Errorf("%s is not cached yet: it is being fetched in the background (%d in the queue); retry in a few seconds", key, queued)
+	}
+}
+
+// drain fetches the queued misses one at a time until none is left.
+func (c *Cache) drain() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.working = false
+			c.mu.Unlock()
+			return
+		}
+		key := c.queue[0]
+		c.queue = c.queue[1:]
+		m := c.pending[key]
+		c.mu.Unlock()
+		_, err, _ := c.flight.Do(key, func() (any, error) { return nil, c.refresh(key, m.fetch) })
+		c.mu.Lock()
+		delete(c.pending, key)
+		m.err = err
+		c.mu.Unlock()
+		close(m.done)
+	}
 }
 
 // refresh fetches key and keeps the answer; on failure the old copy stays,
@@ -320,6 +405,20 @@ func (c *Cache) maxAge() time.Duration {
 		return c.MaxAge
 	}
 	return time.Hour
+}
+
+func (c *Cache) missWait() time.Duration {
+	if c.MissWait > 0 {
+		return c.MissWait
+	}
+	return 10 * time.Second
+}
+
+func (c *Cache) maxQueue() int {
+	if c.MaxQueue > 0 {
+		return c.MaxQueue
+	}
+	return 64
 }
 
 func (c *Cache) timeout() time.Duration {

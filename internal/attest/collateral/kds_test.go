@@ -141,3 +141,60 @@ func TestKDSTurinVCEK(t *testing.T) {
 		t.Errorf("requests %q, want the VCEK at %s, then the CRL", got, path)
 	}
 }
+
+// KDS is out while a chip the cache has never seen (the real Turin one)
+// attests: its miss waits in the background queue and is told to retry,
+// while the chip the cache holds is served on, never waiting for the
+// vendor. Back, KDS answers the queued fetch and the Turin report gets
+// past its VCEK (to the CRL, which only AMD could sign).
+func TestKDSOutageColdChip(t *testing.T) {
+	now := time.Now()
+	kds, milan, milanReport := snpKDS(t, now, now.Add(36*time.Hour), nil)
+	dir := attesttest.Real(t, "snp/oak-turin-v5")
+	turinReport, err := os.ReadFile(filepath.Join(dir, "report.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turinVCEK, err := os.ReadFile(filepath.Join(dir, "vcek.der"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// KDS's spacing (here 300 ms) holds the cold chip's fetch longer than
+	// a verification waits for it.
+	cache := &Cache{AMD: &KDS{URL: kds.URL, Interval: 300 * time.Millisecond}, MissWait: 50 * time.Millisecond}
+	verifyMilan := func() error {
+		_, err := snp.Verify(milanReport, snp.Options{At: now, TestRoots: milan.Roots(), Source: cache})
+		return err
+	}
+	verifyTurin := func() error {
+		_, err := snp.Verify(turinReport, snp.Options{At: time.Date(2025, 9, 1, 0, 0, 0, 0, time.UTC), Source: cache})
+		return err
+	}
+	// Warm: the first verifications are told to retry while the queue
+	// fetches the Milan chip's VCEK and CRL.
+	for deadline := time.Now().Add(30 * time.Second); verifyMilan() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(verifyMilan())
+		}
+	}
+	kds.Fail(repeat(http.StatusServiceUnavailable, 1000)...)
+	cold := verifyTurin()
+	if attest.CheckOf(cold) != attest.CheckCollateral || !strings.Contains(cold.Error(), "being fetched in the background") {
+		t.Fatalf("the cold chip during the outage: %v", cold)
+	}
+	for range 200 {
+		if err := verifyMilan(); err != nil {
+			t.Fatalf("the cached chip during the outage: %v", err)
+		}
+	}
+	t.Logf("cold chip: %v; the cached chip: 200 of 200 served during the outage", cold)
+	kds.Recover()
+	kds.Set("/vcek/v1/Turin/3b42092f69c656d3?fmcSPL=0&blSPL=1&teeSPL=0&snpSPL=2&ucodeSPL=71", turinVCEK)
+	var last error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if last = verifyTurin(); last != nil && strings.Contains(last.Error(), "VCEK CRL of Turin") {
+			return
+		}
+	}
+	t.Errorf("the cold chip after the outage: %v, want its VCEK fetched (and its CRL missing)", last)
+}

@@ -53,3 +53,10 @@ func (r *recorder) record(w http.ResponseWriter, req *http.Request) bool {
 	http.Error(w, http.StatusText(code), code)
 	return true
 }
+
+// Recover drops the failures still queued: the service is back.
+func (r *recorder) Recover() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = nil
+}
