@@ -16,6 +16,7 @@ import (
 
 	sevtestdata "github.com/google/go-sev-guest/verify/testdata"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 	"github.com/cloister-cc/cloister/internal/attest/nitro"
@@ -48,6 +49,12 @@ func BenchmarkVerify(b *testing.B) {
 		{"snp", snpVector, p384, 1},
 		// The document (by its enclave's key); the CA bundle is AWS's.
 		{"nitro", nitroVector, p384, 1},
+		// The real evidence of the verifiers' testdata, with its folder as
+		// collateral (and its CRLs).
+		{"snp-genoa-v5", realVector("snp/oak-genoa-v5", "report.bin", "2025-09-01T00:00:00Z"), p384, 1},
+		{"snp-turin-v5", realVector("snp/oak-turin-v5", "report.bin", "2025-09-01T00:00:00Z"), p384, 1},
+		{"snp-vlek-v5", realVector("snp/verdifax-vlek-v5", "report.bin", "2026-06-01T00:00:00Z"), p384, 1},
+		{"tdx-v4-padded", realVector("tdx/dcap-qvl-v4", "quote-5006-bytes.bin", "2025-06-20T00:00:00Z"), p256, 2},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			verify := tc.verify(b)
@@ -156,6 +163,30 @@ func snpVector(testing.TB) func() error {
 	return func() error {
 		_, err := snp.Verify(sevtestdata.AttestationBytes, snp.Options{At: at, VCEK: sevtestdata.VcekBytes})
 		return err
+	}
+}
+
+// realVector verifies a real evidence file of the verifiers' testdata at
+// a time its provenance accepts it, its folder as collateral.
+func realVector(folder, name, at string) func(testing.TB) func() error {
+	return func(tb testing.TB) func() error {
+		dir := attesttest.Real(tb, folder)
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		t, err := ParseTime(at)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		typ, err := attest.ParseType(filepath.Dir(folder))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return func() error {
+			_, err := Evidence(attest.Evidence{Type: typ, Raw: raw}, Options{At: t, CollateralDir: dir})
+			return err
+		}
 	}
 }
 
