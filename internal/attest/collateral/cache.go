@@ -120,8 +120,9 @@ func (c *Cache) get(key string, fetch fetchFunc, out any) error {
 		// as before: the vendor's failure then only marks it stale.
 		_, _, _ = c.flight.Do(key, func() (any, error) { return nil, c.refresh(key, fetch) })
 	default:
-		// An expired copy's failed refresh is told as its expiry, below.
-		if err := c.awaitMiss(key, fetch); err != nil && e == nil {
+		// An expired copy's failed refresh is told as its expiry, below;
+		// one still under way as such.
+		if err := c.awaitMiss(key, fetch); err != nil && (e == nil || errors.Is(err, errFetching)) {
 			return err
 		}
 	}
@@ -169,9 +170,12 @@ func (c *Cache) awaitMiss(key string, fetch fetchFunc) error {
 	case <-m.done:
 		return m.err
 	case <-t.C:
-		return fmt.Errorf("%s is not cached yet: it is being fetched in the background (%d in the queue); retry in a few seconds", key, queued)
+		return fmt.Errorf("%s is not cached yet: %w (%d in the queue); retry in a few seconds", key, errFetching, queued)
 	}
 }
+
+// errFetching says a miss is still being fetched.
+var errFetching = errors.New("it is being fetched in the background")
 
 // drain fetches the queued misses one at a time until none is left.
 func (c *Cache) drain() {
