@@ -139,3 +139,14 @@ func Real(tb testing.TB, kindName string) string {
 	}
 	return dir
 }
+
+// ReadReal is the file name of the folder of real evidence kind/name
+// (Real).
+func ReadReal(tb testing.TB, kindName, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(Real(tb, kindName), name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}

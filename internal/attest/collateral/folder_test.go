@@ -16,11 +16,7 @@ import (
 func copyReal(t *testing.T, folder, dir string, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join(attesttest.Real(t, folder), n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, n), attesttest.ReadReal(t, folder, n), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,18 +120,10 @@ func TestKDSRefusesBadQuestions(t *testing.T) {
 // written out from the VCEK's own extension (openssl asn1parse), and verifies the report;
 // the CRL, which a fetching source requires, is what is missing then.
 func TestKDSTurinVCEK(t *testing.T) {
-	dir := attesttest.Real(t, "snp/oak-turin-v5")
-	report, err := os.ReadFile(filepath.Join(dir, "report.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vcek, err := os.ReadFile(filepath.Join(dir, "vcek.der"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	report, vcek := attesttest.ReadReal(t, "snp/oak-turin-v5", "report.bin"), attesttest.ReadReal(t, "snp/oak-turin-v5", "vcek.der")
 	const path = "/vcek/v1/Turin/3b42092f69c656d3?fmcSPL=0&blSPL=1&teeSPL=0&snpSPL=2&ucodeSPL=71"
 	kds := collateraltest.NewKDS(t, map[string][]byte{path: vcek})
-	_, err = snp.Verify(report, snp.Options{At: time.Date(2025, 9, 1, 0, 0, 0, 0, time.UTC), Source: Direct{AMD: &KDS{URL: kds.URL}}})
+	_, err := snp.Verify(report, snp.Options{At: time.Date(2025, 9, 1, 0, 0, 0, 0, time.UTC), Source: Direct{AMD: &KDS{URL: kds.URL}}})
 	if attest.CheckOf(err) != attest.CheckCollateral || !strings.Contains(err.Error(), "VCEK CRL of Turin") {
 		t.Errorf("got %v, want the VCEK taken and its CRL missing", err)
 	}
@@ -150,15 +140,7 @@ func TestKDSTurinVCEK(t *testing.T) {
 func TestKDSOutageColdChip(t *testing.T) {
 	now := time.Now()
 	kds, milan, milanReport := snpKDS(t, now, now.Add(36*time.Hour), nil)
-	dir := attesttest.Real(t, "snp/oak-turin-v5")
-	turinReport, err := os.ReadFile(filepath.Join(dir, "report.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	turinVCEK, err := os.ReadFile(filepath.Join(dir, "vcek.der"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	turinReport, turinVCEK := attesttest.ReadReal(t, "snp/oak-turin-v5", "report.bin"), attesttest.ReadReal(t, "snp/oak-turin-v5", "vcek.der")
 	// KDS's spacing (here 300 ms) holds the cold chip's fetch longer than
 	// a verification waits for it.
 	cache := &Cache{AMD: &KDS{URL: kds.URL, Interval: 300 * time.Millisecond}, MissWait: 50 * time.Millisecond}

@@ -19,13 +19,7 @@ import (
 // TD quoting enclave's of tcbEvaluationDataNumber 18 (February 2026) and
 // 17 (June 2025).
 func TestCacheNeverMovesBackwards(t *testing.T) {
-	read := func(folder, name string) []byte {
-		b, err := os.ReadFile(filepath.Join(attesttest.Real(t, folder), name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	read := func(folder, name string) []byte { return attesttest.ReadReal(t, folder, name) }
 	newer, older := read("tdx/dcap-qvl-v5", "qe_identity.json"), read("tdx/dcap-qvl-v4", "qe_identity.json")
 	pcs := collateraltest.NewPCS(t, map[string]*collateraltest.Intel{"tdx": {
 		TCBInfo:    map[string][]byte{"90c06f000000": read("tdx/dcap-qvl-v5", "tcb_info.json")},
