@@ -118,6 +118,9 @@ type SGXIdentity struct {
 	MRSIGNER  Bytes  `json:"mrsigner"`
 	ISVProdID uint16 `json:"isvProdID"`
 	ISVSVN    uint16 `json:"isvSVN"`
+	// Attributes are the enclave's ATTRIBUTES: flags (DEBUG, MODE64BIT,
+	// KSS, ...), then XFRM.
+	Attributes Bytes `json:"attributes,omitempty"`
 }
 
 // TDXIdentity is a trust domain's identity.

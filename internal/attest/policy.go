@@ -37,6 +37,11 @@ type Identity struct {
 	MRSIGNER  Bytes   `json:"mrsigner,omitempty"`
 	ISVProdID *uint16 `json:"isvProdID,omitempty"`
 	MinISVSVN uint16  `json:"minISVSVN,omitempty"`
+	// Attributes and AttributesMask pin the enclave's ATTRIBUTES (16
+	// bytes: flags, then XFRM) where the mask is set, as a SIGSTRUCT's
+	// ATTRIBUTES and ATTRIBUTEMASK do at EINIT.
+	Attributes     Bytes `json:"attributes,omitempty"`
+	AttributesMask Bytes `json:"attributesMask,omitempty"`
 	// TDX
 	MRTD Bytes   `json:"mrtd,omitempty"`
 	RTMR []Bytes `json:"rtmr,omitempty"` // by index; an empty entry matches anything
@@ -142,6 +147,9 @@ func (id *Identity) mismatch(c *Claims) string {
 		if s.ISVSVN < id.MinISVSVN {
 			return fmt.Sprintf("ISVSVN %d is below the minimum %d", s.ISVSVN, id.MinISVSVN)
 		}
+		if id.AttributesMask != nil && !maskedEqual(s.Attributes, id.Attributes, id.AttributesMask) {
+			return fmt.Sprintf("ATTRIBUTES are %x, want %x under the mask %x", []byte(s.Attributes), []byte(id.Attributes), []byte(id.AttributesMask))
+		}
 		return first(eq("MRENCLAVE", id.MRENCLAVE, s.MRENCLAVE), eq("MRSIGNER", id.MRSIGNER, s.MRSIGNER))
 	case TDX:
 		t := c.TDX
@@ -218,4 +226,18 @@ func policyFlagsMismatch(policy uint64, require, forbid []string) string {
 		}
 	}
 	return ""
+}
+
+// maskedEqual says whether got and want agree on every bit of mask; a
+// got shorter than the mask does not.
+func maskedEqual(got, want, mask []byte) bool {
+	if len(got) < len(mask) || len(want) < len(mask) {
+		return false
+	}
+	for i, m := range mask {
+		if got[i]&m != want[i]&m {
+			return false
+		}
+	}
+	return true
 }

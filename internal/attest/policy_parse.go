@@ -71,6 +71,8 @@ func (id *Identity) validate() error {
 		{"mrsigner", id.MRSIGNER != nil, 32, len(id.MRSIGNER), []Type{SGX}},
 		{"isvProdID", id.ISVProdID != nil, 0, 0, []Type{SGX}},
 		{"minISVSVN", id.MinISVSVN != 0, 0, 0, []Type{SGX}},
+		{"attributes", id.Attributes != nil, 16, len(id.Attributes), []Type{SGX}},
+		{"attributesMask", id.AttributesMask != nil, 16, len(id.AttributesMask), []Type{SGX}},
 		{"mrtd", id.MRTD != nil, 48, len(id.MRTD), []Type{TDX}},
 		{"rtmr", id.RTMR != nil, 0, 0, []Type{TDX}},
 		{"mrConfigID", id.MRCONFIGID != nil, 48, len(id.MRCONFIGID), []Type{TDX}},
@@ -94,6 +96,9 @@ func (id *Identity) validate() error {
 		case f.set && f.size > 0 && f.got != f.size:
 			return fmt.Errorf("%s has %d bytes, a %s %s has %d (%d hex digits)", f.name, f.got, id.Type, f.name, f.size, 2*f.size)
 		}
+	}
+	if (id.Attributes == nil) != (id.AttributesMask == nil) {
+		return errors.New("attributes and attributesMask go together: the mask says which bits of attributes are pinned")
 	}
 	if len(id.RTMR) > 4 {
 		return fmt.Errorf("rtmr has %d entries, TDX has RTMR0-3", len(id.RTMR))

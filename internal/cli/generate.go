@@ -223,6 +223,9 @@ func (f *generateFlags) referenceValues() (runtimeclass.Platform, *refvalues.Fil
 	if err != nil {
 		return "", nil, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
+	if ref.SGX != nil {
+		return "", nil, fmt.Errorf("%s %s: sgx values pin an enclave, not a confidential pod's VM: put them in the enclave's CAS policy (reference-values prints its identity)", flag, path)
+	}
 	fromFile := runtimeclass.SNP
 	if ref.TDX != nil {
 		fromFile = runtimeclass.TDX

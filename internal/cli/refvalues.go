@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
+	"github.com/cloister-cc/cloister/internal/attest/sigstruct"
+	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 )
 
 // maxArtifact bounds a guest artifact read whole: firmware is megabytes,
@@ -19,13 +23,14 @@ import (
 const maxArtifact = 512 << 20
 
 func newReferenceValues(s Streams) *cobra.Command {
-	cmd := &cobra.Command{Use: "reference-values", Short: "Reference values: what the hardware measures at a confidential VM's launch"}
+	cmd := &cobra.Command{Use: "reference-values", Short: "Reference values: what the hardware measures at a confidential VM's or an enclave's launch"}
 	cmd.AddCommand(newReferenceValuesCompute(s))
 	return cmd
 }
 
 type refCompute struct {
 	platform, firmware, kernel, initrd, cmdline, vcpuType string
+	sigstruct, image                                      string
 	guestPolicy, minTCB                                   string
 	vcpus                                                 int
 	rtmr                                                  []string
@@ -34,18 +39,23 @@ type refCompute struct {
 func newReferenceValuesCompute(s Streams) *cobra.Command {
 	o := &refCompute{}
 	cmd := &cobra.Command{
-		Use:   "compute --platform snp|tdx --firmware FILE [flags]",
-		Short: "Compute reference values from the guest's artifacts",
+		Use:   "compute --platform snp|tdx --firmware FILE [flags] | --platform sgx --sigstruct FILE",
+		Short: "Compute reference values from the guest's or the enclave's artifacts",
 		Long: "Computes what the hardware will measure when the guest launches, and writes a reference\n" +
 			"values file (" + refvalues.Version + ") that generate --reference-values takes:\n" +
 			"snp: the launch measurement of QEMU's SEV-SNP guest from its firmware (OVMF), the kernel,\n" +
 			"initrd and command line it measures by hash, the vCPUs and their type; tdx: the TD's MRTD\n" +
-			"from its firmware (TDVF), and RTMRs as given. Each artifact's SHA-256 is written beside them.",
+			"from its firmware (TDVF), and RTMRs as given; sgx: the enclave's identity (mrenclave, mrsigner,\n" +
+			"isvProdID, isvSVN, attributes and their mask) from its SIGSTRUCT (Gramine's .sig), whose\n" +
+			"signature is checked; a debug enclave is refused. The identity is printed as a CAS policy\n" +
+			"identity too. Each artifact's SHA-256 is written beside them.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(s) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), s) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.platform, "platform", "", "snp or tdx")
+	f.StringVar(&o.platform, "platform", "", "snp, tdx or sgx")
+	f.StringVar(&o.sigstruct, "sigstruct", "", "sgx: the enclave's SIGSTRUCT (Gramine's .sig file, 1808 bytes); with --image, its path in the image")
+	f.StringVar(&o.image, "image", "", "sgx: read --sigstruct from this image, named by digest (REPOSITORY@sha256:...)")
 	f.StringVar(&o.firmware, "firmware", "", "the guest firmware: OVMF (snp) or TDVF (tdx)")
 	f.StringVar(&o.kernel, "kernel", "", "snp: the kernel the firmware measures (measured direct boot)")
 	f.StringVar(&o.initrd, "initrd", "", "snp: the initrd")
@@ -81,7 +91,10 @@ func readBounded(flag, path string, limit int) ([]byte, error) {
 	return data, nil
 }
 
-func (o *refCompute) run(s Streams) error {
+func (o *refCompute) run(ctx context.Context, s Streams) error {
+	if o.platform == "sgx" {
+		return o.runSGX(ctx, s)
+	}
 	fw, err := readArtifact("firmware", o.firmware)
 	if err != nil {
 		return err
@@ -123,7 +136,7 @@ func (o *refCompute) run(s Streams) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("--platform %q: use snp or tdx", o.platform)
+		return fmt.Errorf("--platform %q: use snp, tdx or sgx", o.platform)
 	}
 	out, err := file.Marshal()
 	if err != nil {
@@ -150,4 +163,52 @@ func parseMinTCB(s string) (*attest.SNPTCB, error) {
 		v[i] = uint8(n)
 	}
 	return &attest.SNPTCB{Bootloader: v[0], TEE: v[1], SNP: v[2], Microcode: v[3]}, nil
+}
+
+// runSGX reads and checks a SIGSTRUCT, and prints its reference values
+// and the CAS policy identity they pin.
+func (o *refCompute) runSGX(ctx context.Context, s Streams) error {
+	if o.firmware != "" || o.kernel != "" || o.initrd != "" {
+		return errors.New("--platform sgx: an enclave has no firmware, kernel or initrd: give --sigstruct")
+	}
+	if o.sigstruct == "" {
+		return errors.New("--sigstruct: required: the enclave's SIGSTRUCT (Gramine's .sig), a file or, with --image, its path in the image")
+	}
+	var raw []byte
+	var err error
+	if o.image != "" {
+		raw, err = imagepin.File(ctx, o.image, o.sigstruct, sigstruct.Size)
+		if err != nil {
+			return fmt.Errorf("--image: %w", err)
+		}
+	} else if raw, err = readBounded("sigstruct", o.sigstruct, sigstruct.Size); err != nil {
+		return err
+	}
+	file, err := refvalues.ComputeSGX(raw)
+	if err != nil {
+		return fmt.Errorf("--sigstruct %s: %w", o.sigstruct, err)
+	}
+	file.Source.Image, file.Source.Path = o.image, o.sigstruct
+	return printSGX(s, file)
+}
+
+// printSGX writes the values, then the identity as a CAS policy takes it,
+// as comments, so the output stays one reference values file.
+func printSGX(s Streams, file *refvalues.File) error {
+	out, err := file.Marshal()
+	if err != nil {
+		return err
+	}
+	id, err := yaml.Marshal(map[string]any{"identities": []attest.Identity{file.SGX.Identity()}})
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.Write(out)
+	b.WriteString("\n# The CAS policy identity these values pin:\n")
+	for _, line := range strings.Split(strings.TrimSpace(string(id)), "\n") {
+		b.WriteString("#   " + line + "\n")
+	}
+	_, err = io.WriteString(s.Out, b.String())
+	return err
 }

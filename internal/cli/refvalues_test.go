@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/attesttest"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues"
 	"github.com/cloister-cc/cloister/internal/attest/refvalues/fwtest"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	workloadmanifest "github.com/cloister-cc/cloister/internal/workload/manifest"
 )
 
@@ -83,5 +85,86 @@ func TestReferenceValuesComputeIntoGenerate(t *testing.T) {
 	}
 	if f, err := refvalues.Parse([]byte(out)); err != nil || len(f.TDX.MRTD) != 48 || len(f.TDX.RTMR) != 2 || len(f.TDX.RTMR[0]) != 0 {
 		t.Errorf("tdx values %v:\n%s", err, out)
+	}
+}
+
+// compute --platform sgx reads a SIGSTRUCT another tool made (Fortanix's,
+// published by oasis-core), from a file and from an image by digest, and
+// prints its identity, which a CAS policy takes as it is; a changed
+// SIGSTRUCT is refused.
+func TestReferenceValuesSGX(t *testing.T) {
+	raw := attesttest.Read(t, "sgx-sigstruct/sig1.sigstruct.bin")
+	dir := t.TempDir()
+	sig := writeFile(t, dir, "app.sig", string(raw))
+	out, stderr, err := run(t, "reference-values", "compute", "--platform", "sgx", "--sigstruct", sig)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	file, err := refvalues.Parse([]byte(out))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if file.SGX.MRENCLAVE.String() != "c50673624a6cb17c1c6c2a4e6906f47a170c4629b8723781d1017ef376f1a75d" ||
+		file.Source.Sigstruct != refvalues.Digest(raw) || file.SGX.ISVProdID != 0 {
+		t.Errorf("values:\n%s", out)
+	}
+	// The signer's mask leaves DEBUG out; the printed mask pins it.
+	if file.SGX.AttributesMask[0]&0x02 == 0 || file.SGX.Attributes[0]&0x02 != 0 {
+		t.Errorf("attributes %s mask %s: DEBUG not pinned clear", file.SGX.Attributes, file.SGX.AttributesMask)
+	}
+	// The commented identity is a policy CAS parses.
+	var policy strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "#   "); ok {
+			policy.WriteString(rest + "\n")
+		}
+	}
+	p, err := attest.ParsePolicy([]byte(policy.String()))
+	if err != nil || len(p.Identities) != 1 || p.Identities[0].MRSIGNER.String() != file.SGX.MRSIGNER.String() || *p.Identities[0].ISVProdID != 0 {
+		t.Fatalf("policy %v:\n%s", err, policy.String())
+	}
+	// What the enclave reports meets it; the same enclave in debug mode,
+	// or another enclave, does not.
+	claims := &attest.Claims{Type: attest.SGX, TCBStatus: attest.TCBUpToDate, SGX: &attest.SGXIdentity{
+		MRENCLAVE: file.SGX.MRENCLAVE, MRSIGNER: file.SGX.MRSIGNER, Attributes: file.SGX.Attributes}}
+	if err := p.Check(claims); err != nil {
+		t.Errorf("the enclave itself: %v", err)
+	}
+	debugAttrs := append(attest.Bytes(nil), file.SGX.Attributes...)
+	debugAttrs[0] |= 0x02
+	claims.SGX.Attributes = debugAttrs
+	if err := (&attest.Policy{AllowDebug: true, Identities: p.Identities}).Check(claims); err == nil || !strings.Contains(err.Error(), "ATTRIBUTES are") {
+		t.Errorf("in debug mode: %v", err)
+	}
+
+	// From an image, by digest.
+	host := testenv.Registry(t, nil)
+	ref := testenv.PushFiles(t, host, "enclave", map[string][]byte{"app/app.sig": raw, "app/other": []byte("x")})
+	out2, stderr, err := run(t, "reference-values", "compute", "--platform", "sgx", "--image", ref.String(), "--sigstruct", "/app/app.sig")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	file2, err := refvalues.Parse([]byte(out2))
+	if err != nil || file2.SGX.MRENCLAVE.String() != file.SGX.MRENCLAVE.String() || file2.Source.Image != ref.String() {
+		t.Errorf("from the image: %v\n%s", err, out2)
+	}
+
+	bad := append([]byte(nil), raw...)
+	bad[1026]++ // ISVSVN
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"tampered":   {[]string{"--sigstruct", writeFile(t, dir, "bad.sig", string(bad))}, "SIGNATURE does not verify"},
+		"too large":  {[]string{"--sigstruct", writeFile(t, dir, "big.sig", string(raw)+"x")}, "more than 1808 bytes"},
+		"by tag":     {[]string{"--image", host + "/enclave:v1", "--sigstruct", "/app/app.sig"}, "name it by digest"},
+		"not there":  {[]string{"--image", ref.String(), "--sigstruct", "/app/missing.sig"}, "has no file /app/missing.sig"},
+		"not a sig":  {[]string{"--image", ref.String(), "--sigstruct", "/app/other"}, "1 bytes, a SIGSTRUCT has 1808"},
+		"no sigfile": {nil, "--sigstruct: required"},
+	} {
+		_, _, err := run(t, append([]string{"reference-values", "compute", "--platform", "sgx"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
 	}
 }

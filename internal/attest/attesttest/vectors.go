@@ -39,6 +39,10 @@ var vectors = map[string]struct{ module, path string }{
 	"tdx/qe_identity_v2_tdx2.json":                      {oasis, "common/sgx/pcs/testdata/qe_identity_v2_tdx2.json"},
 	// The TCB signing chain is Intel's one chain, as for SGX.
 	"tdx/tcb_signing_chain_certs.pem": {oasis, "common/sgx/pcs/testdata/tcb_info_v3_fmspc_00606A000000_certs.pem"},
+	// A SIGSTRUCT made by Fortanix's signing tool, and the key it is
+	// signed with (oasis-core checks its own signer reproduces it).
+	"sgx-sigstruct/sig1.sigstruct.bin": {oasis, "common/sgx/testdata/sig1.sigstruct.bin"},
+	"sgx-sigstruct/sig1.key.pem":       {oasis, "common/sgx/testdata/sig1.key.pem"},
 }
 
 var (

@@ -1,7 +1,8 @@
-// Package refvalues owns reference values: what a confidential VM's
-// hardware measures at launch, which a CAS manifest's identities pin.
-// It reads and writes their file (versioned, strict) and computes them
-// from the guest's artifacts: the SEV-SNP launch measurement from the
+// Package refvalues owns reference values: what the hardware measures
+// when a confidential VM or an enclave is launched, which a CAS manifest's
+// identities pin. It reads and writes their file (versioned, strict) and
+// computes them from the workload's artifacts: an SGX enclave's identity
+// from its SIGSTRUCT (sgx.go); the SEV-SNP launch measurement from the
 // firmware (OVMF), the kernel, initrd and command line it measures by
 // hash, and the vCPUs (snp.go, ovmf.go); a TD's MRTD from its firmware
 // (TDVF, tdx.go).
@@ -29,6 +30,7 @@ type File struct {
 	Version string `json:"version,omitempty"`
 	SNP     *SNP   `json:"snp,omitempty"`
 	TDX     *TDX   `json:"tdx,omitempty"`
+	SGX     *SGX   `json:"sgx,omitempty"`
 	// Source says what the values were computed from, for the reader:
 	// the artifacts' SHA-256 and the command line.
 	Source *Source `json:"source,omitempty"`
@@ -57,6 +59,11 @@ type Source struct {
 	Kernel   string `json:"kernel,omitempty"`
 	Initrd   string `json:"initrd,omitempty"`
 	Cmdline  string `json:"cmdline,omitempty"`
+	// Sigstruct is the enclave's SIGSTRUCT; Image the image it was read
+	// from, by digest, and Path where in it.
+	Sigstruct string `json:"sigstruct,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Path      string `json:"path,omitempty"`
 }
 
 // Digest names an artifact in Source: sha256:HEX.
@@ -83,8 +90,13 @@ func (f *File) Validate() error {
 	if f.Version != "" && f.Version != Version {
 		return fmt.Errorf("version: %q, want %q (or none)", f.Version, Version)
 	}
-	if f.SNP == nil && f.TDX == nil {
-		return fmt.Errorf("neither snp nor tdx: give the platform's values")
+	if f.SNP == nil && f.TDX == nil && f.SGX == nil {
+		return fmt.Errorf("no snp, tdx or sgx values: give the platform's")
+	}
+	if f.SGX != nil {
+		if err := f.SGX.validate(); err != nil {
+			return err
+		}
 	}
 	// The launch measurement is what pins the guest: without it the
 	// manifest would admit any guest of the platform.

@@ -280,14 +280,19 @@ func TestParse(t *testing.T) {
 	if again, err := Parse(out); err != nil || again.SNP.Measurement.String() != m {
 		t.Errorf("round trip: %v\n%s", err, out)
 	}
+	m32, attr, mask := strings.Repeat("ab", 32), "04000000000000000300000000000000", "ffffffffffffffffffffffffffffffff"
 	for _, tc := range []struct{ doc, want string }{
 		{"snp: {measurement: abcd}", "snp.measurement: 2 bytes"},
 		{"tdx: {mrtd: " + m + ", rtmr: [ab]}", "tdx.rtmr[0]: 1 bytes"},
 		{"version: v0\nsnp: {measurement: " + m + "}", `version: "v0"`},
 		{"snp: {measurement: " + m + ", extra: 1}", "unknown field"},
-		{"{}", "neither snp nor tdx"},
+		{"{}", "no snp, tdx or sgx values"},
+		{"sgx: {mrenclave: " + m32 + ", mrsigner: " + m32 + ", attributes: '" + attr + "', attributesMask: " + mask + "}", ""},
+		{"sgx: {mrenclave: " + m32 + ", mrsigner: abcd, attributes: '" + attr + "', attributesMask: " + mask + "}", "sgx.mrsigner: 2 bytes"},
+		{"sgx: {mrenclave: " + m32 + ", mrsigner: " + m32 + ", attributes: '0600000000000000" + attr[16:] + "', attributesMask: " + mask + "}", "DEBUG is set"},
+		{"sgx: {mrenclave: " + m32 + ", mrsigner: " + m32 + "}", "sgx.attributes: 0 bytes"},
 	} {
-		if _, err := Parse([]byte(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Parse([]byte(tc.doc)); (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.doc, err, tc.want)
 		}
 	}

@@ -111,5 +111,7 @@ func identity(body intelpcs.Report) *attest.SGXIdentity {
 		MRSIGNER:  attest.Bytes(body.MRSIGNER()),
 		ISVProdID: body.ISVProdID(),
 		ISVSVN:    body.ISVSVN(),
+		// The report body's ATTRIBUTES sit at 48..63 (flags, then XFRM).
+		Attributes: attest.Bytes(body.Attributes()),
 	}
 }

@@ -37,6 +37,11 @@ func TestRealQuoteVerifies(t *testing.T) {
 	if c.NotBefore.After(vectorTime) || c.NotAfter.Before(vectorTime) {
 		t.Errorf("validity %s..%s does not hold the vector's time", c.NotBefore, c.NotAfter)
 	}
+	// The report body's ATTRIBUTES (offset 48) of a 64-bit release
+	// enclave: MODE64BIT set, DEBUG clear, XFRM with x87 and SSE.
+	if a := c.SGX.Attributes; len(a) != 16 || a[0]&0x06 != 0x04 || a[8]&0x03 != 0x03 {
+		t.Errorf("attributes %x", []byte(a))
+	}
 	t.Logf("MRENCLAVE %s MRSIGNER %s ISVPRODID %d ISVSVN %d debug %v TCB %s valid %s..%s",
 		c.SGX.MRENCLAVE, c.SGX.MRSIGNER, c.SGX.ISVProdID, c.SGX.ISVSVN, c.Debug, c.TCBStatus, c.NotBefore, c.NotAfter)
 }

@@ -8,8 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
@@ -51,6 +55,26 @@ func PushRandom(t testing.TB, host, repo string) name.Digest {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return push(t, host, repo, img)
+}
+
+// PushFiles writes an image of one layer holding files (path to
+// content) as host/repo:v1 and returns it by digest.
+func PushFiles(t testing.TB, host, repo string, files map[string][]byte) name.Digest {
+	t.Helper()
+	layer, err := crane.Layer(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return push(t, host, repo, img)
+}
+
+func push(t testing.TB, host, repo string, img v1.Image) name.Digest {
+	t.Helper()
 	tag, err := name.NewTag(host + "/" + repo + ":v1")
 	if err != nil {
 		t.Fatal(err)
@@ -58,10 +82,9 @@ func PushRandom(t testing.TB, host, repo string) name.Digest {
 	if err := remote.Write(tag, img); err != nil {
 		t.Fatal(err)
 	}
-	d, _ := img.Digest()
-	ref, err := name.NewDigest(tag.Context().String() + "@" + d.String())
+	d, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ref
+	return tag.Context().Digest(d.String())
 }

@@ -2,7 +2,8 @@
 // is resolved by reading only the registry's manifest (a HEAD request, a
 // GET of the manifest where the registry gives no digest on HEAD), never
 // layers; results are kept in a cache file so reruns ask no registry;
-// offline, tags are refused.
+// offline, tags are refused. File is the one reader of layers: it reads
+// one file of an image pinned by digest (an enclave's SIGSTRUCT).
 package imagepin
 
 import (
