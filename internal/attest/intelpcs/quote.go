@@ -119,3 +119,23 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
+
+// TestRootOf returns the test root (of roots) that issued the top of a
+// PCK chain, or nil when none did: a verifier told to trust test roots
+// checks the chain against that one instead of Intel's.
+func TestRootOf(chainPEM []byte, roots []*x509.Certificate) *x509.Certificate {
+	if len(roots) == 0 {
+		return nil
+	}
+	certs, err := ParseChain("PCK certificate chain", bytes.TrimRight(chainPEM, "\x00"))
+	if err != nil {
+		return nil
+	}
+	top := certs[len(certs)-1]
+	for _, r := range roots {
+		if top.Equal(r) || top.CheckSignatureFrom(r) == nil {
+			return r
+		}
+	}
+	return nil
+}

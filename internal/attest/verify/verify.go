@@ -48,7 +48,8 @@ type Options struct {
 	// and the product line's CRL, then required (AMD KDS, a cache of it).
 	SNP snp.Source
 	// TestRoots are roots taken beside the vendors' (SEV-SNP's ARK and ASK
-	// by their names, a Nitro root by itself): insecure, for tests and
+	// by their names, a Nitro root or an SGX root by what it issued):
+	// insecure, for tests and
 	// fake confidential VMs only (LoadTestRoots). Claims verified by one
 	// are marked TestRoot.
 	TestRoots []*x509.Certificate
@@ -76,7 +77,7 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		if ev.Type == attest.TDX {
 			return tdx.Verify(raw, tdx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
 		}
-		return sgx.Verify(raw, sgx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At})
+		return sgx.Verify(raw, sgx.Options{Collateral: col, Source: opts.Intel, RequireCRLs: opts.Intel != nil, At: opts.At, TestRoots: opts.TestRoots})
 	case attest.Sim:
 		return sim.Verify(raw, opts.At, opts.SimKeys...)
 	case attest.Nitro:

@@ -2,8 +2,9 @@
 // producers, for tests and the development cluster's fake confidential
 // VMs: SEV-SNP reports signed with go-sev-guest's test keys (an AMD-shaped
 // chain under a test ARK, never AMD's), a configfs-tsm report folder that
-// answers as the kernel does, and a Nitro Secure Module whose documents
-// chain to a test root. Everything it makes verifies only where a verifier
+// answers as the kernel does, a Nitro Secure Module whose documents
+// chain to a test root, and an SGX quoting enclave whose quotes and Intel
+// PCS collateral chain to a test root (sgx.go). Everything it makes verifies only where a verifier
 // was told to trust test roots, and says so.
 package producetest
 
