@@ -9,6 +9,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/startup"
 	"github.com/cloister-cc/cloister/internal/las"
+	"github.com/cloister-cc/cloister/internal/las/aesm"
 	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
@@ -23,6 +24,7 @@ func run(ctx context.Context) error {
 	fs.BoolVar(&cfg.Simulation, "simulation", false, "issue simulated (insecure) evidence signed by this node's key")
 	fs.StringVar(&cfg.KeyFile, "key-file", "", "where this node's simulation key is kept (made when missing); empty: a key per process")
 	fs.BoolVar(&cfg.PodIdentity, "pod-identity", false, "with --simulation: name the calling pod's policy in its evidence (reads pods of this node from the API server)")
+	fs.StringVar(&cfg.AESMSocket, "aesm-socket", aesm.DefaultSocket, "without --simulation: the node's AESM socket, through which enclaves' REPORTs are quoted (DCAP); empty: none")
 	cfg.Node = os.Getenv("NODE_NAME")
 	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {

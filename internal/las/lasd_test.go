@@ -79,13 +79,8 @@ func server(t *testing.T, simulation bool) (*httptest.Server, *Probe, string) {
 }
 
 func post(t *testing.T, url, body string) (int, []byte) {
-	resp, err := http.Post(url+"/v1/evidence", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	t.Helper()
+	return call(t, http.MethodPost, url+"/v1/evidence", body)
 }
 
 func TestEvidenceInSimulation(t *testing.T) {

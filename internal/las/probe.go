@@ -1,11 +1,14 @@
-// Package las is the local attestation service that runs on
-// every SGX node: it hands enclaves on its node evidence for their report
-// data, and it keeps checking that unprivileged enclaves can open the SGX
-// device, reporting "not ready" with the reason when they cannot (the "LAS
+// Package las is the local attestation service that runs on every SGX
+// node: it has the node's quoting enclave (through AESM, dcap.go) quote
+// the REPORTs of enclaves on its node, or in simulation hands out
+// simulated evidence of their report data; and it keeps checking that
+// unprivileged enclaves can open the SGX device and that AESM answers,
+// reporting "not ready" with the reason when they cannot (the "LAS
 // Unhealthy" case).
 //
 // Its folder is the LAS subsystem; wire holds what a workload needs to
-// reach LAS (its port, the requests) without linking the daemon.
+// reach LAS (its port, the requests) without linking the daemon, aesm the
+// client of the node's AESM.
 package las
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/las/aesm"
 	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
@@ -28,10 +29,14 @@ type Config struct {
 	// from the API server (in-cluster) for pods of Node.
 	PodIdentity bool
 	Node        string
+	// AESMSocket is the node's AESM, which quotes enclaves without
+	// simulation; empty: none.
+	AESMSocket string
 }
 
-// Run serves until ctx ends, probing the SGX device every ProbeInterval
-// and logging each change of the verdict.
+// Run serves until ctx ends, probing the SGX device (and AESM, when it
+// quotes through it) every ProbeInterval and logging each change of the
+// verdict.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Port < 1 || cfg.Port > 65535 {
 		return fmt.Errorf("--port %d: use 1..65535 (the default hostPort is %d)", cfg.Port, laswire.DefaultPort)
@@ -65,6 +70,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		s.Quoter = &sim.Quoter{Key: k}
 		log.Warn("simulation mode: evidence is signed by this node's key and marked insecure; CAS accepts it only where the policy allows simulation")
+	} else if cfg.AESMSocket != "" {
+		s.DCAP = &DCAP{Client: &aesm.Client{Socket: cfg.AESMSocket, Timeout: 10 * time.Second}}
 	} else {
 		log.Warn("not ready: " + laswire.NoEvidence)
 	}
@@ -77,17 +84,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer func() { _ = srv.Close() }()
 	log.Info("serving local attestation", "address", lis.Addr().String(), "simulation", cfg.Simulation)
 
-	last := errors.New("not probed yet")
+	var last laswire.Status
 	probe := func() {
-		err := s.Probe.Check()
-		if (err == nil) != (last == nil) || (err != nil && last != nil && err.Error() != last.Error()) {
-			if err != nil {
-				log.Warn("SGX device check failed: not ready", "reason", err.Error())
-			} else {
-				log.Info("SGX device check passed: ready")
-			}
+		_ = s.Probe.Check()
+		if s.DCAP != nil {
+			_ = s.DCAP.Check(ctx)
 		}
-		last = err
+		st := s.Status()
+		if st == last {
+			return
+		}
+		if st.Ready {
+			log.Info("ready", "evidence", st.Evidence)
+		} else {
+			log.Warn("not ready", "evidence", st.Evidence, "check", st.Check, "reason", st.Reason)
+		}
+		last = st
 	}
 	probe()
 	t := time.NewTicker(cfg.ProbeInterval)

@@ -16,6 +16,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
+	"github.com/cloister-cc/cloister/internal/las/aesm"
 	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 )
 
@@ -28,9 +29,11 @@ const maxRequest = 4 << 10
 // Server is LAS's HTTP API.
 type Server struct {
 	Probe *Probe
-	// Quoter makes the evidence; nil: LAS cannot produce any (simulation
-	// off, no quoting service).
+	// Quoter makes evidence of report data (simulation); nil: LAS makes
+	// none of report data alone.
 	Quoter Quoter
+	// DCAP quotes enclaves' REPORTs through the node's AESM; nil: none.
+	DCAP *DCAP
 	// Pods, in simulation, puts the calling pod's policy digest into the
 	// evidence; nil: no pod identity.
 	Pods PodFinder
@@ -42,11 +45,14 @@ type PodFinder interface {
 	HostData(ctx context.Context, ip string) (digest []byte, pod string, err error)
 }
 
-// Handler serves POST /v1/evidence, GET /v1/simulation-key, GET
-// /v1/status, /healthz and /readyz.
+// Handler serves POST /v1/evidence, GET /v1/sgx/target-info, POST
+// /v1/sgx/quote, GET /v1/simulation-key, GET /v1/status, /healthz and
+// /readyz.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/evidence", s.evidence)
+	mux.HandleFunc("GET /v1/sgx/target-info", s.targetInfo)
+	mux.HandleFunc("POST /v1/sgx/quote", s.quoteReport)
 	mux.HandleFunc("GET /v1/simulation-key", s.simulationKey)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -69,12 +75,20 @@ func (s *Server) Handler() http.Handler {
 // unprivileged enclaves can open the SGX device.
 func (s *Server) Status() laswire.Status {
 	st := laswire.Status{Evidence: laswire.EvidenceNone}
-	if s.Quoter == nil {
+	switch {
+	case s.Quoter != nil:
+		if _, ok := s.Quoter.(*sim.Quoter); ok {
+			st.Evidence = laswire.EvidenceSimulated
+		}
+	case s.DCAP != nil:
+		st.Evidence = laswire.EvidenceSGXDCAP
+		if err := s.DCAP.Err(); err != nil {
+			st.Check, st.Reason = checkOf(err), err.Error()
+			return st
+		}
+	default:
 		st.Check, st.Reason = laswire.CheckEvidence, laswire.NoEvidence
 		return st
-	}
-	if _, ok := s.Quoter.(*sim.Quoter); ok {
-		st.Evidence = laswire.EvidenceSimulated
 	}
 	if err := s.Probe.Err(); err != nil {
 		st.Check, st.Reason = laswire.CheckSGXDevice, "SGX device check failed: "+err.Error()
@@ -94,6 +108,10 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("reportData is %d bytes: at most 64", len(req.ReportData)))
 		return
 	}
+	if s.Quoter == nil && s.DCAP != nil {
+		writeError(w, http.StatusConflict, errors.New(laswire.DCAPOnly))
+		return
+	}
 	if s.Quoter == nil {
 		writeError(w, http.StatusNotImplemented, errors.New(laswire.NoEvidence+" (--simulation)"))
 		return
@@ -109,6 +127,46 @@ func (s *Server) evidence(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(laswire.EvidenceResponse{Type: ev.Type, Evidence: ev.Raw})
+}
+
+// targetInfo serves the quoting enclave's TARGETINFO.
+func (s *Server) targetInfo(w http.ResponseWriter, r *http.Request) {
+	if s.DCAP == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("this LAS does not quote through AESM (simulation, or no AESM socket)"))
+		return
+	}
+	ti, err := s.DCAP.TargetInfo(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(laswire.TargetInfoResponse{TargetInfo: ti})
+}
+
+// quoteReport has the node's quoting enclave quote an enclave's REPORT.
+func (s *Server) quoteReport(w http.ResponseWriter, r *http.Request) {
+	if s.DCAP == nil {
+		writeError(w, http.StatusNotImplemented, errors.New("this LAS does not quote through AESM (simulation, or no AESM socket)"))
+		return
+	}
+	var req laswire.QuoteRequest
+	if err := strictjson.Decode(http.MaxBytesReader(w, r.Body, maxRequest), &req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w; send {\"report\": \"<base64 of the 432-byte REPORT>\"}", err))
+		return
+	}
+	if len(req.Report) != aesm.ReportSize {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("report is %d bytes: an SGX REPORT has %d (EREPORT's output, targeted at /v1/sgx/target-info)", len(req.Report), aesm.ReportSize))
+		return
+	}
+	q, err := s.DCAP.Quote(r.Context(), req.Report)
+	if err != nil {
+		s.log().Warn("quote refused", "reason", err.Error())
+		writeError(w, http.StatusBadGateway, fmt.Errorf("quoting the report: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(laswire.EvidenceResponse{Type: attest.SGX, Evidence: q})
 }
 
 // quote makes evidence for the caller, naming its pod's policy when LAS

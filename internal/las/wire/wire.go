@@ -62,11 +62,38 @@ type Status struct {
 const (
 	EvidenceSimulated = "simulated"
 	EvidenceNone      = "none"
+	// EvidenceSGXDCAP: quotes of enclaves' REPORTs by the node's quoting
+	// enclave, through its AESM.
+	EvidenceSGXDCAP = "sgx-dcap"
 
 	CheckEvidence  = "evidence"
 	CheckSGXDevice = "sgx-device"
+	// The AESM checks: its socket answers; it offers an ECDSA (DCAP)
+	// attestation key; the platform is registered (the quoting enclave
+	// has its PCK certificate); any other AESM error.
+	CheckAESMSocket           = "aesm-socket"
+	CheckECDSAKey             = "aesm-ecdsa-key"
+	CheckPlatformRegistration = "platform-registration"
+	CheckAESM                 = "aesm"
 )
 
-// NoEvidence is why a LAS without simulation serves nothing: quoting SGX
-// enclaves through the node's DCAP stack is not built yet.
-const NoEvidence = "this LAS cannot produce evidence: simulation is off (spec.simulation) and quoting SGX enclaves through the node's DCAP stack (AESM) is not supported yet"
+// TargetInfoResponse is GET /v1/sgx/target-info: the quoting enclave's
+// TARGETINFO (512 bytes), which an enclave targets its REPORT at.
+type TargetInfoResponse struct {
+	TargetInfo []byte `json:"targetInfo"` // base64 in JSON
+}
+
+// QuoteRequest is POST /v1/sgx/quote: an enclave's REPORT (432 bytes)
+// targeted at the quoting enclave; the response is an EvidenceResponse
+// with its DCAP quote.
+type QuoteRequest struct {
+	Report []byte `json:"report"` // base64 in JSON
+}
+
+// NoEvidence is why a LAS with neither simulation nor the node's AESM
+// serves nothing.
+const NoEvidence = "this LAS cannot produce evidence: simulation is off (spec.simulation) and it has no AESM socket to quote SGX enclaves through"
+
+// DCAPOnly is why a LAS that quotes through AESM refuses report data
+// alone: only the enclave can produce the REPORT its quote signs.
+const DCAPOnly = "this LAS quotes SGX enclaves through the node's AESM: an enclave GETs /v1/sgx/target-info, produces a REPORT targeted at it (EREPORT), and POSTs it to /v1/sgx/quote; report data alone cannot be quoted"
