@@ -28,7 +28,8 @@ func daemonSet(t *testing.T, name string, values map[string]any) *appsv1.DaemonS
 // The host paths the operator is told reach the pods: the device plugins
 // see the device folder at its host path (they hand the kubelet host
 // paths) and the kubelet's pod-resources where it is; LAS probes the host's
-// own enclave device node.
+// own enclave device node and, without simulation, reaches the host's AESM
+// socket.
 func TestHostPaths(t *testing.T) {
 	host := map[string]any{"host": map[string]any{"devDir": "/n/dev", "kubeletDir": "/n/kubelet"}}
 	for _, name := range []string{"sgxplugin", "cexplugin", "nitroplugin"} {
@@ -58,13 +59,32 @@ func TestHostPaths(t *testing.T) {
 			t.Errorf("%s default volumes %s", name, mustJSON(t, p))
 		}
 	}
+	host["host"].(map[string]any)["aesmDir"] = "/n/aesmd"
 	ds := daemonSet(t, "las", host)
 	c := ds.Spec.Template.Spec.Containers[0]
-	v := ds.Spec.Template.Spec.Volumes
-	if len(v) != 1 || v[0].HostPath == nil || v[0].HostPath.Path != "/n/dev/sgx_enclave" || *v[0].HostPath.Type != "CharDevice" ||
-		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/host/dev/sgx_enclave" || !c.VolumeMounts[0].ReadOnly ||
-		!strings.Contains(strings.Join(c.Args, " "), "--dev-root=/host/dev") {
-		t.Errorf("las volumes %s, mounts %v, args %v", mustJSON(t, v), c.VolumeMounts, c.Args)
+	paths, types, mounts := map[string]string{}, map[string]string{}, map[string]string{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			paths[v.Name], types[v.Name] = v.HostPath.Path, string(*v.HostPath.Type)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("las mount %s is writable", m.Name)
+		}
+		mounts[m.Name] = m.MountPath
+	}
+	args := strings.Join(c.Args, " ")
+	if len(paths) != 2 || paths["sgx-enclave"] != "/n/dev/sgx_enclave" || types["sgx-enclave"] != "CharDevice" || mounts["sgx-enclave"] != "/host/dev/sgx_enclave" ||
+		paths["aesmd"] != "/n/aesmd" || types["aesmd"] != "DirectoryOrCreate" || mounts["aesmd"] != "/run/aesmd" ||
+		!strings.Contains(args, "--dev-root=/host/dev") || !strings.Contains(args, "--aesm-socket=/run/aesmd/aesm.socket") {
+		t.Errorf("las volumes %v %v, mounts %v, args %v", paths, types, mounts, c.Args)
+	}
+	// In simulation LAS has no AESM.
+	host["simulation"] = true
+	ds = daemonSet(t, "las", host)
+	if v := mustJSON(t, ds.Spec.Template.Spec); strings.Contains(string(v), "aesm") {
+		t.Errorf("simulated LAS mounts AESM: %s", v)
 	}
 }
 

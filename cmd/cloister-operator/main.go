@@ -51,6 +51,8 @@ func run(ctx context.Context) error {
 		"host folder of the TEE device nodes, mounted into the device plugins and LAS (the dev cluster's real node has fake ones elsewhere)")
 	fs.StringVar(&opts.Host.KubeletDir, "host-kubelet-dir", service.DefaultHostPaths.KubeletDir,
 		"the kubelet's root directory on the nodes (its pod-resources socket is in it)")
+	fs.StringVar(&opts.Host.AESMDir, "host-aesm-dir", service.DefaultHostPaths.AESMDir,
+		"host folder of Intel's AESM socket (aesm.socket), mounted into LAS without simulation")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
 	fs.IntVar(&opts.Webhook.Port, "webhook-port", 0, "port of the admission webhooks (HTTPS); 0 serves none")

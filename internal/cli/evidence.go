@@ -65,7 +65,7 @@ func newEvidenceVerify(s Streams) *cobra.Command {
 	f.BoolVar(&o.allowSimulation, "allow-simulation", false, "accept simulated (insecure) evidence")
 	f.StringSliceVar(&o.acceptTCB, "accept-tcb", nil, "accepted TCB statuses (default UpToDate), e.g. UpToDate,SWHardeningNeeded")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&o.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK, a Nitro root) trusted beside the vendors'")
+	f.StringVar(&o.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK, a Nitro root, an SGX root) trusted beside the vendors'")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/attest/sim"
+	"github.com/cloister-cc/cloister/internal/attest/verify"
 )
 
 // sgxQuote returns the real quote's path and its collateral's folder.
@@ -338,5 +339,44 @@ func TestEvidenceVerifyFromKDS(t *testing.T) {
 	out, _, err = run(t, append(args, "--kds", kds.URL)...)
 	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: revoked: ") {
 		t.Errorf("its ASK revoked: exit %d %v\n%s", exitCode(err), err, out)
+	}
+}
+
+// A quote of the fake AESM's quoting enclave is accepted only with its
+// test root, and says it is insecure; pinned to its MRENCLAVE and report
+// data by a policy, another enclave is refused by name.
+func TestEvidenceVerifySGXTestRoot(t *testing.T) {
+	s, err := producetest.NewSGXSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	roots, err := s.WriteCollateral(filepath.Join(dir, "collateral"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 384)
+	copy(body[48:], []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0x03})
+	copy(body[64:], bytes.Repeat([]byte{0xe1}, 32))
+	copy(body[320:], []byte{0xab, 0xcd})
+	q, err := s.Quote(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote := writeFile(t, dir, "quote.bin", string(q))
+	policy := writeFile(t, dir, "policy.yaml", "reportData: abcd\nidentities: [{type: sgx, mrenclave: "+strings.Repeat("e1", 32)+"}]\n")
+	args := []string{"evidence", "verify", "--type", "sgx", "--evidence", quote, "--collateral", filepath.Join(dir, "collateral"), "--policy", policy}
+	out, _, err := run(t, args...)
+	if exitCode(err) != 1 || !strings.HasPrefix(out, "rejected: chain: ") {
+		t.Errorf("without the test root: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, stderr, err := run(t, append(args, "--"+verify.TestRootsFlag, roots)...)
+	if exitCode(err) != 0 || !strings.HasPrefix(out, "accepted: sgx evidence") || !strings.Contains(out, "testRoot") || !strings.Contains(stderr, "INSECURE") {
+		t.Errorf("with the test root: exit %d %v\n%s%s", exitCode(err), err, out, stderr)
+	}
+	other := writeFile(t, dir, "other.yaml", "identities: [{type: sgx, mrenclave: "+strings.Repeat("e2", 32)+"}]\n")
+	out, _, err = run(t, "evidence", "verify", "--type", "sgx", "--evidence", quote, "--collateral", filepath.Join(dir, "collateral"), "--policy", other, "--"+verify.TestRootsFlag, roots)
+	if exitCode(err) != 1 || !strings.Contains(out, "MRENCLAVE is e1e1") {
+		t.Errorf("another enclave: exit %d %v\n%s", exitCode(err), err, out)
 	}
 }

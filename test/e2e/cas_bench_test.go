@@ -237,7 +237,7 @@ func startRealLAS(b *testing.B, e *realNodeEnv) {
 // lasOnHost is the real node's LAS as the host reaches it: at its pod
 // (hostPorts are DNAT rules for traffic from pods and other machines, not
 // for the node's own).
-func lasOnHost(b *testing.B, e *realNodeEnv) *lasclient.Client {
+func lasOnHost(b testing.TB, e *realNodeEnv) *lasclient.Client {
 	b.Helper()
 	var lasIP string
 	waitFor(b, "the LAS pod ready", 2*time.Minute, func(ctx context.Context) (bool, string, error) {

@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,18 +26,21 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/las/aesm/aesmtest"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // The dev cluster's real node, end to end, as root (skipped otherwise):
 // Cloister's images run there, the operator's SGX plugin registers with
 // the real kubelet and pods get the (fake) device, LAS is not HEALTHY
-// without evidence (no simulation, no quoting stack) and says why, goes
+// without evidence (no simulation, no AESM) and says why, quotes an
+// enclave's REPORT through a fake AESM on the node, goes
 // UNHEALTHY while the device is closed to unprivileged users and HEALTHY
 // when it is open again, kubectl logs and exec work, and the CAS journey of a
 // resource (cas_flows_test.go): a CAS that waits for init, policies
@@ -190,12 +196,20 @@ func testLASFollowsTheDevice(t *testing.T, e *realNodeEnv) {
 	if err := e.crs.Create(context.Background(), las); err != nil {
 		t.Fatal(err)
 	}
-	// Without simulation this LAS cannot produce evidence (no SGX quoting
-	// here): not HEALTHY, and it says why, naming the node.
-	c := waitCondition(t, e.crs, las, health.IsHealthy, health.ReasonLASNoEvidence)
-	if las.Status.State == common.StateHealthy || !strings.Contains(c.Message, cluster.RealNodeName) || !strings.Contains(c.Message, "simulation is off") {
-		t.Errorf("LAS without evidence: %s %s", las.Status.State, c.Message)
+	// Without simulation LAS quotes through the node's AESM, and the node
+	// has none: not HEALTHY, and it says why, naming the node and socket.
+	c := waitCondition(t, e.crs, las, health.IsHealthy, health.ReasonLASAESMUnreachable)
+	if las.Status.State == common.StateHealthy || !strings.Contains(c.Message, cluster.RealNodeName) || !strings.Contains(c.Message, "aesm.socket") {
+		t.Errorf("LAS without AESM: %s %s", las.Status.State, c.Message)
 	}
+	// A fake AESM on the node, speaking AESM's protocol: HEALTHY without
+	// simulation, and an enclave's REPORT comes back from the LAS pod as
+	// a quote that evidence verify accepts under the test root only.
+	stopAESM := serveAESMOnNode(t, e)
+	waitState(t, e.crs, las, common.StateHealthy)
+	quoteThroughLAS(t, e)
+	stopAESM()
+	waitCondition(t, e.crs, las, health.IsHealthy, health.ReasonLASAESMUnreachable)
 	if err := e.crs.Patch(context.Background(), las, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"simulation":true}}`))); err != nil {
 		t.Fatal(err)
 	}
@@ -342,5 +356,89 @@ func testOtherSuitesSkip(t *testing.T, e *realNodeEnv) {
 	}
 	if err := realnode.HostBusy(); err == nil {
 		t.Error("HostBusy says the host is free while this test's node runs")
+	}
+}
+
+// signerOnNode is the quoting enclave of the fake AESM serveAESMOnNode
+// runs on the real node.
+var signerOnNode *producetest.SGXSigner
+
+// serveAESMOnNode serves a fake AESM where the real node's LAS finds the
+// node's (the operator's --host-aesm-dir), open to LAS's user as aesmd's
+// socket is; it returns what stops it and removes the socket.
+func serveAESMOnNode(t *testing.T, e *realNodeEnv) func() {
+	t.Helper()
+	s, err := producetest.NewSGXSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signerOnNode = s
+	dir := e.node.AESMDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "aesm.socket")
+	_ = os.Remove(sock)
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); (&aesmtest.Server{Signer: s}).Serve(ctx, lis) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+			_ = os.Remove(sock)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// quoteThroughLAS has the real node's LAS quote an enclave's REPORT and
+// checks the quote with the CLI: accepted with the test root and the
+// REPORT's report data, refused without the root.
+func quoteThroughLAS(t *testing.T, e *realNodeEnv) {
+	t.Helper()
+	lc := lasOnHost(t, e)
+	ctx := context.Background()
+	ti, err := lc.TargetInfo(ctx)
+	if err != nil || !bytes.Equal(ti, signerOnNode.TargetInfo()) {
+		t.Fatalf("target info from the node's LAS: %x %v", ti, err)
+	}
+	report := make([]byte, 432)
+	copy(report[64:], bytes.Repeat([]byte{0xe5}, 32)) // MRENCLAVE
+	copy(report[320:], []byte("an enclave's key hash"))
+	ev, err := lc.QuoteReport(ctx, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	roots, err := signerOnNode.WriteCollateral(filepath.Join(dir, "collateral"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quote := filepath.Join(dir, "quote.bin")
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(quote, ev.Raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol := fmt.Sprintf("reportData: %x\nidentities: [{type: sgx, mrenclave: %s}]\n", "an enclave's key hash", strings.Repeat("e5", 32))
+	if err := os.WriteFile(policy, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"evidence", "verify", "--type", "sgx", "--evidence", quote, "--collateral", filepath.Join(dir, "collateral"), "--policy", policy}
+	if out := e.mustCLI(t, append(args, "--insecure-test-roots", roots)...); !strings.Contains(out, "accepted: sgx evidence") {
+		t.Errorf("evidence verify of the LAS quote:\n%s", out)
+	}
+	if out, err := e.cli(args...); err == nil || !strings.Contains(out, "rejected: chain") {
+		t.Errorf("without the test root: %v\n%s", err, out)
 	}
 }

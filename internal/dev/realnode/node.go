@@ -49,6 +49,10 @@ type Node struct {
 // plugin's and LAS's --dev-root on this node.
 func (n *Node) DevicesDir() string { return filepath.Join(n.Dir, "dev") }
 
+// AESMDir is the host folder LAS mounts for Intel's AESM socket on this
+// node: empty, until a test serves a fake AESM in it.
+func (n *Node) AESMDir() string { return filepath.Join(n.Dir, "aesmd") }
+
 // KubeletRootDir is the kubelet's --root-dir (pod-resources is in it).
 func (n *Node) KubeletRootDir() string { return n.kubelet(nil).RootDir() }
 

@@ -63,6 +63,14 @@ const (
 	// ReasonLASNoEvidence: a node's LAS cannot produce evidence (no
 	// simulation, no quoting stack).
 	ReasonLASNoEvidence Reason = "LASNoEvidence"
+	// A node's LAS cannot quote through its AESM: the socket does not
+	// answer; AESM offers no ECDSA (DCAP) key; the platform is not
+	// registered (no PCK certificate for its quoting enclave); AESM fails
+	// otherwise.
+	ReasonLASAESMUnreachable       Reason = "LASAESMUnreachable"
+	ReasonLASNoECDSAKey            Reason = "LASNoECDSAKey"
+	ReasonLASPlatformNotRegistered Reason = "LASPlatformNotRegistered"
+	ReasonLASAESMError             Reason = "LASAESMError"
 	// ConfidentialRuntime, judged from its node installers.
 	ReasonRuntimeNotDeployed   Reason = "RuntimeNotDeployed"
 	ReasonRuntimeInstalling    Reason = "RuntimeInstalling"

@@ -15,6 +15,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/go-tdx-guest/pcs"
@@ -296,4 +298,24 @@ func mustHex(s string) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// WriteCollateral lays out Collateral in dir as the CLI's --collateral
+// and CAS's --collateral-dir read it, and the test root beside dir as
+// sgx-test-roots.pem; it returns the roots file.
+func (s *SGXSigner) WriteCollateral(dir string) (string, error) {
+	col, err := s.Collateral()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	for name, data := range map[string][]byte{"tcb_info.json": col.TCBInfo, "qe_identity.json": col.QEIdentity, "tcb_signing_certs.pem": col.SigningChain} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	roots := filepath.Join(filepath.Dir(dir), "sgx-test-roots.pem")
+	return roots, os.WriteFile(roots, s.RootPEM(), 0o600)
 }

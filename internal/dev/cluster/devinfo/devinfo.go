@@ -28,6 +28,7 @@ const (
 	keyRealNode   = "realNode"
 	keyDevDir     = "hostDevDir"
 	keyKubeletDir = "hostKubeletDir"
+	keyAESMDir    = "hostAESMDir"
 )
 
 // Info describes a dev cluster.
@@ -35,9 +36,10 @@ type Info struct {
 	// RealNode is the real node's name; empty: the cluster has none, and
 	// its simulated nodes run nothing.
 	RealNode string
-	// DevDir and KubeletDir are the real node's folders of fake TEE
-	// devices and of its kubelet.
-	DevDir, KubeletDir string
+	// DevDir, KubeletDir and AESMDir are the real node's folders of fake
+	// TEE devices, of its kubelet, and of an AESM socket (a fake one, when
+	// a test serves it).
+	DevDir, KubeletDir, AESMDir string
 }
 
 // ConfigMap is the ConfigMap `dev up` writes.
@@ -45,17 +47,20 @@ func (i Info) ConfigMap() *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cloister-dev"}},
-		Data:       map[string]string{keyRealNode: i.RealNode, keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir},
+		Data:       map[string]string{keyRealNode: i.RealNode, keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir},
 	}
 }
 
 // FromConfigMap reads and checks the ConfigMap.
 func FromConfigMap(cm *corev1.ConfigMap) (Info, error) {
-	i := Info{RealNode: cm.Data[keyRealNode], DevDir: cm.Data[keyDevDir], KubeletDir: cm.Data[keyKubeletDir]}
+	i := Info{RealNode: cm.Data[keyRealNode], DevDir: cm.Data[keyDevDir], KubeletDir: cm.Data[keyKubeletDir], AESMDir: cm.Data[keyAESMDir]}
 	if i.RealNode == "" {
 		return i, nil
 	}
-	for key, dir := range map[string]string{keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir} {
+	for key, dir := range map[string]string{keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir} {
+		if key == keyAESMDir && dir == "" {
+			continue // written by an older `dev up`: the default applies
+		}
 		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 			return Info{}, fmt.Errorf("ConfigMap %s/%s: %s %q is not a clean absolute path; run `cloister dev up` again to rewrite it", Namespace, Name, key, dir)
 		}
@@ -69,12 +74,16 @@ func NodeSelector() map[string]string { return map[string]string{tee.LabelRealNo
 // Values are the operator chart's values for the dev cluster: the real
 // node's folders, and its pods on the real node.
 func (i Info) Values() map[string]any {
+	host := map[string]any{"devDir": i.DevDir, "kubeletDir": i.KubeletDir}
+	if i.AESMDir != "" {
+		host["aesmDir"] = i.AESMDir
+	}
 	selector := map[string]any{}
 	for k, v := range NodeSelector() {
 		selector[k] = v
 	}
 	return map[string]any{
-		"host":         map[string]any{"devDir": i.DevDir, "kubeletDir": i.KubeletDir},
+		"host":         host,
 		"nodeSelector": selector,
 	}
 }

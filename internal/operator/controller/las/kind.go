@@ -88,8 +88,8 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 		healthy.Message += " (simulated evidence: insecure, development only)"
 	}
 	if healthy.Status == health.False && k.Keys != nil {
-		if why := k.noEvidence(ctx, pods.Items, int(l.Spec.HostPort), st.Nodes); why != "" {
-			healthy = health.Obs(health.False, health.ReasonLASNoEvidence, fmt.Sprintf("lasReplicaAlert=%d: %s", st.LASReplicaAlert, why))
+		if reason, why := k.noEvidence(ctx, pods.Items, int(l.Spec.HostPort), st.Nodes); why != "" {
+			healthy = health.Obs(health.False, reason, fmt.Sprintf("lasReplicaAlert=%d: %s", st.LASReplicaAlert, why))
 		}
 	}
 	l.Status = st
@@ -100,11 +100,25 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 // reconcile: each read may wait for its timeout.
 const maxStatusReads = 5
 
+// evidenceChecks are the LAS checks that mean a node's LAS cannot produce
+// evidence at all, each with its condition reason and what to do.
+var evidenceChecks = map[string]struct {
+	reason health.Reason
+	fix    string
+}{
+	laswire.CheckEvidence:             {health.ReasonLASNoEvidence, "for development, set spec.simulation: true (insecure)"},
+	laswire.CheckAESMSocket:           {health.ReasonLASAESMUnreachable, "install and start Intel's aesmd (sgx-aesm-service) on the node"},
+	laswire.CheckECDSAKey:             {health.ReasonLASNoECDSAKey, "install the DCAP quoting enclave (libsgx-dcap-ql, libsgx-aesm-ecdsa-plugin) beside aesmd"},
+	laswire.CheckPlatformRegistration: {health.ReasonLASPlatformNotRegistered, "register the platform with Intel PCS and make the node's PCCS serve its PCK certificate"},
+	laswire.CheckAESM:                 {health.ReasonLASAESMError, "see aesmd's log on the node"},
+}
+
 // noEvidence asks the not-ready LAS pods why, and names the nodes whose
-// LAS cannot produce evidence at all, with the reason; "" if none.
-func (k *Kind) noEvidence(ctx context.Context, pods []corev1.Pod, port int, nodes map[string]basev1beta1.LASNode) string {
+// LAS cannot produce evidence at all, with the reason of the first one
+// asked; "" if none.
+func (k *Kind) noEvidence(ctx context.Context, pods []corev1.Pod, port int, nodes map[string]basev1beta1.LASNode) (health.Reason, string) {
 	var names []string
-	reason, reads := "", 0
+	check, reason, reads := "", "", 0
 	for i := range pods {
 		p := &pods[i]
 		if n, ok := nodes[p.Spec.NodeName]; !ok || n.Pod != p.Name || n.Ready || reads == maxStatusReads {
@@ -112,16 +126,18 @@ func (k *Kind) noEvidence(ctx context.Context, pods []corev1.Pod, port int, node
 		}
 		reads++
 		st, err := k.Keys.Status(ctx, p, port)
-		if err != nil || st.Check != laswire.CheckEvidence {
+		if _, known := evidenceChecks[st.Check]; err != nil || !known || (check != "" && st.Check != check) {
 			continue
 		}
+		check = st.Check
 		names, reason = append(names, p.Spec.NodeName), truncate(st.Reason, maxReason)
 	}
 	if len(names) == 0 {
-		return ""
+		return "", ""
 	}
 	slices.Sort(names)
-	return fmt.Sprintf("LAS cannot produce evidence on %s: %s; for development, set spec.simulation: true (insecure)", strings.Join(names, ", "), reason)
+	c := evidenceChecks[check]
+	return c.reason, fmt.Sprintf("LAS cannot produce evidence on %s: %s; %s", strings.Join(names, ", "), reason, c.fix)
 }
 
 // simulationKeys puts each ready pod's simulation key into nodes, and

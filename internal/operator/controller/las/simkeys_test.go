@@ -21,6 +21,8 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/las"
+	"github.com/cloister-cc/cloister/internal/las/aesm"
+	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
 // The operator reads each LAS pod's simulation key from the pod itself (a
@@ -115,17 +117,29 @@ func TestNoEvidenceNamesTheNodes(t *testing.T) {
 		pods = append(pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "las-" + name}, Spec: corev1.PodSpec{NodeName: name}, Status: corev1.PodStatus{PodIP: ip}})
 		nodes[name] = basev1beta1.LASNode{Pod: "las-" + name}
 	}
-	why := k.noEvidence(ctx, pods, 18766, nodes)
-	if !strings.Contains(why, "LAS cannot produce evidence on no-quoter: this LAS cannot produce evidence: simulation is off") ||
+	reason, why := k.noEvidence(ctx, pods, 18766, nodes)
+	if reason != health.ReasonLASNoEvidence || !strings.Contains(why, "LAS cannot produce evidence on no-quoter: this LAS cannot produce evidence: simulation is off") ||
 		strings.Contains(why, "no-device") || !strings.Contains(why, "spec.simulation: true") {
-		t.Errorf("why: %q", why)
+		t.Errorf("why: %s %q", reason, why)
+	}
+	// A LAS that quotes through AESM, where the node has none: the
+	// reason names the socket and what to install.
+	noAESM := &las.DCAP{Client: &aesm.Client{Socket: "/nonexistent/aesm.socket"}}
+	_ = noAESM.Check(ctx)
+	dcap := httptest.NewServer((&las.Server{Probe: noDevice, DCAP: noAESM}).Handler())
+	t.Cleanup(dcap.Close)
+	servers["10.1.2.3"] = dcap.URL
+	reason, why = k.noEvidence(ctx, pods, 18766, nodes)
+	if reason != health.ReasonLASAESMUnreachable || !strings.Contains(why, "on no-quoter: aesm: cannot reach /nonexistent/aesm.socket") ||
+		!strings.Contains(why, "start Intel's aesmd") {
+		t.Errorf("without AESM: %s %q", reason, why)
 	}
 	// Ready pods are not asked.
 	for n, v := range nodes {
 		v.Ready = true
 		nodes[n] = v
 	}
-	if why := k.noEvidence(ctx, pods, 18766, nodes); why != "" {
+	if _, why := k.noEvidence(ctx, pods, 18766, nodes); why != "" {
 		t.Errorf("all ready: %q", why)
 	}
 }

@@ -93,23 +93,27 @@ type HostPaths struct {
 	// Device plugins register in /var/lib/kubelet/device-plugins whatever
 	// it is: the kubelet fixes that path.
 	KubeletDir string
+	// AESMDir holds the socket of Intel's AESM (aesmd), through which LAS
+	// has enclaves' REPORTs quoted.
+	AESMDir string
 }
 
 // DefaultHostPaths are a standard node's.
-var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet"}
+var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet", AESMDir: "/var/run/aesmd"}
 
 // Values are the chart values of the paths; unset ones are the defaults.
 func (h HostPaths) Values() map[string]any {
 	return map[string]any{
 		"devDir":     cmp.Or(h.DevDir, DefaultHostPaths.DevDir),
 		"kubeletDir": cmp.Or(h.KubeletDir, DefaultHostPaths.KubeletDir),
+		"aesmDir":    cmp.Or(h.AESMDir, DefaultHostPaths.AESMDir),
 	}
 }
 
 // Validate checks the paths are absolute and clean (they become hostPath
 // volumes and flags).
 func (h HostPaths) Validate() error {
-	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir} {
+	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir, "--host-aesm-dir": h.AESMDir} {
 		if p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
 			return fmt.Errorf("%s %q: use an absolute, clean path such as /dev or /var/lib/kubelet", flag, p)
 		}
