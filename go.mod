@@ -16,6 +16,7 @@ require (
 	github.com/google/go-tdx-guest v0.3.1
 	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hf/nsm v0.0.0-20220930140112-cd181bd646b9
 	github.com/mdlayher/vsock v1.2.1
 	github.com/open-policy-agent/cert-controller v0.16.0

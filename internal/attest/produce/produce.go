@@ -1,7 +1,8 @@
 // Package produce makes this machine's own attestation evidence: SEV-SNP
 // and TDX inside a confidential VM through the kernel's configfs-tsm
 // report interface (falling back to /dev/sev-guest and /dev/tdx_guest),
-// and Nitro through the enclave's Nitro Secure Module. Every producer
+// Nitro through the enclave's Nitro Secure Module, and SGX inside a
+// Gramine enclave through its /dev/attestation (gramine.go). Every producer
 // binds the caller's report data and refuses what its platform returns
 // unless that carries exactly the same report data, so a confused or
 // compromised layer below cannot hand out evidence made for another
@@ -41,6 +42,8 @@ type Paths struct {
 	SEVGuest, TDXGuest string
 	// NSM is the Nitro Secure Module's device.
 	NSM string
+	// Gramine is Gramine's /dev/attestation inside an SGX enclave.
+	Gramine string
 }
 
 // The Linux defaults.
@@ -61,6 +64,7 @@ func (p Paths) withDefaults() Paths {
 	def(&p.SEVGuest, DefaultSEVGuest)
 	def(&p.TDXGuest, DefaultTDXGuest)
 	def(&p.NSM, DefaultNSM)
+	def(&p.Gramine, DefaultGramine)
 	return p
 }
 
@@ -69,7 +73,8 @@ var ErrNoTEE = errors.New("no evidence producer on this machine")
 
 // Detect finds the producer this machine offers: configfs-tsm first (the
 // kernel's vendor-neutral interface), then the SEV-SNP and TDX guest
-// devices, then the Nitro Secure Module. The error says what was tried.
+// devices, then the Nitro Secure Module, then Gramine's attestation
+// interface inside an SGX enclave. The error says what was tried.
 func Detect(ctx context.Context, p Paths) (Producer, error) {
 	p = p.withDefaults()
 	var tried []string
@@ -85,6 +90,7 @@ func Detect(ctx context.Context, p Paths) (Producer, error) {
 		{p.SEVGuest, func(path string) Producer { return &SEVGuest{Path: path} }},
 		{p.TDXGuest, func(path string) Producer { return &TDXGuest{Path: path} }},
 		{p.NSM, func(path string) Producer { return &Nitro{Path: path} }},
+		{p.Gramine, func(path string) Producer { return &Gramine{Dir: path} }},
 	} {
 		if _, err := os.Stat(d.path); err != nil {
 			tried = append(tried, err.Error())
