@@ -21,7 +21,9 @@ import (
 
 	"github.com/google/go-tdx-guest/pcs"
 
+	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
+	"github.com/cloister-cc/cloister/internal/attest/sgx"
 )
 
 // SGXSigner is a platform's quoting enclave under a test root: it turns
@@ -318,4 +320,14 @@ func (s *SGXSigner) WriteCollateral(dir string) (string, error) {
 	}
 	roots := filepath.Join(filepath.Dir(dir), "sgx-test-roots.pem")
 	return roots, os.WriteFile(roots, s.RootPEM(), 0o600)
+}
+
+// Verify verifies a quote as CAS would with this platform's collateral,
+// trusting the test root.
+func (s *SGXSigner) Verify(quote []byte, at time.Time) (*attest.Claims, error) {
+	col, err := s.Collateral()
+	if err != nil {
+		return nil, err
+	}
+	return sgx.Verify(quote, sgx.Options{At: at, Collateral: col, TestRoots: []*x509.Certificate{s.root}})
 }
