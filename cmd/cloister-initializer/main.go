@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
@@ -20,13 +22,23 @@ func run(ctx context.Context) error {
 	cfg := initializer.Config{
 		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), SimKey: os.Getenv(initenv.EnvCASSimKey), Policy: os.Getenv(initenv.EnvPolicy),
 		Service: os.Getenv(initenv.EnvService), PolicyOwners: os.Getenv(initenv.EnvPolicyOwners), PolicyOwnerThreshold: os.Getenv(initenv.EnvPolicyOwnerThreshold), LAS: os.Getenv(laswire.EnvAddr),
-		Evidence: os.Getenv(initenv.EnvEvidence), Guest: produce.Paths{TSM: os.Getenv(initenv.EnvTSM)}, TestRoots: os.Getenv(initenv.EnvInsecureTestRoots),
+		Evidence: os.Getenv(initenv.EnvEvidence), Guest: produce.Paths{TSM: os.Getenv(initenv.EnvTSM), Gramine: os.Getenv(initenv.EnvGramine)},
+		TestRoots: os.Getenv(initenv.EnvInsecureTestRoots),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)
 	fs.StringVar(&cfg.Out, "out", initenv.DefaultOut, "folder for the certificate, key, CAs, env and files")
+	premain := fs.Bool("exec", false, "a premain: once attested, become the program the arguments after -- name, in this process (an SGX enclave's), with the policy's env")
 	log, err := startup.ParseFlags(fs, os.Args[1:], os.Stderr)
 	if err != nil {
 		return err
+	}
+	switch {
+	case *premain && fs.NArg() == 0:
+		return errors.New("--exec: name the application after --, e.g. --exec -- /app/server --port 8443")
+	case !*premain && fs.NArg() > 0:
+		return fmt.Errorf("arguments %q without --exec: the initializer runs no program unless told to become it", fs.Args())
+	case *premain:
+		cfg.Exec = fs.Args()
 	}
 	return initializer.Run(ctx, cfg, log)
 }

@@ -6,6 +6,10 @@
 // las/wire.
 package initenv
 
+// EnvPrefix starts every variable of the initializer's environment: a
+// premain drops them before it becomes the application.
+const EnvPrefix = "CLOISTER_"
+
 // The initializer's environment, as generate writes it.
 const (
 	EnvCAS    = "CLOISTER_CAS"
@@ -24,9 +28,13 @@ const (
 	EnvPolicy               = "CLOISTER_POLICY"
 	EnvService              = "CLOISTER_SERVICE"
 	// EnvEvidence says where the pod's evidence comes from: EvidenceGuest
-	// (its confidential VM's own) or EvidenceLAS (its node's LAS, the
-	// default). Generate sets it from the platform.
+	// (its confidential VM's own), EvidenceSGX (its SGX enclave's own) or
+	// EvidenceLAS (its node's LAS, the default). Generate sets it from the
+	// platform.
 	EnvEvidence = "CLOISTER_EVIDENCE"
+	// EnvGramine moves Gramine's attestation folder (default
+	// /dev/attestation) for EvidenceSGX.
+	EnvGramine = "CLOISTER_GRAMINE"
 	// EnvTSM moves configfs-tsm's folder (default /sys/kernel/config/tsm).
 	EnvTSM = "CLOISTER_TSM"
 	// EnvInsecureTestRoots is PEM test roots CAS's evidence may chain to:
@@ -39,6 +47,10 @@ const (
 const (
 	EvidenceLAS   = "las"
 	EvidenceGuest = "guest"
+	// EvidenceSGX: the initializer runs inside the workload's SGX enclave
+	// (a Gramine premain) and attests with the enclave's own evidence:
+	// Gramine's quote, or its REPORT quoted by the node's LAS.
+	EvidenceSGX = "sgx"
 )
 
 // NoOwners is EnvPolicyOwners for an owner-less (immutable) manifest.

@@ -4,7 +4,9 @@
 // CAS's own evidence, retries until CAS knows the pod (the manifest is
 // set, CAS is recovered), writes the pod's certificate, key, CAs and
 // secrets into the shared in-memory volume and exits, so the app
-// containers start with them.
+// containers start with them. In an SGX enclave it is the premain
+// instead (premain.go): it attests with the enclave's own evidence,
+// writes the results inside the enclave and becomes the application.
 package initializer
 
 import (
@@ -50,8 +52,9 @@ type Config struct {
 	// LAS is the node's LAS URL (with the LAS evidence).
 	LAS string
 	// Evidence is where the pod's evidence comes from: initenv.EvidenceLAS
-	// (or empty) or initenv.EvidenceGuest, its confidential VM's own at
-	// Guest's paths.
+	// (or empty), initenv.EvidenceGuest, its confidential VM's own at
+	// Guest's paths, or initenv.EvidenceSGX, its SGX enclave's own at
+	// Guest.Gramine (with LAS, when set, quoting the enclave's REPORT).
 	Evidence string
 	Guest    produce.Paths
 	// TestRoots is PEM test roots CAS's evidence may chain to (insecure).
@@ -60,17 +63,22 @@ type Config struct {
 	Out string
 	// Retry bounds the wait between attempts; defaults 1s to 30s.
 	MinRetry, MaxRetry time.Duration
+	// Exec, when set, is the application the initializer becomes once
+	// attested (a premain: argv, the program first), with the policy's env
+	// added to its environment, in the same process and so the same
+	// enclave: the secrets never leave it.
+	Exec []string
 }
 
 // Validate names the missing settings.
 func (c *Config) Validate() error {
 	switch c.Evidence {
-	case "", initenv.EvidenceLAS, initenv.EvidenceGuest:
+	case "", initenv.EvidenceLAS, initenv.EvidenceGuest, initenv.EvidenceSGX:
 	default:
-		return fmt.Errorf("%s=%q: use %s or %s (cloister generate sets it)", initenv.EnvEvidence, c.Evidence, initenv.EvidenceLAS, initenv.EvidenceGuest)
+		return fmt.Errorf("%s=%q: use %s, %s or %s (cloister generate sets it)", initenv.EnvEvidence, c.Evidence, initenv.EvidenceLAS, initenv.EvidenceGuest, initenv.EvidenceSGX)
 	}
 	las := c.LAS
-	if c.Evidence == initenv.EvidenceGuest {
+	if c.Evidence == initenv.EvidenceGuest || c.Evidence == initenv.EvidenceSGX {
 		las = "not needed"
 	}
 	var missing []string
@@ -180,8 +188,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("INSECURE: CAS's evidence may chain to test roots, which no vendor vouches for (a fake confidential VM's)", "testRoots", len(expect.Verify.TestRoots))
 	}
 	var quoter casclient.Quoter = &lasclient.Client{URL: cfg.LAS}
-	if cfg.Evidence == initenv.EvidenceGuest {
+	switch cfg.Evidence {
+	case initenv.EvidenceGuest:
 		quoter = &guestQuoter{paths: cfg.Guest, log: log}
+	case initenv.EvidenceSGX:
+		quoter = enclaveQuoter(cfg)
 	}
 	wait := cfg.MinRetry
 	if wait == 0 {
@@ -193,7 +204,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	last := ""
 	for attempt := 1; ; attempt++ {
-		err := attestOnce(ctx, cfg, expect, pin, quoter, log)
+		res, err := attestOnce(ctx, cfg, expect, pin, quoter, log)
+		if err == nil && len(cfg.Exec) > 0 {
+			return execApp(cfg.Exec, res.Env, log)
+		}
 		if err == nil {
 			return nil
 		}
@@ -212,13 +226,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 }
 
-func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, quoter casclient.Quoter, log *slog.Logger) error {
+func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, quoter casclient.Quoter, log *slog.Logger) (*wire.AttestResult, error) {
 	c, att, err := casclient.NewAttested(ctx, "https://"+cfg.CAS, expect, nil)
 	if err != nil {
 		if attest.CheckOf(err) != "" {
-			return fmt.Errorf("CAS at %s is not the CAS this pod expects: %w", cfg.CAS, err)
+			return nil, fmt.Errorf("CAS at %s is not the CAS this pod expects: %w", cfg.CAS, err)
 		}
-		return fmt.Errorf("reaching CAS at %s: %w", cfg.CAS, err)
+		return nil, fmt.Errorf("reaching CAS at %s: %w", cfg.CAS, err)
 	}
 	defer c.CloseIdleConnections()
 	if att.Claims.Insecure {
@@ -229,13 +243,17 @@ func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *c
 	}
 	res, err := c.AttestPinned(ctx, cfg.Policy, cfg.Service, pin, quoter, cfg.Out)
 	if err != nil {
-		return fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
+		return nil, fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
 	}
-	if err := shareWithThePod(cfg.Out); err != nil {
-		return fmt.Errorf("making the results readable by the pod's containers: %w", err)
+	// A premain's application runs as this process: the results stay
+	// its own (0600), inside the enclave.
+	if len(cfg.Exec) == 0 {
+		if err := shareWithThePod(cfg.Out); err != nil {
+			return nil, fmt.Errorf("making the results readable by the pod's containers: %w", err)
+		}
 	}
 	log.Info("attested", "policy", cfg.Policy, "service", cfg.Service, "out", cfg.Out, "env", len(res.Env), "files", len(res.Files))
-	return nil
+	return res, nil
 }
 
 // shareWithThePod leaves the results readable by the initializer's

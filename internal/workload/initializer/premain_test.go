@@ -1,0 +1,126 @@
+package initializer
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest/produce"
+	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
+	"github.com/cloister-cc/cloister/internal/cas"
+	"github.com/cloister-cc/cloister/internal/cas/castest"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/workload/initenv"
+)
+
+// The premain in an SGX enclave (Gramine's /dev/attestation, faked with
+// FUSE): it attests with the enclave's own quote to a CAS that pins the
+// enclave's MRENCLAVE, writes the secret inside the enclave's folder and
+// becomes the application with the policy's env; an enclave of another
+// MRENCLAVE is refused, the mismatch named, and runs nothing.
+func TestSGXPremain(t *testing.T) {
+	dir := t.TempDir()
+	signer, err := producetest.NewSGXSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := signer.WriteCollateral(filepath.Join(dir, "collateral"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(t),
+		CollateralDir: filepath.Join(dir, "collateral"), TestRoots: roots})
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
+		t.Fatal(err)
+	}
+	mrenclave := strings.Repeat("e7", 32)
+	sgxManifest := strings.NewReplacer("allowSimulation: true\n", "",
+		"attestation: {identities: []}", "attestation: {identities: [{type: sgx, mrenclave: '"+mrenclave+"'}]}",
+		"secrets: [ws]", "secrets: [ws]\n  env: {API_TOKEN: \"{{ .Secrets.ws.Hex }}\"}").Replace(manifest)
+	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, sgxManifest)); err != nil {
+		t.Fatal(err)
+	}
+	enclave := func(name string, mr byte) string {
+		body := make([]byte, 384)
+		copy(body[48:], []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0x03})
+		copy(body[64:], bytes.Repeat([]byte{mr}, 32))
+		d := filepath.Join(dir, name, "attestation")
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: body, RemoteAttestation: "dcap", CPU: producetest.NewCPU()})
+		return d
+	}
+	var execed struct {
+		path string
+		argv []string
+		env  []string
+	}
+	orig := execve
+	execve = func(path string, argv, env []string) error {
+		execed.path, execed.argv, execed.env = path, argv, env
+		return nil
+	}
+	t.Cleanup(func() { execve = orig })
+	t.Setenv(initenv.EnvEvidence, initenv.EvidenceSGX) // dropped before the application starts
+	run := func(gramine, want string) (string, *testenv.Buffer, error) {
+		cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, state),
+			Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, Evidence: initenv.EvidenceSGX,
+			Guest: producetestPaths(gramine), Out: filepath.Join(filepath.Dir(gramine), "run"), Exec: []string{"true", "--serve"},
+			MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond}
+		logs := &testenv.Buffer{}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+		for {
+			select {
+			case err := <-done:
+				return cfg.Out, logs, err
+			case <-time.After(20 * time.Millisecond):
+				if want != "" && strings.Contains(logs.String(), want) {
+					cancel()
+					return cfg.Out, logs, <-done
+				}
+			}
+		}
+	}
+
+	out, logs, err := run(enclave("app", 0xe7), "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	secret, err := os.ReadFile(filepath.Join(out, "files", "workload-secret"))
+	if err != nil || len(secret) == 0 {
+		t.Fatalf("the secret inside the enclave: %v", err)
+	}
+	if info, _ := os.Stat(filepath.Join(out, "key.pem")); info == nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the premain's key is shared: %v", info)
+	}
+	if !strings.HasSuffix(execed.path, "/true") || strings.Join(execed.argv, " ") != "true --serve" {
+		t.Errorf("exec %s %v", execed.path, execed.argv)
+	}
+	env := strings.Join(execed.env, "\n")
+	if !strings.Contains(env, "API_TOKEN="+string(secret)) || strings.Contains(env, initenv.EnvEvidence) {
+		t.Errorf("the application's environment:\n%s", env)
+	}
+
+	execed.path = ""
+	_, logs, err = run(enclave("other", 0xe8), "MRENCLAVE is e8e8")
+	if err == nil || execed.path != "" {
+		t.Errorf("another enclave: %v, ran %q\n%s", err, execed.path, logs)
+	}
+}
+
+func producetestPaths(gramine string) produce.Paths { return produce.Paths{Gramine: gramine} }
