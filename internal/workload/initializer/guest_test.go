@@ -40,16 +40,7 @@ func TestGuestEvidence(t *testing.T) {
 	}
 
 	state := filepath.Join(dir, "state")
-	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0xCA, nil)), TestRoots: roots})
-	caPEM, _ := os.ReadFile(ca)
-	admin, err := casclient.New(url, caPEM, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
-		t.Fatal(err)
-	}
+	url, admin := initializedCAS(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", 0xCA, nil)), TestRoots: roots})
 	measurement := hex.EncodeToString(s.Measurement[:])
 	hostData := "aa" + strings.Repeat("00", 31)
 	snpManifest := strings.Replace(strings.Replace(manifest, "allowSimulation: true\n", "", 1),
@@ -65,22 +56,8 @@ func TestGuestEvidence(t *testing.T) {
 	run := func(tsm, want string) (string, *testenv.Buffer, error) {
 		cfg := base
 		cfg.Guest, cfg.Out = producetest.GuestPaths(tsm), filepath.Join(dir, "out-"+filepath.Base(tsm))
-		logs := &testenv.Buffer{}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
-		for {
-			select {
-			case err := <-done:
-				return cfg.Out, logs, err
-			case <-time.After(20 * time.Millisecond):
-				if want != "" && strings.Contains(logs.String(), want) {
-					cancel()
-					return cfg.Out, logs, <-done
-				}
-			}
-		}
+		logs, err := runUntil(cfg, want)
+		return cfg.Out, logs, err
 	}
 
 	out, logs, err := run(vm("pod-vm", 0xAA, nil), "")
@@ -122,5 +99,43 @@ func TestGuestEvidence(t *testing.T) {
 	_, logs, err = run(filepath.Join(dir, "no-vm"), "offers no evidence")
 	if err == nil || !strings.Contains(err.Error()+logs.String(), "offers no evidence") {
 		t.Errorf("no VM: %v\n%s", err, logs)
+	}
+}
+
+// initializedCAS starts a CAS of cfg and initialises it (an owner, the
+// tests' board): its URL and an admin client.
+func initializedCAS(t *testing.T, cfg cas.Config) (string, *casclient.Client) {
+	t.Helper()
+	url, ca, _ := castest.StartConfig(t, cfg)
+	caPEM, _ := os.ReadFile(ca)
+	admin, err := casclient.New(url, caPEM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := policy.NewKey()
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(t, cfg.StateDir), castest.BoardPEM()); err != nil {
+		t.Fatal(err)
+	}
+	return url, admin
+}
+
+// runUntil runs the initializer until it finishes or, when want is set,
+// until its log says want (a refusal it retries), and returns its log.
+func runUntil(cfg Config, want string) (*testenv.Buffer, error) {
+	logs := &testenv.Buffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+	for {
+		select {
+		case err := <-done:
+			return logs, err
+		case <-time.After(20 * time.Millisecond):
+			if want != "" && strings.Contains(logs.String(), want) {
+				cancel()
+				return logs, <-done
+			}
+		}
 	}
 }

@@ -3,7 +3,6 @@ package initializer
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +13,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	casclient "github.com/cloister-cc/cloister/internal/cas/client"
-	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
@@ -36,17 +33,8 @@ func TestSGXPremain(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(t),
+	url, admin := initializedCAS(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(t),
 		CollateralDir: filepath.Join(dir, "collateral"), TestRoots: roots})
-	caPEM, _ := os.ReadFile(ca)
-	admin, err := casclient.New(url, caPEM, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
-		t.Fatal(err)
-	}
 	mrenclave := strings.Repeat("e7", 32)
 	sgxManifest := strings.NewReplacer("allowSimulation: true\n", "",
 		"attestation: {identities: []}", "attestation: {identities: [{type: sgx, mrenclave: '"+mrenclave+"'}]}",
@@ -79,22 +67,8 @@ func TestSGXPremain(t *testing.T) {
 			Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, Evidence: initenv.EvidenceSGX,
 			Guest: producetestPaths(gramine), Out: filepath.Join(filepath.Dir(gramine), "run"), Exec: []string{"true", "--serve"},
 			MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond}
-		logs := &testenv.Buffer{}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
-		for {
-			select {
-			case err := <-done:
-				return cfg.Out, logs, err
-			case <-time.After(20 * time.Millisecond):
-				if want != "" && strings.Contains(logs.String(), want) {
-					cancel()
-					return cfg.Out, logs, <-done
-				}
-			}
-		}
+		logs, err := runUntil(cfg, want)
+		return cfg.Out, logs, err
 	}
 
 	out, logs, err := run(enclave("app", 0xe7), "")
