@@ -281,8 +281,11 @@ func (d *daemon) newServer(ctx context.Context) (*api.Server, tls.Certificate, e
 		if err != nil {
 			return nil, cert, fmt.Errorf("--tee: %w", err)
 		}
-		own = teeIdentity(cfg.Guest, ev, verify.Options{TestRoots: d.testRoots, Intel: d.coreCfg.Intel, SNP: d.coreCfg.SNP})
+		own = teeIdentity(cfg.Guest, ev, verify.Options{TestRoots: d.testRoots, Intel: d.coreCfg.Intel, SNP: d.coreCfg.SNP, Folder: d.coreCfg.Collateral})
 		server.Evidence = func() (*attest.Evidence, error) { return ev, nil }
+		if (ev.Type == attest.SGX || ev.Type == attest.TDX) && d.coreCfg.Collateral != nil {
+			server.Endorsements = endorsements(d.coreCfg.Collateral, log)
+		}
 		log.Info("CAS vouches for its TLS key with this confidential VM's evidence", "type", string(ev.Type), "bytes", len(ev.Raw))
 	}
 	if cfg.Simulation {
@@ -465,4 +468,20 @@ func reusableCert(file string, key *ecdsa.PrivateKey, dns []string, ips []net.IP
 		return nil
 	}
 	return block.Bytes
+}
+
+// endorsements passes on the Intel collateral of CAS's collateral folder,
+// which judges CAS's own quote, so clients need no PCS to trust CAS.
+func endorsements(folder verify.Folder, log *slog.Logger) func() *wire.Endorsements {
+	return func() *wire.Endorsements {
+		f, err := folder.Contents()
+		if err != nil || len(f.Intel.TCBInfo) == 0 {
+			if err != nil {
+				log.Warn("CAS's collateral folder cannot be read: clients verify CAS's quote with collateral of their own", "error", err.Error())
+			}
+			return nil
+		}
+		c := f.Intel
+		return &wire.Endorsements{TCBInfo: c.TCBInfo, QEIdentity: c.QEIdentity, SigningChain: c.SigningChain, PCKCRL: c.PCKCRL, RootCRL: c.RootCRL}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 )
 
@@ -54,14 +55,14 @@ func TestStoreFlag(t *testing.T) {
 }
 
 func TestSlotSealers(t *testing.T) {
-	s, err := ParseSealer("sim-node:node-1", "")
+	s, err := ParseSealer("sim-node:node-1", produce.Paths{})
 	if slot, ok := s.(seal.SlotSealer); err != nil || !ok || slot.Node != "node-1" || !slot.Insecure() {
 		t.Fatalf("sim-node: %#v %v", s, err)
 	}
-	if s, err := ParseSealer("snp-node:node-1", ""); err != nil || s.(seal.SlotSealer).Insecure() {
+	if s, err := ParseSealer("snp-node:node-1", produce.Paths{}); err != nil || s.(seal.SlotSealer).Insecure() {
 		t.Fatalf("snp-node: %#v %v", s, err)
 	}
-	if _, err := ParseSealer("sim-node:", ""); err == nil || !strings.Contains(err.Error(), "sim-node:NODE") {
+	if _, err := ParseSealer("sim-node:", produce.Paths{}); err == nil || !strings.Contains(err.Error(), "sim-node:NODE") {
 		t.Errorf("sim-node without a node: %v", err)
 	}
 	// The simulated key is the simulation key's and the node's: another

@@ -37,8 +37,8 @@ func guestEvidenceOver(ctx context.Context, paths produce.Paths, binding []byte)
 	if err != nil {
 		return nil, err
 	}
-	if t := p.Type(); t != attest.SNP && t != attest.TDX {
-		return nil, fmt.Errorf("this machine makes %s evidence: CAS runs in an SEV-SNP or TDX confidential VM", t)
+	if t := p.Type(); t != attest.SNP && t != attest.TDX && t != attest.SGX {
+		return nil, fmt.Errorf("this machine makes %s evidence: CAS runs in an SEV-SNP or TDX confidential VM, or an SGX enclave (Gramine)", t)
 	}
 	ev, err := p.Quote(ctx, binding)
 	if err != nil {

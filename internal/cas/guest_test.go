@@ -96,11 +96,65 @@ func TestDerivedKeySealerOnlyInCASsOwnVM(t *testing.T) {
 	}
 	ownVM := s.ServeVM(t, filepath.Join(dir, "own-vm"), nil, nil)
 	cfg.Guest = producetest.GuestPaths(ownVM)
-	sealer, err := cas.ParseSealer(cfg.Sealer, "")
+	sealer, err := cas.ParseSealer(cfg.Sealer, produce.Paths{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cas.DerivedKeyFits(context.Background(), cfg, sealer, s.Roots()); err != nil {
 		t.Errorf("an SEV-SNP sealer in CAS's own VM: %v", err)
+	}
+}
+
+// The sgx sealer opens the seed only in the enclave that sealed it; the
+// sgx-signer sealer in any enclave of the same signer (an upgrade), and in
+// no other signer's.
+func TestSGXSealers(t *testing.T) {
+	dir := t.TempDir()
+	signer, err := producetest.NewSGXSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := producetest.NewCPU()
+	enclave := func(name string, mr, signedBy byte) produce.Paths {
+		body := make([]byte, 384)
+		body[64], body[128] = mr, signedBy
+		d := filepath.Join(dir, name)
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: body, RemoteAttestation: "dcap", CPU: cpu})
+		return produce.Paths{Gramine: d}
+	}
+	v1, v2, stranger := enclave("v1", 1, 0xaa), enclave("v2", 2, 0xaa), enclave("stranger", 3, 0xbb)
+	seed := []byte("the root seed of this CAS, 32 b.")
+	for _, tc := range []struct {
+		spec, name string
+		v2Opens    bool
+	}{
+		{spec: "sgx:", v2Opens: false, name: "mrenclave"},
+		{spec: "sgx-signer:", v2Opens: true, name: "mrsigner"},
+	} {
+		path := filepath.Join(dir, tc.name+".sealed")
+		s1, err := cas.ParseSealer(tc.spec+path, v1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s1.Seal(seed); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s1.Unseal(); err != nil || string(got) != string(seed) {
+			t.Errorf("%s: the sealing enclave: %q %v", tc.spec, got, err)
+		}
+		for _, other := range []struct {
+			guest produce.Paths
+			opens bool
+			what  string
+		}{{v2, tc.v2Opens, "the next version"}, {stranger, false, "another signer's enclave"}} {
+			s, err := cas.ParseSealer(tc.spec+path, other.guest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Unseal()
+			if opened := err == nil && string(got) == string(seed); opened != other.opens {
+				t.Errorf("%s: %s opens the seed: %v (%v), want %v", tc.spec, other.what, opened, err, other.opens)
+			}
+		}
 	}
 }

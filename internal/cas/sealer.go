@@ -16,12 +16,15 @@ import (
 )
 
 var errSealerSpec = errors.New("use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM of CAS's own, no pod's: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy), " +
-	"snp-node:NODE (the same key, the sealed seed in NODE's slot of a kubernetes store), sim-node:NODE (simulation, insecure: a key from the simulation key and NODE, the sealed seed in NODE's slot of a kubernetes store) " +
+	"snp-node:NODE (the same key, the sealed seed in NODE's slot of a kubernetes store), sgx:PATH (in an SGX enclave: the seed in PATH, sealed under the enclave's key for its MRENCLAVE, which no other enclave derives), " +
+	"sgx-signer:PATH (the same, under the key of its MRSIGNER: later versions of the enclave by its signer open it too), sim-node:NODE (simulation, insecure: a key from the simulation key and NODE, the sealed seed in NODE's slot of a kubernetes store) " +
 	"or file:PATH (development: the CAS root secret in a plain file)")
 
-// ParseSealer reads --sealer; sevGuest is the SEV-SNP guest device that
-// derives the snp sealers' key.
-func ParseSealer(spec, sevGuest string) (seal.Sealer, error) {
+// ParseSealer reads --sealer; guest holds the SEV-SNP guest device that
+// derives the snp sealers' key and Gramine's folder that gives the sgx
+// sealers'.
+func ParseSealer(spec string, guest produce.Paths) (seal.Sealer, error) {
+	sevGuest := guest.SEVGuest
 	switch {
 	case spec == "" || spec == "none":
 		return seal.NoSealer{}, nil
@@ -33,6 +36,12 @@ func ParseSealer(spec, sevGuest string) (seal.Sealer, error) {
 	case strings.HasPrefix(spec, "snp:") && len(spec) > len("snp:"):
 		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
 		return seal.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
+	case strings.HasPrefix(spec, "sgx:") && len(spec) > len("sgx:"):
+		g := &produce.Gramine{Dir: cmp.Or(guest.Gramine, produce.DefaultGramine)}
+		return seal.KeySealer{Path: strings.TrimPrefix(spec, "sgx:"), Key: func() ([]byte, error) { return g.SealingKey(produce.SealToMRENCLAVE) }, What: "SGX sealing key (MRENCLAVE)"}, nil
+	case strings.HasPrefix(spec, "sgx-signer:") && len(spec) > len("sgx-signer:"):
+		g := &produce.Gramine{Dir: cmp.Or(guest.Gramine, produce.DefaultGramine)}
+		return seal.KeySealer{Path: strings.TrimPrefix(spec, "sgx-signer:"), Key: func() ([]byte, error) { return g.SealingKey(produce.SealToMRSIGNER) }, What: "SGX sealing key (MRSIGNER)"}, nil
 	case strings.HasPrefix(spec, "sim-node:") && len(spec) > len("sim-node:"):
 		// The key comes from the simulation key, once Run knows it.
 		return seal.SlotSealer{Node: strings.TrimPrefix(spec, "sim-node:"), What: "simulated sealing key", Simulated: true}, nil
@@ -44,7 +53,7 @@ func ParseSealer(spec, sevGuest string) (seal.Sealer, error) {
 // from the rest of the configuration (simulated sealing: the simulation
 // key), saying when it is insecure.
 func sealerFor(cfg Config, log *slog.Logger) (seal.Sealer, error) {
-	sealer, err := ParseSealer(cfg.Sealer, cfg.Guest.SEVGuest)
+	sealer, err := ParseSealer(cfg.Sealer, cfg.Guest)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package produce
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -150,4 +152,29 @@ func (g *Gramine) read(name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("gramine: %s/%s has more than %d bytes", g.Dir, name, limit)
 	}
 	return b, nil
+}
+
+// Gramine's sealing keys (keys/_sgx_mrenclave, keys/_sgx_mrsigner): EGETKEY's
+// seal key for the enclave's MRENCLAVE, or for its MRSIGNER (every
+// enclave of the signer, later versions included, derives it).
+const (
+	SealToMRENCLAVE = "_sgx_mrenclave"
+	SealToMRSIGNER  = "_sgx_mrsigner"
+)
+
+// SealingKey is a 32-byte key from one of Gramine's 16-byte sealing keys
+// (SealToMRENCLAVE, SealToMRSIGNER), expanded with HKDF-SHA256 for this
+// one use, so it opens nothing else sealed under the enclave's key.
+func (g *Gramine) SealingKey(which string) ([]byte, error) {
+	if which != SealToMRENCLAVE && which != SealToMRSIGNER {
+		return nil, fmt.Errorf("gramine sealing key %q: use %s or %s", which, SealToMRENCLAVE, SealToMRSIGNER)
+	}
+	k, err := g.read(filepath.Join("keys", which), 16)
+	if err != nil {
+		return nil, err
+	}
+	if len(k) != 16 {
+		return nil, fmt.Errorf("gramine: %s/keys/%s has %d bytes, a sealing key 16", g.Dir, which, len(k))
+	}
+	return hkdf.Key(sha256.New, k, nil, "cloister sealed seed "+which, 32)
 }

@@ -178,6 +178,10 @@ type FolderContents struct {
 	VCEK, VLEK []byte
 }
 
+// Contents makes FolderContents a Folder of itself: collateral handed
+// over whole (with the evidence it judges, say).
+func (f FolderContents) Contents() (FolderContents, error) { return f, nil }
+
 // folder is the caller's folder's contents: Folder's, else CollateralDir
 // read now.
 func (o Options) folder() (FolderContents, error) {

@@ -54,6 +54,9 @@ type Server struct {
 	SimulationKeys func() ([]string, error)
 	// Collateral, when set, reports the vendor collateral cache's state.
 	Collateral func() *wire.CollateralHealth
+	// Endorsements, when set, gives the vendor collateral that judges the
+	// evidence (Identity's), read afresh for each request.
+	Endorsements func() *wire.Endorsements
 	// PeerSeed, when set, answers a replica of this CAS that asks for the
 	// root seed (POST /v1/peer/seed): it verifies the request's evidence
 	// and seals the seed to the key it binds, or refuses.

@@ -35,6 +35,9 @@ func (s *Server) publicKey(w http.ResponseWriter, _ *http.Request) {
 	if s.Collateral != nil {
 		out.Collateral = s.Collateral()
 	}
+	if s.Endorsements != nil {
+		out.Endorsements = s.Endorsements()
+	}
 	if key, err := s.CAS.EncryptionKey(); err == nil {
 		out.EncryptionKey = key
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -92,7 +93,7 @@ func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFu
 		// answers at CAS's address would be taken for it.
 		err = attest.Reject(attest.CheckChain, "CAS vouches for itself with simulated evidence, which is taken only from the simulation key it is pinned to, and no key was given")
 	} else {
-		claims, err = verify.Evidence(*pk.Evidence, expect.Verify)
+		claims, err = verify.Evidence(*pk.Evidence, withEndorsements(expect.Verify, &pk.Identity))
 	}
 	if err == nil {
 		p := expect.Policy
@@ -154,4 +155,17 @@ func decodeAPIError(status int, data []byte) *APIError {
 		body.Error = strings.TrimSpace(string(data))
 	}
 	return &APIError{Status: status, Message: body.Error, Reason: body.Reason}
+}
+
+// withEndorsements verifies CAS's SGX or TDX quote with the collateral CAS
+// passed on, where the caller gave none of its own: checked against
+// Intel's root like any, it can deny CAS, never admit another.
+func withEndorsements(opts verify.Options, id *wire.Identity) verify.Options {
+	e := id.Endorsements
+	if e == nil || (id.Evidence.Type != attest.SGX && id.Evidence.Type != attest.TDX) ||
+		opts.CollateralDir != "" || opts.Folder != nil || opts.Intel != nil {
+		return opts
+	}
+	opts.Folder = verify.FolderContents{Intel: intelpcs.Collateral{TCBInfo: e.TCBInfo, QEIdentity: e.QEIdentity, SigningChain: e.SigningChain, PCKCRL: e.PCKCRL, RootCRL: e.RootCRL}}
+	return opts
 }

@@ -25,8 +25,12 @@ func CASIdentityOf(c *attest.Claims) (attest.Identity, error) {
 		id := attest.Identity{Type: attest.TDX, MRTD: c.TDX.MRTD, MRCONFIGID: c.TDX.MRCONFIGID, RTMR: make([]attest.Bytes, attest.PodRTMRs)}
 		copy(id.RTMR, c.TDX.RTMR[:attest.PodRTMRs])
 		return id, CheckCASIdentity(id)
+	case c.SGX != nil:
+		// An enclave is CAS by its MRENCLAVE (the code) and MRSIGNER:
+		// no runtime class shares it.
+		return attest.Identity{Type: attest.SGX, MRENCLAVE: c.SGX.MRENCLAVE, MRSIGNER: c.SGX.MRSIGNER}, nil
 	}
-	return attest.Identity{}, fmt.Errorf("%s evidence names no confidential VM's measurement", c.Type)
+	return attest.Identity{}, fmt.Errorf("%s evidence names no confidential VM's or enclave's measurement", c.Type)
 }
 
 // ErrSharedIdentity: an identity of CAS that another pod of its runtime

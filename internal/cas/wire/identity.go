@@ -11,6 +11,21 @@ import (
 type Identity struct {
 	TLSCertificate string           `json:"tlsCertificate"`
 	Evidence       *attest.Evidence `json:"evidence,omitempty"`
+	// Endorsements are the vendor collateral that judges an SGX or TDX
+	// Evidence (Intel PCS TCB info, QE identity, their signing chain,
+	// CRLs), when CAS has it, so a client needs no PCS of its own. A
+	// client checks them against the vendor's root as it checks any
+	// collateral: passing them on admits nothing they do not.
+	Endorsements *Endorsements `json:"endorsements,omitempty"`
+}
+
+// Endorsements are Intel PCS collateral, as delivered (base64 in JSON).
+type Endorsements struct {
+	TCBInfo      []byte `json:"tcbInfo"`
+	QEIdentity   []byte `json:"qeIdentity"`
+	SigningChain []byte `json:"signingChain"`
+	PCKCRL       []byte `json:"pckCRL,omitempty"`
+	RootCRL      []byte `json:"rootCRL,omitempty"`
 }
 
 // PublicKey is GET /v1/public-key.
