@@ -116,10 +116,8 @@ func TestSGXSealers(t *testing.T) {
 	}
 	cpu := producetest.NewCPU()
 	enclave := func(name string, mr, signedBy byte) produce.Paths {
-		body := make([]byte, 384)
-		body[64], body[128] = mr, signedBy
 		d := filepath.Join(dir, name)
-		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: body, RemoteAttestation: "dcap", CPU: cpu})
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: producetest.EnclaveBody(mr, signedBy), RemoteAttestation: "dcap", CPU: cpu})
 		return produce.Paths{Gramine: d}
 	}
 	v1, v2, stranger := enclave("v1", 1, 0xaa), enclave("v2", 2, 0xaa), enclave("stranger", 3, 0xbb)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"path/filepath"
@@ -35,12 +34,8 @@ func TestCASInAnSGXEnclave(t *testing.T) {
 	}
 	cpu := producetest.NewCPU()
 	enclave := func(name string, mr byte) produce.Paths {
-		body := make([]byte, 384)
-		copy(body[48:], []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0x03})
-		copy(body[64:], bytes.Repeat([]byte{mr}, 32))
-		copy(body[128:], bytes.Repeat([]byte{0x51}, 32))
 		d := filepath.Join(dir, name, "attestation")
-		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: body, RemoteAttestation: "dcap", CPU: cpu})
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: "dcap", CPU: cpu})
 		missing := filepath.Join(dir, "missing")
 		return produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing, Gramine: d}
 	}

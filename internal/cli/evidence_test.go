@@ -355,9 +355,7 @@ func TestEvidenceVerifySGXTestRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := make([]byte, 384)
-	copy(body[48:], []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0x03})
-	copy(body[64:], bytes.Repeat([]byte{0xe1}, 32))
+	body := producetest.EnclaveBody(0xe1, 0x51)
 	copy(body[320:], []byte{0xab, 0xcd})
 	q, err := s.Quote(body)
 	if err != nil {

@@ -23,10 +23,7 @@ import (
 // enclaveBody is an enclave's report body: MODE64BIT, MRENCLAVE e7...,
 // MRSIGNER 5a..., ISVSVN 3.
 func enclaveBody() []byte {
-	b := make([]byte, 384)
-	copy(b[48:], []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0x03})
-	copy(b[64:], bytes.Repeat([]byte{0xe7}, 32))
-	copy(b[128:], bytes.Repeat([]byte{0x5a}, 32))
+	b := producetest.EnclaveBody(0xe7, 0x5a)
 	b[258] = 3
 	return b
 }

@@ -1,7 +1,6 @@
 package initializer
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -43,11 +42,8 @@ func TestSGXPremain(t *testing.T) {
 		t.Fatal(err)
 	}
 	enclave := func(name string, mr byte) string {
-		body := make([]byte, 384)
-		copy(body[48:], []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0x03})
-		copy(body[64:], bytes.Repeat([]byte{mr}, 32))
 		d := filepath.Join(dir, name, "attestation")
-		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: body, RemoteAttestation: "dcap", CPU: producetest.NewCPU()})
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: "dcap", CPU: producetest.NewCPU()})
 		return d
 	}
 	var execed struct {
