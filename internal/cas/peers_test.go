@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
@@ -235,14 +236,7 @@ func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask := func(vm string) (*wire.PeerSeedResponse, *ecdsa.PrivateKey, error) {
-		key := cas.MustKey(t)
-		binding, _ := wire.KeyBinding(&key.PublicKey)
-		ev, err := cas.GuestEvidenceOver(context.Background(), producetest.GuestPaths(vm), binding)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := c.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *ev, Key: string(policy.MarshalPublicKey(&key.PublicKey))})
-		return res, key, err
+		return askSeed(t, c, producetest.GuestPaths(vm))
 	}
 	if _, _, err := ask(otherVM); err == nil || !strings.Contains(err.Error(), "host data is") {
 		t.Errorf("a pod of CAS's runtime class with another policy got the seed: %v", err)
@@ -254,4 +248,63 @@ func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
 	if seed, err := wire.OpenSeed(key, res.Sealed); err != nil || len(seed) == 0 {
 		t.Errorf("opening the seed: %v", err)
 	}
+}
+
+// Between SGX replicas the seed goes to a replica that proves it is the
+// same enclave (MRENCLAVE and MRSIGNER, by its DCAP quote), and to no
+// other enclave.
+func TestPeerSeedBetweenSGXReplicas(t *testing.T) {
+	dir := t.TempDir()
+	s, err := producetest.NewSGXSigner(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := s.WriteCollateral(filepath.Join(dir, "collateral"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := producetest.NewCPU()
+	enclave := func(name string, mr byte) produce.Paths {
+		d := filepath.Join(dir, name)
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: s, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: "dcap", CPU: cpu})
+		missing := filepath.Join(dir, "missing")
+		return produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing, Gramine: d}
+	}
+	casEnclave, replica, other := enclave("cas", 0xca), enclave("replica", 0xca), enclave("other", 0xcb)
+	state := filepath.Join(dir, "state")
+	url, ca, _ := castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", TEE: true, Guest: casEnclave, TestRoots: roots,
+		CollateralDir: filepath.Join(dir, "collateral"), PeerAddrs: func(context.Context) ([]string, error) { return nil, nil }})
+	pemCA, _ := os.ReadFile(ca)
+	c, _ := casclient.New(url, pemCA, nil)
+	rec, _ := policy.NewKey()
+	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, state), castest.BoardPEM()); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(guest produce.Paths) (*wire.PeerSeedResponse, *ecdsa.PrivateKey, error) {
+		return askSeed(t, c, guest)
+	}
+	if _, _, err := ask(other); err == nil || !strings.Contains(err.Error(), "MRENCLAVE is cbcb") {
+		t.Errorf("another enclave got the seed: %v", err)
+	}
+	res, key, err := ask(replica)
+	if err != nil {
+		t.Fatalf("a replica of the same enclave: %v", err)
+	}
+	if seed, err := wire.OpenSeed(key, res.Sealed); err != nil || len(seed) == 0 {
+		t.Errorf("opening the seed: %v", err)
+	}
+}
+
+// askSeed asks c for the seed as a replica whose evidence comes from
+// guest, with a key of its own: the response, and the key it is sealed to.
+func askSeed(t *testing.T, c *casclient.Client, guest produce.Paths) (*wire.PeerSeedResponse, *ecdsa.PrivateKey, error) {
+	t.Helper()
+	key := cas.MustKey(t)
+	binding, _ := wire.KeyBinding(&key.PublicKey)
+	ev, err := cas.GuestEvidenceOver(context.Background(), guest, binding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PeerSeed(context.Background(), &wire.PeerSeedRequest{Evidence: *ev, Key: string(policy.MarshalPublicKey(&key.PublicKey))})
+	return res, key, err
 }
