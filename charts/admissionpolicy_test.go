@@ -260,6 +260,39 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 		allowed(who+" labelling a runtime handler", patch(`{"metadata":{"labels":{"runtime.cloister.dev/cloister-cc-sim-97cf0515":"true"}}}`))
 		allowed(who+" unlabelling it", patch(`{"metadata":{"labels":{"runtime.cloister.dev/cloister-cc-sim-97cf0515":null}}}`))
 	}
+	// Node status: the SGX plugin sets its own node's EPC, and nothing
+	// else; not another node's, nor without a token bound to a node.
+	statusRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "sgx-default-status"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}}}}
+	statusBinding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sgx-default-status"}, Subjects: agentBinding.Subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "sgx-default-status"}}
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node"}}
+	for _, o := range []client.Object{statusRole, statusBinding, other} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onNode := func(name string) client.Client {
+		as := rest.CopyConfig(cfg)
+		as.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:team-a:sgx-default",
+			Extra: map[string][]string{"authentication.kubernetes.io/node-name": {name}}}
+		c, err := client.New(as, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	status := func(c client.Client, name, p string) error {
+		return c.Status().Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, merge(p))
+	}
+	own := onNode(node.Name)
+	allowed("the SGX plugin setting its node's EPC", status(own, node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"64Mi"}}}`))
+	forbidden("the SGX plugin setting another node's EPC", status(onNode(other.Name), node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"1Ti"}}}`), "only the status of the node its pod runs on")
+	forbidden("the SGX plugin without a node-bound token", status(agent, node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"1Ti"}}}`), "only the status of the node its pod runs on")
+	forbidden("the SGX plugin raising its node's pods", status(own, node.Name, `{"status":{"capacity":{"pods":"1000"}}}`), "only sgx.cloister.dev/epc")
+	forbidden("the SGX plugin moving its node's address", status(own, node.Name, `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.1"}]}}`), "and nothing else of its status")
+	allowed("the SGX plugin removing its node's EPC", status(own, node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":null}}}`))
+
 	var after corev1.Node
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(node), &after); err != nil {
 		t.Fatal(err)

@@ -87,7 +87,10 @@ func sgxCommand(c *common) *cobra.Command {
 			if !cmd.Flags().Changed("capacity") {
 				capacity = c.maxPods(cmd.Context(), node, nodeErr)
 			}
-			m := &sgxmode.Mode{DevRoot: c.devRoot, Capacity: capacity, Label: c.presence(node, sgxmode.Label)}
+			m := &sgxmode.Mode{DevRoot: c.devRoot, Capacity: capacity, Label: c.presence(node, sgxmode.Label), SysRoot: c.sysRoot}
+			if node != nil {
+				m.EPC = &nodelabel.Capacity{Setter: node, Name: sgxmode.ResourceEPC, Log: c.log}
+			}
 			if err := m.Validate(); err != nil {
 				return err
 			}

@@ -191,7 +191,7 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 		// under that name too.
 		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
 		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"), "--enclave-image=" + pinned(t, env.built, "cloister-enclave"),
-		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(),
+		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(), "--host-aesm-dir=" + env.node.AESMDir(),
 	}
 	op.start(t)
 	t.Cleanup(func() { op.stop(t) })

@@ -30,6 +30,10 @@ const (
 	SGXPrefix    = "sgx.cloister.dev/"
 	SGXEnclave   = SGXPrefix + "enclave"
 	SGXProvision = SGXPrefix + "provision"
+	// SGXEPC is the node's SGX enclave page cache in bytes: an extended
+	// resource of the node's status, which pods request by their
+	// enclaves' size.
+	SGXEPC = SGXPrefix + "epc"
 	LabelSGX     = LabelPrefix + "sgx"
 )
 

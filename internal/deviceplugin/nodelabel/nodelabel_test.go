@@ -2,6 +2,7 @@ package nodelabel
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,4 +52,52 @@ func TestSetLabelAndMaxPods(t *testing.T) {
 	if err := missing.SetLabel(ctx, "k", &v); err == nil {
 		t.Error("labelling a missing node succeeded")
 	}
+}
+
+// An extended resource of the node's status is set, changed and removed
+// on a real API server, other resources left alone; a Capacity patches
+// only when its value changes.
+func TestCapacity(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(testenv.Start(t, testenv.Options{}))
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sgx-1"}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("58")}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	capacity := func() corev1.ResourceList {
+		got, err := cs.CoreV1().Nodes().Get(ctx, "sgx-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.Capacity
+	}
+	counting := &countingSetter{Node: &Node{Client: cs, Name: "sgx-1"}}
+	c := &Capacity{Setter: counting, Name: "sgx.cloister.dev/epc"}
+	c.Sync(ctx, 64<<20, nil)
+	c.Sync(ctx, 64<<20, nil)
+	if got := capacity(); got.Name("sgx.cloister.dev/epc", resource.BinarySI).Value() != 64<<20 || got.Pods().Value() != 58 || counting.n != 1 {
+		t.Errorf("capacity %v after %d patches", got, counting.n)
+	}
+	c.Sync(ctx, 0, errors.New("sysfs unreadable"))
+	if got := capacity(); got.Name("sgx.cloister.dev/epc", resource.BinarySI).Value() != 64<<20 {
+		t.Errorf("an unreadable value changed the capacity: %v", got)
+	}
+	c.Sync(ctx, 0, nil)
+	if got := capacity(); !got.Name("sgx.cloister.dev/epc", resource.BinarySI).IsZero() || got.Pods().Value() != 58 {
+		t.Errorf("capacity after removal: %v", got)
+	}
+}
+
+type countingSetter struct {
+	*Node
+	n int
+}
+
+func (c *countingSetter) SetCapacity(ctx context.Context, name string, value *resource.Quantity) error {
+	c.n++
+	return c.Node.SetCapacity(ctx, name, value)
 }

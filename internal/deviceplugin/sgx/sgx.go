@@ -1,7 +1,9 @@
 // Package sgx is the device plugin mode for Intel SGX: it offers
 // sgx.cloister.dev/enclave and sgx.cloister.dev/provision, backed by the
-// in-kernel driver's /dev/sgx_enclave and /dev/sgx_provision, and labels
-// its node cloister.dev/sgx=true while the enclave device exists.
+// in-kernel driver's /dev/sgx_enclave and /dev/sgx_provision, labels
+// its node cloister.dev/sgx=true while the enclave device exists, and
+// keeps the node's EPC in bytes as the extended resource
+// sgx.cloister.dev/epc of its status (epc.go).
 package sgx
 
 import (
@@ -50,6 +52,10 @@ type Mode struct {
 	// Label keeps cloister.dev/sgx on the node in step with the enclave
 	// device; nil does not label.
 	Label *nodelabel.Presence
+	// SysRoot is where sysfs is, for the node's EPC (ReadEPC), which EPC
+	// keeps in the node's status; nil EPC publishes none.
+	SysRoot string
+	EPC     *nodelabel.Capacity
 }
 
 // Validate checks the configuration before anything is served.
@@ -83,6 +89,13 @@ func (m *Mode) Scan(ctx context.Context) (plugin.Inventory, error) {
 		inv[d.resource] = devs
 	}
 	m.Label.Sync(ctx, present)
+	// Without the enclave device no EPC is offered, whatever sysfs says.
+	var epc int64
+	var err error
+	if present {
+		epc, err = ReadEPC(m.SysRoot)
+	}
+	m.EPC.Sync(ctx, epc, err)
 	return inv, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
@@ -211,4 +212,76 @@ func BenchmarkAllocate(b *testing.B) {
 	}
 	b.StopTimer()
 	kubelettest.ReportPercentiles(b, lat)
+}
+
+// The node's EPC is the sum of its NUMA nodes' sgx_total_bytes (a fake
+// sysfs), offered while the enclave device exists and withdrawn when it
+// goes; a malformed size changes nothing.
+func TestEPC(t *testing.T) {
+	dev, sys := t.TempDir(), t.TempDir()
+	for node, size := range map[string]string{"node0": "33554432\n", "node1": "67108864\n"} {
+		dir := filepath.Join(sys, "devices", "system", "node", node, "x86")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "sgx_total_bytes"), []byte(size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := sgxmode.ReadEPC(sys); err != nil || n != 96<<20 {
+		t.Fatalf("ReadEPC = %d, %v; want %d", n, err, 96<<20)
+	}
+	if n, err := sgxmode.ReadEPC(t.TempDir()); err != nil || n != 0 {
+		t.Errorf("no sysfs files: %d %v", n, err)
+	}
+	set := &capacities{}
+	m := &sgxmode.Mode{DevRoot: dev, Capacity: 1, SysRoot: sys, EPC: &nodelabel.Capacity{Setter: set, Name: sgxmode.ResourceEPC}}
+	scan := func() {
+		t.Helper()
+		if _, err := m.Scan(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan()
+	if got := set.last(); got != "none" {
+		t.Errorf("without the device: %s", got)
+	}
+	touch(t, filepath.Join(dev, "sgx_enclave"))
+	scan()
+	if got := set.last(); got != "96Mi" {
+		t.Errorf("with the device: %s, want 96Mi", got)
+	}
+	if err := os.WriteFile(filepath.Join(sys, "devices", "system", "node", "node1", "x86", "sgx_total_bytes"), []byte("lots"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scan()
+	if got, n := set.last(), len(set.values); got != "96Mi" || n != 2 {
+		t.Errorf("a malformed size: %s after %d patches", got, n)
+	}
+	if err := os.Remove(filepath.Join(dev, "sgx_enclave")); err != nil {
+		t.Fatal(err)
+	}
+	scan()
+	if got := set.last(); got != "none" {
+		t.Errorf("the device gone: %s", got)
+	}
+}
+
+// capacities records what a Capacity set.
+type capacities struct{ values []string }
+
+func (c *capacities) SetCapacity(_ context.Context, _ string, v *resource.Quantity) error {
+	if v == nil {
+		c.values = append(c.values, "none")
+	} else {
+		c.values = append(c.values, v.String())
+	}
+	return nil
+}
+
+func (c *capacities) last() string {
+	if len(c.values) == 0 {
+		return "none"
+	}
+	return c.values[len(c.values)-1]
 }
