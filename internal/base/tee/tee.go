@@ -33,8 +33,8 @@ const (
 	// SGXEPC is the node's SGX enclave page cache in bytes: an extended
 	// resource of the node's status, which pods request by their
 	// enclaves' size.
-	SGXEPC = SGXPrefix + "epc"
-	LabelSGX     = LabelPrefix + "sgx"
+	SGXEPC   = SGXPrefix + "epc"
+	LabelSGX = LabelPrefix + "sgx"
 )
 
 // AWS Nitro Enclaves: the names AWS's own device plugin uses, so workloads

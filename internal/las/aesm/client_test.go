@@ -196,3 +196,26 @@ func serveOnce(t *testing.T, answer func([]byte) []byte) string {
 	}()
 	return sock
 }
+
+// BenchmarkQuote is one quote of a REPORT through AESM's protocol (two
+// requests on their own connections), against the fake AESM, whose own
+// signing is in the time too.
+func BenchmarkQuote(b *testing.B) {
+	s, err := producetest.NewSGXSigner(time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock, _ := aesmtest.Start(b, s)
+	c := &aesm.Client{Socket: sock}
+	key, err := c.ECDSAKey(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := report("bench")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Quote(context.Background(), key, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
