@@ -64,6 +64,14 @@ type SGXPluginStatus struct {
 	// 0 is desired, >0 or -1 alert.
 	// +optional
 	SGXReplicaAlert int32 `json:"sgxReplicaAlert"`
+	// CapacityEPCBytesPerNode is each SGX node's enclave page cache in
+	// bytes (its sgx.cloister.dev/epc), where the plugin found one.
+	// +optional
+	CapacityEPCBytesPerNode map[string]int64 `json:"capacityEPCBytesPerNode,omitempty"`
+	// UsedEPCBytesPerNode is the EPC its non-terminated pods requested,
+	// per node.
+	// +optional
+	UsedEPCBytesPerNode map[string]int64 `json:"usedEPCBytesPerNode,omitempty"`
 }
 
 // SGXPlugin runs Cloister's SGX device plugin on every selected node, which

@@ -3,6 +3,8 @@ package devices
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -20,6 +22,10 @@ type Kind[T service.Object] struct {
 	// Of is the CR's node selector, the devices it counts and where its
 	// status keeps the numbers.
 	Of func(T) (common.NodeSelector, Spec, Fields)
+	// Extra, when set, adds to the CR's status what the kind keeps beside
+	// the device numbers, from the same nodes and pods (none: a failed
+	// read).
+	Extra func(cr T, nodes []corev1.Node, pods []corev1.Pod)
 }
 
 var _ Plugin = (*Kind[service.Object])(nil)
@@ -31,7 +37,11 @@ func (k *Kind[T]) Devices(obj service.Object) (common.NodeSelector, Spec, Fields
 
 // FillStatus computes the device metrics and alerts.
 func (k *Kind[T]) FillStatus(ctx context.Context, obj service.Object, oos []service.Owned) health.Observation {
-	return FillStatus(ctx, k.Reader, k, obj, oos)
+	var extra func([]corev1.Node, []corev1.Pod)
+	if k.Extra != nil {
+		extra = func(nodes []corev1.Node, pods []corev1.Pod) { k.Extra(obj.(T), nodes, pods) }
+	}
+	return FillStatus(ctx, k.Reader, k, obj, oos, extra)
 }
 
 // Metrics exports every metric and alert field of the device accounting.

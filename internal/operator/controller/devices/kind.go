@@ -22,17 +22,24 @@ type Plugin interface {
 	Devices(obj service.Object) (common.NodeSelector, Spec, Fields)
 }
 
-// FillStatus reads the nodes the CR selects and every pod, fills the CR's
-// device fields and judges IsHealthy from its alerts. When the cluster
-// cannot be read every number is -1 and IsHealthy Unknown.
-func FillStatus(ctx context.Context, r client.Reader, p Plugin, obj service.Object, oos []service.Owned) health.Observation {
+// FillStatus reads the nodes and pods a plugin serves and computes its
+// device metrics and alerts; extra, when set, adds what the kind keeps
+// beside them from the same nodes and pods (none, after a failed read).
+func FillStatus(ctx context.Context, r client.Reader, p Plugin, obj service.Object, oos []service.Owned, extra func(nodes []corev1.Node, pods []corev1.Pod)) health.Observation {
 	selector, spec, fields := p.Devices(obj)
 	nodes, pods, err := NodesAndPods(ctx, r, selector)
 	if err != nil {
 		fields.Unknown()
+		if extra != nil {
+			extra(nil, nil)
+		}
 		return health.Obs(health.Unknown, health.ReasonReadError, err.Error())
 	}
-	return Status(spec, fields, nodes, pods, service.LiveDaemonSet(oos))
+	obs := Status(spec, fields, nodes, pods, service.LiveDaemonSet(oos))
+	if extra != nil {
+		extra(nodes, pods)
+	}
+	return obs
 }
 
 // Status is FillStatus on what was read: pure, for tests and kinds.

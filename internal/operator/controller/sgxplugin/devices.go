@@ -16,6 +16,7 @@ import (
 const (
 	ResourceEnclave   corev1.ResourceName = tee.SGXEnclave
 	ResourceProvision corev1.ResourceName = tee.SGXProvision
+	ResourceEPC       corev1.ResourceName = tee.SGXEPC
 	LabelSGX                              = tee.LabelSGX
 )
 
@@ -59,7 +60,52 @@ func fields(s *basev1beta1.SGXPluginStatus) devices.Fields {
 func Devices(nodes []corev1.Node, pods []corev1.Pod, ds *appsv1.DaemonSet) (basev1beta1.SGXPluginStatus, health.Observation) {
 	var st basev1beta1.SGXPluginStatus
 	healthy := devices.Status(spec, fields(&st), nodes, pods, ds)
+	st.CapacityEPCBytesPerNode, st.UsedEPCBytesPerNode = epc(nodes, pods)
 	return st, healthy
+}
+
+// epc is each node's EPC (its capacity of ResourceEPC) and what its
+// non-terminated pods requested of it; nodes without EPC are left out.
+func epc(nodes []corev1.Node, pods []corev1.Pod) (capacity, used map[string]int64) {
+	for i := range nodes {
+		q, ok := nodes[i].Status.Capacity[ResourceEPC]
+		if !ok || q.Value() <= 0 {
+			continue
+		}
+		if capacity == nil {
+			capacity, used = map[string]int64{}, map[string]int64{}
+		}
+		capacity[nodes[i].Name], used[nodes[i].Name] = q.Value(), 0
+	}
+	for i := range pods {
+		p := &pods[i]
+		if _, ok := used[p.Spec.NodeName]; !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		// As the scheduler counts a pod: its containers' sum, or its
+		// largest init container's, whichever is more.
+		var sum, initMax int64
+		for _, c := range p.Spec.Containers {
+			sum += requestOf(c)
+		}
+		for _, c := range p.Spec.InitContainers {
+			initMax = max(initMax, requestOf(c))
+		}
+		used[p.Spec.NodeName] += max(sum, initMax)
+	}
+	return capacity, used
+}
+
+// requestOf is a container's EPC request (its limit when it sets none:
+// extended resources are requested as their limits).
+func requestOf(c corev1.Container) int64 {
+	if q, ok := c.Resources.Requests[ResourceEPC]; ok {
+		return q.Value()
+	}
+	if q, ok := c.Resources.Limits[ResourceEPC]; ok {
+		return q.Value()
+	}
+	return 0
 }
 
 func isSGX(name corev1.ResourceName) bool { return slices.Contains(categories, name) }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 )
 
 // Small builders, as cert-manager's tests use them.
@@ -149,3 +151,45 @@ func TestRequestsSGX(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Each SGX node's EPC and what its running pods requested of it, counted
+// as the scheduler counts them; nodes without EPC are left out.
+func TestEPCPerNode(t *testing.T) {
+	withEPC := node("sgx-0", 110, 110, "cloister.dev/sgx=true")
+	withEPC.Status.Capacity = corev1.ResourceList{ResourceEPC: resource.MustParse("96Mi")}
+	epcLimit := func(n string) podOpt {
+		return func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{ResourceEPC: resource.MustParse(n)}
+		}
+	}
+	initEPC := func(n string) podOpt {
+		return func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{ResourceEPC: resource.MustParse(n)}}}}
+		}
+	}
+	st, _ := Devices([]corev1.Node{withEPC, node("sgx-5", 110, 110, "cloister.dev/sgx=true")}, []corev1.Pod{
+		pod("a", "sgx-0", epcLimit("32Mi")),
+		pod("b", "sgx-0", epcLimit("8Mi"), initEPC("16Mi")), // 16Mi: its init container's
+		pod("c", "sgx-0", epcLimit("64Mi"), phase(corev1.PodSucceeded)),
+		pod("d", "sgx-5", epcLimit("64Mi")),
+	}, daemonSet(2, 2))
+	if !maps.Equal(st.CapacityEPCBytesPerNode, map[string]int64{"sgx-0": 96 << 20}) || !maps.Equal(st.UsedEPCBytesPerNode, map[string]int64{"sgx-0": 48 << 20}) {
+		t.Errorf("EPC capacity %v used %v", st.CapacityEPCBytesPerNode, st.UsedEPCBytesPerNode)
+	}
+}
+
+// The EPC per node is exported beside the device counts.
+func TestEPCMetrics(t *testing.T) {
+	p := &basev1beta1.SGXPlugin{Status: basev1beta1.SGXPluginStatus{
+		CapacityEPCBytesPerNode: map[string]int64{"sgx-0": 96 << 20}, UsedEPCBytesPerNode: map[string]int64{"sgx-0": 48 << 20}}}
+	got := map[string]float64{}
+	for _, s := range (&Kind{}).Metrics(p) {
+		if s.Node != "" {
+			got[s.Field+"/"+s.Node] = s.Value
+		}
+	}
+	if got["capacityEPCBytes/sgx-0"] != 96<<20 || got["usedEPCBytes/sgx-0"] != 48<<20 {
+		t.Errorf("samples %v", got)
+	}
+}

@@ -1,14 +1,18 @@
 // Package sgxplugin is the SGXPlugin controller: the shared service
 // reconciler with the SGX device plugin chart, and the device metrics and
 // alerts (sgxDeviceAlert, sgxReplicaAlert) computed by the shared device
-// accounting from nodes and pods.
+// accounting from nodes and pods, and each SGX node's EPC (capacity and
+// use, in bytes).
 package sgxplugin
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
+	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
 // Kind adapts SGXPlugin to the service reconciler: the shared device-plugin
@@ -19,7 +23,9 @@ type Kind struct {
 
 // New is the SGXPlugin kind over b.
 func New(b service.Base) *Kind {
-	return &Kind{devices.Kind[*basev1beta1.SGXPlugin]{Base: b, Of: of}}
+	return &Kind{devices.Kind[*basev1beta1.SGXPlugin]{Base: b, Of: of, Extra: func(p *basev1beta1.SGXPlugin, nodes []corev1.Node, pods []corev1.Pod) {
+		p.Status.CapacityEPCBytesPerNode, p.Status.UsedEPCBytesPerNode = epc(nodes, pods)
+	}}}
 }
 
 var (
@@ -48,4 +54,19 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 // of is the CR's selector, its device spec and its status fields.
 func of(p *basev1beta1.SGXPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
 	return p.Spec.NodeSelector, spec, fields(&p.Status)
+}
+
+// Metrics exports every metric and alert field, and the EPC per node.
+func (k *Kind) Metrics(obj service.Object) []metrics.Sample {
+	st := &as(obj).Status
+	out := fields(st).Samples()
+	for _, m := range []struct {
+		name  string
+		nodes map[string]int64
+	}{{"capacityEPCBytes", st.CapacityEPCBytesPerNode}, {"usedEPCBytes", st.UsedEPCBytesPerNode}} {
+		for node, v := range m.nodes {
+			out = append(out, metrics.Sample{Field: m.name, Node: node, Value: float64(v)})
+		}
+	}
+	return out
 }
