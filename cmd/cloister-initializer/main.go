@@ -4,9 +4,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
@@ -32,13 +30,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case *premain && fs.NArg() == 0:
-		return errors.New("--exec: name the application after --, e.g. --exec -- /app/server --port 8443")
-	case !*premain && fs.NArg() > 0:
-		return fmt.Errorf("arguments %q without --exec: the initializer runs no program unless told to become it", fs.Args())
-	case *premain:
-		cfg.Exec = fs.Args()
+	if cfg.Exec, err = initializer.ExecArgs(*premain, fs.Args()); err != nil {
+		return err
 	}
 	return initializer.Run(ctx, cfg, log)
 }

@@ -1,6 +1,7 @@
 package initializer
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -56,4 +57,19 @@ func execApp(argv []string, env map[string]string, log *slog.Logger) error {
 		return fmt.Errorf("--exec %s: %w", path, err)
 	}
 	return nil
+}
+
+// ExecArgs is the application a premain becomes (--exec and the
+// arguments after --), refusing arguments without --exec: the
+// initializer runs no program unless told to become it.
+func ExecArgs(premain bool, args []string) ([]string, error) {
+	switch {
+	case premain && len(args) == 0:
+		return nil, errors.New("--exec: name the application after --, e.g. --exec -- /app/server --port 8443")
+	case !premain && len(args) > 0:
+		return nil, fmt.Errorf("arguments %q without --exec: the initializer runs no program unless told to become it", args)
+	case premain:
+		return args, nil
+	}
+	return nil, nil
 }

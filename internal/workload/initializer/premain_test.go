@@ -94,3 +94,27 @@ func TestSGXPremain(t *testing.T) {
 }
 
 func producetestPaths(gramine string) produce.Paths { return produce.Paths{Gramine: gramine} }
+
+func TestExecArgs(t *testing.T) {
+	for _, tc := range []struct {
+		premain bool
+		args    []string
+		want    string // "" accepts
+	}{
+		{true, []string{"/app/server", "--port", "8443"}, ""},
+		{false, nil, ""},
+		{true, nil, "name the application after --"},
+		{false, []string{"/bin/sh"}, "without --exec"},
+	} {
+		got, err := ExecArgs(tc.premain, tc.args)
+		if tc.want == "" {
+			if err != nil || len(got) != len(tc.args) {
+				t.Errorf("%v %v: %v %v", tc.premain, tc.args, got, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want %q", tc.premain, tc.args, err, tc.want)
+		}
+	}
+}
