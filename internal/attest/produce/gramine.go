@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/attest/sgx"
 )
 
 // DefaultGramine is Gramine's attestation interface inside an SGX
@@ -73,6 +74,9 @@ func (g *Gramine) Quote(ctx context.Context, reportData []byte) (attest.Evidence
 		quote, err := g.read("quote", maxSGXQuote)
 		if err != nil {
 			return attest.Evidence{}, err
+		}
+		if quote, err = sgx.TrimQuote(quote); err != nil {
+			return attest.Evidence{}, fmt.Errorf("gramine: %s/quote: %w", g.Dir, err)
 		}
 		return attest.Evidence{Type: attest.SGX, Raw: quote}, checkQuoteBound(quote, rd[:])
 	}

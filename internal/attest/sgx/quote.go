@@ -7,6 +7,7 @@ package sgx
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
@@ -114,4 +115,23 @@ func identity(body intelpcs.Report) *attest.SGXIdentity {
 		// The report body's ATTRIBUTES sit at 48..63 (flags, then XFRM).
 		Attributes: attest.Bytes(body.Attributes()),
 	}
+}
+
+// TrimQuote cuts the zero bytes a producer's buffer may hold after a v3
+// quote's declared length (header, body and signature data), refusing
+// any other byte there: the verifier takes no bytes no signature covers.
+func TrimQuote(raw []byte) ([]byte, error) {
+	if len(raw) < sigDataStart {
+		return nil, fmt.Errorf("a quote of %d bytes is shorter than a v3 quote's header and body", len(raw))
+	}
+	end := uint64(sigDataStart) + uint64(binary.LittleEndian.Uint32(raw[signedLen:]))
+	if end > uint64(len(raw)) {
+		return nil, fmt.Errorf("the quote declares %d bytes, has %d", end, len(raw))
+	}
+	for _, b := range raw[end:] {
+		if b != 0 {
+			return nil, fmt.Errorf("non-zero bytes after the quote's declared %d bytes", end)
+		}
+	}
+	return raw[:end], nil
 }

@@ -3,6 +3,7 @@ package sgx
 import (
 	"bytes"
 	"crypto/x509"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,30 @@ func TestRealQuoteWithIntelsCRLs(t *testing.T) {
 	none.PCKCRL, none.RootCRL = nil, nil
 	if _, err := Verify(raw, Options{Collateral: none, At: vectorTime, RequireCRLs: true}); attest.CheckOf(err) != attest.CheckCollateral {
 		t.Errorf("no CRLs where they are required: %v, want a collateral rejection", err)
+	}
+}
+
+// Zero padding after a quote's declared length is cut; anything else
+// there, or a length beyond the buffer, is refused.
+func TestTrimQuote(t *testing.T) {
+	q := make([]byte, sigDataStart+10)
+	binary.LittleEndian.PutUint32(q[signedLen:], 10)
+	padded := append(append([]byte(nil), q...), 0, 0, 0)
+	if got, err := TrimQuote(padded); err != nil || len(got) != len(q) {
+		t.Errorf("padded: %d %v", len(got), err)
+	}
+	if _, err := TrimQuote(append(padded, 1)); err == nil {
+		t.Error("non-zero after the quote accepted")
+	}
+	binary.LittleEndian.PutUint32(q[signedLen:], 11)
+	if _, err := TrimQuote(q); err == nil {
+		t.Error("a quote longer than its buffer accepted")
+	}
+	if _, err := TrimQuote(q[:100]); err == nil {
+		t.Error("a short buffer accepted")
+	}
+	raw, _ := load(t)
+	if got, err := TrimQuote(append(append([]byte(nil), raw...), make([]byte, 64)...)); err != nil || !bytes.Equal(got, raw) {
+		t.Errorf("the real quote, padded: %v", err)
 	}
 }

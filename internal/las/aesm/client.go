@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/cloister-cc/cloister/internal/attest/sgx"
 )
 
 // DefaultSocket is where aesmd listens.
@@ -137,26 +139,11 @@ func (c *Client) Quote(ctx context.Context, key, report []byte) ([]byte, error) 
 	if uint64(len(q)) != size {
 		return nil, fmt.Errorf("aesm GetQuoteEx: quote of %d bytes, %d announced", len(q), size)
 	}
-	return trimQuote(q)
-}
-
-// trimQuote cuts the zero bytes AESM's buffer may hold after a v3
-// quote's declared length (436 + signature data), refusing anything else
-// there.
-func trimQuote(q []byte) ([]byte, error) {
-	if len(q) < 436 {
-		return nil, fmt.Errorf("aesm GetQuoteEx: quote of %d bytes, shorter than a quote's header and body", len(q))
+	q, err = sgx.TrimQuote(q)
+	if err != nil {
+		return nil, fmt.Errorf("aesm GetQuoteEx: %w", err)
 	}
-	end := 436 + uint64(binary.LittleEndian.Uint32(q[432:]))
-	if end > uint64(len(q)) {
-		return nil, fmt.Errorf("aesm GetQuoteEx: quote declares %d bytes, has %d", end, len(q))
-	}
-	for _, b := range q[end:] {
-		if b != 0 {
-			return nil, fmt.Errorf("aesm GetQuoteEx: non-zero bytes after the quote's declared %d bytes", end)
-		}
-	}
-	return q[:end], nil
+	return q, nil
 }
 
 // call sends one request on its own connection and returns the response

@@ -204,22 +204,6 @@ func TestFrames(t *testing.T) {
 	}
 }
 
-func TestTrimQuote(t *testing.T) {
-	q := make([]byte, 436+10)
-	binary.LittleEndian.PutUint32(q[432:], 10)
-	padded := append(append([]byte(nil), q...), 0, 0, 0)
-	if got, err := trimQuote(padded); err != nil || len(got) != len(q) {
-		t.Errorf("padded: %d %v", len(got), err)
-	}
-	if _, err := trimQuote(append(padded, 1)); err == nil {
-		t.Error("non-zero after the quote accepted")
-	}
-	binary.LittleEndian.PutUint32(q[432:], 11)
-	if _, err := trimQuote(q); err == nil {
-		t.Error("a quote longer than its buffer accepted")
-	}
-}
-
 // Whatever decodes re-encodes to a message that decodes the same.
 func FuzzDecodeResponse(f *testing.F) {
 	m := NewMessage(KindInitQuoteEx)
