@@ -292,6 +292,10 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	forbidden("the SGX plugin raising its node's pods", status(own, node.Name, `{"status":{"capacity":{"pods":"1000"}}}`), "only sgx.cloister.dev/epc")
 	forbidden("the SGX plugin moving its node's address", status(own, node.Name, `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.1"}]}}`), "and nothing else of its status")
 	allowed("the SGX plugin removing its node's EPC", status(own, node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":null}}}`))
+	// The operator holds nodes/status only to grant it to the plugin.
+	for who, c := range map[string]client.Client{"the operator": op, "its twin": twin} {
+		forbidden(who+" setting a node's EPC", status(c, node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"1Ti"}}}`), "only the status of the node its pod runs on")
+	}
 
 	var after corev1.Node
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(node), &after); err != nil {

@@ -17,6 +17,10 @@ import (
 // The plugin chart grants its pods get/patch on nodes (to label SGX nodes);
 // RBAC lets only a holder of those verbs grant them.
 // +kubebuilder:rbac:groups=core,resources=nodes,verbs=get;list;watch;patch
+// It grants them patch on nodes/status too (the node's EPC), so the
+// operator holds it; the node-capacity admission policy refuses the
+// operator's own use of it (it changes no node's status).
+// +kubebuilder:rbac:groups=core,resources=nodes/status,verbs=patch
 // +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch
 
 // Setup registers the SGXPlugin controller. Besides its CRs and owned
