@@ -265,10 +265,7 @@ func TestPeerSeedBetweenSGXReplicas(t *testing.T) {
 	}
 	cpu := producetest.NewCPU()
 	enclave := func(name string, mr byte) produce.Paths {
-		d := filepath.Join(dir, name)
-		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: s, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: "dcap", CPU: cpu})
-		missing := filepath.Join(dir, "missing")
-		return produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing, Gramine: d}
+		return s.EnclavePaths(t, filepath.Join(dir, name), cpu, mr, 0x51)
 	}
 	casEnclave, replica, other := enclave("cas", 0xca), enclave("replica", 0xca), enclave("other", 0xcb)
 	state := filepath.Join(dir, "state")

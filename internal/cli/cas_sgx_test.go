@@ -34,10 +34,7 @@ func TestCASInAnSGXEnclave(t *testing.T) {
 	}
 	cpu := producetest.NewCPU()
 	enclave := func(name string, mr byte) produce.Paths {
-		d := filepath.Join(dir, name, "attestation")
-		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: "dcap", CPU: cpu})
-		missing := filepath.Join(dir, "missing")
-		return produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing, Gramine: d}
+		return signer.EnclavePaths(t, filepath.Join(dir, name, "attestation"), cpu, mr, 0x51)
 	}
 	state := filepath.Join(dir, "state")
 	start := func(guest produce.Paths) (string, func()) {

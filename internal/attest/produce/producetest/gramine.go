@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
@@ -209,4 +211,15 @@ func (g *GramineFS) sealKey(policy string, id []byte) []byte {
 	m.Write([]byte(policy))
 	m.Write(id)
 	return m.Sum(nil)[:16]
+}
+
+// EnclavePaths mounts, at dir, an enclave of mrenclave and mrsigner
+// (EnclaveBody) that Gramine quotes itself, on cpu, and returns the
+// producer paths that find it: every other interface at a path that does
+// not exist, so Detect takes Gramine on any machine.
+func (s *SGXSigner) EnclavePaths(tb testing.TB, dir string, cpu []byte, mrenclave, mrsigner byte) produce.Paths {
+	tb.Helper()
+	MountGramine(tb, dir, &GramineFS{Signer: s, Body: EnclaveBody(mrenclave, mrsigner), RemoteAttestation: "dcap", CPU: cpu})
+	missing := filepath.Join(filepath.Dir(dir), "no-such-interface")
+	return produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing, Gramine: dir}
 }
