@@ -65,7 +65,13 @@ func newGenerate(s Streams) *cobra.Command {
 			"the proxy, and the proxy as a native sidecar. Writes\n" +
 			"manifest.yaml: a CAS policy whose services are the workloads, identified by their policy\n" +
 			"digests. Makes workload-owner.pem (may update the manifest) and seedshare-owner.pem\n" +
-			"(recovers CAS) on first run. Running it again on its output changes nothing.",
+			"(recovers CAS) on first run. Running it again on its output changes nothing.\n\n" +
+			"With --reference-values sgx, the pods run Gramine SGX enclaves under their node's own runtime:\n" +
+			"the enclave's container (annotation " + generate.EnclaveAnnotation + ", default the only one) gets the SGX\n" +
+			"device, its enclave's size as EPC (annotation " + generate.EnclaveSizeAnnotation + ", default " + generate.DefaultEnclaveSize + ") and the\n" +
+			"node's AESM socket, and the workspace gets gramine.SERVICE.toml: the lines its Gramine manifest\n" +
+			"needs for the initializer to attest from inside the enclave and become the application. The\n" +
+			"CAS manifest pins the enclave once its values are given (reference-values compute --platform sgx).",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.overheadGiven = cmd.Flags().Changed("runtime-overhead")
@@ -73,8 +79,8 @@ func newGenerate(s Streams) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.platform, "reference-values", "", "sim (insecure, runc; LAS vouches for the pod), or a reference values file of snp or tdx values (cloister reference-values compute writes one)")
-	fl.StringVar(&f.referenceFile, "reference-values-file", "", "with --reference-values snp or tdx: the reference values file")
+	fl.StringVar(&f.platform, "reference-values", "", "sim (insecure, runc; LAS vouches for the pod), sgx (Gramine enclaves; without a values file, writes what their Gramine manifests need and no CAS manifest), or a reference values file of snp, tdx or sgx values (cloister reference-values compute writes one)")
+	fl.StringVar(&f.referenceFile, "reference-values-file", "", "with --reference-values snp, tdx or sgx: the reference values file")
 	fl.StringVar(&f.policyName, "policy", "workloads", "the manifest's policy name in CAS")
 	fl.StringVar(&f.casAddress, "cas-address", defaultCASAddress, "where the initializers reach CAS (SERVICE.NAMESPACE.svc:PORT)")
 	fl.StringVar(&f.casIdentity, "cas-identity", "", "the attestation policy (YAML or JSON: identities, acceptTCB) CAS's evidence must meet for the initializers to trust it; sim trusts a simulated CAS")
@@ -89,7 +95,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.BoolVar(&f.explain, "explain", false, "change nothing: say in plain words what the guest allows each confidential pod of the generated YAML given")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
 	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
-	fl.StringVar(&f.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to, for the initializers: a fake confidential VM's")
+	fl.StringVar(&f.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK, or an SGX root) CAS's evidence may chain to, for the initializers: a fake TEE's")
 	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
 	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report (default: the installed RuntimeClass's, with --kubeconfig)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "a cluster whose installed RuntimeClass gives the runtime overhead")
@@ -203,6 +209,9 @@ func (f *generateFlags) casExpect(platform runtimeclass.Platform) (expect, simKe
 func (f *generateFlags) referenceValues() (runtimeclass.Platform, *refvalues.File, error) {
 	flag, path := "--reference-values-file", f.referenceFile
 	platform, err := runtimeclass.ParsePlatform(f.platform)
+	if f.platform == string(runtimeclass.SGX) {
+		platform, err = runtimeclass.SGX, nil
+	}
 	if err != nil {
 		if _, statErr := os.Stat(f.platform); f.platform == "" || statErr != nil {
 			return "", nil, fmt.Errorf("--reference-values: %w, or a reference values file (cloister reference-values compute)", err)
@@ -223,16 +232,16 @@ func (f *generateFlags) referenceValues() (runtimeclass.Platform, *refvalues.Fil
 	if err != nil {
 		return "", nil, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
-	if ref.SGX != nil {
-		return "", nil, fmt.Errorf("%s %s: sgx values pin an enclave, not a confidential pod's VM: put them in the enclave's CAS policy (reference-values prints its identity)", flag, path)
-	}
 	fromFile := runtimeclass.SNP
 	if ref.TDX != nil {
 		fromFile = runtimeclass.TDX
 	}
+	if ref.SGX != nil {
+		fromFile = runtimeclass.SGX
+	}
 	switch {
-	case ref.SNP != nil && ref.TDX != nil:
-		return "", nil, fmt.Errorf("%s %s: values for snp and tdx: give one platform's", flag, path)
+	case (ref.SNP != nil) && (ref.TDX != nil) || (ref.SNP != nil || ref.TDX != nil) && ref.SGX != nil:
+		return "", nil, fmt.Errorf("%s %s: values for more than one platform: give one platform's", flag, path)
 	case flag == "--reference-values":
 		platform = fromFile
 	case platform != fromFile:

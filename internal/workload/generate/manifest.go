@@ -2,6 +2,7 @@ package generate
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -82,6 +83,12 @@ func workloadSecret(service string) string {
 }
 
 func (m Manifest) identity(digest string) (attest.Identity, error) {
+	if m.Platform == runtimeclass.SGX {
+		if m.Reference == nil || m.Reference.SGX == nil {
+			return attest.Identity{}, errors.New("reference values for sgx: give the enclave's identity in a reference-values file (cloister reference-values compute --platform sgx --sigstruct)")
+		}
+		return m.Reference.SGX.Identity(), nil
+	}
 	d, err := hex.DecodeString(digest)
 	if err != nil || len(d) != 32 {
 		return attest.Identity{}, fmt.Errorf("policy digest %q is not a SHA-256", digest)
@@ -164,9 +171,12 @@ func CheckManifest(doc *policy.Document, workloads []Workload) error {
 }
 
 // InManifest says whether the manifest names the workload with its
-// policy digest.
+// policy digest, or an SGX workload by an enclave.
 func InManifest(doc *policy.Document, w Workload) bool {
 	svc := doc.Service(w.Service)
+	if w.Enclave != nil {
+		return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, func(id attest.Identity) bool { return id.Type == attest.SGX })
+	}
 	return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, func(id attest.Identity) bool { return namesDigest(id, w.Digest) })
 }
 

@@ -66,6 +66,9 @@ type Options struct {
 	// GuestEvidence: the pods run in confidential VMs (snp, tdx) and
 	// attest with their VM's own evidence, not their node's LAS.
 	GuestEvidence bool
+	// SGX: the pods run SGX enclaves (Gramine) with the initializer as
+	// their premain, under their node's own runtime (sgx.go).
+	SGX bool
 	// TestRoots is PEM test roots CAS's evidence may chain to
 	// (initenv.EnvInsecureTestRoots): insecure, fake confidential VMs only.
 	TestRoots       string
@@ -104,7 +107,15 @@ type Service struct {
 // YAML stream and returns the new stream. Documents it does not touch
 // keep their content and comments.
 func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, error) {
-	docs, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error { return rewritePod(ctx, tmpl, w, opts) })
+	docs, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error {
+		switch {
+		case opts.SGX:
+			return rewriteSGXPod(ctx, tmpl, w, opts)
+		case isSGX(tmpl):
+			return fmt.Errorf("an SGX pod (annotation %s) runs its enclave under its node's runtime, not in a VM: generate it with --reference-values sgx, or remove the annotation", EnclaveAnnotation)
+		}
+		return rewritePod(ctx, tmpl, w, opts)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,6 +140,12 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 // them: their services and the digests of their policy annotations.
 func Inspect(in []byte) (*Result, error) {
 	_, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error {
+		if isSGX(tmpl) {
+			// The enclave is its identity: nothing of the YAML is measured.
+			name, _ := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", EnclaveAnnotation))
+			w.Enclave = &Enclave{Container: name.YNode().Value}
+			return nil
+		}
 		a, err := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", podpolicy.Annotation))
 		if err != nil || a == nil {
 			return fmt.Errorf("no policy annotation %s: run cloister generate", podpolicy.Annotation)
@@ -202,7 +219,7 @@ func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error,
 		return nil
 	}
 	rc := spec.Value.Field("runtimeClassName")
-	if rc == nil || !isConfidential(rc.Value.YNode().Value) {
+	if (rc == nil || !isConfidential(rc.Value.YNode().Value)) && !isSGX(tmpl) {
 		return nil
 	}
 	w := Workload{Kind: kind, Namespace: namespace, Name: doc.GetName()}
@@ -222,24 +239,27 @@ func isConfidential(class string) bool {
 	return class == Placeholder || strings.HasPrefix(class, Placeholder+"-")
 }
 
+// openTemplate is a pod template's metadata (made if missing), spec and
+// annotations; it reads the pods' labels into w.
+func openTemplate(tmpl *kyaml.RNode, w *Workload) (meta, spec *kyaml.RNode, annotations map[string]string, err error) {
+	if meta, err = tmpl.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "metadata")); err != nil {
+		return nil, nil, nil, err
+	}
+	if spec, err = tmpl.Pipe(kyaml.Lookup("spec")); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := decodeField(meta, "annotations", &annotations); err != nil {
+		return nil, nil, nil, err
+	}
+	return meta, spec, annotations, decodeField(meta, "labels", &w.Labels)
+}
+
 // rewritePod rewrites one pod template (metadata and spec) in place.
 func rewritePod(ctx context.Context, tmpl *kyaml.RNode, w *Workload, opts Options) error {
-	meta, err := tmpl.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "metadata"))
+	meta, spec, annotations, err := openTemplate(tmpl, w)
 	if err != nil {
 		return err
 	}
-	spec, err := tmpl.Pipe(kyaml.Lookup("spec"))
-	if err != nil {
-		return err
-	}
-	var annotations, labels map[string]string
-	if err := decodeField(meta, "annotations", &annotations); err != nil {
-		return err
-	}
-	if err := decodeField(meta, "labels", &labels); err != nil {
-		return err
-	}
-	w.Labels = labels
 	if v, ok := annotations[PortForwardAnnotation]; ok {
 		if w.Forward, err = parseForwardPorts(v); err != nil {
 			return err

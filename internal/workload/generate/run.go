@@ -75,12 +75,15 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		return fmt.Errorf("the initializer image: %w", err)
 	}
 	opts.Resolver, opts.Configs = pinner, configs
-	opts.GuestEvidence = cfg.Platform != runtimeclass.Sim
-	if opts.RuntimeClass == "" {
-		opts.RuntimeClass = runtimeclass.ClassName(cfg.Platform, cfg.Version)
-	}
-	if opts.OverheadMiB, err = cfg.Overhead(ctx, opts.RuntimeClass); err != nil {
-		return err
+	opts.SGX = cfg.Platform == runtimeclass.SGX
+	opts.GuestEvidence = cfg.Platform != runtimeclass.Sim && !opts.SGX
+	if !opts.SGX {
+		if opts.RuntimeClass == "" {
+			opts.RuntimeClass = runtimeclass.ClassName(cfg.Platform, cfg.Version)
+		}
+		if opts.OverheadMiB, err = cfg.Overhead(ctx, opts.RuntimeClass); err != nil {
+			return err
+		}
 	}
 	if !cfg.DisableUpdates {
 		if manifest.OwnerKeys, err = ensureOwners(cfg); err != nil {
@@ -131,6 +134,9 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}
 	if len(all.Workloads) == 0 {
 		return errors.New("no pod template with runtimeClassName " + Placeholder + " found: mark the pods to make confidential")
+	}
+	if opts.SGX {
+		return runSGX(cfg, opts, manifest, all)
 	}
 	doc, err := manifest.Document(all.Workloads, all.Services)
 	if err != nil {
@@ -279,4 +285,40 @@ func withMeshHint(err, why error) error {
 		return fmt.Errorf("%w: %w", err, why)
 	}
 	return err
+}
+
+// runSGX writes each SGX workload's Gramine manifest lines into the
+// workspace and, once the enclave's reference values are given, the CAS
+// manifest that pins it. One values file is one enclave: each service's
+// enclave measures its own service name, so two workloads never share one.
+func runSGX(cfg RunConfig, opts Options, manifest Manifest, all *Result) error {
+	for _, w := range all.Workloads {
+		lines, err := GramineManifest(w, opts)
+		if err != nil {
+			return err
+		}
+		file := filepath.Join(cfg.Workspace, GramineFile(w.Service))
+		if _, err := atomicfile.WriteIfChanged(file, lines, 0o644); err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintf(cfg.Err, "%s %s/%s: %s; its Gramine manifest needs %s\n", w.Kind, w.Namespace, w.Name, w.Enclave, file)
+	}
+	if manifest.Reference == nil || manifest.Reference.SGX == nil {
+		_, _ = fmt.Fprintln(cfg.Err, "no enclave identity given, so no CAS manifest written: add the lines to the Gramine manifest, sign the enclave, "+
+			"and run generate again with the values of cloister reference-values compute --platform sgx --sigstruct")
+		return nil
+	}
+	if len(all.Workloads) > 1 {
+		return fmt.Errorf("sgx reference values pin one enclave, and the YAML has %d SGX workloads, each with an enclave of its own: generate each with its values, in a workspace of its own", len(all.Workloads))
+	}
+	doc, err := manifest.Document(all.Workloads, all.Services)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.Workspace, ManifestFile)
+	if err := WriteManifest(path, doc); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(cfg.Err, "wrote %s (%d services, MRENCLAVE %s)\n", path, len(doc.Services), manifest.Reference.SGX.MRENCLAVE)
+	return nil
 }

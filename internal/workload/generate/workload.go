@@ -6,7 +6,9 @@
 // annotation; it reports each workload's policy digest for the CAS
 // manifest. Rewriting works on the YAML nodes, so comments and everything
 // it does not own stay as the user wrote them, and a second run changes
-// nothing.
+// nothing. SGX pods (sgx.go) are enclaves under their node's own runtime:
+// they get the SGX device and EPC, and Gramine manifest lines that make
+// the initializer their premain (gramine.go).
 package generate
 
 import (
@@ -57,6 +59,9 @@ type Workload struct {
 	// Forward are the ports its port forwarder relays (the
 	// PortForwardAnnotation), if it has one.
 	Forward []uint16
+	// Enclave is an SGX workload's enclave; it has no pod policy (Digest
+	// and Policy are empty) and no VM (MemoryMiB is 0).
+	Enclave *Enclave
 }
 
 // ServiceName is a workload's service name in the CAS manifest: its

@@ -235,7 +235,7 @@ func writePolicies(doc *policy.Document, paths []string, out string) (int, error
 			return fmt.Errorf("%s: %w", file, err)
 		}
 		for _, w := range res.Workloads {
-			if !generate.InManifest(doc, w) {
+			if w.Enclave != nil || !generate.InManifest(doc, w) {
 				continue
 			}
 			n++

@@ -22,9 +22,14 @@ const (
 	SNP Platform = "snp"
 	// TDX: Kata on TDX, the digest is MRCONFIGID.
 	TDX Platform = "tdx"
+	// SGX has no runtime class: its pods run under their node's own
+	// runtime, the TEE an enclave inside a container, identified by its
+	// MRENCLAVE rather than a pod policy digest. Generate takes it; a
+	// node installer does not (it is not among Platforms).
+	SGX Platform = "sgx"
 )
 
-// Platforms lists them for help and errors.
+// Platforms lists the platforms of runtime classes, for help and errors.
 var Platforms = []Platform{Sim, SNP, TDX}
 
 // ParsePlatform reads a platform name.
