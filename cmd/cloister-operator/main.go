@@ -53,6 +53,8 @@ func run(ctx context.Context) error {
 		"the kubelet's root directory on the nodes (its pod-resources socket is in it)")
 	fs.StringVar(&opts.Host.AESMDir, "host-aesm-dir", service.DefaultHostPaths.AESMDir,
 		"host folder of Intel's AESM socket (aesm.socket), mounted into LAS without simulation")
+	fs.StringVar(&opts.Host.SysDir, "host-sys-dir", service.DefaultHostPaths.SysDir,
+		"the nodes' sysfs, where the SGX plugin reads the EPC and the Nitro plugin the CPUs (the dev cluster's real node has a fake one)")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
 	fs.IntVar(&opts.Webhook.Port, "webhook-port", 0, "port of the admission webhooks (HTTPS); 0 serves none")

@@ -378,7 +378,7 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 			if err != nil || !n.Exists() {
 				return err
 			}
-			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n--host-aesm-dir=%s\n", n.DevicesDir(), n.KubeletRootDir(), n.AESMDir())
+			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n--host-aesm-dir=%s\n--host-sys-dir=%s\n", n.DevicesDir(), n.KubeletRootDir(), n.AESMDir(), n.SysDir())
 			return err
 		},
 	}

@@ -16,6 +16,27 @@ import (
 // stays simulated and labelled insecure.
 var FakeDevices = []string{"sgx_enclave", "sgx_provision", "nitro_enclaves", "z90crypt"}
 
+// FakeEPCBytes is the fake EPC a real node's sysfs gives its one NUMA
+// node: 1.5 GiB, room for one 1 GiB enclave and not for two.
+const FakeEPCBytes = 3 << 29
+
+// MakeFakeSys makes a sysfs tree in dir for the device plugins: one NUMA
+// node with FakeEPCBytes of SGX EPC, as Linux (5.17 and later) reports it,
+// and the host's CPUs (hostSys's devices/system/cpu, linked), which the
+// Nitro plugin pools.
+func MakeFakeSys(dir, hostSys string) error {
+	x86 := filepath.Join(dir, "devices", "system", "node", "node0", "x86")
+	if err := os.MkdirAll(x86, 0o755); err != nil { //nolint:gosec // sysfs is world-readable
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(x86, "sgx_total_bytes"), []byte(fmt.Sprintln(FakeEPCBytes)), 0o644); err != nil { //nolint:gosec // world-readable, as sysfs's
+		return err
+	}
+	cpu := filepath.Join(dir, "devices", "system", "cpu")
+	_ = os.Remove(cpu)
+	return os.Symlink(filepath.Join(hostSys, "devices", "system", "cpu"), cpu)
+}
+
 // MakeFakeDevices creates FakeDevices in dir, mode 0666 as SGX workloads need
 // of the SGX devices; existing ones are replaced.
 func MakeFakeDevices(dir string) error {

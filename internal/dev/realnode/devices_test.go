@@ -64,3 +64,23 @@ func TestFakeDevices(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The fake sysfs gives the SGX plugin FakeEPCBytes and the Nitro plugin
+// the host's CPUs; made twice (a node up again), it is the same.
+func TestFakeSys(t *testing.T) {
+	dir, host := filepath.Join(t.TempDir(), "sys"), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(host, "devices", "system", "cpu", "cpu0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := MakeFakeSys(dir, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if epc, err := sgxmode.ReadEPC(dir); err != nil || epc != FakeEPCBytes {
+		t.Errorf("EPC %d %v, want %d", epc, err, FakeEPCBytes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "devices", "system", "cpu", "cpu0")); err != nil {
+		t.Errorf("the host's CPUs: %v", err)
+	}
+}

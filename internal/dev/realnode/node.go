@@ -53,6 +53,10 @@ func (n *Node) DevicesDir() string { return filepath.Join(n.Dir, "dev") }
 // node: empty, until a test serves a fake AESM in it.
 func (n *Node) AESMDir() string { return filepath.Join(n.Dir, "aesmd") }
 
+// SysDir is the node's sysfs for the device plugins: a fake SGX EPC
+// (MakeFakeSys) and the host's CPUs.
+func (n *Node) SysDir() string { return filepath.Join(n.Dir, "sys") }
+
 // KubeletRootDir is the kubelet's --root-dir (pod-resources is in it).
 func (n *Node) KubeletRootDir() string { return n.kubelet(nil).RootDir() }
 
@@ -151,6 +155,9 @@ func (n *Node) Up(ctx context.Context) error {
 	}
 	n.progress(start, "containerd up, %d images imported", len(n.Images))
 	if err := MakeFakeDevices(n.DevicesDir()); err != nil {
+		return err
+	}
+	if err := MakeFakeSys(n.SysDir(), "/sys"); err != nil {
 		return err
 	}
 	k := n.kubelet(ca)

@@ -16,10 +16,10 @@ import (
 // An install on the dev cluster takes the real node's folders and keeps the
 // operator on it, under what the user sets; the same values make the check.
 func TestDevClusterValues(t *testing.T) {
-	info := devinfo.Info{RealNode: "real", DevDir: "/c/nodes/x/dev", KubeletDir: "/c/nodes/x/kubelet", AESMDir: "/c/nodes/x/aesmd"}
+	info := devinfo.Info{RealNode: "real", DevDir: "/c/nodes/x/dev", KubeletDir: "/c/nodes/x/kubelet", AESMDir: "/c/nodes/x/aesmd", SysDir: "/c/nodes/x/sys"}
 	got := mergeValues(info.Values(), map[string]any{"host": map[string]any{"kubeletDir": "/mine"}, "replicas": 1})
 	want := map[string]any{
-		"host":         map[string]any{"devDir": "/c/nodes/x/dev", "kubeletDir": "/mine", "aesmDir": "/c/nodes/x/aesmd"},
+		"host":         map[string]any{"devDir": "/c/nodes/x/dev", "kubeletDir": "/mine", "aesmDir": "/c/nodes/x/aesmd", "sysDir": "/c/nodes/x/sys"},
 		"nodeSelector": map[string]any{"cloister.dev/real-node": "true"},
 		"replicas":     1,
 	}

@@ -29,6 +29,7 @@ const (
 	keyDevDir     = "hostDevDir"
 	keyKubeletDir = "hostKubeletDir"
 	keyAESMDir    = "hostAESMDir"
+	keySysDir     = "hostSysDir"
 )
 
 // Info describes a dev cluster.
@@ -36,10 +37,10 @@ type Info struct {
 	// RealNode is the real node's name; empty: the cluster has none, and
 	// its simulated nodes run nothing.
 	RealNode string
-	// DevDir, KubeletDir and AESMDir are the real node's folders of fake
-	// TEE devices, of its kubelet, and of an AESM socket (a fake one, when
-	// a test serves it).
-	DevDir, KubeletDir, AESMDir string
+	// DevDir, KubeletDir, AESMDir and SysDir are the real node's folders
+	// of fake TEE devices, of its kubelet, of an AESM socket (a fake one,
+	// when a test serves it) and its sysfs (a fake EPC).
+	DevDir, KubeletDir, AESMDir, SysDir string
 }
 
 // ConfigMap is the ConfigMap `dev up` writes.
@@ -47,18 +48,18 @@ func (i Info) ConfigMap() *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cloister-dev"}},
-		Data:       map[string]string{keyRealNode: i.RealNode, keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir},
+		Data:       map[string]string{keyRealNode: i.RealNode, keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir, keySysDir: i.SysDir},
 	}
 }
 
 // FromConfigMap reads and checks the ConfigMap.
 func FromConfigMap(cm *corev1.ConfigMap) (Info, error) {
-	i := Info{RealNode: cm.Data[keyRealNode], DevDir: cm.Data[keyDevDir], KubeletDir: cm.Data[keyKubeletDir], AESMDir: cm.Data[keyAESMDir]}
+	i := Info{RealNode: cm.Data[keyRealNode], DevDir: cm.Data[keyDevDir], KubeletDir: cm.Data[keyKubeletDir], AESMDir: cm.Data[keyAESMDir], SysDir: cm.Data[keySysDir]}
 	if i.RealNode == "" {
 		return i, nil
 	}
-	for key, dir := range map[string]string{keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir} {
-		if key == keyAESMDir && dir == "" {
+	for key, dir := range map[string]string{keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir, keySysDir: i.SysDir} {
+		if (key == keyAESMDir || key == keySysDir) && dir == "" {
 			continue // written by an older `dev up`: the default applies
 		}
 		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
@@ -77,6 +78,9 @@ func (i Info) Values() map[string]any {
 	host := map[string]any{"devDir": i.DevDir, "kubeletDir": i.KubeletDir}
 	if i.AESMDir != "" {
 		host["aesmDir"] = i.AESMDir
+	}
+	if i.SysDir != "" {
+		host["sysDir"] = i.SysDir
 	}
 	selector := map[string]any{}
 	for k, v := range NodeSelector() {

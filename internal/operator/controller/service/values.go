@@ -96,10 +96,13 @@ type HostPaths struct {
 	// AESMDir holds the socket of Intel's AESM (aesmd), through which LAS
 	// has enclaves' REPORTs quoted.
 	AESMDir string
+	// SysDir is sysfs: the SGX plugin reads the EPC of its NUMA nodes
+	// there, the Nitro plugin the CPUs.
+	SysDir string
 }
 
 // DefaultHostPaths are a standard node's.
-var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet", AESMDir: "/var/run/aesmd"}
+var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet", AESMDir: "/var/run/aesmd", SysDir: "/sys"}
 
 // Values are the chart values of the paths; unset ones are the defaults.
 func (h HostPaths) Values() map[string]any {
@@ -107,13 +110,14 @@ func (h HostPaths) Values() map[string]any {
 		"devDir":     cmp.Or(h.DevDir, DefaultHostPaths.DevDir),
 		"kubeletDir": cmp.Or(h.KubeletDir, DefaultHostPaths.KubeletDir),
 		"aesmDir":    cmp.Or(h.AESMDir, DefaultHostPaths.AESMDir),
+		"sysDir":     cmp.Or(h.SysDir, DefaultHostPaths.SysDir),
 	}
 }
 
 // Validate checks the paths are absolute and clean (they become hostPath
 // volumes and flags).
 func (h HostPaths) Validate() error {
-	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir, "--host-aesm-dir": h.AESMDir} {
+	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir, "--host-aesm-dir": h.AESMDir, "--host-sys-dir": h.SysDir} {
 		if p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
 			return fmt.Errorf("%s %q: use an absolute, clean path such as /dev or /var/lib/kubelet", flag, p)
 		}

@@ -7,13 +7,13 @@ import (
 
 func TestHostPaths(t *testing.T) {
 	got := HostPaths{DevDir: "/n/dev"}.Values()
-	if got["devDir"] != "/n/dev" || got["kubeletDir"] != "/var/lib/kubelet" || got["aesmDir"] != "/var/run/aesmd" {
+	if got["devDir"] != "/n/dev" || got["kubeletDir"] != "/var/lib/kubelet" || got["aesmDir"] != "/var/run/aesmd" || got["sysDir"] != "/sys" {
 		t.Errorf("values %v", got)
 	}
 	if err := DefaultHostPaths.Validate(); err != nil {
 		t.Error(err)
 	}
-	for _, h := range []HostPaths{{DevDir: "dev"}, {KubeletDir: "/var/lib/kubelet/"}, {DevDir: "/a/../dev"}, {AESMDir: "run/aesmd"}} {
+	for _, h := range []HostPaths{{DevDir: "dev"}, {KubeletDir: "/var/lib/kubelet/"}, {DevDir: "/a/../dev"}, {AESMDir: "run/aesmd"}, {SysDir: "/sys/"}} {
 		if err := h.Validate(); err == nil || !strings.Contains(err.Error(), "absolute, clean path") {
 			t.Errorf("%+v: %v", h, err)
 		}
