@@ -255,17 +255,10 @@ func TestPeerSeedRefusedToAPodOfTheSameRuntimeClass(t *testing.T) {
 // other enclave.
 func TestPeerSeedBetweenSGXReplicas(t *testing.T) {
 	dir := t.TempDir()
-	s, err := producetest.NewSGXSigner(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := s.WriteCollateral(filepath.Join(dir, "collateral"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := producetest.NewCPU()
+	machine := producetest.NewSGXMachine(t, dir)
+	roots := machine.Roots
 	enclave := func(name string, mr byte) produce.Paths {
-		return s.EnclavePaths(t, filepath.Join(dir, name), cpu, mr, 0x51)
+		return machine.EnclavePaths(t, filepath.Join(dir, name), mr, 0x51)
 	}
 	casEnclave, replica, other := enclave("cas", 0xca), enclave("replica", 0xca), enclave("other", 0xcb)
 	state := filepath.Join(dir, "state")

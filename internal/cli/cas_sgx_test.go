@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/produce/producetest"
@@ -24,17 +23,10 @@ import (
 // enclave of another MRENCLAVE cannot unseal it and waits for its owners.
 func TestCASInAnSGXEnclave(t *testing.T) {
 	dir := t.TempDir()
-	signer, err := producetest.NewSGXSigner(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := signer.WriteCollateral(filepath.Join(dir, "collateral"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := producetest.NewCPU()
+	machine := producetest.NewSGXMachine(t, dir)
+	roots := machine.Roots
 	enclave := func(name string, mr byte) produce.Paths {
-		return signer.EnclavePaths(t, filepath.Join(dir, name, "attestation"), cpu, mr, 0x51)
+		return machine.EnclavePaths(t, filepath.Join(dir, name, "attestation"), mr, 0x51)
 	}
 	state := filepath.Join(dir, "state")
 	start := func(guest produce.Paths) (string, func()) {
@@ -68,7 +60,7 @@ func TestCASInAnSGXEnclave(t *testing.T) {
 		t.Helper()
 		// Trusted by the enclave's quote, as the CLI does.
 		expect := casclient.Expect{}
-		expect.Verify.TestRoots = []*x509.Certificate{signer.Root()}
+		expect.Verify.TestRoots = []*x509.Certificate{machine.Root()}
 		c, _, err := casclient.NewAttested(context.Background(), url, expect, nil)
 		if err != nil {
 			t.Fatal(err)

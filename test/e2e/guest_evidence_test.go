@@ -74,29 +74,9 @@ func testGuestEvidence(t *testing.T, e *realNodeEnv) {
 	casHostData := bytes.Repeat([]byte{0xCA}, 32)
 
 	// CAS in its fake VM, on the node's address, where the pods reach it.
-	node := realnode.DefaultNetwork.NodeIP().String()
 	state := filepath.Join(dir, "cas-state")
-	addr := make(chan string, 1)
-	casCtx, stopCAS := context.WithCancel(ctx)
-	casDone := make(chan error, 1)
-	casLog := &testenv.Buffer{}
-	go func() {
-		casDone <- cas.Run(casCtx, cas.Config{Listen: net.JoinHostPort(node, "0"), StateDir: state, Sealer: "none", TLSSANs: []string{node},
-			TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", casHostData, nil)), TestRoots: roots,
-			Ready: func(a string) { addr <- a }}, slog.New(slog.NewJSONHandler(casLog, nil)))
-	}()
-	t.Cleanup(func() {
-		stopCAS()
-		if err := <-casDone; err != nil {
-			t.Errorf("CAS: %v", err)
-		}
-	})
-	var casAddr string
-	select {
-	case casAddr = <-addr:
-	case err := <-casDone:
-		t.Fatalf("CAS did not start: %v", err)
-	}
+	casAddr, casLog := startCASOnNode(t, cas.Config{StateDir: state, Sealer: "none",
+		TEE: true, Guest: producetest.GuestPaths(vm("cas-vm", casHostData, nil)), TestRoots: roots})
 	measurement := hex.EncodeToString(s.Measurement[:])
 	identity := filepath.Join(dir, "cas-identity.yaml")
 	reference := filepath.Join(dir, "reference.yaml")
@@ -230,4 +210,32 @@ func manifestHostData(t *testing.T, file string) []byte {
 		t.Fatalf("host data %q: %v", m.Services[0].Attestation.Identities[0].HostData, err)
 	}
 	return d
+}
+
+// startCASOnNode runs CAS beside the cluster, on the real node's address
+// where its pods reach it, until the test ends; it returns CAS's address
+// and its log.
+func startCASOnNode(t *testing.T, cfg cas.Config) (string, *testenv.Buffer) {
+	t.Helper()
+	node := realnode.DefaultNetwork.NodeIP().String()
+	cfg.Listen, cfg.TLSSANs = net.JoinHostPort(node, "0"), []string{node}
+	addr := make(chan string, 1)
+	cfg.Ready = func(a string) { addr <- a }
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := &testenv.Buffer{}
+	go func() { done <- cas.Run(ctx, cfg, slog.New(slog.NewJSONHandler(log, nil))) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("CAS: %v", err)
+		}
+	})
+	select {
+	case a := <-addr:
+		return a, log
+	case err := <-done:
+		t.Fatalf("CAS did not start: %v", err)
+	}
+	return "", nil
 }

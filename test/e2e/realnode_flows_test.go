@@ -56,6 +56,7 @@ func TestRealNode(t *testing.T) {
 		{"ImagesRunHelpAsNonRoot", testImagesRunHelp},
 		{"SGXPluginRegisters", testSGXPluginRegisters},
 		{"PodGetsTheDevice", testPodGetsTheDevice},
+		{"EPCBoundsWhatIsScheduled", testEPCScheduling},
 		{"LASUnhealthyWhileTheDeviceIsClosed", testLASFollowsTheDevice},
 		{"LogsAndExec", testLogsAndExec},
 		{"CASNeedsInit", testCASNeedsInit},
@@ -64,6 +65,7 @@ func TestRealNode(t *testing.T) {
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
 		{"ConfidentialWorkloads", testConfidentialWorkloads},
 		{"PodAttestsWithItsVMsOwnEvidence", testGuestEvidence},
+		{"SGXPodAttestsFromItsEnclave", testSGXPremainPod},
 		{"NitroPluginFollowsTheDevice", testNitroPluginFollowsTheDevice},
 		{"NitroEnclaves", testNitroEnclaves},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
@@ -136,9 +138,15 @@ func testSGXPluginRegisters(t *testing.T, e *realNodeEnv) {
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		q := n.Status.Allocatable[sgxmode.ResourceEnclave]
-		return q.Value() > 0 && n.Labels[sgxmode.Label] == "true",
-			"allocatable " + q.String() + ", label " + n.Labels[sgxmode.Label], nil
+		q, epc := n.Status.Allocatable[sgxmode.ResourceEnclave], n.Status.Allocatable[sgxmode.ResourceEPC]
+		return q.Value() > 0 && n.Labels[sgxmode.Label] == "true" && epc.Value() == realnode.FakeEPCBytes,
+			"allocatable " + q.String() + " enclaves, " + epc.String() + " EPC, label " + n.Labels[sgxmode.Label], nil
+	})
+	waitFor(t, "the SGXPlugin status to show the node's EPC", time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(plugin), plugin); err != nil {
+			return false, err.Error(), nil
+		}
+		return plugin.Status.CapacityEPCBytesPerNode[cluster.RealNodeName] == realnode.FakeEPCBytes, fmt.Sprintf("%+v", plugin.Status), nil
 	})
 	if plugin.Status.ReadyReplicas != 1 || plugin.Status.CapacitySGXDevicesPerNode[cluster.RealNodeName] < 1 {
 		t.Errorf("SGXPlugin status %+v", plugin.Status)

@@ -76,7 +76,14 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin, append(built, app, enc)
+	// The SGX premain's image: the app (meshapp, as sgxapp), and the
+	// initializer that becomes it.
+	sgx, err := image.BuildTo(image.Spec{Name: sgxApp, Binary: filepath.Join(bin, meshApp), Extra: []string{filepath.Join(bin, "cloister-initializer")},
+		Version: imageVersion}, out, image.DefaultRegistry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, append(built, app, enc, sgx)
 }
 
 // tarballs are the files of built images.
@@ -191,7 +198,7 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 		// under that name too.
 		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
 		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"), "--enclave-image=" + pinned(t, env.built, "cloister-enclave"),
-		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(), "--host-aesm-dir=" + env.node.AESMDir(),
+		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(), "--host-aesm-dir=" + env.node.AESMDir(), "--host-sys-dir=" + env.node.SysDir(),
 	}
 	op.start(t)
 	t.Cleanup(func() { op.stop(t) })

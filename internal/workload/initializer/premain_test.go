@@ -23,14 +23,8 @@ import (
 // MRENCLAVE is refused, the mismatch named, and runs nothing.
 func TestSGXPremain(t *testing.T) {
 	dir := t.TempDir()
-	signer, err := producetest.NewSGXSigner(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots, err := signer.WriteCollateral(filepath.Join(dir, "collateral"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	machine := producetest.NewSGXMachine(t, dir)
+	signer, roots := machine.SGXSigner, machine.Roots
 	state := filepath.Join(dir, "state")
 	url, admin := initializedCAS(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(t),
 		CollateralDir: filepath.Join(dir, "collateral"), TestRoots: roots})

@@ -6,9 +6,13 @@
 //	    what http://HOST:PORT/ answers (the app's own outbound call)
 //	meshapp get [--ca FILE] [--cert FILE --key FILE] [--servername NAME] [--insecure] URL
 //	    prints the body and, over TLS, the server certificate's subject
+//	meshapp secret --file FILE --env NAME
+//	    prints the SHA-256 of FILE and of $NAME (never the values) and
+//	    waits: the app an SGX premain becomes, showing what it was given
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,7 +21,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -28,7 +34,7 @@ func (p *ports) Set(s string) error { *p = append(*p, s); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: meshapp serve|get ...")
+		fmt.Fprintln(os.Stderr, "usage: meshapp serve|get|secret ...")
 		os.Exit(2)
 	}
 	var err error
@@ -37,8 +43,10 @@ func main() {
 		err = serve(os.Args[2:])
 	case "get":
 		err = get(os.Args[2:])
+	case "secret":
+		err = secret(os.Args[2:])
 	default:
-		err = errors.New("usage: meshapp serve|get [flags]")
+		err = errors.New("usage: meshapp serve|get|secret [flags]")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "meshapp:", err)
@@ -123,5 +131,27 @@ func get(args []string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s", resp.Status)
 	}
+	return nil
+}
+
+func secret(args []string) error {
+	fs := flag.NewFlagSet("secret", flag.ContinueOnError)
+	file := fs.String("file", "", "the file to show the digest of")
+	env := fs.String("env", "", "the variable to show the digest of")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	value, ok := os.LookupEnv(*env)
+	if !ok {
+		return fmt.Errorf("no variable %s", *env)
+	}
+	fmt.Printf("file %s: %d bytes, sha256 %x\nenv %s: %d bytes, sha256 %x\n", *file, len(data), sha256.Sum256(data), *env, len(value), sha256.Sum256([]byte(value)))
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	<-stop
 	return nil
 }

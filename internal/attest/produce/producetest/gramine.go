@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -213,13 +214,36 @@ func (g *GramineFS) sealKey(policy string, id []byte) []byte {
 	return m.Sum(nil)[:16]
 }
 
-// EnclavePaths mounts, at dir, an enclave of mrenclave and mrsigner
-// (EnclaveBody) that Gramine quotes itself, on cpu, and returns the
-// producer paths that find it: every other interface at a path that does
-// not exist, so Detect takes Gramine on any machine.
-func (s *SGXSigner) EnclavePaths(tb testing.TB, dir string, cpu []byte, mrenclave, mrsigner byte) produce.Paths {
+// SGXMachine is an SGX machine for tests: its quoting enclave, the
+// Intel-shaped collateral that judges its quotes, laid out in Collateral
+// with the test root in Roots, and its CPU's secret.
+type SGXMachine struct {
+	*SGXSigner
+	Collateral, Roots string
+	CPU               []byte
+}
+
+// NewSGXMachine makes one, its collateral in dir/collateral.
+func NewSGXMachine(tb testing.TB, dir string) *SGXMachine {
 	tb.Helper()
-	MountGramine(tb, dir, &GramineFS{Signer: s, Body: EnclaveBody(mrenclave, mrsigner), RemoteAttestation: "dcap", CPU: cpu})
+	s, err := NewSGXSigner(time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := &SGXMachine{SGXSigner: s, Collateral: filepath.Join(dir, "collateral"), CPU: NewCPU()}
+	if m.Roots, err = s.WriteCollateral(m.Collateral); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// EnclavePaths mounts, at dir, an enclave of mrenclave and mrsigner
+// (EnclaveBody) that Gramine quotes itself, on the machine's CPU, and
+// returns the producer paths that find it: every other interface at a
+// path that does not exist, so Detect takes Gramine on any machine.
+func (m *SGXMachine) EnclavePaths(tb testing.TB, dir string, mrenclave, mrsigner byte) produce.Paths {
+	tb.Helper()
+	MountGramine(tb, dir, &GramineFS{Signer: m.SGXSigner, Body: EnclaveBody(mrenclave, mrsigner), RemoteAttestation: "dcap", CPU: m.CPU})
 	missing := filepath.Join(filepath.Dir(dir), "no-such-interface")
 	return produce.Paths{TSM: missing, SEVGuest: missing, TDXGuest: missing, NSM: missing, Gramine: dir}
 }
