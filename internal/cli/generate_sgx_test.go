@@ -40,6 +40,9 @@ func TestGenerateSGX(t *testing.T) {
 	if !strings.Contains(stderr, "no CAS manifest written") {
 		t.Errorf("stderr:\n%s", stderr)
 	}
+	if explained, _, err := run(t, "generate", "--explain", pod); err != nil || !strings.Contains(explained, "Pod shop/api runs an SGX enclave in container api") {
+		t.Errorf("explain: %v\n%s", err, explained)
+	}
 
 	sig := writeFile(t, dir, "api.sig", string(attesttest.Read(t, "sgx-sigstruct/sig1.sigstruct.bin")))
 	values, stderr, err := run(t, "reference-values", "compute", "--platform", "sgx", "--sigstruct", sig)

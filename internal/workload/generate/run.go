@@ -202,6 +202,11 @@ func Explain(w io.Writer, paths []string) error {
 			return fmt.Errorf("%s: %w", file, err)
 		}
 		for _, wl := range res.Workloads {
+			if wl.Enclave != nil {
+				_, _ = fmt.Fprintf(w, "%s %s/%s runs an SGX enclave in container %s under its node's runtime: no guest policy applies; "+
+					"its enclave's MRENCLAVE, pinned in the CAS manifest, is its identity, and its Gramine manifest says what it runs\n\n", wl.Kind, wl.Namespace, wl.Name, wl.Enclave.Container)
+				continue
+			}
 			var p podpolicy.Policy
 			if err := json.Unmarshal(wl.Policy, &p); err != nil {
 				return fmt.Errorf("%s: %s %s/%s: %w", file, wl.Kind, wl.Namespace, wl.Name, err)
