@@ -2,6 +2,7 @@ package initializer
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/las"
+	"github.com/cloister-cc/cloister/internal/las/aesm"
+	"github.com/cloister-cc/cloister/internal/las/aesm/aesmtest"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
@@ -35,11 +39,12 @@ func TestSGXPremain(t *testing.T) {
 	if _, err := admin.RegisterPolicy(context.Background(), boardApproved(t, sgxManifest)); err != nil {
 		t.Fatal(err)
 	}
-	enclave := func(name string, mr byte) string {
+	enclaveOf := func(name string, mr byte, remote string) string {
 		d := filepath.Join(dir, name, "attestation")
-		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: "dcap", CPU: producetest.NewCPU()})
+		producetest.MountGramine(t, d, &producetest.GramineFS{Signer: signer, Body: producetest.EnclaveBody(mr, 0x51), RemoteAttestation: remote, CPU: producetest.NewCPU()})
 		return d
 	}
+	enclave := func(name string, mr byte) string { return enclaveOf(name, mr, "dcap") }
 	var execed struct {
 		path string
 		argv []string
@@ -52,8 +57,9 @@ func TestSGXPremain(t *testing.T) {
 	}
 	t.Cleanup(func() { execve = orig })
 	t.Setenv(initenv.EnvEvidence, initenv.EvidenceSGX) // dropped before the application starts
+	lasURL := ""
 	run := func(gramine, want string) (string, *testenv.Buffer, error) {
-		cfg := Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, state),
+		cfg := Config{CAS: strings.TrimPrefix(url, "https://"), LAS: lasURL, Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, state),
 			Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, Evidence: initenv.EvidenceSGX,
 			Guest: producetestPaths(gramine), Out: filepath.Join(filepath.Dir(gramine), "run"), Exec: []string{"true", "--serve"},
 			MinRetry: 20 * time.Millisecond, MaxRetry: 50 * time.Millisecond}
@@ -84,6 +90,17 @@ func TestSGXPremain(t *testing.T) {
 	_, logs, err = run(enclave("other", 0xe8), "MRENCLAVE is e8e8")
 	if err == nil || execed.path != "" {
 		t.Errorf("another enclave: %v, ran %q\n%s", err, execed.path, logs)
+	}
+
+	// Gramine without remote attestation: the enclave's REPORT goes to
+	// its node's LAS, which has the quoting enclave (a fake AESM) quote
+	// it, and CAS takes that quote as it takes Gramine's.
+	sock, _ := aesmtest.Start(t, signer)
+	srv := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: t.TempDir()}, DCAP: &las.DCAP{Client: &aesm.Client{Socket: sock}}}).Handler())
+	t.Cleanup(srv.Close)
+	lasURL = srv.URL
+	if _, logs, err = run(enclaveOf("reported", 0xe7, "none"), ""); err != nil || !strings.HasSuffix(execed.path, "/true") {
+		t.Errorf("the REPORT quoted by LAS: %v, ran %q\n%s", err, execed.path, logs)
 	}
 }
 
