@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
 
-	"github.com/cloister-cc/cloister/internal/dev/image"
 	laswire "github.com/cloister-cc/cloister/internal/las/wire"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
-// InitializerPath is where the initializer image keeps its binary, and
-// where an SGX image copies it: the enclave's entrypoint.
-var InitializerPath = path.Join(image.BinDir, InitializerName)
+// InitializerPath is where the initializer image keeps its binary (the
+// images' /usr/local/bin), and where an SGX image copies it: the
+// enclave's entrypoint. The real-node e2e runs it from there.
+const InitializerPath = "/usr/local/bin/" + InitializerName
 
 // GramineFile names the Gramine manifest lines of an SGX workload in the
 // workspace.
