@@ -232,16 +232,11 @@ func (f *generateFlags) referenceValues() (runtimeclass.Platform, *refvalues.Fil
 	if err != nil {
 		return "", nil, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
-	fromFile := runtimeclass.SNP
-	if ref.TDX != nil {
-		fromFile = runtimeclass.TDX
-	}
-	if ref.SGX != nil {
-		fromFile = runtimeclass.SGX
-	}
+	held := ref.Platforms() // Parse refuses a file of none
+	fromFile := runtimeclass.Platform(held[0])
 	switch {
-	case (ref.SNP != nil) && (ref.TDX != nil) || (ref.SNP != nil || ref.TDX != nil) && ref.SGX != nil:
-		return "", nil, fmt.Errorf("%s %s: values for more than one platform: give one platform's", flag, path)
+	case len(held) > 1:
+		return "", nil, fmt.Errorf("%s %s: values for %s: give one platform's", flag, path, strings.Join(held, " and "))
 	case flag == "--reference-values":
 		platform = fromFile
 	case platform != fromFile:

@@ -67,7 +67,9 @@ func TestGenerateSGX(t *testing.T) {
 		}
 	}
 
-	snp := writeFile(t, dir, "snp.yaml", "snp: {measurement: '"+strings.Repeat("ab", 48)+"'}\n")
+	snpLine := "snp: {measurement: '" + strings.Repeat("ab", 48) + "'}\n"
+	snp := writeFile(t, dir, "snp.yaml", snpLine)
+	both := writeFile(t, dir, "both.yaml", values+snpLine)
 	for name, tc := range map[string]struct {
 		args []string
 		want string
@@ -75,6 +77,7 @@ func TestGenerateSGX(t *testing.T) {
 		"snp values for sgx":         {[]string{"--reference-values", "sgx", "--reference-values-file", snp}, "snp values for platform sgx"},
 		"sgx values for snp":         {[]string{"--reference-values", "snp", "--reference-values-file", valuesFile}, "sgx values for platform snp"},
 		"no CAS identity":            {[]string{"--reference-values", "sgx"}, "--cas-identity: required for sgx"},
+		"two platforms' values":      {[]string{"--reference-values", both}, "values for sgx and snp: give one platform's"},
 		"the enclave's pod for a VM": {[]string{"--reference-values", snp}, "generate it with --reference-values sgx"},
 	} {
 		args := append(base, tc.args...)

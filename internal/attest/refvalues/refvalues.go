@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 
@@ -83,6 +84,18 @@ func Parse(data []byte) (*File, error) {
 		return nil, fmt.Errorf("reference values: %w", err)
 	}
 	return &f, f.Validate()
+}
+
+// Platforms names the platforms the file holds values of.
+func (f *File) Platforms() []string {
+	var out []string
+	for name, set := range map[string]bool{"snp": f.SNP != nil, "tdx": f.TDX != nil, "sgx": f.SGX != nil} {
+		if set {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Validate checks what a manifest needs of the values.

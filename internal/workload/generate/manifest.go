@@ -173,11 +173,12 @@ func CheckManifest(doc *policy.Document, workloads []Workload) error {
 // InManifest says whether the manifest names the workload with its
 // policy digest, or an SGX workload by an enclave.
 func InManifest(doc *policy.Document, w Workload) bool {
-	svc := doc.Service(w.Service)
+	names := func(id attest.Identity) bool { return namesDigest(id, w.Digest) }
 	if w.Enclave != nil {
-		return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, func(id attest.Identity) bool { return id.Type == attest.SGX })
+		names = func(id attest.Identity) bool { return id.Type == attest.SGX }
 	}
-	return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, func(id attest.Identity) bool { return namesDigest(id, w.Digest) })
+	svc := doc.Service(w.Service)
+	return svc != nil && slices.ContainsFunc(svc.Attestation.Identities, names)
 }
 
 // namesDigest says whether an identity is the pod policy digest.

@@ -111,7 +111,7 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 		switch {
 		case opts.SGX:
 			return rewriteSGXPod(ctx, tmpl, w, opts)
-		case isSGX(tmpl):
+		case enclaveOf(tmpl) != "":
 			return fmt.Errorf("an SGX pod (annotation %s) runs its enclave under its node's runtime, not in a VM: generate it with --reference-values sgx, or remove the annotation", EnclaveAnnotation)
 		}
 		return rewritePod(ctx, tmpl, w, opts)
@@ -140,10 +140,9 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 // them: their services and the digests of their policy annotations.
 func Inspect(in []byte) (*Result, error) {
 	_, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error {
-		if isSGX(tmpl) {
+		if name := enclaveOf(tmpl); name != "" {
 			// The enclave is its identity: nothing of the YAML is measured.
-			name, _ := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", EnclaveAnnotation))
-			w.Enclave = &Enclave{Container: name.YNode().Value}
+			w.Enclave = &Enclave{Container: name}
 			return nil
 		}
 		a, err := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", podpolicy.Annotation))
@@ -219,7 +218,7 @@ func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error,
 		return nil
 	}
 	rc := spec.Value.Field("runtimeClassName")
-	if (rc == nil || !isConfidential(rc.Value.YNode().Value)) && !isSGX(tmpl) {
+	if (rc == nil || !isConfidential(rc.Value.YNode().Value)) && enclaveOf(tmpl) == "" {
 		return nil
 	}
 	w := Workload{Kind: kind, Namespace: namespace, Name: doc.GetName()}

@@ -84,10 +84,14 @@ func ParseEnclaveSize(s string) (int64, error) {
 	return v, nil
 }
 
-// isSGX says whether a pod template is an SGX workload generate made.
-func isSGX(tmpl *kyaml.RNode) bool {
+// enclaveOf is the enclave container an SGX workload generate made
+// names, or "" for any other pod template.
+func enclaveOf(tmpl *kyaml.RNode) string {
 	a, err := tmpl.Pipe(kyaml.Lookup("metadata", "annotations", EnclaveAnnotation))
-	return err == nil && a != nil
+	if err != nil || a == nil {
+		return ""
+	}
+	return a.YNode().Value
 }
 
 // rewriteSGXPod rewrites one SGX pod template in place: its enclave
