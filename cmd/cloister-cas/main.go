@@ -28,6 +28,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.ApplyHostEnv(fs, os.Getenv); err != nil {
+		return err
+	}
 	return cas.Run(ctx, cfg, log)
 }
 

@@ -61,8 +61,11 @@ type Config struct {
 	Store string
 	// KubeConfig reaches the API for a kubernetes store; nil: the
 	// pod's service account.
-	KubeConfig    *rest.Config
-	Sealer        string // none | file:PATH
+	KubeConfig *rest.Config
+	Sealer     string // none | file:PATH | ... (ParseSealer)
+	// Node is the node CAS runs on: the slot of the state that the SGX
+	// node sealers (sgx-node, sgx-signer-node) keep its sealed seed in.
+	Node          string
 	TLSSANs       []string
 	CollateralDir string
 	// PCS and KDS are the Intel PCS (or PCCS) and AMD KDS collateral is
@@ -98,6 +101,9 @@ type Config struct {
 	// guest devices at Guest's paths). Refused with Simulation.
 	TEE   bool
 	Guest produce.Paths
+	// HostEnv: the HostChosen flags come from the environment
+	// (ApplyHostEnv), in an enclave whose manifest fixes the rest.
+	HostEnv bool
 	// TestRoots is a PEM file of test roots workload evidence may chain to
 	// (insecure: tests and fake confidential VMs only).
 	TestRoots string

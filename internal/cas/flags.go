@@ -33,6 +33,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SimulationKeyFile, "simulation-key-file", "", "with --simulation: the key CAS signs its own simulated evidence with, which clients pin (the operator mounts its Secret there); default "+SimulationKeyFile+" in --state-dir, made when missing, its public key in "+SimulationPubKeyFile)
 	fs.StringVar(&c.Peers, "peers", "", "with a kubernetes store: CAS's Service, whose ready endpoints are the replicas that hand this one the root seed when it starts without it (each side proves by evidence that it is this CAS)")
 	fs.BoolVar(&c.TEE, "tee", false, "CAS runs in a confidential VM (SEV-SNP, TDX) or an SGX enclave (Gramine): vouch for the TLS key with its own evidence; CAS does not start without it")
+	fs.StringVar(&c.Node, "node", "", "the node CAS runs on (its pod's spec.nodeName): the slot of the state the sgx-node and sgx-signer-node sealers keep the sealed seed in")
+	fs.BoolVar(&c.HostEnv, "host-env", false, "with --tee, in an enclave whose Gramine manifest fixes this command line: the flags the host may choose ("+strings.Join(HostChosen, ", ")+") come from "+HostEnvPrefix+"* environment variables (--tls-san from "+HostEnv("tls-san")+"), and only those")
 	fs.StringVar(&c.Guest.Gramine, "gramine", produce.DefaultGramine, "with --tee: Gramine's attestation folder, inside an SGX enclave")
 	fs.StringVar(&c.Guest.TSM, "tsm", produce.DefaultTSM, "with --tee: configfs-tsm's folder")
 	fs.StringVar(&c.Guest.SEVGuest, "sev-guest", produce.DefaultSEVGuest, "with --tee: the SEV-SNP guest device (when configfs-tsm is missing)")

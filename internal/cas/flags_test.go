@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +111,63 @@ func TestBackupFlags(t *testing.T) {
 		if err := Backup(t.Context(), tt.cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("%+v: %v, want an error that says %q", tt.cfg, err, tt.says)
 		}
+	}
+}
+
+// With --host-env the host chooses the HostChosen flags, from their
+// variables, and nothing else: a variable of another flag is never read,
+// and a host-chosen flag also on the (measured) command line is refused.
+func TestHostEnv(t *testing.T) {
+	env := map[string]string{HostEnv("store"): "kubernetes:ns/cas", HostEnv("node"): "n1", HostEnv("tls-san"): "a,b",
+		HostEnv("sealer"): "file:/tmp/seed", HostEnv("simulation"): "true", HostEnv("insecure-test-roots"): "/tmp/roots.pem"}
+	parse := func(args ...string) (Config, error) {
+		cfg, fs := Config{}, flag.NewFlagSet("cloister-cas", flag.ContinueOnError)
+		cfg.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return cfg, cfg.ApplyHostEnv(fs, func(k string) string { return env[k] })
+	}
+	cfg, err := parse("--tee", "--host-env", "--sealer=sgx-node")
+	if err != nil || cfg.Store != "kubernetes:ns/cas" || cfg.Node != "n1" || !slices.Equal(cfg.TLSSANs, []string{"a", "b"}) ||
+		cfg.Sealer != "sgx-node" || cfg.Simulation || cfg.TestRoots != "" {
+		t.Errorf("--host-env: %+v %v", cfg, err)
+	}
+	if cfg, err := parse("--tee"); err != nil || cfg.Store != "bolt" || cfg.Node != "" {
+		t.Errorf("without --host-env the environment was read: %+v %v", cfg, err)
+	}
+	if _, err := parse("--tee", "--host-env", "--store=bolt"); err == nil || !strings.Contains(err.Error(), HostEnv("store")) {
+		t.Errorf("a host-chosen flag on the command line: %v", err)
+	}
+	if _, err := parse("--host-env"); err == nil || !strings.Contains(err.Error(), "--tee") {
+		t.Errorf("--host-env outside an enclave: %v", err)
+	}
+	for _, name := range HostChosen {
+		if strings.Contains(name, "sealer") || strings.Contains(name, "sim") || strings.HasSuffix(name, "-file") || strings.HasSuffix(name, "-dir") {
+			t.Errorf("the host may choose --%s", name)
+		}
+	}
+}
+
+// The SGX node sealers keep the seed in a node's slot, under the
+// enclave's key; without a node of their own, --node names it.
+func TestSGXNodeSealers(t *testing.T) {
+	for _, spec := range []string{"sgx-node:n1", "sgx-signer-node:n1"} {
+		s, err := ParseSealer(spec, produce.Paths{})
+		if slot, ok := s.(seal.SlotSealer); err != nil || !ok || slot.Node != "n1" || slot.Insecure() {
+			t.Errorf("%s: %#v %v", spec, s, err)
+		}
+	}
+	cfg := Config{Sealer: "sgx-node", Store: "kubernetes:ns/cas"}
+	if _, err := sealerFor(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--node") {
+		t.Errorf("sgx-node without --node: %v", err)
+	}
+	cfg.Node = "n2"
+	if s, err := sealerFor(cfg, slog.New(slog.DiscardHandler)); err != nil || s.(seal.SlotSealer).Node != "n2" {
+		t.Errorf("sgx-node with --node n2: %#v %v", s, err)
+	}
+	cfg.Store = "bolt"
+	if _, err := sealerFor(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "kubernetes:NAMESPACE/NAME") {
+		t.Errorf("sgx-node on a bolt store: %v", err)
 	}
 }

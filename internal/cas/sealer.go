@@ -12,12 +12,14 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
+	"github.com/cloister-cc/cloister/internal/cas/gramine"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 )
 
 var errSealerSpec = errors.New("use none (owners recover after every restart), snp:PATH (in an SEV-SNP VM of CAS's own, no pod's: the seed in PATH, sealed under a key the firmware derives for this chip, image and policy), " +
 	"snp-node:NODE (the same key, the sealed seed in NODE's slot of a kubernetes store), sgx:PATH (in an SGX enclave: the seed in PATH, sealed under the enclave's key for its MRENCLAVE, which no other enclave derives), " +
-	"sgx-signer:PATH (the same, under the key of its MRSIGNER: later versions of the enclave by its signer open it too), sim-node:NODE (simulation, insecure: a key from the simulation key and NODE, the sealed seed in NODE's slot of a kubernetes store) " +
+	"sgx-signer:PATH (the same, under the key of its MRSIGNER: later versions of the enclave by its signer open it too), " +
+	"sgx-node[:NODE] and sgx-signer-node[:NODE] (the same keys, the sealed seed in NODE's slot of a kubernetes store; without NODE, --node's), sim-node:NODE (simulation, insecure: a key from the simulation key and NODE, the sealed seed in NODE's slot of a kubernetes store) " +
 	"or file:PATH (development: the CAS root secret in a plain file)")
 
 // ParseSealer reads --sealer; guest holds the SEV-SNP guest device that
@@ -37,11 +39,13 @@ func ParseSealer(spec string, guest produce.Paths) (seal.Sealer, error) {
 		dev := &produce.SEVGuest{Path: cmp.Or(sevGuest, produce.DefaultSEVGuest)}
 		return seal.KeySealer{Path: strings.TrimPrefix(spec, "snp:"), Key: dev.SealingKey, What: derivedKeySealer}, nil
 	case strings.HasPrefix(spec, "sgx:") && len(spec) > len("sgx:"):
-		g := &produce.Gramine{Dir: cmp.Or(guest.Gramine, produce.DefaultGramine)}
-		return seal.KeySealer{Path: strings.TrimPrefix(spec, "sgx:"), Key: func() ([]byte, error) { return g.SealingKey(produce.SealToMRENCLAVE) }, What: "SGX sealing key (MRENCLAVE)"}, nil
+		return seal.KeySealer{Path: strings.TrimPrefix(spec, "sgx:"), Key: sgxKey(guest, produce.SealToMRENCLAVE), What: sgxKeyMRENCLAVE}, nil
 	case strings.HasPrefix(spec, "sgx-signer:") && len(spec) > len("sgx-signer:"):
-		g := &produce.Gramine{Dir: cmp.Or(guest.Gramine, produce.DefaultGramine)}
-		return seal.KeySealer{Path: strings.TrimPrefix(spec, "sgx-signer:"), Key: func() ([]byte, error) { return g.SealingKey(produce.SealToMRSIGNER) }, What: "SGX sealing key (MRSIGNER)"}, nil
+		return seal.KeySealer{Path: strings.TrimPrefix(spec, "sgx-signer:"), Key: sgxKey(guest, produce.SealToMRSIGNER), What: sgxKeyMRSIGNER}, nil
+	case strings.HasPrefix(spec, sgxNodeSealer+":") && len(spec) > len(sgxNodeSealer+":"):
+		return seal.SlotSealer{Node: strings.TrimPrefix(spec, sgxNodeSealer+":"), Key: sgxKey(guest, produce.SealToMRENCLAVE), What: sgxKeyMRENCLAVE}, nil
+	case strings.HasPrefix(spec, sgxSignerNodeSealer+":") && len(spec) > len(sgxSignerNodeSealer+":"):
+		return seal.SlotSealer{Node: strings.TrimPrefix(spec, sgxSignerNodeSealer+":"), Key: sgxKey(guest, produce.SealToMRSIGNER), What: sgxKeyMRSIGNER}, nil
 	case strings.HasPrefix(spec, "sim-node:") && len(spec) > len("sim-node:"):
 		// The key comes from the simulation key, once Run knows it.
 		return seal.SlotSealer{Node: strings.TrimPrefix(spec, "sim-node:"), What: "simulated sealing key", Simulated: true}, nil
@@ -53,7 +57,15 @@ func ParseSealer(spec string, guest produce.Paths) (seal.Sealer, error) {
 // from the rest of the configuration (simulated sealing: the simulation
 // key), saying when it is insecure.
 func sealerFor(cfg Config, log *slog.Logger) (seal.Sealer, error) {
-	sealer, err := ParseSealer(cfg.Sealer, cfg.Guest)
+	spec := cfg.Sealer
+	if spec == sgxNodeSealer || spec == sgxSignerNodeSealer {
+		// An enclave's manifest fixes the sealer; the host names the node.
+		if cfg.Node == "" {
+			return nil, fmt.Errorf("--sealer %s keeps the sealed seed in this node's slot of the state: give --node (the pod's spec.nodeName)", spec)
+		}
+		spec += ":" + cfg.Node
+	}
+	sealer, err := ParseSealer(spec, cfg.Guest)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +94,25 @@ func sealerFor(cfg Config, log *slog.Logger) (seal.Sealer, error) {
 	}
 	return sealer, nil
 }
+
+// sgxKey derives an SGX sealer's key from Gramine's sealing key to.
+func sgxKey(guest produce.Paths, to string) func() ([]byte, error) {
+	g := &produce.Gramine{Dir: cmp.Or(guest.Gramine, produce.DefaultGramine)}
+	return func() ([]byte, error) { return g.SealingKey(to) }
+}
+
+// The SGX sealers' keys, as errors and logs name them.
+const (
+	sgxKeyMRENCLAVE = "SGX sealing key (MRENCLAVE)"
+	sgxKeyMRSIGNER  = "SGX sealing key (MRSIGNER)"
+)
+
+// The SGX node sealers, which a manifest fixes without a node: --node
+// names it.
+const (
+	sgxNodeSealer       = gramine.NodeSealer
+	sgxSignerNodeSealer = gramine.SignerNodeSealer
+)
 
 // derivedKeySealer names the SEV-SNP sealers: their key is derived from
 // the launch measurement and guest policy, never the host data.

@@ -135,6 +135,44 @@ type CASConfidentialVM struct {
 	RTMRs []string `json:"rtmrs,omitempty"`
 }
 
+// CASEnclaveSealing says which key of the enclave seals CAS's root seed.
+type CASEnclaveSealing string
+
+// Sealing keys of an SGX CAS.
+const (
+	// CASSealToMRENCLAVE: only this very enclave opens the seed; a new
+	// version of CAS recovers from a ready peer or from its owners.
+	CASSealToMRENCLAVE CASEnclaveSealing = "MRENCLAVE"
+	// CASSealToMRSIGNER: every enclave of the same signer and product ID
+	// opens it, later versions of CAS included (and earlier ones: the
+	// owners choose upgrades without their shares over pinning).
+	CASSealToMRSIGNER CASEnclaveSealing = "MRSIGNER"
+)
+
+// CASSGX runs CAS in an SGX enclave with Gramine, under the manifest its
+// image ships (signed once per sealing key): CAS vouches for its TLS key
+// with a DCAP quote, and clients trust it by the enclave's MRENCLAVE,
+// which measures CAS, Gramine and the whole manifest (its command line
+// included). The pod asks for an SGX enclave and the enclave's EPC, and
+// runs on a node whose SGX plugin and AESM serve it.
+type CASSGX struct {
+	// MREnclave is the enclave's MRENCLAVE, 64 hex digits: cloister
+	// reference-values compute --platform sgx --sigstruct on the image's
+	// signed manifest (cloister-cas.sig, or cloister-cas-signer.sig with
+	// sealing MRSIGNER) prints it. The operator, the initializers and
+	// cloister --cluster trust CAS only by it.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	MREnclave string `json:"mrenclave"`
+	// Sealing is the key CAS's root seed is sealed with, in its node's
+	// slot of the state (with spec.sealing Node): MRENCLAVE (the default)
+	// or MRSIGNER. Each is another signed manifest, so another
+	// MRENCLAVE: the choice is measured, and no host can weaken it.
+	// +optional
+	// +kubebuilder:default=MRENCLAVE
+	// +kubebuilder:validation:Enum=MRENCLAVE;MRSIGNER
+	Sealing CASEnclaveSealing `json:"sealing,omitempty"`
+}
+
 // CASCollateral says where CAS fetches the vendor collateral hardware
 // evidence is verified with, cached in its volume and refreshed before it
 // goes out of date (served from the cache while the vendor fails, until
@@ -168,6 +206,10 @@ type CASCollateral struct {
 // image, exposure, persistence and the policies it serves.
 // +kubebuilder:validation:XValidation:rule="!has(self.autoUpdate) || !self.autoUpdate",message="autoUpdate: CAS is never updated automatically: a new image is a new measurement, which its owners approve; name the new image in spec.image"
 // +kubebuilder:validation:XValidation:rule="!(has(self.confidentialVM) && has(self.simulation) && self.simulation)",message="confidentialVM and simulation exclude each other: a CAS in a confidential VM never vouches for itself with simulated evidence"
+// +kubebuilder:validation:XValidation:rule="!(has(self.sgx) && has(self.simulation) && self.simulation)",message="sgx and simulation exclude each other: a CAS in an enclave never vouches for itself with simulated evidence"
+// +kubebuilder:validation:XValidation:rule="!(has(self.sgx) && has(self.confidentialVM))",message="sgx and confidentialVM exclude each other: CAS runs in one TEE"
+// +kubebuilder:validation:XValidation:rule="!has(self.sgx) || !has(self.persistence) || !has(self.persistence.mountPath) || self.persistence.mountPath == '/etc/cas/db'",message="sgx: the enclave's manifest mounts CAS's volume at /etc/cas/db only; leave persistence.mountPath unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.sgx) || !has(self.collateral) || !has(self.collateral.dcapAPIKeySecret)",message="sgx: an enclave takes no DCAP API key file from the host (PCS serves collateral without one); remove collateral.dcapAPIKeySecret"
 type CASSpec struct {
 	common.ServiceSpec `json:",inline"`
 
@@ -199,6 +241,16 @@ type CASSpec struct {
 	// +optional
 	ConfidentialVM *CASConfidentialVM `json:"confidentialVM,omitempty"`
 
+	// SGX runs CAS in an SGX enclave (Gramine), vouching for itself with
+	// DCAP quotes. With spec.sealing Node its seed is sealed in its node's
+	// slot of the state under the enclave's sealing key, which only CAS's
+	// enclave on that node's CPU derives; a replica on another node gets
+	// it from a ready peer that attests it, and after every replica
+	// stopped on nodes that lost their slots its recovery owners recover
+	// it.
+	// +optional
+	SGX *CASSGX `json:"sgx,omitempty"`
+
 	// Collateral says where vendor collateral is fetched from.
 	// +optional
 	Collateral *CASCollateral `json:"collateral,omitempty"`
@@ -215,8 +267,9 @@ type CASSpec struct {
 
 	// Sealing says whether a CAS pod started again unseals the root seed
 	// by itself. Node (the default) seals it, in the state, under a key
-	// of the pod's node: in simulation a key derived from CAS's simulation
-	// key (insecure); nothing elsewhere, a confidential VM included
+	// of the pod's node: in an SGX enclave the enclave's sealing key
+	// (spec.sgx.sealing); in simulation a key derived from CAS's
+	// simulation key (insecure); nothing elsewhere, a confidential VM included
 	// (SEV-SNP's derived key covers the launch measurement, which every
 	// pod of CAS's runtime class shares, not the host data). None: after
 	// every replica stopped, the recovery owners recover CAS (cloister cas

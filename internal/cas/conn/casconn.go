@@ -168,7 +168,9 @@ func ParseRef(s string) (Ref, error) {
 // (status.simulationKey); in a confidential VM, the VM's evidence with the
 // launch measurement the resource names (and on TDX its RTMR0-2) and the
 // host data of CAS's own pod policy (status.hostData): a pod of the same
-// runtime class shares the measurement, never the host data.
+// runtime class shares the measurement, never the host data; in an SGX
+// enclave, the DCAP quote of the MRENCLAVE the resource names, which
+// measures CAS, Gramine and the manifest's command line alike.
 func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
 	e := casclient.Expect{Policy: attest.Policy{AllowSimulation: cas.Spec.Simulation}}
 	if vm := cas.Spec.ConfidentialVM; vm != nil {
@@ -202,6 +204,15 @@ func Expect(cas *servicesv1beta1.CAS) casclient.Expect {
 			id.Type, id.Measurement, id.HostData = attest.SNP, m, hostData
 		}
 		e.Policy.Identities = []attest.Identity{id}
+	}
+	if enc := cas.Spec.SGX; enc != nil {
+		// The CRD admits 64 hex digits only; anything else matches no
+		// enclave.
+		m, err := hex.DecodeString(enc.MREnclave)
+		if err != nil || len(m) != 32 {
+			m = []byte("not a measurement")
+		}
+		e.Policy.Identities = []attest.Identity{{Type: attest.SGX, MRENCLAVE: m}}
 	}
 	if cas.Spec.Simulation {
 		// Unparsable or not published yet: no key, which the client

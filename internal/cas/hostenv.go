@@ -1,0 +1,63 @@
+package cas
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// HostChosen are the flags whose values the host may choose for a CAS in
+// an SGX enclave, whose Gramine manifest fixes every other flag in its
+// measured command line (loader.argv). Each is safe in the host's hands:
+// which CAS resource's state it is (sealed under the root seed), this
+// node's name (the slot of a sealed seed only this enclave on this CPU
+// opens), the Service names of the TLS certificate and of the peers (who
+// are attested either way), and where collateral comes from (checked
+// against the pinned vendor roots). A host that lies starves CAS at
+// worst; it never makes CAS trust, seal or serve otherwise. The sealer,
+// --tee and every simulation flag are never among them, nor any path: a
+// host that named the file CAS sends to PCS as its API key could name the
+// enclave's sealing key (Gramine's /dev/attestation/keys).
+var HostChosen = []string{"store", "node", "tls-san", "peers", "pcs", "kds"}
+
+// HostEnvPrefix starts the environment variable of each HostChosen flag:
+// --tls-san is CLOISTER_CAS_TLS_SAN.
+const HostEnvPrefix = "CLOISTER_CAS_"
+
+// HostEnv is the environment variable that carries flag's value.
+func HostEnv(flag string) string {
+	return HostEnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// ApplyHostEnv, with --host-env, sets each HostChosen flag of fs from its
+// environment variable (HostEnv), after the command line was parsed. A
+// host-chosen flag also given on the command line is refused: the
+// manifest leaves those to the host, and one value must not hide another.
+// Without --host-env it does nothing.
+func (c *Config) ApplyHostEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	if !c.HostEnv {
+		return nil
+	}
+	if !c.TEE {
+		return errors.New("--host-env is for a CAS in an enclave whose manifest fixes its command line: give --tee")
+	}
+	var errs []error
+	fs.Visit(func(f *flag.Flag) {
+		for _, name := range HostChosen {
+			if f.Name == name {
+				errs = append(errs, fmt.Errorf("--%s: with --host-env the host chooses it, in %s, not the command line", name, HostEnv(name)))
+			}
+		}
+	})
+	for _, name := range HostChosen {
+		v := getenv(HostEnv(name))
+		if v == "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", HostEnv(name), err))
+		}
+	}
+	return errors.Join(errs...)
+}
