@@ -74,7 +74,7 @@ func TestBuildAndPush(t *testing.T) {
 		if !strings.Contains(string(pinned), b+" ghcr.io/cloister-cc/"+b+":v9.9.9@sha256:") {
 			t.Errorf("%s not pinned in %s:\n%s", b, PinnedFile, pinned)
 		}
-		want, _, err := image.BuildIndex(image.Spec{Name: b, Binary: filepath.Join(bin, b), Version: "v9.9.9", Revision: "abc", Source: "src"}, nil)
+		want, _, err := image.BuildIndex(image.Spec{Name: b, Binary: filepath.Join(bin, b), Files: Shipped[b], Version: "v9.9.9", Revision: "abc", Source: "src"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestOperatorLDFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := image.BuildAll(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src")
+	built, err := image.BuildAll(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src", Shipped)
 	if err != nil {
 		t.Fatal(err)
 	}

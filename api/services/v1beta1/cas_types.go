@@ -209,6 +209,7 @@ type CASCollateral struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.sgx) && has(self.simulation) && self.simulation)",message="sgx and simulation exclude each other: a CAS in an enclave never vouches for itself with simulated evidence"
 // +kubebuilder:validation:XValidation:rule="!(has(self.sgx) && has(self.confidentialVM))",message="sgx and confidentialVM exclude each other: CAS runs in one TEE"
 // +kubebuilder:validation:XValidation:rule="!has(self.sgx) || !has(self.persistence) || !has(self.persistence.mountPath) || self.persistence.mountPath == '/etc/cas/db'",message="sgx: the enclave's manifest mounts CAS's volume at /etc/cas/db only; leave persistence.mountPath unset"
+// +kubebuilder:validation:XValidation:rule="!has(self.sgx) || !has(self.sealing) || self.sealing == 'Node'",message="sgx: the enclave's manifest seals the seed in its node's slot (spec.sgx.sealing says under which key); sealing None is not offered in an enclave"
 // +kubebuilder:validation:XValidation:rule="!has(self.sgx) || !has(self.collateral) || !has(self.collateral.dcapAPIKeySecret)",message="sgx: an enclave takes no DCAP API key file from the host (PCS serves collateral without one); remove collateral.dcapAPIKeySecret"
 type CASSpec struct {
 	common.ServiceSpec `json:",inline"`

@@ -14,6 +14,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -32,7 +34,10 @@ type Spec struct {
 	Binary string
 	// Extra are more static executables beside it, by path (an enclave
 	// pod's image with the programs its simulated enclave runs).
-	Extra   []string
+	Extra []string
+	// Files are more files, read-only, at their absolute paths in the
+	// image (the CAS image's Gramine manifest template).
+	Files   []File
 	Version string
 	// Revision is the source commit; Source the repository URL.
 	Revision, Source string
@@ -73,7 +78,7 @@ func Build(s Spec) (v1.Image, error) {
 		bins = append(bins, namedFile{path.Base(p), data})
 	}
 	bins[0].name = s.Name
-	layerTar, err := rootfs(bins)
+	layerTar, err := rootfs(bins, s.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -112,14 +117,21 @@ func Build(s Spec) (v1.Image, error) {
 	return mutate.ConfigFile(img, cfg)
 }
 
+// File is a file an image ships besides its binaries.
+type File struct {
+	Path string
+	Data []byte
+}
+
 type namedFile struct {
 	name string
 	data []byte
 }
 
 // rootfs is the layer: directories, passwd/group with the non-root user,
-// the CA bundle and the binaries, in a fixed order with fixed times.
-func rootfs(bins []namedFile) ([]byte, error) {
+// the CA bundle, the binaries and extra files, in a fixed order with
+// fixed times.
+func rootfs(bins []namedFile, extra []File) ([]byte, error) {
 	var certs bytes.Buffer
 	for r := range bundle.Roots() {
 		if r.Constraint != nil {
@@ -141,7 +153,20 @@ func rootfs(bins []namedFile) ([]byte, error) {
 		_, err := tw.Write(data)
 		return err
 	}
-	for _, d := range []string{"etc", "etc/ssl", "etc/ssl/certs", "usr", "usr/local", "usr/local/bin"} {
+	dirs := []string{"etc", "etc/ssl", "etc/ssl/certs", "usr", "usr/local", "usr/local/bin"}
+	for _, f := range extra {
+		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.HasPrefix(f.Path, BinDir+"/") {
+			return nil, fmt.Errorf("image file %q: an absolute, clean path outside %s", f.Path, BinDir)
+		}
+		for d := path.Dir(f.Path[1:]); d != "."; d = path.Dir(d) {
+			if !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	// Parents first: a shorter path sorts before its children.
+	slices.Sort(dirs)
+	for _, d := range dirs {
 		if err := dir(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -161,6 +186,9 @@ func rootfs(bins []namedFile) ([]byte, error) {
 	}
 	for _, b := range bins {
 		files = append(files, entry{"usr/local/bin/" + b.name, 0o755, b.data})
+	}
+	for _, f := range extra {
+		files = append(files, entry{f.Path[1:], 0o444, f.Data})
 	}
 	for _, f := range files {
 		if err := file(f.path, f.mode, f.data); err != nil {

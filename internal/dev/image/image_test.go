@@ -155,7 +155,7 @@ func TestBuildAllAndReadRef(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	built, err := BuildAll(bin, t.TempDir(), "registry.example/x", "v1.2.3", "abc", "src")
+	built, err := BuildAll(bin, t.TempDir(), "registry.example/x", "v1.2.3", "abc", "src", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,15 +184,17 @@ func TestBuildAllAndReadRef(t *testing.T) {
 	}
 }
 
-// Extra binaries go beside the main one, under their own names; the
-// entrypoint stays the main one's.
+// Extra binaries go beside the main one, under their own names, and
+// extra files at their paths, their folders made; the entrypoint stays
+// the main one's.
 func TestBuildWithExtraBinaries(t *testing.T) {
 	helper := filepath.Join(t.TempDir(), "helper")
 	exe, _ := os.ReadFile(binary(t))
 	if err := os.WriteFile(helper, append(exe, "#!helper"...), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	img, err := Build(Spec{Name: "cloister-enclave", Binary: binary(t), Extra: []string{helper}, Version: "v1"})
+	img, err := Build(Spec{Name: "cloister-enclave", Binary: binary(t), Extra: []string{helper}, Version: "v1",
+		Files: []File{{Path: "/usr/local/lib/x/template", Data: []byte("a template")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,8 @@ func TestBuildWithExtraBinaries(t *testing.T) {
 		data, _ := io.ReadAll(tr)
 		found[h.Name] = string(data[max(len(data)-8, 0):])
 	}
-	if found["usr/local/bin/helper"] != "#!helper" || found["usr/local/bin/cloister-enclave"] == "" || cfg.Config.Entrypoint[0] != "/usr/local/bin/cloister-enclave" {
+	if found["usr/local/bin/helper"] != "#!helper" || found["usr/local/bin/cloister-enclave"] == "" || cfg.Config.Entrypoint[0] != "/usr/local/bin/cloister-enclave" ||
+		found["usr/local/lib/x/template"] != "template" || found["usr/local/lib/x/"] != "" {
 		t.Errorf("files %v, entrypoint %v", found, cfg.Config.Entrypoint)
 	}
 }

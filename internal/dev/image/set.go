@@ -38,15 +38,15 @@ type Built struct {
 }
 
 // BuildAll builds the image index of every binary in binDir (Binaries),
-// for platforms (the host when none), into outDir/<name>.tar, named
-// Ref(registry, name, version).
-func BuildAll(binDir, outDir, registry, version, revision, source string, platforms ...Platform) ([]Built, error) {
+// each with its files (by image name), for platforms (the host when
+// none), into outDir/<name>.tar, named Ref(registry, name, version).
+func BuildAll(binDir, outDir, registry, version, revision, source string, files map[string][]File, platforms ...Platform) ([]Built, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // image tarballs are public
 		return nil, err
 	}
 	out := make([]Built, 0, len(Binaries))
 	for _, b := range Binaries {
-		built, err := BuildTo(Spec{Name: b, Binary: filepath.Join(binDir, b), Version: version, Revision: revision, Source: source}, outDir, registry, platforms...)
+		built, err := BuildTo(Spec{Name: b, Binary: filepath.Join(binDir, b), Files: files[b], Version: version, Revision: revision, Source: source}, outDir, registry, platforms...)
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/gramine"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -120,6 +122,13 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	values["replicas"] = max(c.Spec.Replicas, 1)
 	if vm := c.Spec.ConfidentialVM; vm != nil {
 		values["confidentialVM"] = map[string]any{"platform": vm.Platform, "runtimeClassName": vm.RuntimeClassName}
+	}
+	if enc := c.Spec.SGX; enc != nil {
+		sealing := gramine.SealToMRENCLAVE
+		if enc.Sealing == servicesv1beta1.CASSealToMRSIGNER {
+			sealing = gramine.SealToMRSIGNER
+		}
+		values["sgx"] = map[string]any{"manifest": sealing.Manifest, "dir": gramine.Dir, "epc": strconv.Itoa(gramine.EnclaveSize), "epcResource": tee.SGXEPC}
 	}
 	if b := c.Spec.Backup; b != nil {
 		values["backup"] = map[string]any{"schedule": b.Schedule, "claimName": b.ClaimName, "keep": max(b.Keep, 1)}
