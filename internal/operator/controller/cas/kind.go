@@ -197,7 +197,18 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	if p.Err == nil && (p.StateProblem != "" || p.State == wire.Ready && below(p.Mark, c.Status.StateGeneration)) {
 		c.Status.CASStateAlert = 1
 	}
-	return judge(ref(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, c.Status.StateGeneration, p)
+	return judge(ref(c), teeOf(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, c.Status.StateGeneration, p)
+}
+
+// teeOf is the TEE c runs CAS in.
+func teeOf(c *servicesv1beta1.CAS) string {
+	switch {
+	case c.Spec.SGX != nil:
+		return teeSGX
+	case c.Spec.ConfidentialVM != nil:
+		return teeVM
+	}
+	return teeNone
 }
 
 // makeInitToken makes the CAS pod's init token Secret unless it is there.

@@ -93,13 +93,31 @@ func generation(m *wire.StateMark) int64 {
 // marks (restarted without their volumes) while the state went backwards.
 func below(m *wire.StateMark, recorded int64) bool { return m != nil && generation(m) < recorded }
 
+// The TEEs a CAS resource names, as judge tells them apart.
+const (
+	teeNone = ""
+	teeSGX  = "sgx"
+	teeVM   = "vm"
+)
+
+// untrustedFix says what to check when CAS's evidence is not what its
+// resource expects.
+func untrustedFix(tee string) string {
+	switch tee {
+	case teeSGX:
+		return "spec.sgx.mrenclave must be the MRENCLAVE of the signed manifest in spec.image for spec.sgx.sealing (cloister reference-values compute --platform sgx --sigstruct cloister-cas.sig), on a node with SGX and Intel's aesmd"
+	case teeVM:
+		return "spec.confidentialVM.measurement (and on TDX rtmrs) must be CAS's VM's, on a node of its runtime class"
+	}
+	return "a CAS without a TEE can only run with spec.simulation: true, which is insecure"
+}
+
 // judge turns a probe into the IsHealthy observation, telling a human
 // what to run when CAS waits for one.
-func judge(ref conn.Ref, persistent bool, initialized *metav1.Time, recorded int64, p Probe) health.Observation {
+func judge(ref conn.Ref, tee string, persistent bool, initialized *metav1.Time, recorded int64, p Probe) health.Observation {
 	switch {
 	case p.Err != nil && (errors.Is(p.Err, casclient.ErrNoEvidence) || attest.CheckOf(p.Err) != ""):
-		return health.Obs(health.False, health.ReasonCASNotAttested, fmt.Sprintf(
-			"CAS cannot be trusted: %v (a CAS without a TEE can only run with spec.simulation: true, which is insecure)", p.Err))
+		return health.Obs(health.False, health.ReasonCASNotAttested, fmt.Sprintf("CAS cannot be trusted: %v (%s)", p.Err, untrustedFix(tee)))
 	case p.Err != nil:
 		return health.Obs(health.Unknown, health.ReasonCASUnreachable, p.Err.Error())
 	}

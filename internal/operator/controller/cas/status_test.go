@@ -27,6 +27,27 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 )
 
+// Evidence that is not what the resource expects: the fix named is its
+// TEE's.
+func TestJudgeNamesTheTEEsFix(t *testing.T) {
+	mismatch := Probe{Err: fmt.Errorf("attesting: %w", attest.Reject(attest.CheckIdentity, "MRENCLAVE is cb.., want ca.."))}
+	for tee, says := range map[string]string{teeSGX: "spec.sgx.mrenclave", teeVM: "spec.confidentialVM.measurement", teeNone: "spec.simulation"} {
+		got := judge(conn.Ref{Namespace: "team", Name: "cas", Port: 8081}, tee, true, nil, 0, mismatch)
+		if got.Reason != health.ReasonCASNotAttested || !strings.Contains(got.Message, says) || !strings.Contains(got.Message, "MRENCLAVE is cb..") {
+			t.Errorf("%q: %s %s, want it to name %s", tee, got.Reason, got.Message, says)
+		}
+	}
+	for c, want := range map[*servicesv1beta1.CAS]string{
+		casCR(nil): teeNone,
+		casCR(func(c *servicesv1beta1.CAS) { c.Spec.SGX = &servicesv1beta1.CASSGX{} }):                       teeSGX,
+		casCR(func(c *servicesv1beta1.CAS) { c.Spec.ConfidentialVM = &servicesv1beta1.CASConfidentialVM{} }): teeVM,
+	} {
+		if got := teeOf(c); got != want {
+			t.Errorf("teeOf = %q, want %q", got, want)
+		}
+	}
+}
+
 func TestJudge(t *testing.T) {
 	ref := conn.Ref{Namespace: "team", Name: "cas", Port: 8081}
 	nextUpdate := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -70,7 +91,7 @@ func TestJudge(t *testing.T) {
 		{"unknown state", true, nil, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(ref, tt.persistent, tt.initialized, 7, tt.probe)
+			got := judge(ref, teeNone, tt.persistent, tt.initialized, 7, tt.probe)
 			if got.Status != tt.status || got.Reason != tt.reason {
 				t.Errorf("%s/%s, want %s/%s", got.Status, got.Reason, tt.status, tt.reason)
 			}
