@@ -139,6 +139,18 @@ func TestHostEnv(t *testing.T) {
 	if _, err := parse("--tee", "--host-env", "--store=bolt"); err == nil || !strings.Contains(err.Error(), HostEnv("store")) {
 		t.Errorf("a host-chosen flag on the command line: %v", err)
 	}
+	// A value its flag does not take is refused by its variable.
+	for _, bad := range []struct{ name, value string }{
+		{"store", "kubernetes:NS/cas"}, {"node", "../n"}, {"peers", "Cas"}, {"tls-san", "a,b c"}, {"tls-san", strings.Repeat("a.", maxHostValue)},
+		{"pcs", "file:///dev/attestation/keys/_sgx_mrenclave"}, {"kds", "https://user:pw@kds.example"},
+	} {
+		saved := env[HostEnv(bad.name)]
+		env[HostEnv(bad.name)] = bad.value
+		if _, err := parse("--tee", "--host-env"); err == nil || !strings.Contains(err.Error(), HostEnv(bad.name)) {
+			t.Errorf("%s %.30q: %v", HostEnv(bad.name), bad.value, err)
+		}
+		env[HostEnv(bad.name)] = saved
+	}
 	if _, err := parse("--host-env"); err == nil || !strings.Contains(err.Error(), "--tee") {
 		t.Errorf("--host-env outside an enclave: %v", err)
 	}
@@ -166,8 +178,46 @@ func TestSGXNodeSealers(t *testing.T) {
 	if s, err := sealerFor(cfg, slog.New(slog.DiscardHandler)); err != nil || s.(seal.SlotSealer).Node != "n2" {
 		t.Errorf("sgx-node with --node n2: %#v %v", s, err)
 	}
-	cfg.Store = "bolt"
+	for _, bad := range []string{"../n", "N1", strings.Repeat("n", 300)} {
+		cfg.Node = bad
+		if _, err := sealerFor(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "is not a node's name") {
+			t.Errorf("sgx-node with --node %.20q: %v", bad, err)
+		}
+	}
+	cfg.Node, cfg.Store = "n2", "bolt"
 	if _, err := sealerFor(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "kubernetes:NAMESPACE/NAME") {
 		t.Errorf("sgx-node on a bolt store: %v", err)
 	}
+}
+
+// Whatever the host sets, ApplyHostEnv takes it or refuses it by its
+// variable: it never panics, never sets a flag the host does not choose,
+// and what it takes passes the value's checks.
+func FuzzApplyHostEnv(f *testing.F) {
+	f.Add("kubernetes:ns/cas", "node-1", "cas.ns.svc,10.0.0.1", "cas", "https://api.trustedservices.intel.com", "https://kdsintf.amd.com")
+	f.Add("kubernetes:/", "", ",", "-", "http://", "https://[::1")
+	f.Fuzz(func(t *testing.T, store, node, sans, peers, pcs, kds string) {
+		env := map[string]string{HostEnv("store"): store, HostEnv("node"): node, HostEnv("tls-san"): sans, HostEnv("peers"): peers,
+			HostEnv("pcs"): pcs, HostEnv("kds"): kds, HostEnv("sealer"): store, HostEnv("simulation"): "true"}
+		cfg, fs := Config{}, flag.NewFlagSet("cloister-cas", flag.ContinueOnError)
+		cfg.AddFlags(fs)
+		if err := fs.Parse([]string{"--tee", "--host-env", "--sealer=sgx-node"}); err != nil {
+			t.Fatal(err)
+		}
+		err := cfg.ApplyHostEnv(fs, func(k string) string { return env[k] })
+		if cfg.Sealer != "sgx-node" || cfg.Simulation {
+			t.Fatalf("the host set %+v", cfg)
+		}
+		if err != nil {
+			if !strings.Contains(err.Error(), HostEnvPrefix) {
+				t.Fatalf("an error that names no variable: %v", err)
+			}
+			return
+		}
+		for name, v := range map[string]string{"store": cfg.Store, "node": cfg.Node, "peers": cfg.Peers, "pcs": cfg.PCS, "kds": cfg.KDS} {
+			if v != "" && checkHostValue(name, v) != nil {
+				t.Fatalf("took %s %q", name, v)
+			}
+		}
+	})
 }

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // HostChosen are the flags whose values the host may choose for a CAS in
@@ -55,9 +59,54 @@ func (c *Config) ApplyHostEnv(fs *flag.FlagSet, getenv func(string) string) erro
 		if v == "" {
 			continue
 		}
-		if err := fs.Set(name, v); err != nil {
+		err := checkHostValue(name, v)
+		if err == nil {
+			err = fs.Set(name, v)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", HostEnv(name), err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxHostValue bounds each host-chosen value: a handful of names or one
+// URL.
+const maxHostValue = 2048
+
+// checkHostValue refuses a host-chosen value that is not what its flag
+// takes: the host is not trusted, and a value CAS would only fail on
+// later is refused here, by name.
+func checkHostValue(name, v string) error {
+	if len(v) > maxHostValue {
+		return fmt.Errorf("%d bytes, more than %d", len(v), maxHostValue)
+	}
+	var errs []string
+	switch name {
+	case "store":
+		ns, cas, err := parseKubeStore(v)
+		if err != nil {
+			return err
+		}
+		errs = append(validation.IsDNS1123Label(ns), validation.IsDNS1123Subdomain(cas)...)
+	case "node":
+		errs = validation.IsDNS1123Subdomain(v)
+	case "peers":
+		errs = validation.IsDNS1035Label(v)
+	case "tls-san":
+		for _, san := range strings.Split(v, ",") {
+			if net.ParseIP(san) == nil {
+				errs = append(errs, validation.IsDNS1123Subdomain(san)...)
+			}
+		}
+	case "pcs", "kds":
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			errs = []string{"an http(s) URL of a host, with no user"}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%q: %s", v, strings.Join(errs, "; "))
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/cloister-cc/cloister/internal/attest/produce"
 	"github.com/cloister-cc/cloister/internal/attest/verify"
 	"github.com/cloister-cc/cloister/internal/cas/gramine"
@@ -70,6 +72,10 @@ func sealerFor(cfg Config, log *slog.Logger) (seal.Sealer, error) {
 		return nil, err
 	}
 	if slot, ok := sealer.(seal.SlotSealer); ok {
+		// From the host in an enclave (--node): a node's name, nothing else.
+		if errs := validation.IsDNS1123Subdomain(slot.Node); len(errs) > 0 {
+			return nil, fmt.Errorf("--sealer %s: node %q is not a node's name: %s", cfg.Sealer, slot.Node, strings.Join(errs, "; "))
+		}
 		if cfg.Store == "" || cfg.Store == "bolt" {
 			return nil, fmt.Errorf("--sealer %s keeps the sealed seed in a slot of the state that replicas share: give --store kubernetes:NAMESPACE/NAME", cfg.Sealer)
 		}
