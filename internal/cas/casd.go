@@ -331,8 +331,12 @@ func (d *daemon) newServer(ctx context.Context) (*api.Server, tls.Certificate, e
 func (d *daemon) serve(ctx context.Context, server *api.Server, cert tls.Certificate) error {
 	cfg, log := d.cfg, d.log
 	srv := &http.Server{
-		Handler:           server.Handler(),
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}},
+		Handler: server.Handler(),
+		// A client may present a certificate, which only the transit
+		// endpoint reads (core checks it against CAS's own CAs): TLS 1.3
+		// makes the client prove its key, so a request is bound to its
+		// connection and cannot be replayed on another.
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert},
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

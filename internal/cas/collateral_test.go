@@ -2,7 +2,6 @@ package cas_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/collateral/collateraltest"
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
-	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 )
 
@@ -23,15 +21,7 @@ func TestCASFetchesCollateral(t *testing.T) {
 	pcs := collateraltest.RealPCS(t)
 	dir := t.TempDir()
 	url, caFile, _ := castest.StartConfig(t, cas.Config{StateDir: dir, Sealer: "none", PCS: pcs.URL})
-	ca, _ := os.ReadFile(caFile)
-	c, err := casclient.New(url, ca, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := policy.NewKey()
-	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, dir), castest.BoardPEM()); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := initAt(t, url, caFile)
 	pk, err := c.PublicKey(context.Background())
 	if err != nil || pk.Collateral == nil || pk.Collateral.Entries != 0 {
 		t.Fatalf("before any evidence: %+v %v", pk, err)

@@ -34,6 +34,15 @@ func readyCAS(t testing.TB) *casclient.Client {
 func readyCASAt(t testing.TB) (*casclient.Client, string, []byte) {
 	t.Helper()
 	url, caFile, _ := castest.Start(t, t.TempDir(), "none")
+	c, ca := initAt(t, url, caFile)
+	return c, url, ca
+}
+
+// initAt initialises the CAS at url, whose TLS certificate is caFile in
+// its state folder (with its init token), and returns its client and
+// that certificate.
+func initAt(t testing.TB, url, caFile string) (*casclient.Client, []byte) {
+	t.Helper()
 	ca, _ := os.ReadFile(caFile)
 	c, err := casclient.New(url, ca, nil)
 	if err != nil {
@@ -43,7 +52,7 @@ func readyCASAt(t testing.TB) (*casclient.Client, string, []byte) {
 	if _, err := c.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile)), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
-	return c, url, ca
+	return c, ca
 }
 
 func pemKey(k *ecdsa.PrivateKey) string {

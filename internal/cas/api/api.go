@@ -99,6 +99,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/policies/{name}/read", s.ownerRead)
 	mux.HandleFunc("POST /v1/attest", s.attest)
 	mux.HandleFunc("POST /v1/peer/seed", s.peerSeed)
+	for _, op := range []core.TransitOp{core.TransitEncrypt, core.TransitDecrypt} {
+		for _, method := range []string{http.MethodPut, http.MethodPost} {
+			mux.HandleFunc(method+" /v1/"+TransitMount+"/"+string(op)+"/{key}", s.transit(op))
+		}
+	}
 	// Anything else gets the API's JSON error, as every other refusal.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.ReasonNotFound, fmt.Errorf("no API %s %s: CAS serves the requests docs/security.md lists", r.Method, r.URL.EscapedPath()))
@@ -199,6 +204,12 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 
 // fail maps core's errors to status codes.
 func fail(w http.ResponseWriter, err error) {
+	code, reason := status(err)
+	writeError(w, code, reason, err)
+}
+
+// status is the status code and reason of one of core's errors.
+func status(err error) (int, string) {
 	code, reason := http.StatusInternalServerError, wire.ReasonInternal
 	switch {
 	case errors.Is(err, core.ErrRejected):
@@ -224,7 +235,7 @@ func fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, core.ErrRecovery):
 		code, reason = http.StatusServiceUnavailable, wire.ReasonRecovery
 	}
-	writeError(w, code, reason, err)
+	return code, reason
 }
 
 func writeError(w http.ResponseWriter, code int, reason string, err error) {

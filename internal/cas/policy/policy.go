@@ -63,6 +63,41 @@ type Service struct {
 	// Mesh is what the service's mesh admits. A pointer, so that a
 	// policy without it keeps the canonical form (and digest) it had.
 	Mesh *Mesh `json:"mesh,omitempty"`
+	// Transit are the keys CAS keeps for the service's Vault seal
+	// (`seal "transit"`): it encrypts and decrypts under them only for a
+	// client holding the service's attested certificate. A pointer, as
+	// Mesh.
+	Transit *Transit `json:"transit,omitempty"`
+}
+
+// Transit is a service's transit keys.
+type Transit struct {
+	Keys []TransitKey `json:"keys"`
+}
+
+// TransitKey is one transit key. Its versions are derived from CAS's seed
+// (nothing stores them); rotating it is a new policy version with Version
+// raised, and MinDecryptionVersion retires the versions below it.
+type TransitKey struct {
+	Name string `json:"name"`
+	// Version is the version new ciphertexts are made under.
+	Version int `json:"version"`
+	// MinDecryptionVersion is the oldest version CAS still decrypts
+	// under; 0 is 1.
+	MinDecryptionVersion int `json:"minDecryptionVersion,omitempty"`
+}
+
+// TransitKey is the service's key name, nil without one.
+func (s *Service) TransitKey(name string) *TransitKey {
+	if s.Transit == nil {
+		return nil
+	}
+	for i := range s.Transit.Keys {
+		if s.Transit.Keys[i].Name == name {
+			return &s.Transit.Keys[i]
+		}
+	}
+	return nil
 }
 
 // Mesh is a service's mesh authorization, by mesh identities of this CAS:

@@ -89,6 +89,15 @@ func TestParseValid(t *testing.T) {
 		t.Errorf("attest policy %+v", p)
 	}
 
+	// Transit keys, found by name.
+	d, err = Parse([]byte(doc(t, []string{ownerPEM(t)}, replace("  env:\n", "  transit: {keys: [{name: unseal, version: 3, minDecryptionVersion: 2}]}\n  env:\n"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := d.Service("api").TransitKey("unseal"); k == nil || k.Version != 3 || k.MinDecryptionVersion != 2 || d.Service("api").TransitKey("other") != nil {
+		t.Errorf("transit key %+v", k)
+	}
+
 	// A name in a namespace, a mesh peer in one, and a namespace's own
 	// policy, which has no services.
 	d, err = Parse([]byte(doc(t, []string{ownerPEM(t)}, replace("name: payments", "name: bank/payments"),
@@ -121,6 +130,12 @@ func TestParseRejects(t *testing.T) {
 		{"empty name in a namespace", replace("name: payments", "name: bank/"), nil, `name: "bank/"`},
 		{"namespace of 64 characters", replace("name: payments", "name: "+strings.Repeat("b", 64)+"/payments"), nil, `at most 63 characters`},
 		{"allow of a policy two namespaces deep", replace("  env:\n", "  mesh: {allow: [bank/payments/eu/api]}\n  env:\n"), nil, `mesh.allow[0]: "bank/payments/eu/api"`},
+		{"transit without keys", replace("  env:\n", "  transit: {keys: []}\n  env:\n"), nil, "transit.keys: 0 keys"},
+		{"transit key twice", replace("  env:\n", "  transit: {keys: [{name: unseal, version: 1}, {name: unseal, version: 2}]}\n  env:\n"), nil, `transit.keys[1].name: "unseal" twice`},
+		{"transit key version 0", replace("  env:\n", "  transit: {keys: [{name: unseal, version: 0}]}\n  env:\n"), nil, "transit.keys[0].version: 0"},
+		{"transit min decryption above the version", replace("  env:\n", "  transit: {keys: [{name: unseal, version: 2, minDecryptionVersion: 3}]}\n  env:\n"), nil, "transit.keys[0].minDecryptionVersion: 3"},
+		{"transit key name", replace("  env:\n", "  transit: {keys: [{name: Unseal, version: 1}]}\n  env:\n"), nil, `transit.keys[0].name: "Unseal"`},
+		{"transit unknown field", replace("  env:\n", "  transit: {keys: [{name: unseal, version: 1, type: rsa}]}\n  env:\n"), nil, `unknown field "type"`},
 		{"nine RSA keys", replace("- name: tls\n  kind: ecdsa-cert\n", strings.Repeat("- name: tls\n  kind: ecdsa-cert\n", 1)+rsaSecrets(9)), nil, "secrets: 10 certificates, 9 of them RSA: at most 32, and 8 RSA"},
 		{"unknown read access", replace("name: payments", "name: payments\nread: everyone"), nil, `read: "everyone": use owners`},
 		{"a threshold without owners", nil, []string{}, "owners.threshold: 1, but no owner keys"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/attest"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
+	"github.com/cloister-cc/cloister/internal/cas/transit"
 )
 
 // ecdsaCurve is the owner keys' curve.
@@ -211,6 +212,7 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 			bad("files: %q: use a clean absolute path", p)
 		}
 	}
+	errs = append(errs, s.Transit.validate()...)
 	errs = append(errs, s.checkTemplates(secrets)...)
 	return errs
 }
@@ -245,4 +247,35 @@ func (s *Secret) KeySize() int {
 		return s.Size
 	}
 	return map[string]int{SymmetricKey: 32, RSACert: 3072, ECDSACert: 256}[s.Kind]
+}
+
+// maxTransitKeys bounds a service's transit keys: a Vault seal uses one.
+const maxTransitKeys = 16
+
+func (t *Transit) validate() []error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(t.Keys) == 0 || len(t.Keys) > maxTransitKeys {
+		bad("transit.keys: %d keys: give 1 to %d, or no transit", len(t.Keys), maxTransitKeys)
+	}
+	seen := map[string]bool{}
+	for i, k := range t.Keys {
+		if !nameRE.MatchString(k.Name) || len(k.Name) > 63 {
+			bad("transit.keys[%d].name: %q: use lowercase letters, digits and '-', at most 63 characters", i, k.Name)
+		}
+		if seen[k.Name] {
+			bad("transit.keys[%d].name: %q twice", i, k.Name)
+		}
+		seen[k.Name] = true
+		if k.Version < 1 || k.Version > transit.MaxVersion {
+			bad("transit.keys[%d].version: %d: from 1 to %d (raise it to rotate the key)", i, k.Version, transit.MaxVersion)
+		}
+		if k.MinDecryptionVersion < 0 || k.MinDecryptionVersion > k.Version {
+			bad("transit.keys[%d].minDecryptionVersion: %d: from 1 to the key's version %d (0 is 1)", i, k.MinDecryptionVersion, k.Version)
+		}
+	}
+	return errs
 }
