@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -40,6 +41,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/api"
 	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -336,7 +338,16 @@ func (d *daemon) serve(ctx context.Context, server *api.Server, cert tls.Certifi
 		// endpoint reads (core checks it against CAS's own CAs): TLS 1.3
 		// makes the client prove its key, so a request is bound to its
 		// connection and cannot be replayed on another.
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert},
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
+			// A workload that names CAS's trust domain gets CAS's
+			// server certificate from its root CA (core.ServerCertificate);
+			// everyone else the replica's own, which its evidence vouches for.
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				if !strings.HasSuffix(hello.ServerName, "."+policy.ReservedDomain) {
+					return nil, nil
+				}
+				return d.cas.ServerCertificate(hello.ServerName)
+			}},
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

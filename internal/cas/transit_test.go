@@ -28,6 +28,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/transit"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 )
 
@@ -45,6 +46,7 @@ owners: {keys: ["` + pemKey(owner) + `"]}
 allowSimulation: true
 services:
 - {name: server, attestation: {identities: ` + ids + `}, certificate: {sans: [vault.team.svc]},
+   files: {/vault/seal.hcl: "tls_server_name = \"{{ .CAS.ServerName }}\""},
    transit: {keys: [{name: unseal, version: ` + fmt.Sprint(version) + `, minDecryptionVersion: ` + fmt.Sprint(min) + `}]}}
 - {name: web, attestation: {identities: ` + ids + `}, certificate: {sans: [web.team.svc]}}
 `
@@ -52,17 +54,25 @@ services:
 
 // vaultClient speaks to CAS as Vault's transit seal does (PUT, no
 // content type, Vault's error shape), with the TLS client certificate
-// cert, if any.
+// cert, if any, trusting CAS as the seal is told to: by CAS's root CA
+// (tls_ca_cert) under CAS's trust domain (tls_server_name).
 type vaultClient struct {
 	t    *testing.T
 	base string
 	http *http.Client
 }
 
-func newVaultClient(t *testing.T, url string, ca []byte, cert *tls.Certificate) *vaultClient {
+// casTrust is how a workload of a CAS trusts it: its root CA, under its
+// trust domain.
+type casTrust struct {
+	rootCA     []byte
+	serverName string
+}
+
+func newVaultClient(t *testing.T, url string, trust casTrust, cert *tls.Certificate) *vaultClient {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}
+	pool.AppendCertsFromPEM(trust.rootCA)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: trust.serverName}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
@@ -101,8 +111,9 @@ func (v *vaultClient) decrypt(key, ciphertext string) ([]byte, int, string) {
 }
 
 // clientCert attests service of policy vault and returns its certificate
-// and key, as the initializer writes them for the Vault.
-func clientCert(t *testing.T, c *casclient.Client, service string) *tls.Certificate {
+// and key, and how it trusts CAS, as the initializer writes them for the
+// Vault.
+func clientCert(t *testing.T, c *casclient.Client, service string) (*tls.Certificate, casTrust) {
 	t.Helper()
 	req := simRequest(t, "vault", service, nil)
 	res, err := attestOpen(t, c, req)
@@ -122,7 +133,16 @@ func clientCert(t *testing.T, c *casclient.Client, service string) *tls.Certific
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}
+	id, err := wire.CertMeshID(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server name the Vault's seal checks comes in a file CAS renders
+	// for it, where no host can change it.
+	if hcl, ok := res.Content.Files["/vault/seal.hcl"]; ok && hcl != `tls_server_name = "`+id.TrustDomain+`"` {
+		t.Fatalf("the seal's file: %q, want CAS's trust domain %s", hcl, id.TrustDomain)
+	}
+	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}, casTrust{rootCA: []byte(res.RootCA), serverName: id.TrustDomain}
 }
 
 // CAS serves Vault's transit seal to the service whose attested
@@ -142,8 +162,8 @@ func TestTransitSeal(t *testing.T) {
 	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, transitPolicy(owner, 1, 0, false), owner)); err != nil {
 		t.Fatal(err)
 	}
-	server := clientCert(t, c, "server")
-	vault := newVaultClient(t, url, ca, server)
+	server, trust := clientCert(t, c, "server")
+	vault := newVaultClient(t, url, trust, server)
 	ct, code, msg := vault.encrypt("unseal", []byte("the root key"))
 	if code != http.StatusOK || !strings.HasPrefix(ct, "vault:v1:") {
 		t.Fatalf("encrypt: %d %s %q", code, msg, ct)
@@ -152,7 +172,18 @@ func TestTransitSeal(t *testing.T) {
 		t.Fatalf("decrypt: %d %s %q", code, msg, pt)
 	}
 
+	// CAS answers under its trust domain with a certificate from its root
+	// CA; under any other name, with the replica's own, which the seal's
+	// trust does not take.
+	if _, _, msg := newVaultClient(t, url, casTrust{rootCA: trust.rootCA, serverName: "localhost"}, server).decrypt("unseal", ct); !strings.Contains(msg, "certificate") {
+		t.Errorf("CAS under another name: %s, want the handshake refused", msg)
+	}
+	if _, _, msg := newVaultClient(t, url, casTrust{rootCA: trust.rootCA, serverName: "cas-0000000000000000.cloister"}, server).decrypt("unseal", ct); msg == "" {
+		t.Error("CAS answered under another CAS's trust domain")
+	}
+
 	// Nobody else.
+	web, _ := clientCert(t, c, "web")
 	forged := forgeLike(t, server.Leaf)
 	wrongKey := *server
 	wrongKey.PrivateKey, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -162,14 +193,14 @@ func TestTransitSeal(t *testing.T) {
 		says string
 	}{
 		"no certificate":                {nil, http.StatusForbidden, "present the service's certificate"},
-		"another service's certificate": {clientCert(t, c, "web"), http.StatusNotFound, `transit key "unseal" of service web`},
+		"another service's certificate": {web, http.StatusNotFound, `transit key "unseal" of service web`},
 		"a forged certificate":          {forged, http.StatusForbidden, "not a workload certificate of this CAS"},
 	} {
-		if _, code, msg := newVaultClient(t, url, ca, tc.cert).decrypt("unseal", ct); code != tc.code || !strings.Contains(msg, tc.says) {
+		if _, code, msg := newVaultClient(t, url, trust, tc.cert).decrypt("unseal", ct); code != tc.code || !strings.Contains(msg, tc.says) {
 			t.Errorf("%s: %d %s, want %d %q", name, code, msg, tc.code, tc.says)
 		}
 	}
-	if _, code, msg := newVaultClient(t, url, ca, &wrongKey).decrypt("unseal", ct); code != 0 || msg == "" {
+	if _, code, msg := newVaultClient(t, url, trust, &wrongKey).decrypt("unseal", ct); code != 0 || msg == "" {
 		t.Errorf("the certificate without its key: %d %s, want the handshake refused", code, msg)
 	}
 	if _, code, msg := vault.decrypt("other", ct); code != http.StatusNotFound || !strings.Contains(msg, `transit key "other"`) {
@@ -197,7 +228,7 @@ func TestTransitSeal(t *testing.T) {
 	url, caFile, stop = castest.StartLogged(t, cfg, &logs)
 	defer stop()
 	ca, _ = os.ReadFile(caFile)
-	vault = newVaultClient(t, url, ca, server)
+	vault = newVaultClient(t, url, trust, server)
 	if pt, code, msg := vault.decrypt("unseal", ct2); code != http.StatusOK || string(pt) != "the root key" {
 		t.Fatalf("decrypt after a restart: %d %s %q", code, msg, pt)
 	}

@@ -207,7 +207,7 @@ func (c *CAS) content(k *keys, policyName string, svc *policy.Service) (wire.Con
 	if err != nil {
 		return content, err
 	}
-	data := policy.TemplateData{Secrets: content.Secrets}
+	data := policy.TemplateData{Secrets: content.Secrets, CAS: policy.CASData{ServerName: k.authority.TrustDomain()}}
 	if content.Env, err = render(svc.Env, data); err == nil {
 		content.Files, err = render(svc.Files, data)
 	}

@@ -139,6 +139,7 @@ type CAS struct {
 	// only briefly so attestations run in parallel.
 	regMu  sync.Mutex
 	mu     sync.RWMutex
+	server serverCert // server.go; its own lock
 	state  wire.State
 	why    string // why CAS is in recovery, beyond waiting for shares
 	meta   *meta

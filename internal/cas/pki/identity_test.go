@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,39 @@ func TestWorkloadIdentity(t *testing.T) {
 		if _, err := wire.ParseMeshID(bad); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
+	}
+}
+
+// CAS's own server certificate chains to its root under its trust domain,
+// for serving only; another CAS's root does not take it.
+func TestServerCertificate(t *testing.T) {
+	a, _ := New(seed.New(), "cas", now)
+	b, _ := New(seed.New(), "cas", now)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf, err := a.IssueServer(&key.PublicKey, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(root *x509.Certificate, name string, usage x509.ExtKeyUsage) error {
+		roots, inter := x509.NewCertPool(), x509.NewCertPool()
+		roots.AddCert(root)
+		inter.AddCert(a.Intermediate.Cert)
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}})
+		return err
+	}
+	if err := verify(a.Root.Cert, a.TrustDomain(), x509.ExtKeyUsageServerAuth); err != nil {
+		t.Errorf("CAS's server certificate under its trust domain: %v", err)
+	}
+	for name, err := range map[string]error{
+		"another name":       verify(a.Root.Cert, "vault.team.svc", x509.ExtKeyUsageServerAuth),
+		"another CAS's root": verify(b.Root.Cert, a.TrustDomain(), x509.ExtKeyUsageServerAuth),
+		"as a client":        verify(a.Root.Cert, a.TrustDomain(), x509.ExtKeyUsageClientAuth),
+	} {
+		if err == nil {
+			t.Errorf("%s: verified", name)
+		}
+	}
+	if !leaf.NotAfter.Equal(now.Add(ServerValidity)) {
+		t.Errorf("valid until %s", leaf.NotAfter)
 	}
 }

@@ -130,6 +130,7 @@ func TestParseRejects(t *testing.T) {
 		{"empty name in a namespace", replace("name: payments", "name: bank/"), nil, `name: "bank/"`},
 		{"namespace of 64 characters", replace("name: payments", "name: "+strings.Repeat("b", 64)+"/payments"), nil, `at most 63 characters`},
 		{"allow of a policy two namespaces deep", replace("  env:\n", "  mesh: {allow: [bank/payments/eu/api]}\n  env:\n"), nil, `mesh.allow[0]: "bank/payments/eu/api"`},
+		{"a SAN of CAS's own domain", replace("sans: [api.payments.svc", "sans: [cas-0123456789abcdef.cloister"), nil, `certificate.sans[0]: "cas-0123456789abcdef.cloister": names under .cloister are CAS's own`},
 		{"transit without keys", replace("  env:\n", "  transit: {keys: []}\n  env:\n"), nil, "transit.keys: 0 keys"},
 		{"transit key twice", replace("  env:\n", "  transit: {keys: [{name: unseal, version: 1}, {name: unseal, version: 2}]}\n  env:\n"), nil, `transit.keys[1].name: "unseal" twice`},
 		{"transit key version 0", replace("  env:\n", "  transit: {keys: [{name: unseal, version: 0}]}\n  env:\n"), nil, "transit.keys[0].version: 0"},

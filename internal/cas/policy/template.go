@@ -16,9 +16,20 @@ var SecretFields = map[string][]string{
 }
 
 // TemplateData is what env and file templates are executed with:
-// .Secrets.NAME.FIELD.
+// .Secrets.NAME.FIELD, and .CAS.
 type TemplateData struct {
 	Secrets map[string]map[string]string
+	CAS     CASData
+}
+
+// CASData is what a template may read of the CAS that renders it.
+type CASData struct {
+	// ServerName is the name CAS serves its workloads' TLS under (its
+	// trust domain, cas-HEX.cloister), with a certificate from its root
+	// CA: what a workload that calls CAS (a Vault's transit seal,
+	// tls_server_name) checks, in a file CAS delivers, so no host can
+	// change it.
+	ServerName string
 }
 
 // Render executes one env or file template; a reference to a secret the
@@ -39,7 +50,7 @@ func Render(name, text string, data TemplateData) (string, error) {
 // secrets the service lists, so a typo or a secret it may not read fails
 // when the policy is registered, not when a workload starts.
 func (s *Service) checkTemplates(secrets map[string]*Secret) []error {
-	data := TemplateData{Secrets: map[string]map[string]string{}}
+	data := TemplateData{Secrets: map[string]map[string]string{}, CAS: CASData{ServerName: "x"}}
 	for _, name := range s.Secrets {
 		if sec := secrets[name]; sec != nil {
 			fields := map[string]string{}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -179,6 +180,9 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 		if net.ParseIP(san) == nil && (!dnsRE.MatchString(san) || len(san) > 253) {
 			bad("certificate.sans[%d]: %q is neither a DNS name nor an IP address", i, san)
 		}
+		if san == ReservedDomain || strings.HasSuffix(san, "."+ReservedDomain) {
+			bad("certificate.sans[%d]: %q: names under .%s are CAS's own (the name its workloads reach it by, which a workload's certificate could otherwise answer for)", i, san, ReservedDomain)
+		}
 	}
 	if v := s.Certificate.Validity; v != "" {
 		d, err := time.ParseDuration(v)
@@ -248,6 +252,11 @@ func (s *Secret) KeySize() int {
 	}
 	return map[string]int{SymmetricKey: 32, RSACert: 3072, ECDSACert: 256}[s.Kind]
 }
+
+// ReservedDomain is the domain of CAS's own names (its trust domain,
+// cas-HEX.cloister, the name it serves its workloads' TLS under): no
+// workload certificate carries one.
+const ReservedDomain = "cloister"
 
 // maxTransitKeys bounds a service's transit keys: a Vault seal uses one.
 const maxTransitKeys = 16
