@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/cloister-cc/cloister/internal/cas/gramine"
+	"github.com/cloister-cc/cloister/hack/images/shipped"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/imagesig"
@@ -86,13 +85,6 @@ func main() {
 	}
 }
 
-// Shipped are the files an image carries besides its binary: the CAS
-// image has the Gramine manifest template an SGX build of it signs
-// (docs/cas.md).
-var Shipped = map[string][]image.File{
-	"cloister-cas": {{Path: path.Join(gramine.Dir, gramine.TemplateName), Data: gramine.Template}},
-}
-
 func platformNames() string {
 	names := make([]string, len(image.All))
 	for i, p := range image.All {
@@ -102,7 +94,7 @@ func platformNames() string {
 }
 
 func run(bin, out, registry, version, revision, source, push string, key *ecdsa.PrivateKey, platforms []image.Platform) error {
-	built, err := image.BuildAll(bin, out, registry, version, revision, source, Shipped, platforms...)
+	built, err := image.BuildAll(bin, out, registry, version, revision, source, shipped.Files, platforms...)
 	if err != nil {
 		return fmt.Errorf("%w (run make build first)", err)
 	}
@@ -176,7 +168,7 @@ func pinInstallImage(bin, registry, version, revision, source string, platforms 
 
 // pinned builds the image index of one binary in memory: REF@DIGEST.
 func pinned(bin, name, registry, version, revision, source string, platforms []image.Platform) (string, error) {
-	index, _, err := image.BuildIndex(image.Spec{Name: name, Binary: filepath.Join(bin, name), Files: Shipped[name], Version: version, Revision: revision, Source: source}, platforms)
+	index, _, err := image.BuildIndex(image.Spec{Name: name, Binary: filepath.Join(bin, name), Files: shipped.Files[name], Version: version, Revision: revision, Source: source}, platforms)
 	if err != nil {
 		return "", err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/cloister-cc/cloister/hack/images/shipped"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/workload/imagepin"
 	"github.com/cloister-cc/cloister/internal/workload/imagesig"
@@ -74,7 +75,7 @@ func TestBuildAndPush(t *testing.T) {
 		if !strings.Contains(string(pinned), b+" ghcr.io/cloister-cc/"+b+":v9.9.9@sha256:") {
 			t.Errorf("%s not pinned in %s:\n%s", b, PinnedFile, pinned)
 		}
-		want, _, err := image.BuildIndex(image.Spec{Name: b, Binary: filepath.Join(bin, b), Files: Shipped[b], Version: "v9.9.9", Revision: "abc", Source: "src"}, nil)
+		want, _, err := image.BuildIndex(image.Spec{Name: b, Binary: filepath.Join(bin, b), Files: shipped.Files[b], Version: "v9.9.9", Revision: "abc", Source: "src"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +138,7 @@ func TestOperatorLDFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := image.BuildAll(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src", Shipped)
+	built, err := image.BuildAll(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src", shipped.Files)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func clientCert(t *testing.T, c *casclient.Client, service string) (*tls.Certifi
 	}
 	// The server name the Vault's seal checks comes in a file CAS renders
 	// for it, where no host can change it.
-	if hcl, ok := res.Content.Files["/vault/seal.hcl"]; ok && hcl != `tls_server_name = "`+id.TrustDomain+`"` {
+	if hcl, ok := res.Files["/vault/seal.hcl"]; ok && hcl != `tls_server_name = "`+id.TrustDomain+`"` {
 		t.Fatalf("the seal's file: %q, want CAS's trust domain %s", hcl, id.TrustDomain)
 	}
 	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}, casTrust{rootCA: []byte(res.RootCA), serverName: id.TrustDomain}
@@ -157,7 +157,7 @@ func TestTransitSeal(t *testing.T) {
 	var logs testenv.Buffer
 	cfg := cas.Config{StateDir: dir, Sealer: "file:" + filepath.Join(dir, "seed"), Simulation: true, SimKeys: castest.LASPubFile(t)}
 	url, caFile, stop := castest.StartLogged(t, cfg, &logs)
-	c, ca := initAt(t, url, caFile)
+	c, _ := initAt(t, url, caFile)
 	owner, _ := policy.NewKey()
 	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, transitPolicy(owner, 1, 0, false), owner)); err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestTransitSeal(t *testing.T) {
 	stop()
 	url, caFile, stop = castest.StartLogged(t, cfg, &logs)
 	defer stop()
-	ca, _ = os.ReadFile(caFile)
+	ca, _ := os.ReadFile(caFile)
 	vault = newVaultClient(t, url, trust, server)
 	if pt, code, msg := vault.decrypt("unseal", ct2); code != http.StatusOK || string(pt) != "the root key" {
 		t.Fatalf("decrypt after a restart: %d %s %q", code, msg, pt)

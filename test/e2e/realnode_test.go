@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cloister-cc/cloister/hack/images/shipped"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
@@ -61,7 +62,7 @@ func buildImages(t testing.TB) (bin string, built []image.Built) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the binaries: %v\n%s", err, out)
 	}
-	built, err := image.BuildAll(bin, out, image.DefaultRegistry, imageVersion, version.Get().Commit, "e2e")
+	built, err := image.BuildAll(bin, out, image.DefaultRegistry, imageVersion, version.Get().Commit, "e2e", shipped.Files)
 	if err != nil {
 		t.Fatal(err)
 	}
