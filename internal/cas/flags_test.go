@@ -48,11 +48,19 @@ func TestStoreFlag(t *testing.T) {
 	if _, _, err := openStore(t.Context(), Config{Store: "kubernetes:ns/cas"}, nil); err == nil || !strings.Contains(err.Error(), "service account") {
 		t.Errorf("no service account: %v", err)
 	}
-	s, _, err := openStore(t.Context(), Config{Store: "bolt", StateDir: t.TempDir()}, nil)
+	dir := t.TempDir()
+	s, _, err := openStore(t.Context(), Config{Store: "bolt", StateDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = s.Close()
+	defer func() { _ = s.Close() }()
+	// A second CAS on a state the first still holds (one started while
+	// the last drains) says so and stops, rather than panicking on a
+	// store that is not there.
+	err = Run(t.Context(), Config{StateDir: dir, Sealer: "none", Listen: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "another CAS uses it") {
+		t.Errorf("a locked state: %v", err)
+	}
 }
 
 func TestSlotSealers(t *testing.T) {

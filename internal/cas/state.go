@@ -33,7 +33,11 @@ type kubeAPI struct {
 func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store.Store, *kubeAPI, error) {
 	if cfg.Store == "" || cfg.Store == "bolt" {
 		s, err := store.OpenBolt(cfg.StateDir)
-		return s, nil, err
+		if err != nil {
+			// Not s: a nil *Bolt is a store that is not nil.
+			return nil, nil, err
+		}
+		return s, nil, nil
 	}
 	ns, name, err := parseKubeStore(cfg.Store)
 	if err != nil {
