@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	wrapping "github.com/hashicorp/go-kms-wrapping/v2"
+	transitwrapper "github.com/hashicorp/go-kms-wrapping/wrappers/transit/v2"
+
 	"github.com/cloister-cc/cloister/internal/cas"
 	"github.com/cloister-cc/cloister/internal/cas/castest"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
@@ -277,4 +280,64 @@ func claimsOf(leaf *x509.Certificate) []pkix.Extension {
 		}
 	}
 	return nil
+}
+
+// Vault's own transit seal wrapper (go-kms-wrapping, as Vault and OpenBao
+// link it) seals and unseals through CAS, configured as the policy's file
+// tells it: CAS's address, its root CA and server name, the service's
+// certificate, no token; another service's certificate gets nothing.
+func TestTransitWithVaultsSealWrapper(t *testing.T) {
+	dir := t.TempDir()
+	url, caFile, _ := castest.Start(t, dir, "none")
+	c, _ := initAt(t, url, caFile)
+	owner, _ := policy.NewKey()
+	if _, err := c.RegisterPolicy(context.Background(), sign(t, c, transitPolicy(owner, 1, 0, false), owner)); err != nil {
+		t.Fatal(err)
+	}
+	// The wrapper encrypts once as it is configured, to learn the key id.
+	wrapper := func(service string) (*transitwrapper.Wrapper, error) {
+		cert, trust := clientCert(t, c, service)
+		files := map[string][]byte{"root-ca.pem": trust.rootCA}
+		for _, der := range cert.Certificate {
+			files["cert.pem"] = append(files["cert.pem"], pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["key.pem"] = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+		out := filepath.Join(dir, service)
+		if err := os.MkdirAll(out, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(out, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := transitwrapper.NewWrapper()
+		_, err = w.SetConfig(context.Background(), wrapping.WithConfigMap(map[string]string{
+			"address": url, "mount_path": "transit", "key_name": "unseal", "disable_renewal": "true",
+			"tls_ca_cert": filepath.Join(out, "root-ca.pem"), "tls_client_cert": filepath.Join(out, "cert.pem"),
+			"tls_client_key": filepath.Join(out, "key.pem"), "tls_server_name": trust.serverName,
+		}))
+		return w, err
+	}
+	w, err := wrapper("server")
+	if err != nil {
+		t.Fatalf("configuring Vault's seal: %v", err)
+	}
+	blob, err := w.Encrypt(context.Background(), []byte("the root key"))
+	if err != nil {
+		t.Fatalf("Vault's seal encrypting through CAS: %v", err)
+	}
+	if keyID, _ := w.KeyId(context.Background()); keyID != "v1" || blob.KeyInfo.KeyId != "v1" {
+		t.Errorf("key id %q, %q: want the version, v1", keyID, blob.KeyInfo.KeyId)
+	}
+	if pt, err := w.Decrypt(context.Background(), blob); err != nil || string(pt) != "the root key" {
+		t.Fatalf("Vault's seal decrypting through CAS: %q %v", pt, err)
+	}
+	if _, err := wrapper("web"); err == nil || !strings.Contains(err.Error(), `transit key "unseal" of service web`) {
+		t.Errorf("another service's seal: %v", err)
+	}
 }
