@@ -244,6 +244,19 @@ func TestTransitSeal(t *testing.T) {
 	if _, code, msg := vault.decrypt("unseal", ct2); code != http.StatusForbidden || !strings.Contains(msg, "no longer admits") {
 		t.Errorf("a certificate of a removed measurement: %d %s", code, msg)
 	}
+	// Each operation is counted by its result.
+	// (Read by CAS's own certificate, as a scraper pins it.)
+	res, err := newVaultClient(t, url, casTrust{rootCA: ca}, nil).http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	series, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	for _, want := range []string{`cloister_cas_transit_total{op="decrypt",result="done"} 1`, `cloister_cas_transit_total{op="decrypt",result="refused"} 1`} {
+		if !strings.Contains(string(series), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	// What the seal wraps never reaches CAS's log; each operation is
 	// audited by service and key.
 	out := logs.String()

@@ -16,6 +16,7 @@ type Metrics struct {
 	state         *prometheus.GaugeVec
 	mark          prometheus.Gauge
 	problem       *prometheus.GaugeVec
+	transit       *prometheus.CounterVec
 }
 
 // NewMetrics registers CAS's series in a registry of their own.
@@ -42,8 +43,11 @@ func NewMetrics() *Metrics {
 		problem: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cloister_cas_state_problem", Help: "1 while a replica refuses the state: rolled-back (older than its high-water mark), lost (gone) or replaced (another CAS's).",
 		}, []string{"problem"}),
+		transit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cloister_cas_transit_total", Help: "Operations of Vault's transit seal by operation (encrypt, decrypt) and result (done, refused, invalid, not-found, error).",
+		}, []string{"op", "result"}),
 	}
-	m.Registry.MustRegister(m.attestations, m.attestSeconds, m.policies, m.policyChanges, m.state, m.mark, m.problem)
+	m.Registry.MustRegister(m.attestations, m.attestSeconds, m.policies, m.policyChanges, m.state, m.mark, m.problem, m.transit)
 	return m
 }
 

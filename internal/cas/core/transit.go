@@ -32,6 +32,26 @@ const (
 // alike, and nothing stores it. Nothing of what is encrypted, nor the
 // key, is logged.
 func (c *CAS) Transit(leaf *x509.Certificate, op TransitOp, name string, body []byte) (*transit.Response, error) {
+	res, err := c.transit(leaf, op, name, body)
+	if op == TransitEncrypt || op == TransitDecrypt {
+		result := "done"
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrRejected):
+			result = "refused"
+		case errors.Is(err, ErrInvalid):
+			result = "invalid"
+		case errors.Is(err, ErrNotFound):
+			result = "not-found"
+		default:
+			result = "error"
+		}
+		c.cfg.Metrics.transit.WithLabelValues(string(op), result).Inc()
+	}
+	return res, err
+}
+
+func (c *CAS) transit(leaf *x509.Certificate, op TransitOp, name string, body []byte) (*transit.Response, error) {
 	c.mu.RLock()
 	k, err := c.ready()
 	c.mu.RUnlock()
