@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -48,10 +49,8 @@ func (c *Config) ApplyHostEnv(fs *flag.FlagSet, getenv func(string) string) erro
 	}
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
-		for _, name := range HostChosen {
-			if f.Name == name {
-				errs = append(errs, fmt.Errorf("--%s: with --host-env the host chooses it, in %s, not the command line", name, HostEnv(name)))
-			}
+		if slices.Contains(HostChosen, f.Name) {
+			errs = append(errs, fmt.Errorf("--%s: with --host-env the host chooses it, in %s, not the command line", f.Name, HostEnv(f.Name)))
 		}
 	})
 	for _, name := range HostChosen {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"crypto/x509"
 	"path/filepath"
 	"strings"
@@ -61,15 +60,7 @@ func TestCASInAnSGXEnclave(t *testing.T) {
 		// Trusted by the enclave's quote, as the CLI does.
 		expect := casclient.Expect{}
 		expect.Verify.TestRoots = []*x509.Certificate{machine.Root()}
-		c, _, err := casclient.NewAttested(context.Background(), url, expect, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pk, err := c.PublicKey(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pk.State
+		return castest.StateTrusted(t, url, expect)
 	}
 	stop()
 	url, stop = start(enclave("cas-again", 0xca))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas"
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 )
 
 // Start runs a simulated CAS on 127.0.0.1 with its state in dir
@@ -141,4 +142,20 @@ func InitToken(t testing.TB, dir string) string {
 		t.Fatalf("the init token: %v", err)
 	}
 	return strings.TrimSpace(string(raw))
+}
+
+// StateTrusted is the state (wire.State) of the CAS at url, read over a
+// connection trusted by its evidence as expect says, as the CLI and the
+// operator trust a CAS in a TEE.
+func StateTrusted(t testing.TB, url string, expect casclient.Expect) string {
+	t.Helper()
+	c, _, err := casclient.NewAttested(context.Background(), url, expect, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := c.PublicKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pk.State
 }

@@ -248,23 +248,18 @@ func TestCASRunsAsTheManifestSays(t *testing.T) {
 				url, _, stop := castest.StartConfig(t, cfg)
 				return url, stop
 			}
+			expect := func() casclient.Expect {
+				e := conn.Expect(casCR)
+				e.Verify.TestRoots = []*x509.Certificate{machine.Root()}
+				return e
+			}
 			connect := func(url string) (*casclient.Client, error) {
-				expect := conn.Expect(casCR)
-				expect.Verify.TestRoots = []*x509.Certificate{machine.Root()}
-				c, _, err := casclient.NewAttested(context.Background(), url, expect, nil)
+				c, _, err := casclient.NewAttested(context.Background(), url, expect(), nil)
 				return c, err
 			}
 			stateOf := func(url string) string {
 				t.Helper()
-				c, err := connect(url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pk, err := c.PublicKey(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				return pk.State
+				return castest.StateTrusted(t, url, expect())
 			}
 
 			url, stop := start("cas", 0xca, 0x51, "node-a")

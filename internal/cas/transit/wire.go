@@ -43,9 +43,6 @@ func DecodeEncrypt(body []byte) ([]byte, error) {
 	if err := strictjson.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("request: %w", err)
 	}
-	if base64.StdEncoding.DecodedLen(len(req.Plaintext)) > MaxPlaintext+2 {
-		return nil, fmt.Errorf("plaintext: more than %d bytes", MaxPlaintext)
-	}
 	plaintext, err := base64.StdEncoding.Strict().DecodeString(req.Plaintext)
 	if err != nil {
 		return nil, fmt.Errorf("plaintext: not standard base64: %w", err)
