@@ -35,6 +35,25 @@ const (
 // (UNHEALTHY), Unknown while CAS cannot be asked (PENDING).
 const Registered ConditionType = "Registered"
 
+// Conditions of a Vault, judged from its replicas: rows only a kind that
+// observes them shows (after the CR's), so other kinds' tables are
+// unchanged.
+const (
+	// VaultAttested: every running replica serves a TLS certificate CAS
+	// issued to the Vault's service, which only an attested pod gets.
+	VaultAttested ConditionType = "VaultAttested"
+	// VaultInitialized: Vault was initialised (once, inside its TEE).
+	VaultInitialized ConditionType = "VaultInitialized"
+	// VaultUnsealed: every replica spec.replicas asks for serves
+	// unsealed.
+	VaultUnsealed ConditionType = "VaultUnsealed"
+	// VaultQuorum: the replicas agree on one raft leader among them.
+	VaultQuorum ConditionType = "VaultQuorum"
+)
+
+// kindConditions are the rows a kind adds, shown only when observed.
+var kindConditions = []ConditionType{VaultAttested, VaultInitialized, VaultUnsealed, VaultQuorum}
+
 // Condition types of each owned object; in the CR's status they are
 // prefixed with the OO's ID.
 const (
@@ -105,6 +124,16 @@ var table = map[ConditionType]conditionDef{
 	AllOwnedObjectsPresent: {True, false, map[metav1.ConditionStatus]string{
 		True: "All OOs of the CR exist", False: "At least one OO of the CR was not found",
 		Unknown: "Could not be determined due to failure retrieving the OOs"}},
+	VaultAttested: {True, true, map[metav1.ConditionStatus]string{
+		True: "Every running replica serves a certificate CAS issued to the Vault's attested service", False: "A replica serves no certificate of CAS for the Vault's service",
+		Unknown: "Could not be determined"}},
+	VaultInitialized: {True, false, map[metav1.ConditionStatus]string{
+		True: "Vault is initialised", False: "Vault is not initialised yet", Unknown: "Could not be determined"}},
+	VaultUnsealed: {True, false, map[metav1.ConditionStatus]string{
+		True: "Every replica serves unsealed", False: "A replica is sealed or not serving", Unknown: "Could not be determined"}},
+	VaultQuorum: {True, false, map[metav1.ConditionStatus]string{
+		True: "The replicas agree on one raft leader among them", False: "The replicas do not agree on a raft leader among them",
+		Unknown: "Could not be determined"}},
 	OwnedObjectHealthy: {True, true, map[metav1.ConditionStatus]string{
 		True: "The OO is healthy and matches the spec of the CR", False: "The OO is not healthy", Unknown: "Could not be determined"}},
 	OwnedObjectPresent: {True, false, map[metav1.ConditionStatus]string{

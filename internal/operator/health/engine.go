@@ -125,6 +125,11 @@ func Evaluate(obs Observations) Result {
 	for _, t := range crConditions {
 		add(string(t), t, obs.CR)
 	}
+	for _, t := range kindConditions {
+		if has(obs.CR, t) {
+			add(string(t), t, obs.CR)
+		}
+	}
 	for _, oo := range ooList {
 		for _, t := range ooConditions {
 			add(OOConditionType(oo.ID, t), t, oo.Conditions)

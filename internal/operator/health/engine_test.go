@@ -44,6 +44,24 @@ func (o Observations) with(target string, condType ConditionType, st metav1.Cond
 	return o
 }
 
+// A kind's own rows are shown only by the kind that observes them: the
+// other kinds' tables stay as they are.
+func TestKindConditionsOnlyWhenObserved(t *testing.T) {
+	res := Evaluate(healthy(ds))
+	for _, k := range kindConditions {
+		if find(res.Conditions, string(k)) != nil {
+			t.Errorf("condition %s shown without being observed", k)
+		}
+	}
+	if res.State != common.StateHealthy {
+		t.Errorf("state %s, want HEALTHY", res.State)
+	}
+	res = Evaluate(healthy(ds).with("", VaultQuorum, True))
+	if c := find(res.Conditions, string(VaultQuorum)); c == nil || c.Status != True {
+		t.Errorf("observed VaultQuorum = %+v, want True", c)
+	}
+}
+
 // The conditions table, row by row: each value of each condition,
 // all others healthy, gives the table's resulting state and action.
 func TestConditionsTableRowByRow(t *testing.T) {
@@ -85,6 +103,18 @@ func TestConditionsTableRowByRow(t *testing.T) {
 		{false, AllOwnedObjectsPresent, True, H, ActionNone},
 		{false, AllOwnedObjectsPresent, False, P, ActionWait},
 		{false, AllOwnedObjectsPresent, Unknown, P, ActionWait},
+		{false, VaultAttested, True, H, ActionNone},
+		{false, VaultAttested, False, U, ActionNone},
+		{false, VaultAttested, Unknown, P, ActionWait},
+		{false, VaultInitialized, True, H, ActionNone},
+		{false, VaultInitialized, False, P, ActionWait},
+		{false, VaultInitialized, Unknown, P, ActionWait},
+		{false, VaultUnsealed, True, H, ActionNone},
+		{false, VaultUnsealed, False, P, ActionWait},
+		{false, VaultUnsealed, Unknown, P, ActionWait},
+		{false, VaultQuorum, True, H, ActionNone},
+		{false, VaultQuorum, False, P, ActionWait},
+		{false, VaultQuorum, Unknown, P, ActionWait},
 		{true, OwnedObjectHealthy, True, H, ActionNone},
 		{true, OwnedObjectHealthy, False, U, ActionNone},
 		{true, OwnedObjectHealthy, Unknown, P, ActionWait},

@@ -109,6 +109,19 @@ const (
 	ReasonEnclavesStarting  Reason = "EnclavesStarting"
 	ReasonEnclavesNotReady  Reason = "EnclavesNotReady"
 	ReasonEnclavesReady     Reason = "EnclavesReady"
+	// Vault, judged from its replicas' API and pods.
+	ReasonVaultReady           Reason = "VaultReady"
+	ReasonVaultStarting        Reason = "VaultStarting"
+	ReasonVaultUninitialized   Reason = "VaultUninitialized"
+	ReasonVaultUnsealing       Reason = "VaultUnsealing"
+	ReasonVaultNoQuorum        Reason = "VaultNoQuorum"
+	ReasonVaultUnreachable     Reason = "VaultUnreachable"
+	ReasonVaultNotAttested     Reason = "VaultNotAttested"
+	ReasonVaultInitFailed      Reason = "VaultInitFailed"
+	ReasonVaultCrashing        Reason = "VaultCrashing"
+	ReasonSealCASUnreachable   Reason = "SealCASUnreachable"
+	ReasonSealRefused          Reason = "SealRefused"
+	ReasonSealTransitKeyAbsent Reason = "SealTransitKeyMissing"
 )
 
 // Reasons of the events the reconciler emits: one per state change, one
