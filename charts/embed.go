@@ -17,7 +17,7 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 )
 
-//go:embed all:sgxplugin all:cexplugin all:nitroplugin all:las all:cas all:confidentialruntime all:nitroenclavedeployment all:cloister-operator
+//go:embed all:sgxplugin all:cexplugin all:nitroplugin all:las all:cas all:confidentialruntime all:nitroenclavedeployment all:vault all:cloister-operator
 var files embed.FS
 
 // Load returns the embedded chart called name.

@@ -21,6 +21,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/cas/core"
+	"github.com/cloister-cc/cloister/internal/cas/transit"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -101,7 +102,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/peer/seed", s.peerSeed)
 	for _, op := range []core.TransitOp{core.TransitEncrypt, core.TransitDecrypt} {
 		for _, method := range []string{http.MethodPut, http.MethodPost} {
-			mux.HandleFunc(method+" /v1/"+TransitMount+"/"+string(op)+"/{key}", s.transit(op))
+			mux.HandleFunc(method+" /v1/"+transit.Mount+"/"+string(op)+"/{key}", s.transit(op))
 		}
 	}
 	// Anything else gets the API's JSON error, as every other refusal.

@@ -12,10 +12,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
-// TransitMount is the path Vault's transit seal names as mount_path: its
-// requests are PUT /v1/transit/{encrypt,decrypt}/KEY.
-const TransitMount = "transit"
-
 // transit serves Vault's transit seal. Its client writes with PUT and no
 // content type, and reads errors in Vault's shape; the service is the one
 // its TLS client certificate names.

@@ -23,6 +23,10 @@ import (
 // field ("v1") for its key id.
 const Prefix = "vault"
 
+// Mount is the path Vault's transit seal names as mount_path: its
+// requests are PUT /v1/transit/{encrypt,decrypt}/KEY.
+const Mount = "transit"
+
 // Limits of what CAS encrypts and decrypts: a seal wraps Vault's root key
 // and its stored keys, a few hundred bytes.
 const (
