@@ -21,7 +21,7 @@ import (
 // links each, and each links the next.
 var guidePages = []string{
 	"install.md", "devices.md", "evidence.md", "cas.md", "policies.md",
-	"workloads.md", "mesh.md", "nitro.md", "cryptoexpress.md",
+	"workloads.md", "mesh.md", "vault.md", "nitro.md", "cryptoexpress.md",
 }
 
 // maxReadmeLines keeps the README a front door: a topic of its own goes to
@@ -45,7 +45,7 @@ func TestGuidePages(t *testing.T) {
 	if _, err := os.Stat("overview.svg"); err != nil {
 		t.Errorf("the README's picture: %v", err)
 	}
-	for _, kind := range []string{"SGXPlugin", "LAS", "ConfidentialRuntime", "NitroPlugin", "CEXPlugin", "CAS", "SignedPolicy", "EncryptedPolicy", "NitroEnclaveDeployment"} {
+	for _, kind := range []string{"SGXPlugin", "LAS", "ConfidentialRuntime", "NitroPlugin", "CEXPlugin", "CAS", "SignedPolicy", "EncryptedPolicy", "NitroEnclaveDeployment", "Vault"} {
 		if !regexp.MustCompile(`(?m)^\| [^|]+ \| ` + kind + ` \|`).MatchString(readme) {
 			t.Errorf("README.md's kinds table has no row for %s", kind)
 		}

@@ -23,7 +23,7 @@ import (
 
 // The default images pinned by digest, set at link time by make build
 // (hack/images -operator-ldflags); a plain go build names them by tag.
-var devicePluginImage, lasImage, casImage, nodeInstallerImage, enclaveImage string
+var devicePluginImage, lasImage, casImage, nodeInstallerImage, enclaveImage, initializerImage string
 
 func main() { startup.Main("cloister-operator", run) }
 
@@ -47,6 +47,8 @@ func run(ctx context.Context) error {
 		"default image of the confidential runtime's node installer")
 	fs.StringVar(&opts.Images.Enclave, "enclave-image", cmp.Or(enclaveImage, "ghcr.io/cloister-cc/cloister-enclave:"+v.Version),
 		"default image of a NitroEnclaveDeployment's enclave pods")
+	fs.StringVar(&opts.Images.Initializer, "initializer-image", cmp.Or(initializerImage, "ghcr.io/cloister-cc/cloister-initializer:"+v.Version),
+		"the initializer of the confidential pods the operator makes (a Vault's), pinned by digest: it is part of their pod policy")
 	fs.StringVar(&opts.Host.DevDir, "host-dev-dir", service.DefaultHostPaths.DevDir,
 		"host folder of the TEE device nodes, mounted into the device plugins and LAS (the dev cluster's real node has fake ones elsewhere)")
 	fs.StringVar(&opts.Host.KubeletDir, "host-kubelet-dir", service.DefaultHostPaths.KubeletDir,

@@ -52,7 +52,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 			t.Errorf("%s rejected: %v", f, err)
 		}
 	}
-	for _, k := range []string{"CAS", "LAS", "SGXPlugin", "CEXPlugin", "SignedPolicy", "EncryptedPolicy", "NitroEnclaveDeployment"} {
+	for _, k := range []string{"CAS", "LAS", "SGXPlugin", "CEXPlugin", "SignedPolicy", "EncryptedPolicy", "NitroEnclaveDeployment", "Vault"} {
 		if !kinds[k] {
 			t.Errorf("no sample of %s in config/samples", k)
 		}

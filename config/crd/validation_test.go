@@ -42,7 +42,7 @@ func resourceOf(u *unstructured.Unstructured) schema.GroupVersionResource {
 	plural := map[string]string{
 		"SGXPlugin": "sgxplugins", "LAS": "las", "CEXPlugin": "cexplugins", "CAS": "cas",
 		"SignedPolicy": "signedpolicies", "EncryptedPolicy": "encryptedpolicies",
-		"NitroEnclaveDeployment": "nitroenclavedeployments", "NitroPlugin": "nitroplugins",
+		"NitroEnclaveDeployment": "nitroenclavedeployments", "NitroPlugin": "nitroplugins", "Vault": "vaults",
 	}[u.GetKind()]
 	gv, _ := schema.ParseGroupVersion(u.GetAPIVersion())
 	return gv.WithResource(plural)
@@ -156,6 +156,14 @@ func TestValidationNamesTheField(t *testing.T) {
 			[]string{"sealing None is not offered in an enclave"}},
 		{"CAS in SGX with a DCAP API key", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-sgx-key, namespace: default}, spec: {sgx: {mrenclave: "` + strings.Repeat("ab", 32) + `"}, collateral: {pcs: "https://pcs.example", dcapAPIKeySecret: cloister-dcap-api}}}`,
 			[]string{"takes no DCAP API key file from the host"}},
+		{"Vault image by tag", `{apiVersion: services.cloister.dev/v1beta1, kind: Vault, metadata: {name: v-tag, namespace: default}, spec: {image: "r/vault:1.14", cas: {name: cas}, runtimeClassName: cloister-cc-sim-v1, policy: {owners: ["k"]}}}`,
+			[]string{"pinned by digest"}},
+		{"Vault autoUpdate", `{apiVersion: services.cloister.dev/v1beta1, kind: Vault, metadata: {name: v-auto, namespace: default}, spec: {image: "r/vault@sha256:` + strings.Repeat("ab", 32) + `", autoUpdate: true, cas: {name: cas}, runtimeClassName: cloister-cc-sim-v1, policy: {owners: ["k"]}}}`,
+			[]string{"a new image is a new pod policy"}},
+		{"Vault without owners", `{apiVersion: services.cloister.dev/v1beta1, kind: Vault, metadata: {name: v-owners, namespace: default}, spec: {image: "r/vault@sha256:` + strings.Repeat("ab", 32) + `", cas: {name: cas}, runtimeClassName: cloister-cc-sim-v1, policy: {owners: []}}}`,
+			[]string{"spec.policy.owners"}},
+		{"Vault replicas", `{apiVersion: services.cloister.dev/v1beta1, kind: Vault, metadata: {name: v-many, namespace: default}, spec: {image: "r/vault@sha256:` + strings.Repeat("ab", 32) + `", replicas: 9, cas: {name: cas}, runtimeClassName: cloister-cc-sim-v1, policy: {owners: ["k"]}}}`,
+			[]string{"spec.replicas"}},
 		{"CAS autoUpdate", `{apiVersion: services.cloister.dev/v1beta1, kind: CAS, metadata: {name: cas-auto, namespace: default}, spec: {autoUpdate: true}}`,
 			[]string{"CAS is never updated automatically"}},
 		{"NED PCRs", `{apiVersion: enclave.cloister.dev/v1beta1, kind: NitroEnclaveDeployment, metadata: {name: ned-pcr, namespace: default}, spec: {enclave: {pcrs: {pcr0: "ABC", pcr1: "` + strings.Repeat("a", 96) + `", pcr2: "` + strings.Repeat("a", 96) + `"}}, userPlugins: [{name: a, image: "r/a:1"}]}}`,
@@ -241,7 +249,7 @@ func TestNamesScopesAndColumns(t *testing.T) {
 	for name, want := range map[string]res{
 		"las": {false, nil}, "sgxplugins": {false, []string{"sgx"}}, "cexplugins": {false, []string{"cex"}},
 		"cas": {true, nil}, "signedpolicies": {true, []string{"spol"}}, "encryptedpolicies": {true, []string{"epol"}},
-		"nitroenclavedeployments": {true, []string{"ned"}},
+		"nitroenclavedeployments": {true, []string{"ned"}}, "vaults": {true, []string{"vlt"}},
 	} {
 		got, ok := found[name]
 		if !ok {
@@ -265,6 +273,7 @@ func TestNamesScopesAndColumns(t *testing.T) {
 		"encryptedpolicies.cas.cloister.dev":           {"State", "Policy", "Revision", "Hash", "Age"},
 		"cexplugins.base.cloister.dev":                 {"Type", "State", "Desired", "Ready", "Age"},
 		"nitroenclavedeployments.enclave.cloister.dev": {"Ready", "Status", "Age"},
+		"vaults.services.cloister.dev":                 {"State", "Ready", "Replicas", "Sealed", "Age"},
 	}
 	for crdName, want := range columns {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

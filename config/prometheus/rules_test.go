@@ -57,7 +57,7 @@ func alertFields(t *testing.T) []string {
 			}
 		}
 	}
-	for _, st := range []any{basev1beta1.SGXPluginStatus{}, basev1beta1.LASStatus{}, basev1beta1.CEXPluginStatus{}, basev1beta1.NitroPluginStatus{}, basev1beta1.ConfidentialRuntimeStatus{}, servicesv1beta1.CASStatus{}} {
+	for _, st := range []any{basev1beta1.SGXPluginStatus{}, basev1beta1.LASStatus{}, basev1beta1.CEXPluginStatus{}, basev1beta1.NitroPluginStatus{}, basev1beta1.ConfidentialRuntimeStatus{}, servicesv1beta1.CASStatus{}, servicesv1beta1.VaultStatus{}} {
 		walk(reflect.TypeOf(st))
 	}
 	if len(fields) < 5 {

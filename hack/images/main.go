@@ -181,7 +181,11 @@ func pinned(bin, name, registry, version, revision, source string, platforms []i
 
 // operatorDefaults are the images cloister-operator names by default, by
 // the variable of its main package that holds each.
-var operatorDefaults = map[string]string{"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage", "cloister-node-installer": "nodeInstallerImage", "cloister-enclave": "enclaveImage"}
+var operatorDefaults = map[string]string{
+	"cloister-device-plugin": "devicePluginImage", "cloister-las": "lasImage", "cloister-cas": "casImage", "cloister-node-installer": "nodeInstallerImage", "cloister-enclave": "enclaveImage",
+	// The initializer of the confidential pods the operator makes itself (a Vault's).
+	"cloister-initializer": "initializerImage",
+}
 
 // pinOperatorDefaults builds the images the operator deploys (in memory)
 // and returns the linker flags that make them its defaults by digest.

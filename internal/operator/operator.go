@@ -60,6 +60,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/controller/pullsecrets"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/controller/sgxplugin"
+	vaultcontroller "github.com/cloister-cc/cloister/internal/operator/controller/vault"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 	"github.com/cloister-cc/cloister/internal/operator/release"
 	"github.com/cloister-cc/cloister/internal/operator/webhookcert"
@@ -138,6 +139,9 @@ type Images struct {
 	NodeInstaller string
 	// Enclave is the NitroEnclaveDeployment's enclave pods'.
 	Enclave string
+	// Initializer attests the confidential pods the operator makes (a
+	// Vault's) to CAS.
+	Initializer string
 }
 
 // Scheme knows every kind the operator reads or writes.
@@ -262,6 +266,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		{"nitroenclavedeployment", opts.Images.Enclave, func(b service.Base) service.Kind {
 			return &nitroenclave.Kind{Base: b, Events: mgr.GetAPIReader()}
 		}, nitroenclave.Setup},
+		// A Vault names its image (pinned: the pods' policy pins it).
+		{"vault", "", func(b service.Base) service.Kind {
+			return &vaultcontroller.Kind{Base: b, Writer: mgr.GetClient(), InitializerImage: opts.Images.Initializer}
+		}, vaultcontroller.Setup},
 	} {
 		data, err := charts.Load(c.chart)
 		if err != nil {

@@ -77,6 +77,8 @@ type VaultService struct {
 // VaultSpec is a Vault (or OpenBao) cluster in confidential pods: raft
 // storage on claims, its TLS certificates and configuration from CAS,
 // unsealed by CAS's transit endpoint after every restart.
+// +kubebuilder:validation:XValidation:rule="has(self.image) && self.image.matches('^[^@ ]+@sha256:[0-9a-f]{64}$')",message="image: name the Vault (or OpenBao) server image pinned by digest (REPOSITORY@sha256:...): the pods' policy, which the owners sign, pins it"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoUpdate) || !self.autoUpdate",message="autoUpdate: a new image is a new pod policy, which the owners sign; name the new image in spec.image"
 type VaultSpec struct {
 	common.ServiceSpec `json:",inline"`
 

@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			return err
 		}
 	}
-	if opts.PolicyOwners, err = pinnedOwners(manifest.OwnerKeys); err != nil {
+	if opts.PolicyOwners, err = PinnedOwners(manifest.OwnerKeys); err != nil {
 		return err
 	}
 	if len(manifest.OwnerKeys) > 0 {
@@ -177,8 +177,9 @@ func ensureOwners(cfg RunConfig) ([]string, error) {
 	return keys, nil
 }
 
-// pinnedOwners is the initializers' pin of the manifest's owners.
-func pinnedOwners(keys []string) (string, error) {
+// PinnedOwners is the initializers' pin of the manifest's owners
+// (initenv.EnvPolicyOwners): their fingerprints, or NoOwners.
+func PinnedOwners(keys []string) (string, error) {
 	if len(keys) == 0 {
 		return initenv.NoOwners, nil
 	}

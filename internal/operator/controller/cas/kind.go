@@ -233,7 +233,7 @@ func (k *Kind) makeInitToken(ctx context.Context, c *servicesv1beta1.CAS) error 
 // pods mount it), holding nothing that initialises a CAS.
 func (k *Kind) consumeInitToken(ctx context.Context, c *servicesv1beta1.CAS) error {
 	sec := &corev1.Secret{ObjectMeta: k.owned(c, conn.InitTokenSecret(c.Name))}
-	patch, err := ownedPatch(sec.ObjectMeta, map[string][]byte{conn.InitTokenKey: {}})
+	patch, err := service.OwnedPatch(sec.ObjectMeta, map[string][]byte{conn.InitTokenKey: {}})
 	if err != nil {
 		return err
 	}

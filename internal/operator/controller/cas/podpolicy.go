@@ -22,7 +22,7 @@ var _ service.PostRenderer = (*Kind)(nil)
 
 // PostRender annotates the pod template of a confidential CAS with the
 // initdata of its own pod policy, computed from the rendered template.
-func (k *Kind) PostRender(obj service.Object, u *unstructured.Unstructured) error {
+func (k *Kind) PostRender(obj service.Object, _ map[string]any, u *unstructured.Unstructured) error {
 	if as(obj).Spec.ConfidentialVM == nil || u.GetKind() != "StatefulSet" {
 		return nil
 	}

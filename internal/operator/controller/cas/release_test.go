@@ -278,7 +278,7 @@ func TestConfidentialVM(t *testing.T) {
 		u := &unstructured.Unstructured{Object: obj}
 		u.SetKind("StatefulSet")
 		k := &Kind{}
-		if err := k.PostRender(cr, u); err != nil {
+		if err := k.PostRender(cr, nil, u); err != nil {
 			t.Fatal(err)
 		}
 		value, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", podpolicy.Annotation)
@@ -311,7 +311,7 @@ func TestConfidentialVM(t *testing.T) {
 		tobj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(tss)
 		tu := &unstructured.Unstructured{Object: tobj}
 		tu.SetKind("StatefulSet")
-		if err := k.PostRender(tagged, tu); err == nil || !strings.Contains(err.Error(), "pinned by digest") {
+		if err := k.PostRender(tagged, nil, tu); err == nil || !strings.Contains(err.Error(), "pinned by digest") {
 			t.Errorf("%s: a tagged image: %v", platform, err)
 		}
 	}

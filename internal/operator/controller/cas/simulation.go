@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/keyfile"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
 // pendingKeys are simulation keys made for CASes whose status does not
@@ -159,7 +159,7 @@ func (k *Kind) upsertSecret(ctx context.Context, c *servicesv1beta1.CAS, private
 		return err
 	}
 	sec := k.secret(c, private)
-	patch, err := ownedPatch(sec.ObjectMeta, sec.Data)
+	patch, err := service.OwnedPatch(sec.ObjectMeta, sec.Data)
 	if err != nil {
 		return err
 	}
@@ -180,15 +180,7 @@ func (k *Kind) publish(ctx context.Context, c *servicesv1beta1.CAS) error {
 		ObjectMeta: k.owned(c, conn.SimulationConfigMap(c.Name)),
 		Data:       map[string]string{conn.CASKeyItem: c.Status.SimulationKey, conn.WorkloadKeysItem: workloads},
 	}
-	patch, err := ownedPatch(cm.ObjectMeta, cm.Data)
-	if err != nil {
-		return err
-	}
-	err = k.Writer.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
-	if apierrors.IsNotFound(err) {
-		err = k.Writer.Create(ctx, cm)
-	}
-	if err != nil {
+	if err := service.PatchOrCreate(ctx, k.Writer, cm, cm.Data); err != nil {
 		return fmt.Errorf("publishing CAS's simulation keys (ConfigMap %s/%s): %w", cm.Namespace, cm.Name, err)
 	}
 	return nil
@@ -230,12 +222,6 @@ func (k *Kind) workloadKeys(ctx context.Context, c *servicesv1beta1.CAS) (string
 		fmt.Fprintf(&b, "# spec.simulationKeys[%d]\n%s", i, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 	}
 	return b.String(), nil
-}
-
-// ownedPatch is a merge patch setting data and the labels of meta: an
-// object an older operator made without the managed-by label gets it.
-func ownedPatch(meta metav1.ObjectMeta, data any) ([]byte, error) {
-	return json.Marshal(map[string]any{"metadata": map[string]any{"labels": meta.Labels}, "data": data})
 }
 
 // owned is the metadata of an object CAS c owns.

@@ -42,9 +42,11 @@ const ValueSpecGeneration = "specGeneration"
 
 // PostRenderer is a Kind that changes its rendered objects after the
 // chart, with what only code computes from them (CAS's pod policy and its
-// initdata, from its rendered pod template).
+// initdata, from its rendered pod template; a Vault's pods made
+// confidential as cloister generate makes a workload's), given the
+// release's values.
 type PostRenderer interface {
-	PostRender(obj Object, u *unstructured.Unstructured) error
+	PostRender(obj Object, values map[string]any, u *unstructured.Unstructured) error
 }
 
 // Poller is a Kind whose health also comes from outside the cluster's
@@ -82,4 +84,19 @@ type ReleaseStatusFiller interface {
 // image is a new measurement, which its owners approve).
 type NoAutoUpdate interface {
 	NoAutoUpdate()
+}
+
+// Conditioner is a Kind with condition rows of its own (a Vault's:
+// VaultAttested, VaultInitialized, ...), which FillStatus observed: the
+// reconciler adds them to the observations after it.
+type Conditioner interface {
+	Conditions(obj Object) map[health.ConditionType]health.Observation
+}
+
+// ReadinessJudge is a Kind whose pods are not ready for a while by design
+// (a Vault's, sealed until CAS unseals them) and whose own rows say why:
+// a workload of it whose pods are not all ready is not UNHEALTHY for
+// that alone: the kind's IsHealthy says PENDING or names a failure.
+type ReadinessJudge interface {
+	ReadinessJudge()
 }

@@ -58,10 +58,19 @@ func (r *Reconciler) observe(ctx context.Context, obj Object, req release.Reques
 	oos := ownedObjects(rel)
 	for i := range oos {
 		r.readOwned(ctx, &oos[i])
-		obs.OwnedObjects = append(obs.OwnedObjects, health.OwnedObject{ID: oos[i].ID, Conditions: ownedConditions(obj.GetUID(), oos[i], installed)})
+		conds := ownedConditions(obj.GetUID(), oos[i], installed)
+		if _, ok := r.Kind.(ReadinessJudge); ok {
+			conds[health.OwnedObjectHealthy] = readinessJudgedByKind(conds[health.OwnedObjectHealthy])
+		}
+		obs.OwnedObjects = append(obs.OwnedObjects, health.OwnedObject{ID: oos[i].ID, Conditions: conds})
 	}
 	obs.CR[health.AtLeastOneOwnedObjectPresent], obs.CR[health.AllOwnedObjectsPresent] = presence(oos)
 	obs.CR[health.IsHealthy] = r.Kind.FillStatus(ctx, obj, oos)
+	if c, ok := r.Kind.(Conditioner); ok {
+		for t, o := range c.Conditions(obj) {
+			obs.CR[t] = o
+		}
+	}
 	if f, ok := r.Kind.(ReleaseStatusFiller); ok {
 		f.FillReleaseStatus(obj, oos, rel.Failed)
 	}

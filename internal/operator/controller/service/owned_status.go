@@ -118,6 +118,17 @@ func presence(oos []Owned) (atLeastOne, all health.Observation) {
 	return boolObs(present > 0, health.ReasonOwnedObjects, detail), boolObs(present == len(oos), health.ReasonOwnedObjects, detail)
 }
 
+// readinessJudgedByKind leaves a workload's pods not being ready to the
+// kind's own rows, for a ReadinessJudge: they say PENDING (unsealing) or
+// UNHEALTHY (a failure), which an Unknown here would hide as PENDING.
+func readinessJudgedByKind(o health.Observation) health.Observation {
+	if o.Status == health.False && o.Reason == health.ReasonPodsUnavailable {
+		o.Status = health.True
+		o.Message += "; the kind's own conditions judge its pods' readiness"
+	}
+	return o
+}
+
 // objectHealth judges workloads by their rollout; other objects are healthy
 // when present.
 func objectHealth(live *unstructured.Unstructured) health.Observation {

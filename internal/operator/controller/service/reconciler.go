@@ -195,7 +195,7 @@ func (r *Reconciler) releaseRequest(obj Object) (release.Request, error) {
 	}
 	var transform func(*unstructured.Unstructured) error
 	if p, ok := r.Kind.(PostRenderer); ok {
-		transform = func(u *unstructured.Unstructured) error { return p.PostRender(obj, u) }
+		transform = func(u *unstructured.Unstructured) error { return p.PostRender(obj, values, u) }
 	}
 	return release.Request{
 		Name:      r.Kind.ReleasePrefix() + "-" + obj.GetName(),

@@ -134,7 +134,7 @@ type Verdict struct {
 // conditions and its health, naming a seal's failure and its fix.
 func Judge(want int32, rs []Replica) Verdict {
 	v := Verdict{Conditions: map[health.ConditionType]health.Observation{}}
-	var answered, untrusted, uninit []string
+	var answered, untrusted []string
 	leaders := map[string]bool{}
 	selfLeader := false
 	var unsealed []Replica
@@ -146,11 +146,7 @@ func Judge(want int32, rs []Replica) Verdict {
 			answered = append(answered, r.Name)
 			h := r.Health
 			v.Version = h.Version
-			if h.Initialized {
-				v.Initialized = true
-			} else {
-				uninit = append(uninit, r.Name)
-			}
+			v.Initialized = v.Initialized || h.Initialized
 			if h.Sealed || !h.Initialized {
 				v.Sealed++
 				continue
