@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
+	"github.com/cloister-cc/cloister/internal/workload/vaultinit"
 )
 
 var envConfig *rest.Config
@@ -96,6 +98,8 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 	}
 
 	v := testVault(t)
+	owner, _ := policy.NewKey()
+	v.Spec.Policy.Owners = []string{string(policy.MarshalPublicKey(&owner.PublicKey))}
 	v.Namespace = e.Namespace
 	v.Spec.Image = vaultImage
 	v.Spec.RuntimeClassName = simClass
@@ -145,6 +149,25 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 		env[initenv.EnvCASSimKey] != cas.Status.SimulationKey || env[initenv.EnvPolicyOwners] == "" || env[initenv.EnvPolicyOwnerThreshold] != "1" {
 		t.Errorf("the initializer's environment %v", env)
 	}
+	// The bootstrap beside Vault: the initializer's image, the owners
+	// its recovery keys are sealed to, the first replica named.
+	var boot *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == "bootstrap" {
+			boot = &pod.Spec.Containers[i]
+		}
+	}
+	if boot == nil || boot.Image != initializer {
+		t.Fatalf("no bootstrap sidecar of the initializer's image in %+v", pod.Spec.Containers)
+	}
+	benv := map[string]string{}
+	for _, ev := range boot.Env {
+		benv[ev.Name] = ev.Value
+	}
+	if owners := vaultinit.ParseOwners(benv[vaultinit.EnvOwners]); len(owners) != 1 || owners[0] != v.Spec.Policy.Owners[0] ||
+		benv[vaultinit.EnvFirst] != "secrets-0" || benv[vaultinit.EnvVault] != "vault-env/secrets" || benv[vaultinit.EnvThreshold] != "1" {
+		t.Errorf("the bootstrap's environment %v", benv)
+	}
 	_, digest, err := podpolicy.FromAnnotation(pod.Annotations[podpolicy.Annotation])
 	if err != nil {
 		t.Fatalf("the pod policy: %v", err)
@@ -188,14 +211,34 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 		t.Errorf("starting: %s %+v", v.Status.State, v.Status.Conditions)
 	}
 
-	// Three unsealed replicas agreeing on one leader: HEALTHY.
-	played.set(Replica{Name: "secrets-0", Health: unsealed("secrets-0", true)},
+	// Three unsealed replicas agreeing on one leader: HEALTHY; the first
+	// one's recovery keys, sealed to the owners, kept in a Secret.
+	bundle, err := vaultinit.SealRecovery("vault-env/secrets", [][]byte{[]byte("recovery-key-0")}, v.Spec.Policy.Owners, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, _ := json.Marshal(bundle)
+	played.set(Replica{Name: "secrets-0", Health: unsealed("secrets-0", true), Recovery: sealed},
 		Replica{Name: "secrets-1", Health: unsealed("secrets-0", false)}, Replica{Name: "secrets-2", Health: unsealed("secrets-0", false)})
 	rollout(3)
 	reconcile(1)
 	if v.Status.State != common.StateHealthy || v.Status.ReadyReplicas != 3 || v.Status.Leader != "secrets-0" || v.Status.VaultSealedAlert != 0 ||
 		v.Status.InitializedAt == nil || cond(health.VaultQuorum).Status != health.True || cond(health.VaultAttested).Status != health.True {
 		t.Errorf("unsealed: %s ready %d leader %q %+v", v.Status.State, v.Status.ReadyReplicas, v.Status.Leader, v.Status.Conditions)
+	}
+	var sec corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: RecoverySecret("secrets")}, &sec); err != nil || v.Status.RecoveryKeysSecret != sec.Name {
+		t.Fatalf("the recovery keys' Secret: %v (status %q)", err, v.Status.RecoveryKeysSecret)
+	}
+	kept, err := vaultinit.ParseBundle(sec.Data[RecoveryItem])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key, err := kept.Open(owner); err != nil || string(key) != "recovery-key-0" {
+		t.Errorf("the owner's recovery key: %q %v", key, err)
+	}
+	if strings.Contains(string(sec.Data[RecoveryItem]), "recovery-key-0") {
+		t.Error("a recovery key in plain text in the Secret")
 	}
 
 	// A replica whose seal CAS refuses: UNHEALTHY in one pass, naming it.

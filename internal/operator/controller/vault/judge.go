@@ -34,6 +34,10 @@ type Replica struct {
 	Untrusted bool
 	// Err is why the replica gave no answer (unreachable, refused).
 	Err error
+	// Recovery is the first replica's recovery bundle (its keys sealed
+	// to the owners), read once Vault is initialised, or why not.
+	Recovery    []byte
+	RecoveryErr error
 }
 
 // Failure is why a replica's container last stopped, read from its

@@ -204,6 +204,12 @@ func (k *Kind) Release(obj service.Object, _ string) (string, map[string]any, er
 	}
 	values["name"] = v.Name
 	values["replicas"] = max(v.Spec.Replicas, 1)
+	owners := make([]any, len(v.Spec.Policy.Owners))
+	for i, o := range v.Spec.Policy.Owners {
+		owners[i] = o
+	}
+	values["owners"] = owners
+	values["threshold"] = strconv.Itoa(generate.Manifest{OwnerKeys: v.Spec.Policy.Owners}.OwnerThreshold())
 	values["version"] = service.ImageTag(values["image"].(string))
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
@@ -313,6 +319,17 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	verdict := Judge(want, replicas)
 	for t, o := range verdict.Conditions {
 		conds[t] = o
+	}
+	if len(replicas) > 0 && verdict.Initialized && v.Status.RecoveryKeysSecret == "" {
+		// Until the sealed recovery keys are kept, VaultInitialized says
+		// why not (the owners have no way to a root token without them).
+		err := replicas[0].RecoveryErr
+		if err == nil && replicas[0].Recovery != nil {
+			err = k.storeRecovery(rctx, v, replicas[0].Recovery)
+		}
+		if err != nil || v.Status.RecoveryKeysSecret == "" {
+			conds[health.VaultInitialized] = health.Obs(health.True, health.ReasonVaultRecoveryPending, fmt.Sprintf("the sealed recovery keys are not kept yet: %v", err))
+		}
 	}
 	v.Status.ReadyReplicas, v.Status.SealedReplicas = verdict.Ready, verdict.Sealed
 	v.Status.VaultSealedAlert = max(want-verdict.Ready, 0)

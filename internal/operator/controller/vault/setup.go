@@ -24,6 +24,8 @@ import (
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // The policy the owners sign, published unsigned.
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
+// The recovery keys, sealed to the owners: made once, never read.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 // +kubebuilder:rbac:groups=base.cloister.dev,resources=confidentialruntimes,verbs=get;list;watch
 
 // Setup registers the Vault controller. It watches the Vault's pods (a
