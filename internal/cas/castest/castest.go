@@ -5,6 +5,7 @@
 package castest
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -88,8 +89,9 @@ func SimKey(t testing.TB, dir string) *ecdsa.PublicKey {
 	return k
 }
 
-// StartConfig is Start with the whole configuration; Listen
-// and Ready are set here.
+// StartConfig is Start with the whole configuration; Ready is set
+// here, and Listen when empty (a free port of 127.0.0.1; a CAS restarted
+// on its state keeps its address by giving it).
 func StartConfig(t testing.TB, cfg cas.Config) (url, caFile string, stop func()) {
 	t.Helper()
 	return StartLogged(t, cfg, io.Discard)
@@ -103,7 +105,7 @@ func StartLogged(t testing.TB, cfg cas.Config, w io.Writer) (url, caFile string,
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	cfg.Listen, cfg.Ready = "127.0.0.1:0", func(a string) { addr <- a }
+	cfg.Listen, cfg.Ready = cmp.Or(cfg.Listen, "127.0.0.1:0"), func(a string) { addr <- a }
 	go func() {
 		done <- cas.Run(ctx, cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	}()

@@ -47,6 +47,10 @@ const (
 	ClientsRole   = "cloister"
 )
 
+// configureAttempts bounds the tries of configuring a Vault that just
+// became active.
+const configureAttempts = 30
+
 // Config is one replica's bootstrap.
 type Config struct {
 	// Dir is the initializer's folder: the pod's certificate and CAs.
@@ -192,8 +196,21 @@ func initialise(ctx context.Context, cfg Config, root []byte, roots *x509.CertPo
 	if err != nil {
 		return err
 	}
-	if err := configure(ctx, v, string(root), clients); err != nil {
-		return fmt.Errorf("configuring Vault with the root token: %w", err)
+	// Vault may drop the first connections as it becomes active: the
+	// steps are idempotent, so they are tried again for a while.
+	for attempt := 1; ; attempt++ {
+		err := configure(ctx, v, string(root), clients)
+		if err == nil {
+			break
+		}
+		if attempt == configureAttempts || ctx.Err() != nil {
+			return fmt.Errorf("configuring Vault with the root token: %w", err)
+		}
+		log.Warn("configuring Vault; trying again", "attempt", attempt, "reason", err.Error())
+		select {
+		case <-ctx.Done():
+		case <-time.After(max(cfg.Poll, 100*time.Millisecond)):
+		}
 	}
 	if err := v.do(ctx, http.MethodPut, "/v1/auth/token/revoke-self", nil, nil); err != nil {
 		return fmt.Errorf("revoking the root token: %w", err)
