@@ -59,7 +59,7 @@ func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.
 	var batch []string
 	var single []Tool
 	for _, tool := range tools {
-		if tool.Name == lastElem(tool.Package) {
+		if tool.Name == lastElem(tool.Package) && len(tool.Patches) == 0 {
 			batch = append(batch, tool.Package)
 		} else {
 			single = append(single, tool)
@@ -73,7 +73,7 @@ func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.
 		}
 	}
 	for _, tool := range single {
-		if err := t.goBuild(ctx, goBin, filepath.Join(staging, tool.Name), []string{tool.Package}, w); err != nil {
+		if err := t.goBuild(ctx, goBin, filepath.Join(staging, tool.Name), []string{tool.Package}, w, tool.Patches...); err != nil {
 			return err
 		}
 	}
@@ -104,13 +104,20 @@ var (
 	BuildFlags = []string{"-trimpath"}
 )
 
-func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer) error {
+func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer, patches ...Patch) error {
 	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off")
 	what := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
 		what[i] = lastElem(pkg)
 	}
 	flags := append(append([]string{}, BuildFlags...), "-ldflags", ldflags(), "-o", out)
+	if len(patches) > 0 {
+		work, err := workspace(ctx, goBin, t.SourceDir, env, patches, filepath.Dir(out))
+		if err != nil {
+			return err
+		}
+		env = append(env, "GOWORK="+work)
+	}
 	if err := GoBuild(ctx, goBin, t.SourceDir, env, flags, pkgs, strings.Join(what, ", "), w); err != nil {
 		return fmt.Errorf("building %s in %s: %w (see the go output above)", strings.Join(pkgs, " "), t.SourceDir, err)
 	}

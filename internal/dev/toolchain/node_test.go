@@ -10,10 +10,11 @@ import (
 // command has its dependencies pinned in that module's go.sum.
 func TestEveryToolIsAModuleTool(t *testing.T) {
 	for file, tools := range map[string][]Tool{
-		"../../../hack/tools/go.mod":     append(slices.Clone(Tools), Kubelet),
-		"../../../hack/nodetools/go.mod": NodeTools,
-		"../../../hack/helmtools/go.mod": {Helm},
-		"../../../hack/linttools/go.mod": {Lint},
+		"../../../hack/tools/go.mod":      append(slices.Clone(Tools), Kubelet),
+		"../../../hack/nodetools/go.mod":  NodeTools,
+		"../../../hack/helmtools/go.mod":  {Helm},
+		"../../../hack/linttools/go.mod":  {Lint},
+		"../../../hack/vaulttools/go.mod": {Vault},
 	} {
 		mod := readModFile(t, file)
 		var listed []string
@@ -33,7 +34,7 @@ func TestNodeToolchains(t *testing.T) {
 	src, _ := filepath.Abs("../../../hack/tools")
 	tc := &Toolchain{CacheRoot: root, BinDir: filepath.Join(root, "k8s", KubeVersion, "bin"), SourceDir: src, Tools: Tools}
 	kubelet, runtime := tc.Node()
-	if kubelet.SourceDir != src || kubelet.BinDir == tc.BinDir || len(kubelet.Tools) != 1 || kubelet.Tools[0] != Kubelet {
+	if kubelet.SourceDir != src || kubelet.BinDir == tc.BinDir || len(kubelet.Tools) != 1 || kubelet.Tools[0].Name != Kubelet.Name {
 		t.Errorf("kubelet toolchain %+v", kubelet)
 	}
 	if runtime.SourceDir != filepath.Join(filepath.Dir(src), "nodetools") || runtime.BinDir != filepath.Join(root, "node", "bin") || len(runtime.Tools) != len(NodeTools) {

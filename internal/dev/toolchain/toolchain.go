@@ -26,6 +26,8 @@ const KubeVersion = version.Kubernetes
 type Tool struct {
 	Name    string // file name in the bin folder
 	Package string // main package in hack/tools' build list
+	// Patches fix what a dependency's release lacks, for this build only.
+	Patches []Patch
 }
 
 // Tools are the binaries `make tools` builds, in build order.
@@ -195,6 +197,9 @@ func (t *Toolchain) sourcesDigest() (string, error) {
 	}
 	for _, tool := range t.Tools {
 		_, _ = fmt.Fprintf(h, "%s=%s\n", tool.Name, tool.Package)
+		for _, p := range tool.Patches {
+			_, _ = fmt.Fprintf(h, "patch %s\n", p.id())
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -1,0 +1,93 @@
+package toolchain
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Patch changes one passage of a dependency's file for a tool's build
+// (go build -overlay), where the module's release lacks a fix; the
+// module itself stays as the proxy serves it and its go.sum pins it.
+type Patch struct {
+	// Module is the dependency (as in the tool module's build list), File
+	// the file's path in it.
+	Module, File string
+	// Old must occur exactly once in the file; New replaces it.
+	Old, New string
+	// Why says what the release lacks.
+	Why string
+}
+
+// id identifies the patch in the sources stamp: a changed patch rebuilds.
+func (p Patch) id() string {
+	h := sha256.Sum256([]byte(p.Module + "\x00" + p.File + "\x00" + p.Old + "\x00" + p.New))
+	return hex.EncodeToString(h[:8])
+}
+
+// workspace copies each patched module into dir, applies its patches
+// there, and writes a go.work that uses the tool module with those
+// copies in place of the modules (the go command takes no overlay of
+// the module cache); it returns the go.work's path, "" without patches.
+func workspace(ctx context.Context, goBin, modDir string, env []string, patches []Patch, dir string) (string, error) {
+	if len(patches) == 0 {
+		return "", nil
+	}
+	goMod, err := os.ReadFile(filepath.Join(modDir, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	// The workspace takes the module's go version and its godebug
+	// settings, which a workspace reads from go.work only.
+	var goVersion, godebug string
+	for _, line := range strings.Split(string(goMod), "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			goVersion = strings.TrimSpace(v)
+		}
+		if strings.HasPrefix(line, "godebug ") {
+			godebug += line + "\n"
+		}
+	}
+	work := "go " + goVersion + "\n\n" + godebug + "use " + strconv.Quote(modDir) + "\n"
+	copies := map[string]string{}
+	for _, p := range patches {
+		cp, ok := copies[p.Module]
+		if !ok {
+			cmd := exec.CommandContext(ctx, goBin, "list", "-m", "-f", "{{.Dir}}", p.Module)
+			cmd.Dir, cmd.Env = modDir, env
+			out, err := cmd.Output()
+			if err != nil || strings.TrimSpace(string(out)) == "" {
+				return "", fmt.Errorf("patching %s: the module's folder: %w", p.Module, err)
+			}
+			cp = filepath.Join(dir, "patched", strings.ReplaceAll(p.Module, "/", "_"))
+			if err := os.CopyFS(cp, os.DirFS(strings.TrimSpace(string(out)))); err != nil {
+				return "", fmt.Errorf("patching %s: copying it: %w", p.Module, err)
+			}
+			copies[p.Module] = cp
+			work += "replace " + p.Module + " => " + strconv.Quote(cp) + "\n"
+		}
+		file := filepath.Join(cp, filepath.FromSlash(p.File))
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("patching %s: %w", p.Module, err)
+		}
+		if n := strings.Count(string(data), p.Old); n != 1 {
+			return "", fmt.Errorf("patching %s %s: the passage occurs %d times, want once: the pin moved; check whether the patch (%s) is still needed", p.Module, p.File, n, p.Why)
+		}
+		if err := os.Chmod(file, 0o600); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(file, []byte(strings.Replace(string(data), p.Old, p.New, 1)), 0o600); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(dir, "go.work")
+	return path, os.WriteFile(path, []byte(work), 0o600)
+}
