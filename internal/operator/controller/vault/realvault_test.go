@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -224,6 +225,11 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 		if time.Since(start) > time.Minute {
 			t.Fatalf("no recovery bundle: %v\n%s", err, bootLog.String())
 		}
+	}
+	// The operator trusts the replica only as the Vault's service: the
+	// same CAS's certificate for another service is not it.
+	if _, err := ReadReplica(ctx, addr, host0, roots, MeshName{Policy: "shop/secrets", Service: "web"}); err == nil || !errors.Is(err, errNotVaults) {
+		t.Errorf("a replica taken for another service: %v", err)
 	}
 	b, err := vaultinit.ParseBundle(bundle)
 	if err != nil {
