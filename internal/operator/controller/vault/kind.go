@@ -59,7 +59,7 @@ type Kind struct {
 	// replicas (the status engine's tests play them).
 	Replicas func(ctx context.Context, v *servicesv1beta1.Vault) []Replica
 	// observed holds, per Vault (by UID), the conditions FillStatus
-	// judged, for Conditions.
+	// judged, until Conditions takes them.
 	observed sync.Map
 }
 
@@ -343,7 +343,9 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 
 // Conditions are the rows FillStatus judged for the Vault.
 func (k *Kind) Conditions(obj service.Object) map[health.ConditionType]health.Observation {
-	if c, ok := k.observed.Load(obj.GetUID()); ok {
+	// Taken, not kept: the reconciler asks once, right after FillStatus,
+	// and a Vault that is gone leaves nothing behind.
+	if c, ok := k.observed.LoadAndDelete(obj.GetUID()); ok {
 		return c.(map[health.ConditionType]health.Observation)
 	}
 	return nil
