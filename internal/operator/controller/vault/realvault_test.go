@@ -79,16 +79,20 @@ func freePort(t *testing.T) int {
 // secret, one of another namespace gets nothing; restarted (CAS too),
 // Vault unseals itself through CAS with the secret intact.
 func TestRealVaultUnsealedByCAS(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	tc, err := toolchain.Locate()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A cold build of Vault takes about nine minutes on 2 cores, longer
+	// beside other tests: it has its own bound.
+	build, built := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer built()
 	vt := tc.VaultServer()
-	if err := vt.Ensure(ctx, testWriter{t}); err != nil {
+	if err := vt.Ensure(build, testWriter{t}); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 
 	// CAS, initialised, its board approving the namespace's names.
 	casDir := t.TempDir()
