@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -340,6 +345,47 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 		t.Errorf("the secret after the restart: %q", got)
 	}
 
+	// A seal that fails stops Vault, and the end of its log (what the
+	// kubelet keeps as the termination message) tells the operator why.
+	stranger := selfSigned(t, pod)
+	for _, c := range []struct {
+		name string
+		edit func(string) string
+		want Failure
+	}{
+		{"transit key missing", func(s string) string { return strings.Replace(s, `key_name = "`+SealKey+`"`, `key_name = "absent"`, 1) }, SealKeyMissing},
+		{"a certificate not of CAS", func(s string) string {
+			return strings.NewReplacer(filepath.Join(tlsDir, casclient.CertChainFile), stranger.cert, filepath.Join(tlsDir, casclient.KeyFile), stranger.key).Replace(s)
+		}, SealRefused},
+		{"CAS unreachable", func(s string) string { return strings.Replace(s, "https://"+casHost, "https://127.0.0.1:1", 1) }, SealCASUnreachable},
+	} {
+		// Its own folder and ports, beside the running Vault.
+		fp := freePort(t)
+		own := strings.NewReplacer(dataDir, t.TempDir(),
+			`"127.0.0.1:`+strconv.Itoa(port)+`"`, `"127.0.0.1:`+strconv.Itoa(fp)+`"`,
+			`"127.0.0.1:`+strconv.Itoa(port+1)+`"`, `"127.0.0.1:`+strconv.Itoa(fp+1)+`"`).Replace(cfg)
+		file := filepath.Join(pod, "failing.hcl")
+		if err := os.WriteFile(file, []byte(c.edit(own)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out syncBuffer
+		cmd := exec.CommandContext(ctx, vt.Path("vault"), "server", "-config="+file)
+		cmd.Env = append(os.Environ(), "VAULT_RAFT_NODE_ID=failing", "HOME="+pod,
+			"VAULT_API_ADDR=https://127.0.0.1:"+strconv.Itoa(fp), "VAULT_CLUSTER_ADDR=https://127.0.0.1:"+strconv.Itoa(fp+1))
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err == nil {
+			t.Errorf("%s: Vault started", c.name)
+			continue
+		}
+		msg := out.String()
+		if len(msg) > 2048 {
+			msg = msg[len(msg)-2048:]
+		}
+		if got := classify(msg); got != c.want {
+			t.Errorf("%s: classified %d, want %d; Vault's last words:\n%s", c.name, got, c.want, msg)
+		}
+	}
+
 	// Nothing of the keys reached a log.
 	for name, log := range map[string]string{"Vault's": vaultLog.String(), "the bootstrap's": bootLog.String()} {
 		if strings.Contains(log, string(recoveryKey)) || strings.Contains(log, "hvs.") {
@@ -354,4 +400,34 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// keyPair is the files of a certificate and its key.
+type keyPair struct{ cert, key string }
+
+// selfSigned is a client certificate no CAS issued.
+func selfSigned(t *testing.T, dir string) keyPair {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "stranger"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := keyPair{cert: filepath.Join(dir, "stranger.pem"), key: filepath.Join(dir, "stranger.key")}
+	if err := os.WriteFile(p.cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
