@@ -189,6 +189,15 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 	if v.Status.PolicyDigest != doc.Digest() || v.Status.Policy != "vault-env/secrets" || v.Status.PolicyConfigMap != cm.Name {
 		t.Errorf("status policy %s %s %s, want %s", v.Status.Policy, v.Status.PolicyConfigMap, v.Status.PolicyDigest, doc.Digest())
 	}
+	// The owners make the same policy from the spec, not from the
+	// operator's word.
+	own, err := Render(ctx, c, v, initializer)
+	if err != nil || own.Digest() != v.Status.PolicyDigest {
+		t.Errorf("the policy made from the spec: %v, digest %v, the operator's %s", err, own, v.Status.PolicyDigest)
+	}
+	if other, err := Render(ctx, c, v, "registry.example/other-initializer@sha256:"+strings.Repeat("3", 64)); err != nil || other.Digest() == v.Status.PolicyDigest {
+		t.Errorf("another initializer gives the same policy: %v", err)
+	}
 
 	// The StatefulSet controller's part: the pods run, none ready (sealed).
 	rollout := func(ready int32) {
