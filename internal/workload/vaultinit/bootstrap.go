@@ -204,7 +204,12 @@ func initialise(ctx context.Context, cfg Config, root []byte, roots *x509.CertPo
 			break
 		}
 		if attempt == configureAttempts || ctx.Err() != nil {
-			return fmt.Errorf("configuring Vault with the root token: %w", err)
+			// No root token outlives this process, configured or not: the
+			// owners make a new one with their recovery keys.
+			if rerr := v.do(context.WithoutCancel(ctx), http.MethodPut, "/v1/auth/token/revoke-self", nil, nil); rerr != nil {
+				return fmt.Errorf("configuring Vault with the root token: %w; revoking it: %w", err, rerr)
+			}
+			return fmt.Errorf("configuring Vault with the root token (now revoked): %w", err)
 		}
 		log.Warn("configuring Vault; trying again", "attempt", attempt, "reason", err.Error())
 		select {
