@@ -206,7 +206,9 @@ func initialise(ctx context.Context, cfg Config, root []byte, roots *x509.CertPo
 		if attempt == configureAttempts || ctx.Err() != nil {
 			// No root token outlives this process, configured or not: the
 			// owners make a new one with their recovery keys.
-			if rerr := v.do(context.WithoutCancel(ctx), http.MethodPut, "/v1/auth/token/revoke-self", nil, nil); rerr != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if rerr := v.do(rctx, http.MethodPut, "/v1/auth/token/revoke-self", nil, nil); rerr != nil {
 				return fmt.Errorf("configuring Vault with the root token: %w; revoking it: %w", err, rerr)
 			}
 			return fmt.Errorf("configuring Vault with the root token (now revoked): %w", err)
