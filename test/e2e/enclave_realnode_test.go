@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/api/common"
@@ -198,16 +199,23 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 	original := pin("pin-original.yaml", ned.Status.Manifest)
 	e.mustCLI(t, "evidence", "verify", "--type", "sim", "--evidence", evidenceFile, "--policy", original, "--nonce", "c0ffee")
 
-	edit := func(f func(*enclavev1beta1.UserPlugin)) {
+	// change writes the NED's spec as change leaves it. The operator
+	// writes the NED too (its finalizer, status): a write of a stale copy
+	// is tried again on the newest.
+	change := func(change func()) {
 		t.Helper()
-		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
-			t.Fatal(err)
-		}
-		f(&ned.Spec.UserPlugins[0])
-		if err := e.crs.Update(ctx, ned); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
+				return err
+			}
+			change()
+			return e.crs.Update(ctx, ned)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	edit := func(f func(*enclavev1beta1.UserPlugin)) { t.Helper(); change(func() { f(&ned.Spec.UserPlugins[0]) }) }
 	samePod := func() {
 		t.Helper()
 		now := nedPods(t, e.crs, ned)
@@ -265,16 +273,7 @@ func testNitroEnclaves(t *testing.T, e *realNodeEnv) {
 	// A change the API server refuses (a pod annotation with an invalid
 	// key) is rolled back, not uninstalled: the enclave pod keeps running,
 	// and the NED says why; a corrected spec is rolled out again.
-	setAnnotations := func(a map[string]string) {
-		t.Helper()
-		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(ned), ned); err != nil {
-			t.Fatal(err)
-		}
-		ned.Spec.PodAnnotations = a
-		if err := e.crs.Update(ctx, ned); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setAnnotations := func(a map[string]string) { t.Helper(); change(func() { ned.Spec.PodAnnotations = a }) }
 	setAnnotations(map[string]string{"not a valid key!": "x"})
 	waitCondition(t, e.crs, ned, health.ReleaseRolledBack, health.ReasonReleaseRolledBack)
 	samePod()
