@@ -1,6 +1,6 @@
 // Package service is the reconciler every Helm-managed kind shares
-// (SGXPlugin, CEXPlugin, NitroPlugin, LAS, ConfidentialRuntime, CAS and
-// NitroEnclaveDeployment): fetch the CR, observe its release and owned
+// (SGXPlugin, CEXPlugin, NitroPlugin, LAS, ConfidentialRuntime, CAS,
+// NitroEnclaveDeployment and Vault): fetch the CR, observe its release and owned
 // objects, let the status engine (internal/operator/health) pick the state
 // and the one next action, write the status only when it changed, then act.
 // A Kind supplies what differs: chart, values, status fields and its own
@@ -11,8 +11,10 @@
 // after a while, for health from outside the cluster's objects), Announcer
 // (the kind's own events once its status was written), Drainer (undo node
 // work before the release is uninstalled), ReleaseStatusFiller (status
-// fields from how the release fared) and NoAutoUpdate (spec.autoUpdate
-// never moves it).
+// fields from how the release fared), NoAutoUpdate (spec.autoUpdate
+// never moves it), Conditioner (condition rows of its own) and
+// ReadinessJudge (pods not ready are judged by the kind's own rows). It
+// also writes what a kind keeps beside its release (beside.go).
 package service
 
 import (
