@@ -114,13 +114,27 @@ type Confidential struct {
 	OwnerThreshold string `json:"policyOwnerThreshold"`
 }
 
-// confidential reads the Vault's CAS and runtime class into what its pods
-// need; an error says what is missing and its fix.
-func (k *Kind) confidential(ctx context.Context, v *servicesv1beta1.Vault) (*Confidential, error) {
+// casOf is the CAS resource the Vault names.
+func (k *Kind) casOf(ctx context.Context, v *servicesv1beta1.Vault) (*servicesv1beta1.CAS, error) {
 	var cas servicesv1beta1.CAS
 	if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: v.Namespace, Name: v.Spec.CAS.Name}, &cas); err != nil {
 		return nil, fmt.Errorf("spec.cas.name: CAS %s/%s: %w", v.Namespace, v.Spec.CAS.Name, err)
 	}
+	return &cas, nil
+}
+
+// confidential reads the Vault's CAS and runtime class into what its pods
+// need; an error says what is missing and its fix.
+func (k *Kind) confidential(ctx context.Context, v *servicesv1beta1.Vault) (*Confidential, error) {
+	cas, err := k.casOf(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return k.confidentialOf(ctx, v, cas)
+}
+
+// confidentialOf is confidential with the CAS resource already read.
+func (k *Kind) confidentialOf(ctx context.Context, v *servicesv1beta1.Vault, cas *servicesv1beta1.CAS) (*Confidential, error) {
 	platform, err := k.platform(ctx, v.Spec.RuntimeClassName)
 	if err != nil {
 		return nil, err
@@ -135,7 +149,7 @@ func (k *Kind) confidential(ctx context.Context, v *servicesv1beta1.Vault) (*Con
 	case cas.Spec.ConfidentialVM != nil && cas.Status.HostData == "":
 		return nil, fmt.Errorf("waiting for CAS %s to publish its host data (status.hostData), which the initializer pins", cas.Name)
 	}
-	expect, err := json.Marshal(conn.Expect(&cas).Policy)
+	expect, err := json.Marshal(conn.Expect(cas).Policy)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +309,11 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	}
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	c, err := k.confidential(rctx, v)
+	cas, err := k.casOf(rctx, v)
+	if err != nil {
+		return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
+	}
+	c, err := k.confidentialOf(rctx, v, cas)
 	if err != nil {
 		return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
 	}
@@ -310,7 +328,7 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	if k.Replicas != nil {
 		replicas = k.Replicas(rctx, v)
 	} else {
-		rootCA, err := k.rootCA(rctx, v)
+		rootCA, err := k.rootCA(rctx, cas)
 		if err != nil {
 			return health.Obs(health.Unknown, health.ReasonCASUnreachable, err.Error())
 		}
@@ -353,12 +371,8 @@ func (k *Kind) Conditions(obj service.Object) map[health.ConditionType]health.Ob
 
 // rootCA is the root CA of the Vault's CAS, read over a connection
 // trusted by CAS's evidence: the replicas' certificates must chain to it.
-func (k *Kind) rootCA(ctx context.Context, v *servicesv1beta1.Vault) ([]byte, error) {
-	var cas servicesv1beta1.CAS
-	if err := k.Reader.Get(ctx, client.ObjectKey{Namespace: v.Namespace, Name: v.Spec.CAS.Name}, &cas); err != nil {
-		return nil, fmt.Errorf("spec.cas.name: %w", err)
-	}
-	cl, _, err := (&conn.Connector{Reader: k.Reader, Dial: k.CASDial}).Connect(ctx, &cas)
+func (k *Kind) rootCA(ctx context.Context, cas *servicesv1beta1.CAS) ([]byte, error) {
+	cl, _, err := (&conn.Connector{Reader: k.Reader, Dial: k.CASDial}).Connect(ctx, cas)
 	if err != nil {
 		return nil, fmt.Errorf("CAS %s: %w", cas.Name, err)
 	}
