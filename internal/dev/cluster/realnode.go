@@ -91,8 +91,8 @@ func (c *Cluster) UpRealNode(ctx context.Context, tools RealNodeTools) (*corev1.
 	if err != nil {
 		return nil, err
 	}
-	// Before the node: its provisioner starts with the rights it needs.
-	if err := ensureStorage(ctx, cs); err != nil {
+	// Before the node: its provisioner and DNS start with the rights they need.
+	if err := ensureNodeParts(ctx, cs); err != nil {
 		return nil, fmt.Errorf("the real node's storage class: %w", err)
 	}
 	if err := n.Up(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/egress"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
+	"github.com/cloister-cc/cloister/internal/dev/realnode/clusterdns"
 	"github.com/cloister-cc/cloister/internal/dev/realnode/provisioner"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
@@ -46,7 +48,7 @@ func New(s Streams) *cobra.Command {
 			"cloister.dev/tee=sgx|snp|tdx|nitro|cex and the extended resources of Cloister's\n" +
 			"device plugins. No container engine is needed; everything binds to 127.0.0.1.",
 	}
-	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s))
+	dev.AddCommand(newDevUp(s), newDevDown(s), newDevKubeconfig(s), newDevTools(s), newDevOperatorFlags(s), newDevAPIServerProxy(s), newDevEgressProxy(s), newDevStorageProvisioner(s), newDevClusterDNS(s))
 	return dev
 }
 
@@ -335,11 +337,7 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := kubeconfig.RESTConfig(kubeconfigPath, "")
-			if err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
+			cs, err := clientset(kubeconfigPath)
 			if err != nil {
 				return err
 			}
@@ -354,6 +352,56 @@ func newDevStorageProvisioner(s Streams) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "the node's folder of volumes")
 	cmd.Flags().StringVar(&node, "node", "", "the node's name")
 	for _, f := range []string{"kubeconfig", "dir", "node"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+// clientset is a static pod's client, from its own kubeconfig.
+func clientset(kubeconfigPath string) (kubernetes.Interface, error) {
+	cfg, err := kubeconfig.RESTConfig(kubeconfigPath, "")
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// newDevClusterDNS is what the real node's DNS static pod runs.
+func newDevClusterDNS(s Streams) *cobra.Command {
+	var kubeconfigPath, listen, domain string
+	var served []string
+	cmd := &cobra.Command{
+		Use:    "cluster-dns",
+		Short:  "Answer the real node's pods the cluster names of Services and their pods",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := &clusterdns.Resolver{Domain: domain}
+			for _, ip := range served {
+				a, err := netip.ParseAddr(ip)
+				if err != nil {
+					return fmt.Errorf("--served-ip: %w", err)
+				}
+				r.Served = append(r.Served, a)
+			}
+			cs, err := clientset(kubeconfigPath)
+			if err != nil {
+				return err
+			}
+			if r.Source, err = clusterdns.Watch(cmd.Context(), cs); err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(s.Err, nil))
+			return clusterdns.Serve(cmd.Context(), listen, &clusterdns.Handler{Resolver: r, Log: log}, func(udp, _ net.Addr) {
+				log.Info("answering the cluster's names; nothing is forwarded", "listen", udp.String(), "domain", domain)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "the DNS server's kubeconfig")
+	cmd.Flags().StringVar(&listen, "listen", "", "address to answer at (UDP and TCP)")
+	cmd.Flags().StringVar(&domain, "domain", realnode.ClusterDomain, "the cluster's DNS domain")
+	cmd.Flags().StringArrayVar(&served, "served-ip", nil, "a cluster IP the node answers at itself (repeatable)")
+	for _, f := range []string{"kubeconfig", "listen"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd

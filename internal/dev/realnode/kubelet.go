@@ -38,6 +38,8 @@ type Kubelet struct {
 	CA        *CA
 	// RuntimeSocket is containerd's.
 	RuntimeSocket string
+	// DNS is the cluster DNS pods are given (port 53), if valid.
+	DNS netip.Addr
 }
 
 // RootDir is the kubelet's --root-dir.
@@ -90,6 +92,7 @@ func (k *Kubelet) Config() ([]byte, error) {
 		OOMScoreAdj:              ptr.To[int32](0),
 		MakeIPTablesUtilChains:   ptr.To(false),
 		ResolverConfig:           ptr.To("/etc/resolv.conf"),
+		ClusterDomain:            ClusterDomain,
 		MaxPods:                  110,
 		SerializeImagePulls:      ptr.To(false),
 		EvictionHard: map[string]string{
@@ -102,6 +105,9 @@ func (k *Kubelet) Config() ([]byte, error) {
 		// A dev node: a changed ConfigMap (an enclave manifest) reaches
 		// the pods mounting it within seconds rather than a minute.
 		SyncFrequency: metav1.Duration{Duration: 10 * time.Second},
+	}
+	if k.DNS.IsValid() {
+		cfg.ClusterDNS = []string{k.DNS.String()}
 	}
 	return yaml.Marshal(cfg)
 }

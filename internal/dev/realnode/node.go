@@ -71,7 +71,7 @@ func (n *Node) kubelet(ca *CA) *Kubelet {
 	return &Kubelet{
 		Bin: cmp.Or(n.KubeletBin, "kubelet"), Dir: filepath.Join(n.Dir, "kubelet"), NodeName: n.Name,
 		NodeIP: n.Network.NodeIP(), PodCIDR: n.Network.PodCIDR(), Labels: n.Labels,
-		APIServer: n.APIServer, CA: ca, RuntimeSocket: n.runtime("").Socket(),
+		APIServer: n.APIServer, CA: ca, RuntimeSocket: n.runtime("").Socket(), DNS: n.Network.DNSAddr().Addr(),
 	}
 }
 
@@ -172,6 +172,9 @@ func (n *Node) Up(ctx context.Context) error {
 		return err
 	}
 	if err := n.writeStoragePod(ca, proxy, k.StaticPodDir()); err != nil {
+		return err
+	}
+	if err := n.writeDNSPod(ca, proxy, k.StaticPodDir()); err != nil {
 		return err
 	}
 	if err := k.Start(ctx); err != nil {

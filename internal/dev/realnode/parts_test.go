@@ -114,7 +114,7 @@ func TestKubeletCertificates(t *testing.T) {
 // environment needs.
 func TestKubeletConfig(t *testing.T) {
 	k := &Kubelet{Dir: "/n/kubelet", NodeName: "real", NodeIP: netip.MustParseAddr("10.250.0.1"),
-		PodCIDR: netip.MustParsePrefix("10.250.0.0/24"), RuntimeSocket: "/n/containerd/containerd.sock"}
+		PodCIDR: netip.MustParsePrefix("10.250.0.0/24"), RuntimeSocket: "/n/containerd/containerd.sock", DNS: netip.MustParseAddr("10.250.0.1")}
 	data, err := k.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +136,8 @@ func TestKubeletConfig(t *testing.T) {
 		t.Errorf("runtime and pods: %s", data)
 	case cfg.MakeIPTablesUtilChains == nil || *cfg.MakeIPTablesUtilChains, *cfg.OOMScoreAdj != 0:
 		t.Errorf("host changes: %s", data)
+	case len(cfg.ClusterDNS) != 1 || cfg.ClusterDNS[0] != "10.250.0.1" || cfg.ClusterDomain != "cluster.local":
+		t.Errorf("pods' DNS: %s", data)
 	}
 	args := strings.Join(k.daemon().Args, " ")
 	if !strings.Contains(args, "--root-dir=/n/kubelet/root") || !strings.Contains(args, "--hostname-override=real") {
@@ -245,13 +247,7 @@ func TestProxyTCP(t *testing.T) {
 
 func TestProxyPod(t *testing.T) {
 	data, err := ProxyPod("ghcr.io/cloister-cc/cloister:v1", "10.251.0.1:443", "127.0.0.1:6443")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
-		t.Fatal(err)
-	}
+	pod := decodePod(t)(data, err)
 	c := pod.Spec.Containers[0]
 	if !pod.Spec.HostNetwork || c.Image != "ghcr.io/cloister-cc/cloister:v1" || c.ImagePullPolicy != corev1.PullNever ||
 		strings.Join(c.Args, " ") != "dev apiserver-proxy --listen 10.251.0.1:443 --upstream 127.0.0.1:6443" ||

@@ -52,25 +52,8 @@ func (n *Node) VolumesDir() string { return filepath.Join(n.Dir, "volumes") }
 // writeStoragePod writes the provisioner's kubeconfig (its own
 // certificate, embedded) and static pod.
 func (n *Node) writeStoragePod(ca *CA, image, staticPodDir string) error {
-	certPEM, keyPEM, err := ca.ClientCert(StorageUser)
-	if err != nil {
-		return err
-	}
-	caPEM, err := os.ReadFile(n.CACert)
-	if err != nil {
-		return err
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: n.APIServer, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos["provisioner"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	cfg.Contexts["provisioner"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "provisioner"}
-	cfg.CurrentContext = "provisioner"
-	data, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return err
-	}
 	kubeconfig := filepath.Join(n.Dir, "storage-provisioner.kubeconfig")
-	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+	if err := n.writeUserKubeconfig(ca, StorageUser, kubeconfig); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(n.VolumesDir(), 0o711); err != nil { //nolint:gosec // pods must traverse the volumes folder
@@ -81,4 +64,27 @@ func (n *Node) writeStoragePod(ca *CA, image, staticPodDir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(staticPodDir, StoragePodName+".yaml"), manifest, 0o600)
+}
+
+// writeUserKubeconfig writes a kubeconfig for user, with its own
+// certificate of the cluster CA embedded, readable by root alone.
+func (n *Node) writeUserKubeconfig(ca *CA, user, file string) error {
+	certPEM, keyPEM, err := ca.ClientCert(user)
+	if err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(n.CACert)
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: n.APIServer, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.Contexts["user"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: "user"}
+	cfg.CurrentContext = "user"
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o600)
 }
