@@ -9,6 +9,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type Spec struct {
 	// Platform of the binaries; the host's when empty. Build refuses
 	// binaries of another.
 	Platform Platform
+	// Licenses is the SPDX expression of what the image ships (default
+	// Cloister's, Apache-2.0; the dev Vault image's is MPL-2.0).
+	Licenses string
 }
 
 // UID and GID the images run as (distroless's "nonroot").
@@ -112,7 +116,7 @@ func Build(s Spec) (v1.Image, error) {
 		"org.opencontainers.image.version":  s.Version,
 		"org.opencontainers.image.revision": s.Revision,
 		"org.opencontainers.image.source":   s.Source,
-		"org.opencontainers.image.licenses": "Apache-2.0",
+		"org.opencontainers.image.licenses": cmp.Or(s.Licenses, "Apache-2.0"),
 	}
 	return mutate.ConfigFile(img, cfg)
 }

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -85,7 +86,14 @@ func Start(tb testing.TB, opts Options) *rest.Config {
 
 // Main runs a test package against one control plane that all its tests
 // share: call it from TestMain. cfg is set before any test runs.
+//
+// A fuzzing run of the package's fuzz targets alone (-test.fuzz with
+// -test.run '^$', as make fuzz runs them, and its workers) needs no
+// control plane and starts none: cfg stays nil.
 func Main(m *testing.M, opts Options, cfg **rest.Config) int {
+	if fuzzingOnly() {
+		return m.Run()
+	}
 	dir, err := assetsDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -103,4 +111,16 @@ func Main(m *testing.M, opts Options, cfg **rest.Config) int {
 		code = 1
 	}
 	return code
+}
+
+// fuzzingOnly: this process runs fuzz targets and no test.
+func fuzzingOnly() bool {
+	flag.Parse()
+	lookup := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return lookup("test.fuzzworker") == "true" || (lookup("test.fuzz") != "" && lookup("test.run") == "^$")
 }

@@ -45,6 +45,8 @@ const (
 	// log in with their CAS certificate (auth/cert role ClientsRole).
 	ClientsPolicy = "cloister-clients"
 	ClientsRole   = "cloister"
+	// KVMount is the KV engine (version 2) the clients' policy opens.
+	KVMount = "secret"
 )
 
 // configureAttempts bounds the tries of configuring a Vault that just
@@ -265,13 +267,13 @@ func clientsOf(own *tls.Certificate) (string, error) {
 // configure mounts the KV engine at secret/ and admits the clients'
 // CAS certificates to it, idempotently.
 func configure(ctx context.Context, v *API, root, clients string) error {
-	if err := v.do(ctx, http.MethodPost, "/v1/sys/mounts/secret", map[string]any{"type": "kv", "options": map[string]string{"version": "2"}}, nil); err != nil && !errors.Is(err, errInUse) {
+	if err := v.do(ctx, http.MethodPost, "/v1/sys/mounts/"+KVMount, map[string]any{"type": "kv", "options": map[string]string{"version": "2"}}, nil); err != nil && !errors.Is(err, errInUse) {
 		return err
 	}
 	if err := v.do(ctx, http.MethodPost, "/v1/sys/auth/cert", map[string]any{"type": "cert"}, nil); err != nil && !errors.Is(err, errInUse) {
 		return err
 	}
-	rules := `path "secret/*" { capabilities = ["create", "read", "update", "patch", "delete", "list"] }`
+	rules := `path "` + KVMount + `/*" { capabilities = ["create", "read", "update", "patch", "delete", "list"] }`
 	if err := v.do(ctx, http.MethodPut, "/v1/sys/policies/acl/"+ClientsPolicy, map[string]string{"policy": rules}, nil); err != nil {
 		return err
 	}

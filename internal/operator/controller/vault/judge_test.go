@@ -109,3 +109,19 @@ func TestLeaderName(t *testing.T) {
 		}
 	}
 }
+
+// The termination message is the end of a log the pod writes: any text
+// yields one category, never a panic; one without Vault's seal context is
+// never a seal's failure.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"", "Error parsing Seal configuration: Code: 404", "Seal configuration: Code: 403", "Seal configuration: dial tcp: i/o timeout", "panic: boom"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		got := classify(msg)
+		if got < NoFailure || got > Crashed || (msg == "") != (got == NoFailure) ||
+			(!strings.Contains(msg, sealContext) && got != Crashed && got != NoFailure) {
+			t.Fatalf("%q: %d", msg, got)
+		}
+	})
+}

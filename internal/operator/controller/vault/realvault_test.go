@@ -9,16 +9,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,7 +248,7 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 	// A workload of the namespace logs in with its CAS certificate; one
 	// of another namespace, and the Vault's own operator probe, get no
 	// token.
-	client := func(policyName string) *http.Client {
+	client := func(policyName string) *vaultinit.API {
 		t.Helper()
 		d := &policy.Document{Version: policy.Version, Name: policyName, Owners: policy.Owners{Keys: v.Spec.Policy.Owners}, AllowSimulation: true,
 			Services: []policy.Service{{Name: "web", Attestation: policy.Attestation{Identities: []attest.Identity{{Type: attest.Sim, HostData: digest}}},
@@ -266,67 +262,31 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &http.Client{Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: host0, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, addr)
-			},
-		}}
-	}
-	call := func(hc *http.Client, method, path, token string, body any) (int, map[string]any) {
-		t.Helper()
-		var in io.Reader
-		if body != nil {
-			data, _ := json.Marshal(body)
-			in = bytes.NewReader(data)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, (&url.URL{Scheme: "https", Host: net.JoinHostPort(host0, strconv.Itoa(port)), Path: path}).String(), in)
-		if token != "" {
-			req.Header.Set("X-Vault-Token", token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		out := map[string]any{}
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
-	login := func(hc *http.Client) (int, string) {
-		code, out := call(hc, http.MethodPost, "/v1/auth/cert/login", "", map[string]string{"name": vaultinit.ClientsRole})
-		auth, _ := out["auth"].(map[string]any)
-		token, _ := auth["client_token"].(string)
-		return code, token
+		return vaultinit.NewAPI(addr, &tls.Config{RootCAs: roots, ServerName: host0, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
 	}
 	web := client("shop/web")
-	code, token := login(web)
-	if code != http.StatusOK || token == "" {
-		t.Fatalf("the namespace's workload logs in: %d", code)
+	if err := web.Login(ctx, vaultinit.ClientsRole); err != nil {
+		t.Fatalf("the namespace's workload logs in: %v", err)
 	}
-	if code, _ := call(web, http.MethodPut, "/v1/secret/data/app", token, map[string]any{"data": map[string]string{"password": "correct horse"}}); code != http.StatusOK {
-		t.Fatalf("writing a secret: %d", code)
+	if err := web.PutSecret(ctx, "app", map[string]string{"password": "correct horse"}); err != nil {
+		t.Fatalf("writing a secret: %v", err)
 	}
 	read := func() string {
 		t.Helper()
-		code, token := login(web)
-		if code != http.StatusOK {
-			t.Fatalf("login: %d", code)
+		if err := web.Login(ctx, vaultinit.ClientsRole); err != nil {
+			t.Fatalf("login: %v", err)
 		}
-		code, out := call(web, http.MethodGet, "/v1/secret/data/app", token, nil)
-		data, _ := out["data"].(map[string]any)
-		inner, _ := data["data"].(map[string]any)
-		pw, _ := inner["password"].(string)
-		if code != http.StatusOK {
-			t.Fatalf("reading the secret: %d", code)
+		got, err := web.Secret(ctx, "app")
+		if err != nil {
+			t.Fatalf("reading the secret: %v", err)
 		}
-		return pw
+		return got["password"]
 	}
 	if got := read(); got != "correct horse" {
 		t.Fatalf("the secret read back: %q", got)
 	}
-	if code, token := login(client("other/web")); code == http.StatusOK || token != "" {
-		t.Errorf("a workload of another namespace logged in: %d", code)
+	if err := client("other/web").Login(ctx, vaultinit.ClientsRole); err == nil {
+		t.Error("a workload of another namespace logged in")
 	}
 
 	// Every process stops; CAS comes back, then Vault: it unseals itself
