@@ -64,6 +64,7 @@ func TestRealNode(t *testing.T) {
 		{"PoliciesRegister", testPolicies},
 		{"WorkloadAttestsThroughLAS", testWorkloadAttestsThroughLAS},
 		{"ConfidentialWorkloads", testConfidentialWorkloads},
+		{"VaultUnsealedByCAS", testVault},
 		{"PodAttestsWithItsVMsOwnEvidence", testGuestEvidence},
 		{"SGXPodAttestsFromItsEnclave", testSGXPremainPod},
 		{"NitroPluginFollowsTheDevice", testNitroPluginFollowsTheDevice},

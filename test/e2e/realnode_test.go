@@ -199,6 +199,7 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 		// under that name too.
 		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
 		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"), "--enclave-image=" + pinned(t, env.built, "cloister-enclave"),
+		"--initializer-image=" + pinned(t, env.built, "cloister-initializer"),
 		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(), "--host-aesm-dir=" + env.node.AESMDir(), "--host-sys-dir=" + env.node.SysDir(),
 	}
 	op.start(t)

@@ -40,10 +40,16 @@ func TestBuildIsReproducibleAndNonRoot(t *testing.T) {
 	if dc, _ := c.Digest(); dc == da {
 		t.Error("another version label gave the same digest")
 	}
+	// Another program's image says its own licence.
+	spec.Licenses = "MPL-2.0"
+	mpl, _ := Build(spec)
+	if cfg, _ := mpl.ConfigFile(); cfg.Config.Labels["org.opencontainers.image.licenses"] != "MPL-2.0" {
+		t.Errorf("licence label %q", cfg.Config.Labels["org.opencontainers.image.licenses"])
+	}
 
 	cfg, _ := a.ConfigFile()
 	if cfg.Config.User != "65532:65532" || cfg.Config.Entrypoint[0] != "/usr/local/bin/cloister-cas" ||
-		cfg.Config.Labels["org.opencontainers.image.version"] != "v0.1.0" || cfg.OS != "linux" || cfg.Architecture != "amd64" || cfg.Created.Unix() != 0 {
+		cfg.Config.Labels["org.opencontainers.image.version"] != "v0.1.0" || cfg.Config.Labels["org.opencontainers.image.licenses"] != "Apache-2.0" || cfg.OS != "linux" || cfg.Architecture != "amd64" || cfg.Created.Unix() != 0 {
 		t.Errorf("config %+v", cfg.Config)
 	}
 	if m, _ := a.MediaType(); m != "application/vnd.oci.image.manifest.v1+json" {
