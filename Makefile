@@ -163,13 +163,16 @@ qemu-user:
 ## images: an OCI image index per binary (no Docker, no base image;
 ## reproducible), with an image for each of PLATFORMS (the host's alone by
 ## default; PLATFORMS=all for amd64, arm64 and s390x), as OCI-layout
-## tarballs in .cache/images, and pinned.txt naming each by index digest.
+## tarballs in .cache/images, and pinned.txt naming each by index digest;
+## for this machine alone (PLATFORMS=host) also the dev cluster's Vault
+## server (hack/vaulttools, built once into the cache: ~9 min cold).
 ## push: the same, pushed to
 ## REGISTRY (make push REGISTRY=ghcr.io/you), and signed with SIGN_KEY if
 ## given (an unencrypted ECDSA P-256 PEM key; cloister install
 ## --verify-image-signatures checks them with its public key).
 images: build
-	$(GORUN) ./hack/images $(IMAGE_FLAGS) -out $(IMAGES)
+	$(GORUN) ./hack/images $(IMAGE_FLAGS) -out $(IMAGES) \
+		$(if $(filter host,$(PLATFORMS)),-vault "$$($(MAKE_CLOISTER) dev tools --vault | tail -1)/vault")
 
 push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }
@@ -181,7 +184,8 @@ fuzz:
 
 ## demo: the dev cluster (with a real node as root), the CRDs,
 ## cloister-operator and the SGXPlugin, CEXPlugin and LAS samples, shown
-## HEALTHY (hack/demo.sh).
+## HEALTHY; on the real node also CAS, a confidential pod and a Vault
+## (hack/demo.sh).
 demo: images node-deps
 	hack/demo.sh up
 

@@ -256,6 +256,50 @@ demo_cas() {
 	cas attest --policy default/demo --service web --sim --sim-key "$CAS_DIR/sim.pem" --out "$CAS_DIR/web"
 }
 
+# demo_vault: a Vault of three replicas in the sim runtime, unsealed by
+# CAS: its owner makes the policy from its spec, signs it, the board
+# approves the new name, and nobody initialises or unseals anything.
+demo_vault() {
+	local ws=$STATE/vault vault_image runtime_class
+	mkdir -p "$ws"
+	vault_image=$(awk '$1=="vault"{print $2}' "$IMAGES/pinned.txt")
+	if [ -z "$vault_image" ]; then
+		echo "no Vault image in $IMAGES/pinned.txt: make images builds it" >&2
+		exit 1
+	fi
+	runtime_class=$(kube get ccr sim -o jsonpath='{.status.runtimeClassName}')
+	echo "A Vault resource: three replicas of Vault v1.14.2 (MPL-2.0, built from its module) in the sim runtime, sealed by CAS"
+	kube apply -f - <<-EOF
+		apiVersion: services.cloister.dev/v1beta1
+		kind: Vault
+		metadata: {name: vault, namespace: default}
+		spec:
+		  image: $vault_image
+		  imagePullPolicy: IfNotPresent
+		  nodeSelector: {cloister.dev/real-node: "true"}
+		  cas: {name: cas}
+		  runtimeClassName: $runtime_class
+		  replicas: 3
+		  policy:
+		    owners:
+		    - |
+		$(sed 's/^/      /' "$CAS_DIR/owner.pub.pem")
+	EOF
+	wait_for "the Vault to publish its policy" 120 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get vault vault -o jsonpath='{.status.policyDigest}' | grep -q ."
+	if ! kube get spol vault >/dev/null 2>&1; then
+		echo "cloister vault policy default/vault: the owner makes the policy from the spec and signs it; the board approves its name"
+		"$CLOISTER" vault policy default/vault --kubeconfig "$KUBECONFIG_PATH" >"$ws/policy.yaml"
+		"$CLOISTER" policy sign --key "$CAS_DIR/owner.pem" --version 1 --cas-address cas.default.svc:8081 --name vault "$ws/policy.yaml" >"$ws/signedpolicy-owner.yaml"
+		"$CLOISTER" policy sign --key "$CAS_DIR/recovery-owner.pem" "$ws/signedpolicy-owner.yaml" >"$ws/signedpolicy.yaml"
+		kube apply -f "$ws/signedpolicy.yaml"
+	fi
+	if ! kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=300s vault/vault >/dev/null; then
+		kube describe vault vault >&2 || true
+		exit 1
+	fi
+	kube get vault vault -o wide
+}
+
 up() {
 	# --real-node says why it cannot (not root, no runc) and goes on without.
 	"$CLOISTER" dev up --real-node
@@ -316,7 +360,9 @@ up() {
 	fi
 	if [ -n "$("$CLOISTER" dev operator-flags)" ]; then
 		demo_cas_in_cluster
-		cas_hint="kubectl get cas,spol,las; kubectl logs web -c attest"
+		echo
+		demo_vault
+		cas_hint="kubectl get cas,spol,las,vault; kubectl logs web -c attest"
 	else
 		demo_cas
 		cas_hint="ls $CAS_DIR/web    # what the attested web service got"

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +30,8 @@ import (
 const (
 	PinnedFile  = "pinned.txt"
 	ConfigsFile = "image-configs.json"
+	// VaultImage is the dev cluster's Vault server's image (-vault).
+	VaultImage = "vault"
 )
 
 func main() {
@@ -45,6 +48,7 @@ func main() {
 	cliLDFlags := flag.Bool("cli-ldflags", false,
 		"only print the -X flags that pin the images the CLI names (the operator cloister install deploys, the initializer and mesh cloister generate injects, the base of enclave build's pod image) to the digests of -bin's images (make build links them in)")
 	platformList := flag.String("platforms", "host", "platforms of the image indexes: host, all ("+platformNames()+"), or a comma-separated list; each one's binaries are in its folder of -bin (bin/OS_ARCH, the host's in bin)")
+	vault := flag.String("vault", "", "also pack this Vault server (a static binary, MPL-2.0) as the dev cluster's image vault, for this machine's platform alone; never pushed")
 	dirs := flag.Bool("dirs", false, "only print, per line, GOOS, GOARCH and the folder of -bin of each platform of -platforms (make build compiles into them)")
 	flag.Parse()
 	platforms, err := image.ParsePlatforms(*platformList)
@@ -79,7 +83,11 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(*bin, *out, *registry, *version, *revision, *source, *push, key, platforms); err != nil {
+	if *vault != "" && (*push != "" || len(platforms) != 1 || platforms[0] != image.Host()) {
+		fmt.Fprintln(os.Stderr, "images: -vault packs the dev cluster's Vault for this machine only: give no -push and -platforms host")
+		os.Exit(2)
+	}
+	if err := run(*bin, *out, *registry, *version, *revision, *source, *push, *vault, key, platforms); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
@@ -93,10 +101,21 @@ func platformNames() string {
 	return strings.Join(names, ", ")
 }
 
-func run(bin, out, registry, version, revision, source, push string, key *ecdsa.PrivateKey, platforms []image.Platform) error {
+func run(bin, out, registry, version, revision, source, push, vault string, key *ecdsa.PrivateKey, platforms []image.Platform) error {
 	built, err := image.BuildAll(bin, out, registry, version, revision, source, shipped.Files, platforms...)
 	if err != nil {
 		return fmt.Errorf("%w (run make build first)", err)
+	}
+	// A Vault image of an earlier host build is not among these.
+	if err := os.Remove(filepath.Join(out, VaultImage+".tar")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if vault != "" {
+		b, err := image.BuildTo(image.Spec{Name: VaultImage, Binary: vault, Version: version, Source: "https://github.com/hashicorp/vault", Licenses: "MPL-2.0"}, out, registry)
+		if err != nil {
+			return fmt.Errorf("the Vault image: %w", err)
+		}
+		built = append(built, b)
 	}
 	// NAME REF@DIGEST per line: what scripts pin manifests to.
 	var pinned strings.Builder

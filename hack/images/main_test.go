@@ -52,7 +52,7 @@ func TestBuildAndPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister", key, nil); err != nil {
+	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", host+"/cloister", "", key, nil); err != nil {
 		t.Fatal(err)
 	}
 	pinned, err := os.ReadFile(filepath.Join(out, PinnedFile))
@@ -93,7 +93,7 @@ func TestBuildAndPush(t *testing.T) {
 			t.Errorf("%s: %v", b, err)
 		}
 	}
-	if err := run(t.TempDir(), out, "r", "v", "", "", "", nil, nil); err == nil || !strings.Contains(err.Error(), "make build first") {
+	if err := run(t.TempDir(), out, "r", "v", "", "", "", "", nil, nil); err == nil || !strings.Contains(err.Error(), "make build first") {
 		t.Errorf("missing binaries: %v", err)
 	}
 }
@@ -165,5 +165,28 @@ func TestOperatorLDFlags(t *testing.T) {
 	}
 	if strings.Count(pin, "-X ") != len(want) {
 		t.Errorf("CLI pins %q", pin)
+	}
+}
+
+// With -vault, the dev cluster's Vault is packed beside the images and
+// pinned with them.
+func TestVaultImage(t *testing.T) {
+	bin := fakeBinaries(t)
+	out := t.TempDir()
+	if err := run(bin, out, "ghcr.io/cloister-cc", "v9.9.9", "abc", "src", "", filepath.Join(bin, "cloister-pause"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := os.ReadFile(filepath.Join(out, PinnedFile))
+	if err != nil || !strings.Contains(string(pinned), VaultImage+" ghcr.io/cloister-cc/"+VaultImage+":v9.9.9@sha256:") {
+		t.Fatalf("%s: %v\n%s", PinnedFile, err, pinned)
+	}
+	configs := &imagepin.Configs{Cache: filepath.Join(out, ConfigsFile), Offline: true}
+	for _, line := range strings.Split(strings.TrimSpace(string(pinned)), "\n") {
+		if name, ref, _ := strings.Cut(line, " "); name == VaultImage {
+			cfg, err := configs.Config(context.Background(), ref)
+			if err != nil || cfg.Entrypoint[0] != "/usr/local/bin/vault" {
+				t.Errorf("the Vault image's configuration: %+v, %v", cfg, err)
+			}
+		}
 	}
 }

@@ -57,7 +57,7 @@ func TestEveryPlatform(t *testing.T) {
 	var digests [2]map[string]string
 	for i := range digests {
 		out := t.TempDir()
-		if err := run(bin, out, "ghcr.io/cloister-cc", "v1", "abc", "src", "", nil, image.All); err != nil {
+		if err := run(bin, out, "ghcr.io/cloister-cc", "v1", "abc", "src", "", "", nil, image.All); err != nil {
 			t.Fatal(err)
 		}
 		digests[i] = map[string]string{}
@@ -113,7 +113,7 @@ func TestEveryPlatform(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(stale, "cloister-las"), mustRead(t, filepath.Join(bin, "cloister-las")), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src", "", nil, image.All); err == nil || !bytes.Contains([]byte(err.Error()), []byte("not for s390x")) {
+	if err := run(bin, t.TempDir(), "ghcr.io/cloister-cc", "v1", "abc", "src", "", "", nil, image.All); err == nil || !bytes.Contains([]byte(err.Error()), []byte("not for s390x")) {
 		t.Errorf("an amd64 binary in the s390x image: %v", err)
 	}
 }

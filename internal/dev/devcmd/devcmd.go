@@ -230,7 +230,7 @@ func newDevKubeconfig(s Streams) *cobra.Command {
 }
 
 func newDevTools(s Streams) *cobra.Command {
-	var realNode, lint bool
+	var realNode, lint, vault bool
 	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "Build the pinned Kubernetes binaries if needed and print their folder",
@@ -239,7 +239,8 @@ func newDevTools(s Streams) *cobra.Command {
 			"module into the cache, unless they are there already, and prints the folder\n" +
 			"(usable as KUBEBUILDER_ASSETS). With --real-node it also builds the kubelet and,\n" +
 			"from hack/nodetools, containerd, its runc shim and the CNI plugins, and prints\n" +
-			"their folders too; with --lint, golangci-lint from hack/linttools, and its folder last.",
+			"their folders too; with --lint, golangci-lint from hack/linttools; with --vault, the\n" +
+			"Vault server of hack/vaulttools (the dev cluster's Vault image); each one's folder after.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tc, err := toolchain.Locate()
@@ -254,6 +255,9 @@ func newDevTools(s Streams) *cobra.Command {
 			if lint {
 				chains = append(chains, tc.Linter())
 			}
+			if vault {
+				chains = append(chains, tc.VaultServer())
+			}
 			for _, c := range chains {
 				if err := c.Ensure(cmd.Context(), s.Err); err != nil {
 					return err
@@ -267,6 +271,7 @@ func newDevTools(s Streams) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&realNode, "real-node", false, "also build what a real node runs (kubelet, containerd, CNI plugins)")
 	cmd.Flags().BoolVar(&lint, "lint", false, "also build golangci-lint (make lint runs it)")
+	cmd.Flags().BoolVar(&vault, "vault", false, "also build the Vault server (make images packs it)")
 	return cmd
 }
 
