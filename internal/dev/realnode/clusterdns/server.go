@@ -26,6 +26,15 @@ type Handler struct {
 // ServeDNS implements dns.Handler.
 func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	m := h.answer(req)
+	// Over UDP an answer fits the asker's buffer, or says it was cut
+	// (TC), and the asker comes again over TCP.
+	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+		size := dns.MinMsgSize
+		if opt := req.IsEdns0(); opt != nil {
+			size = int(opt.UDPSize())
+		}
+		m.Truncate(size)
+	}
 	if err := w.WriteMsg(m); err != nil && h.Log != nil {
 		h.Log.Debug("writing a DNS answer", "err", err)
 	}

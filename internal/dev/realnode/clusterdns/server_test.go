@@ -3,12 +3,14 @@ package clusterdns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // serve starts the handler on loopback and returns its UDP and TCP
@@ -92,6 +94,24 @@ func TestServeAnswersAPodsResolver(t *testing.T) {
 			t.Errorf("%s: not authoritative", tc.name)
 		}
 	}
+	// A Service of many pods: over UDP the answer is cut and says so, over
+	// TCP it is whole.
+	many := testCluster()
+	var eps []discoveryv1.Endpoint
+	for i := range 100 {
+		eps = append(eps, endpoint(fmt.Sprintf("10.250.1.%d", i), nil, ""))
+	}
+	many.slices["shop/cas"] = []*discoveryv1.EndpointSlice{{AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps}}
+	bigUDP, bigTCP := serve(t, &Resolver{Source: many})
+	q := new(dns.Msg)
+	q.SetQuestion("cas.shop.svc.cluster.local.", dns.TypeA)
+	if in, _, err := c.Exchange(q, bigUDP); err != nil || !in.Truncated || len(in.Answer) >= 100 {
+		t.Errorf("100 addresses over UDP: %v %v", in, err)
+	}
+	if in, _, err := (&dns.Client{Net: "tcp", Timeout: 5 * time.Second}).Exchange(q, bigTCP); err != nil || in.Truncated || len(in.Answer) != 100 {
+		t.Errorf("100 addresses over TCP: %v", err)
+	}
+
 	// Two questions in one message: refused (by the library's message
 	// check), not half-answered.
 	m := new(dns.Msg)
