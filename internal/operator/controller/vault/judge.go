@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -19,6 +20,9 @@ type Health struct {
 	// IsSelf says the replica is that leader.
 	Leader string
 	IsSelf bool
+	// NotBefore and NotAfter bound the certificate the replica serves
+	// (from CAS, for its attested service); zero when not read.
+	NotBefore, NotAfter time.Time
 }
 
 // Replica is what the operator learnt of one Vault pod.

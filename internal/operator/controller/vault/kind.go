@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
@@ -58,6 +59,11 @@ type Kind struct {
 	// Replicas, when set, replaces reading CAS's root CA and the
 	// replicas (the status engine's tests play them).
 	Replicas func(ctx context.Context, v *servicesv1beta1.Vault) []Replica
+	// Evicter replaces a replica whose certificate is due for renewal;
+	// without one none is.
+	Evicter Evicter
+	// Now is the clock renewals are judged by (time.Now when nil).
+	Now func() time.Time
 	// observed holds, per Vault (by UID), the conditions FillStatus
 	// judged, until Conditions takes them.
 	observed sync.Map
@@ -349,6 +355,11 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 			conds[health.VaultInitialized] = health.Obs(health.True, health.ReasonVaultRecoveryPending, fmt.Sprintf("the sealed recovery keys are not kept yet: %v", err))
 		}
 	}
+	if r, ok := Renewal(want, replicas, k.now()); ok && k.Evicter != nil {
+		if err := k.renew(rctx, r); err != nil {
+			log.FromContext(ctx).Info("a Vault replica's certificate is due for renewal", "err", err)
+		}
+	}
 	v.Status.ReadyReplicas, v.Status.SealedReplicas = verdict.Ready, verdict.Sealed
 	v.Status.VaultSealedAlert = max(want-verdict.Ready, 0)
 	v.Status.Leader, v.Status.Version = verdict.Leader, verdict.Version
@@ -357,6 +368,13 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 		v.Status.InitializedAt = &now
 	}
 	return verdict.IsHealthy
+}
+
+func (k *Kind) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
 }
 
 // Conditions are the rows FillStatus judged for the Vault.

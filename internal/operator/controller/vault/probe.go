@@ -58,6 +58,12 @@ type MeshName struct{ Policy, Service string }
 // root (roots), for the replica's name, from a certificate of the Vault's
 // service: only a pod CAS attested as it has one.
 func replicaAPI(addr, serverName string, roots *x509.CertPool, want MeshName) *vaultinit.API {
+	return replicaAPISeeing(addr, serverName, roots, want, nil)
+}
+
+// replicaAPISeeing is replicaAPI, keeping the replica's verified
+// certificate in *seen.
+func replicaAPISeeing(addr, serverName string, roots *x509.CertPool, want MeshName, seen **x509.Certificate) *vaultinit.API {
 	return vaultinit.NewAPI(addr, &tls.Config{
 		RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS13,
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -65,19 +71,27 @@ func replicaAPI(addr, serverName string, roots *x509.CertPool, want MeshName) *v
 			if err != nil || id.Policy != want.Policy || id.Service != want.Service {
 				return errNotVaults
 			}
+			if seen != nil {
+				*seen = cs.PeerCertificates[0]
+			}
 			return nil
 		},
 	})
 }
 
-// ReadReplica reads one replica's health and, unsealed, its leader.
+// ReadReplica reads one replica's health and, unsealed, its leader, and
+// the validity of the certificate it serves.
 func ReadReplica(ctx context.Context, addr, serverName string, roots *x509.CertPool, want MeshName) (*Health, error) {
-	api := replicaAPI(addr, serverName, roots, want)
+	var leaf *x509.Certificate
+	api := replicaAPISeeing(addr, serverName, roots, want, &leaf)
 	h, err := api.Health(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := &Health{Initialized: h.Initialized, Sealed: h.Sealed, Standby: h.Standby, Version: h.Version}
+	if leaf != nil {
+		out.NotBefore, out.NotAfter = leaf.NotBefore, leaf.NotAfter
+	}
 	if !h.Initialized || h.Sealed {
 		return out, nil
 	}

@@ -191,6 +191,10 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 		for {
 			h, err := ReadReplica(ctx, addr, host0, roots, want)
 			if err == nil && h.Initialized && !h.Sealed && h.IsSelf {
+				// The certificate's validity, which renewal is judged by.
+				if life := h.NotAfter.Sub(h.NotBefore); life < time.Hour || time.Until(h.NotAfter) <= 0 {
+					t.Errorf("%s: the replica's certificate from %s to %s", what, h.NotBefore, h.NotAfter)
+				}
 				return time.Since(start)
 			}
 			select {
