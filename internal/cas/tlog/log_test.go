@@ -1,0 +1,342 @@
+package tlog
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/cloister-cc/cloister/internal/cas/store"
+)
+
+// logOf is a log of n entries in a real store (CAS's bolt file), each
+// appended in a transaction of its own, as CAS appends them; at, if not
+// nil, replaces entry i's text (a fork).
+func logOf(t testing.TB, n int, at func(i int) string) store.Store {
+	t.Helper()
+	s, err := store.OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for i := range n {
+		entry := fmt.Sprintf("policy default/shop version %d", i+1)
+		if at != nil {
+			entry = at(i)
+		}
+		err := s.Update(func(tx store.Tx) error {
+			got, err := Append(tx, []byte(entry))
+			if err == nil && got != int64(i) {
+				err = fmt.Errorf("appended as %d, want %d", got, i)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func u64(i int64) uint64 { return uint64(i) } //nolint:gosec // sizes and indexes here are small and positive
+
+func entryText(i int) string { return fmt.Sprintf("policy default/shop version %d", i+1) }
+
+func bytesOf(hs []tlog.Hash) [][]byte {
+	out := make([][]byte, len(hs))
+	for i := range hs {
+		out[i] = hs[i][:]
+	}
+	return out
+}
+
+// The log's roots, inclusion and consistency proofs are what
+// transparency-dev's merkle (an implementation of RFC 6962 of its own)
+// computes and accepts, at sizes around tile and subtree edges.
+func TestProofsAgainstAnIndependentImplementation(t *testing.T) {
+	const n = 300
+	s := logOf(t, n, nil)
+	h := rfc6962.DefaultHasher
+	roots := map[int64][]byte{}
+	rng := (&compact.RangeFactory{Hash: h.HashChildren}).NewEmptyRange(0)
+	err := s.View(func(tx store.Tx) error {
+		for size := int64(1); size <= n; size++ {
+			if err := rng.Append(h.HashLeaf([]byte(entryText(int(size-1)))), nil); err != nil {
+				return err
+			}
+			want, err := rng.GetRootHash(nil)
+			if err != nil {
+				return err
+			}
+			got, err := TreeHash(tx, size)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(got[:], want) {
+				t.Errorf("root of %d: %x, merkle's %x", size, got, want)
+			}
+			roots[size] = want
+		}
+		for _, size := range []int64{1, 2, 3, 7, 8, 255, 256, 257, 299, 300} {
+			for _, i := range []int64{0, 1, size / 2, size - 2, size - 1} {
+				if i < 0 || i >= size {
+					continue
+				}
+				p, err := ProveInclusion(tx, size, i)
+				if err != nil {
+					return err
+				}
+				leaf := h.HashLeaf([]byte(entryText(int(i))))
+				if err := proof.VerifyInclusion(h, u64(i), u64(size), leaf, bytesOf(p), roots[size]); err != nil {
+					t.Errorf("merkle refuses inclusion of %d in %d: %v", i, size, err)
+				}
+				var root tlog.Hash
+				copy(root[:], roots[size])
+				cp := Checkpoint{Origin: "o", Size: size, Hash: root}
+				if err := VerifyInclusion(cp, i, []byte(entryText(int(i))), p); err != nil {
+					t.Errorf("inclusion of %d in %d: %v", i, size, err)
+				}
+				if err := VerifyInclusion(cp, i, []byte("another entry"), p); err == nil {
+					t.Errorf("another entry included as %d in %d", i, size)
+				}
+			}
+			for _, old := range []int64{1, 2, 7, 8, 128, 255, 256, size - 1, size} {
+				if old < 1 || old > size {
+					continue
+				}
+				p, err := ProveConsistency(tx, size, old)
+				if err != nil {
+					return err
+				}
+				if err := proof.VerifyConsistency(h, u64(old), u64(size), bytesOf(p), roots[old], roots[size]); err != nil {
+					t.Errorf("merkle refuses %d as a prefix of %d: %v", old, size, err)
+				}
+				var o, nw tlog.Hash
+				copy(o[:], roots[old])
+				copy(nw[:], roots[size])
+				if err := VerifyConsistency(Checkpoint{Origin: "o", Size: old, Hash: o}, Checkpoint{Origin: "o", Size: size, Hash: nw}, p); err != nil {
+					t.Errorf("%d as a prefix of %d: %v", old, size, err)
+				}
+			}
+		}
+		if _, err := ProveInclusion(tx, n+1, 0); err == nil {
+			t.Error("a proof in a tree larger than the log")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A log that showed another history (entry 5 differs), or went back to
+// a smaller tree, is caught by a client that saw the other checkpoint.
+func TestForkAndRollbackRefused(t *testing.T) {
+	a := logOf(t, 20, nil)
+	b := logOf(t, 20, func(i int) string {
+		if i == 5 {
+			return "policy default/shop version 6 (another history)"
+		}
+		return entryText(i)
+	})
+	cp := func(s store.Store, size int64) (c Checkpoint, p tlog.TreeProof) {
+		t.Helper()
+		err := s.View(func(tx store.Tx) error {
+			h, err := TreeHash(tx, size)
+			c = Checkpoint{Origin: "o", Size: size, Hash: h}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, nil
+	}
+	seen, _ := cp(a, 10)
+	forked, _ := cp(b, 20)
+	var p tlog.TreeProof
+	_ = b.View(func(tx store.Tx) (err error) { p, err = ProveConsistency(tx, 20, 10); return err })
+	if err := VerifyConsistency(seen, forked, p); !errors.Is(err, ErrInconsistent) {
+		t.Errorf("a fork: %v", err)
+	}
+	later, _ := cp(a, 20)
+	if err := VerifyConsistency(later, seen, nil); !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "smaller") {
+		t.Errorf("a rollback: %v", err)
+	}
+	sameSize, _ := cp(b, 10)
+	if err := VerifyConsistency(seen, sameSize, nil); !errors.Is(err, ErrInconsistent) {
+		t.Errorf("two trees of one size: %v", err)
+	}
+}
+
+// The tiles the log serves are what golang.org/x/mod's tile client reads
+// its tree from; entry bundles hold the entries.
+func TestTiles(t *testing.T) {
+	const n = 300
+	s := logOf(t, n, nil)
+	err := s.View(func(tx store.Tx) error {
+		root, err := TreeHash(tx, n)
+		if err != nil {
+			return err
+		}
+		tr := tlog.TileHashReader(tlog.Tree{N: n, Hash: root}, tileReader{tx})
+		got, err := tlog.TreeHash(n, tr)
+		if err != nil || got != root {
+			t.Errorf("the tree read from tiles: %v %v, want %v", got, err, root)
+		}
+		if _, err := tlog.ProveRecord(n, 257, tr); err != nil {
+			t.Errorf("a proof from tiles: %v", err)
+		}
+		full, err := ReadTile(tx, "tile/entries/000")
+		if err != nil {
+			return err
+		}
+		entries, err := SplitBundle(full)
+		if err != nil || len(entries) != 256 || string(entries[255]) != entryText(255) {
+			t.Errorf("the first bundle: %d entries, %v", len(entries), err)
+		}
+		partial, err := ReadTile(tx, "tile/entries/001.p/44")
+		if err != nil {
+			return err
+		}
+		if entries, err := SplitBundle(partial); err != nil || len(entries) != 44 || string(entries[0]) != entryText(256) {
+			t.Errorf("the partial bundle: %d entries, %v", len(entries), err)
+		}
+		for _, path := range []string{"tile/entries/001", "tile/entries/001.p/45", "tile/0/001", "tile/1/000", "tile/2/000.p/1", "tile/0/x001/000"} {
+			if _, err := ReadTile(tx, path); !errors.Is(err, ErrNoTile) {
+				t.Errorf("%s of a log of %d: %v", path, n, err)
+			}
+		}
+		if data, err := ReadTile(tx, "tile/1/000.p/1"); err != nil || len(data) != tlog.HashSize {
+			t.Errorf("the level-1 tile: %d bytes, %v", len(data), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tileReader reads tiles through their C2SP paths.
+type tileReader struct{ tx store.Tx }
+
+func (r tileReader) Height() int { return TileHeight }
+func (r tileReader) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	for i, t := range tiles {
+		d, err := ReadTile(r.tx, TilePath(t))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", TilePath(t), err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+func (r tileReader) SaveTiles([]tlog.Tile, [][]byte) {}
+
+func TestTilePaths(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"tile/0/000", true}, {"tile/0/x001/234", true}, {"tile/entries/000.p/7", true}, {"tile/3/x123/x456/789.p/255", true},
+		{"tile/8/0/000", false}, {"tile/data/000", false}, {"tile/0/1234", false}, {"tile/0/000.p/0", false},
+		{"tile/0/000.p/256", false}, {"tile/-1/000", false}, {"tiles/0/000", false}, {"tile/0/" + strings.Repeat("x000/", 12) + "000", false}, {"", false},
+	} {
+		tile, err := ParseTilePath(tc.path)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: %v", tc.path, err)
+		}
+		if err == nil && TilePath(tile) != tc.path {
+			t.Errorf("%q reads back as %q", tc.path, TilePath(tile))
+		}
+	}
+}
+
+// Checkpoints are signed notes of the log's origin: another origin, key
+// or extension lines are refused.
+func TestCheckpoints(t *testing.T) {
+	s := logOf(t, 3, nil)
+	skey, vkey, err := note.GenerateKey(rand.Reader, "cas-0123.cloister")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := note.NewSigner(skey)
+	verifier, _ := note.NewVerifier(vkey)
+	var signed []byte
+	if err := s.View(func(tx store.Tx) (err error) { signed, err = Sign(tx, "cas-0123.cloister/log", signer); return err }); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ParseCheckpoint(signed, "cas-0123.cloister/log", verifier)
+	if err != nil || cp.Size != 3 {
+		t.Fatalf("%v %v\n%s", cp, err, signed)
+	}
+	if _, err := ParseCheckpoint(signed, "cas-4567.cloister/log", verifier); err == nil {
+		t.Error("another origin accepted")
+	}
+	_, otherV, _ := note.GenerateKey(rand.Reader, "cas-0123.cloister")
+	other, _ := note.NewVerifier(otherV)
+	if _, err := ParseCheckpoint(signed, "cas-0123.cloister/log", other); err == nil {
+		t.Error("another key accepted")
+	}
+	extended, _ := note.Sign(&note.Note{Text: "cas-0123.cloister/log\n3\n" + cp.Hash.String() + "\nextension\n"}, signer)
+	if _, err := ParseCheckpoint(extended, "cas-0123.cloister/log", verifier); err == nil {
+		t.Error("an extension line accepted")
+	}
+	if _, err := ParseCheckpoint(append(bytes.Repeat([]byte("x"), MaxCheckpoint), signed...), "cas-0123.cloister/log", verifier); err == nil {
+		t.Error("an oversized checkpoint accepted")
+	}
+}
+
+func FuzzParseCheckpoint(f *testing.F) {
+	skey, vkey, _ := note.GenerateKey(rand.Reader, "cas.cloister")
+	signer, _ := note.NewSigner(skey)
+	verifier, _ := note.NewVerifier(vkey)
+	good, _ := note.Sign(&note.Note{Text: "cas.cloister/log\n3\n" + tlog.Hash{}.String() + "\n"}, signer)
+	f.Add(good)
+	f.Add([]byte("cas.cloister/log\n3\nAAAA\n\n— cas.cloister AAAA\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cp, err := ParseCheckpoint(data, "cas.cloister/log", verifier)
+		if err == nil && (cp.Origin != "cas.cloister/log" || cp.Size < 0) {
+			t.Fatalf("%+v", cp)
+		}
+	})
+}
+
+func FuzzParseTilePath(f *testing.F) {
+	for _, p := range []string{"tile/0/000", "tile/entries/x001/002.p/3", "tile/63/000"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		tile, err := ParseTilePath(path)
+		if err == nil && (TilePath(tile) != path || tile.W < 1 || tile.W > 256 || tile.N < 0) {
+			t.Fatalf("%q: %+v", path, tile)
+		}
+	})
+}
+
+func FuzzSplitBundle(f *testing.F) {
+	f.Add([]byte{0, 3, 'a', 'b', 'c', 0, 1, 'd'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := SplitBundle(data)
+		if err != nil {
+			return
+		}
+		var again []byte
+		for _, e := range entries {
+			again = binary.BigEndian.AppendUint16(again, uint16(len(e))) //nolint:gosec // a bundle's entry is at most 65535 bytes
+			again = append(again, e...)
+		}
+		if !bytes.Equal(again, data) {
+			t.Fatalf("%x reads as %d entries that write %x", data, len(entries), again)
+		}
+	})
+}
