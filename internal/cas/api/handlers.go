@@ -239,3 +239,33 @@ func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 	res, err := s.CAS.Attest(&req)
 	respond(w, res, err)
 }
+
+// The transparency log, read-only to anyone: its key (over a connection
+// the client trusts by CAS's evidence), its checkpoint, its tiles.
+func (s *Server) logKey(w http.ResponseWriter, _ *http.Request) {
+	key, origin, err := s.CAS.LogKey()
+	respond(w, &wire.LogKey{Origin: origin, Key: key}, err)
+}
+
+func (s *Server) logCheckpoint(w http.ResponseWriter, _ *http.Request) {
+	cp, err := s.CAS.LogCheckpoint()
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(cp)
+}
+
+func (s *Server) logTile(w http.ResponseWriter, r *http.Request) {
+	tile, err := s.CAS.LogTile("tile/" + r.PathValue("path"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(tile) //nolint:gosec // binary tile data as octet-stream, never sniffed as HTML
+}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"k8s.io/utils/clock"
 
 	"github.com/cloister-cc/cloister/internal/attest/intelpcs"
@@ -169,7 +170,11 @@ type keys struct {
 	encryption hpke.PrivateKey
 	history    *ecdsa.PrivateKey
 	challenge  []byte // authenticates read challenges
-	policies   map[string]*registered
+	// log signs the transparency log's checkpoints (origin logOrigin;
+	// logKey is its verifier key, which clients pin).
+	log               note.Signer
+	logOrigin, logKey string
+	policies          map[string]*registered
 	// board approves new policy names (board.go).
 	board boardState
 	// generation is the state's, as the fields above reflect it: a

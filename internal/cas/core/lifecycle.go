@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -17,6 +18,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/statemark"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -392,6 +394,12 @@ func (c *CAS) unlock(s seed.Seed) error {
 		return err
 	}
 	if err := c.load(k, &s); err != nil {
+		return err
+	}
+	logKey := ed25519.NewKeyFromSeed(s.Key("log-checkpoint", ed25519.SeedSize))
+	name := k.authority.TrustDomain()
+	k.log, k.logOrigin = tlog.NewSigner(name, logKey), tlog.Origin(name)
+	if k.logKey, err = tlog.VerifierKey(name, logKey.Public().(ed25519.PublicKey)); err != nil {
 		return err
 	}
 	c.keys = k

@@ -12,6 +12,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/secret"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -236,7 +237,14 @@ func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, 
 				return err
 			}
 		}
-		return nil
+		// In the transparency log, in the same transaction.
+		entry, err := tlog.Entry{Type: tlog.PolicyVersion, Policy: tlog.NameHash(doc.Name), Version: r.Version, Digest: digest,
+			Predecessor: s.Predecessor, Record: rec.Hash()}.Marshal()
+		if err != nil {
+			return err
+		}
+		_, err = tlog.Append(etx, entry)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storing policy %s: %w", doc.Name, err)

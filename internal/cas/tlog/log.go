@@ -93,8 +93,8 @@ func Append(tx Writer, entry []byte) (int64, error) {
 	return n, nil
 }
 
-// Entry is record n.
-func Entry(tx Reader, n int64) ([]byte, error) {
+// ReadEntry is record n.
+func ReadEntry(tx Reader, n int64) ([]byte, error) {
 	b, err := tx.Get(entryBucket, indexKey(n))
 	if err == nil && b == nil {
 		err = fmt.Errorf("log entry %d is missing", n)

@@ -340,3 +340,45 @@ func FuzzSplitBundle(f *testing.F) {
 		}
 	})
 }
+
+// An entry reads back as written; anything else is refused.
+func TestEntries(t *testing.T) {
+	e := Entry{Type: PolicyVersion, Policy: NameHash("default/shop"), Version: 2, Digest: strings.Repeat("ab", 32), Predecessor: strings.Repeat("cd", 32), Record: strings.Repeat("ef", 32)}
+	raw, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ParseEntry(raw); err != nil || got != e {
+		t.Errorf("read back: %+v %v", got, err)
+	}
+	for _, bad := range []string{
+		`{"type":"policy","policy":"` + NameHash("x") + `","version":1,"digest":"d","record":"r","extra":1}`,
+		`{"type":"board","policy":"` + NameHash("x") + `","version":1,"digest":"d","record":"r"}`,
+		`{"type":"policy","policy":"default/shop","version":1,"digest":"d","record":"r"}`,
+		`{"type":"policy","policy":"` + NameHash("x") + `","version":0,"digest":"d","record":"r"}`,
+		`{"type":"policy","policy":"` + NameHash("x") + `","version":1,"digest":"d"}`,
+		`[]`, ``,
+	} {
+		if _, err := ParseEntry([]byte(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func FuzzParseEntry(f *testing.F) {
+	good, _ := Entry{Type: PolicyVersion, Policy: NameHash("a"), Version: 1, Digest: "d", Record: "r"}.Marshal()
+	f.Add(good)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := ParseEntry(data)
+		if err != nil {
+			return
+		}
+		again, err := e.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := ParseEntry(again); err != nil || back != e {
+			t.Fatalf("%+v does not read back: %v", e, err)
+		}
+	})
+}

@@ -72,7 +72,7 @@ func ReadTile(tx Reader, path string) ([]byte, error) {
 		}
 		var out []byte
 		for i := first; i < last; i++ {
-			e, err := Entry(tx, i)
+			e, err := ReadEntry(tx, i)
 			if err != nil {
 				return nil, err
 			}

@@ -70,6 +70,14 @@ type CollateralHealth struct {
 	NextUpdate *time.Time `json:"nextUpdate,omitempty"`
 }
 
+// LogKey is CAS's transparency log: its origin (the first line of its
+// checkpoints) and the verifier key (C2SP signed-note) that signs them,
+// derived from CAS's seed.
+type LogKey struct {
+	Origin string `json:"origin"`
+	Key    string `json:"key"`
+}
+
 // Error is the body of every error response.
 type Error struct {
 	Error string `json:"error"`
