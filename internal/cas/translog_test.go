@@ -2,6 +2,7 @@ package cas_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -113,6 +114,31 @@ func TestTransparencyLogOfPolicyVersions(t *testing.T) {
 	}
 	if _, err := c.LogTile(ctx, "tile/entries/001"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a tile the log does not have: %v", err)
+	}
+
+	// A client that remembers: every version of shop is in the log at a
+	// checkpoint it now remembers; a version CAS did not log is refused;
+	// a CAS that shows it the smaller tree again (rolled back to its
+	// state after the first registration) is refused, naming both.
+	memory := filepath.Join(dir, "client", "log-checkpoint")
+	if err := os.MkdirAll(filepath.Dir(memory), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.History(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := c.Logged(ctx, memory, h.Records); err != nil || cp.Size != 3 {
+		t.Fatalf("shop's versions in the log: %v %v", cp, err)
+	}
+	forged := h.Records[0]
+	forged.Digest = strings.Repeat("0", 64)
+	if _, err := c.Logged(ctx, memory, append(h.Records, forged)); err == nil || !strings.Contains(err.Error(), "is not in CAS's transparency log") {
+		t.Errorf("a version CAS did not log: %v", err)
+	}
+	err = tlog.Memory{File: memory}.Advance(first, verifier, fetch)
+	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 1") || !strings.Contains(err.Error(), "size 3") {
+		t.Errorf("a rolled-back log: %v", err)
 	}
 
 	// Restarted, CAS signs the same log with the same key.

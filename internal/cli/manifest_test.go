@@ -83,7 +83,7 @@ func TestSetVerifyRecover(t *testing.T) {
 		}
 		return out
 	}
-	if out := verify(); !strings.Contains(out, "manifest shop version 1") || !strings.Contains(out, "1 versions, 1 pod policies") {
+	if out := verify(); !strings.Contains(out, "manifest shop version 1") || !strings.Contains(out, "1 versions, each in CAS's transparency log") || !strings.Contains(out, "1 pod policies") {
 		t.Errorf("verify: %s", out)
 	}
 	manifest, _ := os.ReadFile(filepath.Join(work, "manifest.yaml"))
@@ -95,6 +95,10 @@ func TestSetVerifyRecover(t *testing.T) {
 	}
 	if rootCA, _ := os.ReadFile(filepath.Join(work, "verify", "root-ca.pem")); !certIn(t, rootCA) {
 		t.Error("verify/root-ca.pem")
+	}
+	// The workspace remembers the largest checkpoint of CAS's log it saw.
+	if cp, _ := os.ReadFile(filepath.Join(work, "log-checkpoint")); !strings.Contains(string(cp), ".cloister/log\n1\n") {
+		t.Errorf("the checkpoint remembered: %q", cp)
 	}
 
 	// Another key than the workload owner's cannot change the manifest.

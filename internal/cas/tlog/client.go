@@ -79,7 +79,7 @@ func ProveFromTiles(cp Checkpoint, n int64, fetch FetchTile) (tlog.RecordProof, 
 // from newer's tiles.
 func ConsistencyFromTiles(older, newer Checkpoint, fetch FetchTile) (tlog.TreeProof, error) {
 	if older.Size < 1 || older.Size > newer.Size {
-		return nil, nil
+		return nil, fmt.Errorf("no proof that %s extends %s", newer, older)
 	}
 	return tlog.ProveTree(newer.Size, older.Size, tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tiles{fetch}))
 }

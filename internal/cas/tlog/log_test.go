@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -381,4 +383,72 @@ func FuzzParseEntry(f *testing.F) {
 			t.Fatalf("%+v does not read back: %v", e, err)
 		}
 	})
+}
+
+// A client's memory: it takes the first checkpoint, then only larger ones
+// that extend it (proved from their tiles); a forked log of any size and
+// a smaller tree are refused, and the memory keeps the largest.
+func TestMemory(t *testing.T) {
+	skey, vkey, _ := note.GenerateKey(rand.Reader, "cas.cloister")
+	signer, _ := note.NewSigner(skey)
+	verifier, _ := note.NewVerifier(vkey)
+	a := logOf(t, 40, nil)
+	fork := logOf(t, 40, func(i int) string {
+		if i == 3 {
+			return "another history"
+		}
+		return entryText(i)
+	})
+	at := func(s store.Store, size int64) (Checkpoint, FetchTile) {
+		t.Helper()
+		var cp Checkpoint
+		err := s.View(func(tx store.Tx) error {
+			h, err := TreeHash(tx, size)
+			if err != nil {
+				return err
+			}
+			signed, err := note.Sign(&note.Note{Text: fmt.Sprintf("cas.cloister/log\n%d\n%s\n", size, h)}, signer)
+			if err != nil {
+				return err
+			}
+			cp, err = ParseCheckpoint(signed, "cas.cloister/log", verifier)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp, func(path string) (data []byte, err error) {
+			err = s.View(func(tx store.Tx) error { data, err = ReadTile(tx, path); return err })
+			return data, err
+		}
+	}
+	m := Memory{File: filepath.Join(t.TempDir(), "log-checkpoint")}
+	for _, size := range []int64{10, 10, 25} {
+		cp, fetch := at(a, size)
+		if err := m.Advance(cp, verifier, fetch); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+	}
+	smaller, fetch := at(a, 20)
+	if err := m.Advance(smaller, verifier, fetch); !errors.Is(err, ErrInconsistent) {
+		t.Errorf("a smaller tree: %v", err)
+	}
+	for _, size := range []int64{25, 40} {
+		forked, fetch := at(fork, size)
+		if err := m.Advance(forked, verifier, fetch); !errors.Is(err, ErrInconsistent) {
+			t.Errorf("a fork of size %d: %v", size, err)
+		}
+	}
+	if kept, _ := os.ReadFile(m.File); !strings.Contains(string(kept), "\n25\n") {
+		t.Errorf("the memory keeps %q, want the tree of 25", kept)
+	}
+	_, otherV, _ := note.GenerateKey(rand.Reader, "cas.cloister")
+	other, _ := note.NewVerifier(otherV)
+	later, fetch := at(a, 40)
+	if err := m.Advance(later, other, fetch); err == nil || !strings.Contains(err.Error(), "not of this log") {
+		t.Errorf("another key: %v", err)
+	}
+	if err := m.Advance(later, verifier, fetch); err != nil {
+		t.Errorf("the log's next checkpoint: %v", err)
+	}
 }

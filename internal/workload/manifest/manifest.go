@@ -25,6 +25,9 @@ const (
 	RootCAFile     = "root-ca.pem"
 	MeshCAFile     = "mesh-ca.pem"
 	VerifyDir      = "verify"
+	// LogCheckpointFile is the largest checkpoint of CAS's transparency
+	// log the workspace has seen: verify refuses a smaller or forked one.
+	LogCheckpointFile = "log-checkpoint"
 )
 
 // Workspace is a workspace's manifest, read once: its document and the
@@ -175,6 +178,12 @@ func Verify(ctx context.Context, c *casclient.Client, w *Workspace, paths []stri
 	if len(h.Records) == 0 {
 		return fmt.Errorf("CAS has no manifest %s: set it first (cloister set)", doc.Name)
 	}
+	// Every version in CAS's transparency log, at a checkpoint that
+	// extends the one this workspace saw last.
+	cp, err := c.Logged(ctx, filepath.Join(dir, LogCheckpointFile), h.Records)
+	if err != nil {
+		return fmt.Errorf("CAS's transparency log: %w", err)
+	}
 	current := h.Records[len(h.Records)-1]
 	if current.Digest != doc.Digest() {
 		return fmt.Errorf("CAS runs another manifest %s (version %d, digest %s) than %s (digest %s)", doc.Name, current.Version, current.Digest, generate.ManifestFile, doc.Digest())
@@ -203,7 +212,8 @@ func Verify(ctx context.Context, c *casclient.Client, w *Workspace, paths []stri
 	if err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(out, "CAS runs manifest %s version %d (digest %s); %d versions, %d pod policies written to %s\n", doc.Name, current.Version, current.Digest, len(h.Records), n, folder)
+	_, _ = fmt.Fprintf(out, "CAS runs manifest %s version %d (digest %s); %d versions, each in CAS's transparency log (size %d); %d pod policies written to %s\n",
+		doc.Name, current.Version, current.Digest, len(h.Records), cp.Size, n, folder)
 	return nil
 }
 
