@@ -452,3 +452,43 @@ func TestMemory(t *testing.T) {
 		t.Errorf("the log's next checkpoint: %v", err)
 	}
 }
+
+// BenchmarkAppend appends policy-version entries, each in a transaction
+// of its own, as CAS does, and reports the records and bytes the log
+// keeps per entry (a record is an API object where CAS keeps its state on
+// the API).
+func BenchmarkAppend(b *testing.B) {
+	s, err := store.OpenBolt(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	entry, _ := Entry{Type: PolicyVersion, Policy: NameHash("default/shop"), Version: 1, Digest: strings.Repeat("ab", 32),
+		Predecessor: strings.Repeat("cd", 32), Record: strings.Repeat("ef", 32)}.Marshal()
+	counter := &countingTx{}
+	b.ResetTimer()
+	for b.Loop() {
+		err := s.Update(func(tx store.Tx) error {
+			counter.Tx = tx
+			_, err := Append(counter, entry)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(counter.puts)/float64(b.N), "records/op")
+	b.ReportMetric(float64(counter.bytes)/float64(b.N), "stored-B/op")
+}
+
+// countingTx counts what a transaction writes.
+type countingTx struct {
+	store.Tx
+	puts, bytes int
+}
+
+func (c *countingTx) Put(bucket, key string, value []byte) error {
+	c.puts++
+	c.bytes += len(value)
+	return c.Tx.Put(bucket, key, value)
+}
