@@ -191,6 +191,20 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 		forbidden(who+": deleting the administrator's pull secret", c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(opNS),
 			client.MatchingLabels{common.LabelShareable: "true"}), "only its own objects")
 
+		// A tenant's pod it may not delete; a pod of its own (a Vault
+		// replica it replaces for a new certificate) it may.
+		tenantPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: who + "-tenant-pod", Namespace: "team-a"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+		ownPod := tenantPod.DeepCopy()
+		ownPod.Name, ownPod.Labels = who+"-vault-0", labelled(nil)
+		for _, p := range []*corev1.Pod{tenantPod, ownPod} {
+			if err := admin.Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		forbidden(who+": deleting a tenant's pod", c.Delete(ctx, tenantPod.DeepCopy()), "only its own objects")
+		allowed(who+": deleting a pod of its own", c.Delete(ctx, ownPod.DeepCopy()))
+
 		// Cloister resources are their users'.
 		forbidden(who+": changing a CAS's spec", c.Patch(ctx, cas.DeepCopy(), merge(`{"spec":{"replicas":3}}`)), "the operator changes its finalizers")
 		forbidden(who+": labelling a CAS", c.Patch(ctx, cas.DeepCopy(), merge(`{"metadata":{"labels":{"a":"b"}}}`)), "the operator changes its finalizers")

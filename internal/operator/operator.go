@@ -268,7 +268,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) 
 		}, nitroenclave.Setup},
 		// A Vault names its image (pinned: the pods' policy pins it).
 		{"vault", "", func(b service.Base) service.Kind {
-			return &vaultcontroller.Kind{Base: b, Writer: mgr.GetClient(), Evicter: mgr.GetClient(), InitializerImage: opts.Images.Initializer}
+			return &vaultcontroller.Kind{Base: b, Writer: mgr.GetClient(), Renew: true, InitializerImage: opts.Images.Initializer}
 		}, vaultcontroller.Setup},
 	} {
 		data, err := charts.Load(c.chart)

@@ -75,7 +75,7 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	played := &replicas{}
-	k := &Kind{Base: service.Base{Reader: c, ChartData: data}, Writer: c, Evicter: c, InitializerImage: initializer, Replicas: played.get}
+	k := &Kind{Base: service.Base{Reader: c, ChartData: data}, Writer: c, Renew: true, InitializerImage: initializer, Replicas: played.get}
 	r := &service.Reconciler{Client: c, Reader: c, Scheme: e.Scheme, Releases: e.Releases, Recorder: e.Events,
 		Metrics: metrics.NewRecorder(prometheus.NewRegistry()), OperatorNamespace: "cloister-system", Kind: k}
 
@@ -252,8 +252,8 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 	}
 
 	// A replica's certificate from CAS with a third of its lifetime left:
-	// its pod is evicted, when the Vault's budget allows, to start again
-	// with a new one; the others are left alone.
+	// its pod is replaced, to start again with a new one; the others are
+	// left alone, and none goes while one is away.
 	pods := map[string]*corev1.Pod{}
 	for _, name := range []string{"secrets-0", "secrets-1", "secrets-2"} {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name, Labels: ss.Spec.Selector.MatchLabels},
@@ -261,45 +261,33 @@ func TestVaultStatusFromItsReplicas(t *testing.T) {
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		// Running and ready, as the kubelet would say: a pending pod is
-		// evicted whatever the budget says.
-		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-		if err := c.Status().Update(ctx, p); err != nil {
-			t.Fatal(err)
-		}
 		pods[name] = p
+	}
+	if got := ss.Spec.Template.Labels[common.LabelManagedBy]; got != common.ManagedByOperator {
+		t.Errorf("the pods' label %s=%q: the admission policy lets the operator delete only its own", common.LabelManagedBy, got)
 	}
 	now := time.Now()
 	withCert := func(h *Health, ago time.Duration) *Health {
 		h.NotBefore, h.NotAfter = now.Add(-ago), now.Add(-ago+24*time.Hour)
 		return h
 	}
-	renewing := func() {
-		played.set(Replica{Name: "secrets-0", Pod: pods["secrets-0"], Health: withCert(unsealed("secrets-0", true), time.Hour)},
-			Replica{Name: "secrets-1", Pod: pods["secrets-1"], Health: withCert(unsealed("secrets-0", false), 20*time.Hour)},
-			Replica{Name: "secrets-2", Pod: pods["secrets-2"], Health: withCert(unsealed("secrets-0", false), 2*time.Hour)})
-	}
 	exists := func(name string) bool {
 		return c.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: name}, &corev1.Pod{}) == nil
 	}
-	// The budget's controller has not counted the pods: no disruption allowed.
-	renewing()
+	played.set(Replica{Name: "secrets-0", Pod: pods["secrets-0"], Health: withCert(unsealed("secrets-0", true), time.Hour)},
+		Replica{Name: "secrets-1", Pod: pods["secrets-1"], Health: withCert(unsealed("secrets-0", false), 20*time.Hour)},
+		Replica{Name: "secrets-2", Pod: pods["secrets-2"], Health: withCert(unsealed("secrets-0", false), 2*time.Hour)})
 	reconcile(1)
-	if !exists("secrets-1") || v.Status.State != common.StateHealthy {
-		t.Fatalf("evicted against the budget, or not HEALTHY meanwhile: %s", v.Status.State)
+	if exists("secrets-1") || !exists("secrets-0") || !exists("secrets-2") || v.Status.State != common.StateHealthy {
+		t.Errorf("after renewal: secrets-0 %v, secrets-1 %v (due), secrets-2 %v; %s", exists("secrets-0"), exists("secrets-1"), exists("secrets-2"), v.Status.State)
 	}
-	var pdb policyv1.PodDisruptionBudget
-	if err := c.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: ReleasePrefix + "-secrets"}, &pdb); err != nil {
-		t.Fatalf("the Vault's budget: %v", err)
-	}
-	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 1, CurrentHealthy: 3, DesiredHealthy: 2, ExpectedPods: 3}
-	if err := c.Status().Update(ctx, &pdb); err != nil {
-		t.Fatal(err)
-	}
-	renewing()
+	// secrets-1 away (restarting), secrets-2 due too: it waits.
+	played.set(Replica{Name: "secrets-0", Pod: pods["secrets-0"], Health: withCert(unsealed("secrets-0", true), time.Hour)},
+		Replica{Name: "secrets-1"},
+		Replica{Name: "secrets-2", Pod: pods["secrets-2"], Health: withCert(unsealed("secrets-0", false), 20*time.Hour)})
 	reconcile(1)
-	if exists("secrets-1") || !exists("secrets-0") || !exists("secrets-2") {
-		t.Errorf("after renewal: secrets-0 %v, secrets-1 %v (due), secrets-2 %v", exists("secrets-0"), exists("secrets-1"), exists("secrets-2"))
+	if !exists("secrets-2") {
+		t.Error("a second replica replaced while the first was away")
 	}
 
 	// A replica whose seal CAS refuses: UNHEALTHY in one pass, naming it.

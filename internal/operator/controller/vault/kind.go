@@ -25,6 +25,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
+	"github.com/cloister-cc/cloister/api/common"
 	servicesv1beta1 "github.com/cloister-cc/cloister/api/services/v1beta1"
 	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
@@ -59,9 +60,9 @@ type Kind struct {
 	// Replicas, when set, replaces reading CAS's root CA and the
 	// replicas (the status engine's tests play them).
 	Replicas func(ctx context.Context, v *servicesv1beta1.Vault) []Replica
-	// Evicter replaces a replica whose certificate is due for renewal;
-	// without one none is.
-	Evicter Evicter
+	// Renew replaces (deletes) a replica whose certificate is due for
+	// renewal; off, none is.
+	Renew bool
 	// Now is the clock renewals are judged by (time.Now when nil).
 	Now func() time.Time
 	// observed holds, per Vault (by UID), the conditions FillStatus
@@ -284,7 +285,9 @@ func (k *Kind) PostRender(_ service.Object, values map[string]any, u *unstructur
 		return err
 	}
 	u.Object = obj
-	return nil
+	// The operator's own pods: the admission policy lets it delete only
+	// such (a replica renewed for a new certificate, renew.go).
+	return unstructured.SetNestedField(u.Object, common.ManagedByOperator, "spec", "template", "metadata", "labels", common.LabelManagedBy)
 }
 
 // podPolicyDigest is the digest of the pod policy on the StatefulSet the
@@ -355,7 +358,7 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 			conds[health.VaultInitialized] = health.Obs(health.True, health.ReasonVaultRecoveryPending, fmt.Sprintf("the sealed recovery keys are not kept yet: %v", err))
 		}
 	}
-	if r, ok := Renewal(want, replicas, k.now()); ok && k.Evicter != nil {
+	if r, ok := Renewal(want, replicas, k.now()); ok && k.Renew {
 		if err := k.renew(rctx, r); err != nil {
 			log.FromContext(ctx).Info("a Vault replica's certificate is due for renewal", "err", err)
 		}

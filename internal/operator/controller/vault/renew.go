@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -14,8 +12,11 @@ import (
 // A replica's certificate from CAS lasts its policy's validity, and
 // Vault reads its TLS files when it starts. The initializer attests a pod
 // once, at its start, so a replica renews its certificate by being
-// replaced: evicted (the Vault's PodDisruptionBudget lets one go at a
-// time), it starts again, attests, and unseals itself through CAS.
+// replaced: its pod deleted, it starts again, attests, and unseals itself
+// through CAS. One at a time: Renewal picks none while a replica is not
+// serving unsealed. (An eviction would honour the Vault's budget too, but
+// no admission policy can bound an eviction by the pod it names, so the
+// operator may delete only the pods it labels as its own.)
 
 // renewWithin is the part of a certificate's lifetime left when it is
 // renewed: a third, as cert-manager renews by default.
@@ -50,22 +51,13 @@ func Renewal(want int32, rs []Replica, now time.Time) (Replica, bool) {
 	return pick, pick.Health != nil
 }
 
-// Evicter evicts pods (the eviction subresource honours the Vault's
-// PodDisruptionBudget); the manager's client is one.
-type Evicter interface {
-	SubResource(subResource string) client.SubResourceClient
-}
-
-// renew evicts the replica's pod, the one read (by UID): the StatefulSet
-// starts it again with a new certificate. A budget that allows no
-// disruption now refuses; the next pass tries again.
+// renew deletes the replica's pod, the one read (by UID): the
+// StatefulSet starts it again with a new certificate.
 func (k *Kind) renew(ctx context.Context, r Replica) error {
 	pod := r.Pod
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}}
-	if err := k.Evicter.SubResource("eviction").Create(ctx, pod, ev); err != nil {
-		return fmt.Errorf("evicting %s to renew its certificate (ends %s): %w", pod.Name, r.Health.NotAfter.Format(time.RFC3339), err)
+	if err := k.Writer.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil {
+		return fmt.Errorf("replacing %s to renew its certificate (ends %s): %w", pod.Name, r.Health.NotAfter.Format(time.RFC3339), err)
 	}
-	log.FromContext(ctx).Info("evicted a Vault replica to renew its certificate from CAS", "pod", pod.Name, "notAfter", r.Health.NotAfter)
+	log.FromContext(ctx).Info("replaced a Vault replica to renew its certificate from CAS", "pod", pod.Name, "notAfter", r.Health.NotAfter)
 	return nil
 }

@@ -26,7 +26,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch
 // The recovery keys, sealed to the owners: made once, never read.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
-// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=delete
 // +kubebuilder:rbac:groups=base.cloister.dev,resources=confidentialruntimes,verbs=get;list;watch
 
 // Setup registers the Vault controller. It watches the Vault's pods (a
