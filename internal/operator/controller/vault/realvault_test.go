@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 	"github.com/cloister-cc/cloister/internal/workload/vaultinit"
@@ -47,19 +47,6 @@ type podQuoter struct {
 func (p podQuoter) Quote(_ context.Context, reportData []byte) (attest.Evidence, error) {
 	return p.q.QuoteFor(reportData, p.hostData)
 }
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -166,7 +153,7 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	host0 := ReplicaHost(v, 0)
-	var vaultLog syncBuffer
+	var vaultLog testenv.Buffer
 	var exited chan struct{}
 	startVault := func() (stop func()) {
 		cmd := exec.CommandContext(ctx, vt.Path("vault"), "server", "-config="+cfgFile)
@@ -211,7 +198,7 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 
 	// First start: the bootstrap initialises it; nobody unseals it.
 	stopVault := startVault()
-	var bootLog syncBuffer
+	var bootLog testenv.Buffer
 	bctx, stopBoot := context.WithCancel(ctx)
 	booted := make(chan error, 1)
 	go func() {
@@ -332,7 +319,7 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 		if err := os.WriteFile(file, []byte(c.edit(own)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var out syncBuffer
+		var out testenv.Buffer
 		cmd := exec.CommandContext(ctx, vt.Path("vault"), "server", "-config="+file)
 		cmd.Env = append(os.Environ(), "VAULT_RAFT_NODE_ID=failing", "HOME="+pod,
 			"VAULT_API_ADDR=https://127.0.0.1:"+strconv.Itoa(fp), "VAULT_CLUSTER_ADDR=https://127.0.0.1:"+strconv.Itoa(fp+1))
