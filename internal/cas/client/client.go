@@ -63,37 +63,50 @@ func (e *APIError) Error() string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	data, err := c.send(ctx, method, path, in, maxAnswer)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// maxAnswer bounds an answer of the JSON API.
+const maxAnswer = 8 << 20
+
+// send calls CAS with in as JSON (if any) and returns the body of a
+// successful answer, at most limit bytes; an error answer is an APIError.
+func (c *Client) send(ctx context.Context, method, path string, in any, limit int) ([]byte, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("CAS %s: %w", c.base, err)
+		return nil, fmt.Errorf("CAS %s: %w", c.base, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		return decodeAPIError(resp.StatusCode, data)
+		return nil, decodeAPIError(resp.StatusCode, data)
 	}
-	if out == nil {
-		return nil
+	if len(data) > limit {
+		return nil, fmt.Errorf("CAS %s%s: an answer over %d bytes", c.base, path, limit)
 	}
-	return json.Unmarshal(data, out)
+	return data, nil
 }
 
 // PublicKey is GET /v1/public-key.

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 
 	"golang.org/x/mod/sumdb/note"
@@ -25,7 +24,7 @@ func (c *Client) LogKey(ctx context.Context) (*wire.LogKey, error) {
 
 // LogCheckpoint is GET /v1/log/checkpoint, the signed note as served.
 func (c *Client) LogCheckpoint(ctx context.Context) ([]byte, error) {
-	return c.raw(ctx, "/v1/log/checkpoint", tlog.MaxCheckpoint)
+	return c.send(ctx, http.MethodGet, "/v1/log/checkpoint", nil, tlog.MaxCheckpoint)
 }
 
 // LogTile is GET /v1/log/PATH of a C2SP tile path (tile/...).
@@ -33,31 +32,7 @@ func (c *Client) LogTile(ctx context.Context, path string) ([]byte, error) {
 	if _, err := tlog.ParseTilePath(path); err != nil {
 		return nil, err
 	}
-	return c.raw(ctx, "/v1/log/"+path, maxTile)
-}
-
-// raw GETs path's body as it is, at most limit bytes.
-func (c *Client) raw(ctx context.Context, path string, limit int) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("CAS %s: %w", c.base, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 300 {
-		return nil, decodeAPIError(resp.StatusCode, data)
-	}
-	if len(data) > limit {
-		return nil, fmt.Errorf("CAS %s%s: an answer over %d bytes", c.base, path, limit)
-	}
-	return data, nil
+	return c.send(ctx, http.MethodGet, "/v1/log/"+path, nil, maxTile)
 }
 
 // Logged checks that every record is an entry of CAS's transparency log
