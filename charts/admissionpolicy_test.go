@@ -126,24 +126,31 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	op, twin := installRBAC(t, ctx, admin, cfg)
 
 	// Admission policies take effect once the API server's informers
-	// have them: wait for the first refusal.
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "team-a"}}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := op.Create(ctx, probe.DeepCopy())
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "only objects labelled cloister.dev/managed-by=cloister-operator") {
-			break
+	// have them: wait for each policy's first refusal, of a probe object
+	// made for it, before its checks.
+	probeNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe-node"}}
+	probeCAS := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "services.cloister.dev/v1beta1", "kind": "CAS",
+		"metadata": map[string]any{"name": "probe", "namespace": "team-a"}, "spec": map[string]any{}}}
+	for _, o := range []client.Object{probeNode, probeCAS} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
 		}
-		if err == nil {
-			if err := admin.Delete(ctx, probe.DeepCopy()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the admission policy never refused an unlabelled ConfigMap: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "team-a"}}
+	untilRefused(t, "an unlabelled ConfigMap", "only objects labelled cloister.dev/managed-by=cloister-operator", func() error {
+		err := op.Create(ctx, probe.DeepCopy())
+		if err == nil {
+			err = admin.Delete(ctx, probe.DeepCopy())
+		}
+		return err
+	})
+	untilRefused(t, "a CAS's spec", "the operator changes its finalizers", func() error {
+		return op.Patch(ctx, probeCAS.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`)))
+	})
+	untilRefused(t, "a node's label", "only node labels under cloister.dev", func() error {
+		return op.Patch(ctx, probeNode.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`)))
+	})
 
 	forbidden := func(what string, err error, says string) {
 		t.Helper()
@@ -299,6 +306,9 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 	status := func(c client.Client, name, p string) error {
 		return c.Status().Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, merge(p))
 	}
+	untilRefused(t, "a node's status without a node-bound token", "only the status of the node its pod runs on", func() error {
+		return status(agent, probeNode.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"1Ti"}}}`)
+	})
 	own := onNode(node.Name)
 	allowed("the SGX plugin setting its node's EPC", status(own, node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"64Mi"}}}`))
 	forbidden("the SGX plugin setting another node's EPC", status(onNode(other.Name), node.Name, `{"status":{"capacity":{"sgx.cloister.dev/epc":"1Ti"}}}`), "only the status of the node its pod runs on")
@@ -337,6 +347,23 @@ func TestOperatorWritesOnlyItsOwn(t *testing.T) {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Errorf("the admin writing %s: %v", o.GetName(), err)
 		}
+	}
+}
+
+// untilRefused retries try until the API server refuses it, saying says:
+// an admission policy is enforced only once the server's informers have it.
+func untilRefused(t *testing.T, what, says string, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := try()
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), says) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the admission policy never refused %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
