@@ -44,6 +44,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 )
 
 // DefaultListen is CAS's client port.
@@ -109,6 +110,9 @@ type Config struct {
 	// TestRoots is a PEM file of test roots workload evidence may chain to
 	// (insecure: tests and fake confidential VMs only).
 	TestRoots string
+	// WitnessPolicy is a file naming the witnesses CAS sends its
+	// transparency log's checkpoints to (witness.ParsePolicy); "": none.
+	WitnessPolicy string
 	// Ready, when set, gets the address CAS listens on.
 	Ready func(addr string)
 }
@@ -246,8 +250,19 @@ func (d *daemon) openCore(ctx context.Context) error {
 		d.coreCfg.Metrics.Registry.MustRegister(collateral.NewCollector(d.cache))
 		go d.cache.Run(ctx, 0)
 	}
+	if cfg.WitnessPolicy != "" {
+		p, err := witness.ReadPolicy(cfg.WitnessPolicy)
+		if err != nil {
+			return fmt.Errorf("--witness-policy: %w", err)
+		}
+		d.coreCfg.Witnesses = p.Cosigner(&http.Client{Timeout: witnessRequestTimeout})
+		log.Info("the transparency log's checkpoints go to witnesses", "witnesses", len(p.Endpoints()), "policy", cfg.WitnessPolicy)
+	}
 	if d.cas, err = core.Open(d.coreCfg); err != nil {
 		return err
+	}
+	if d.coreCfg.Witnesses != nil {
+		go d.witnessLoop(ctx)
 	}
 	// A CAS that was initialised (its mark says so) gets no token again:
 	// after a loss its owners decide.

@@ -40,5 +40,6 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Guest.SEVGuest, "sev-guest", produce.DefaultSEVGuest, "with --tee: the SEV-SNP guest device (when configfs-tsm is missing)")
 	fs.StringVar(&c.Guest.TDXGuest, "tdx-guest", produce.DefaultTDXGuest, "with --tee: the TDX guest device (when configfs-tsm is missing)")
 	fs.StringVar(&c.TestRoots, "insecure-test-roots", "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK, a Nitro root) workload evidence may chain to")
+	fs.StringVar(&c.WitnessPolicy, "witness-policy", "", "a witness policy file (Sigsum/Tessera format: witness NAME KEY URL, group, quorum): the witnesses CAS sends each new checkpoint of its transparency log to, for their cosignatures")
 	fs.BoolVar(&c.Simulation, "simulation", false, "insecure, development only: vouch for the TLS key with simulated evidence and accept simulated evidence from workloads whose policy allows it (refused without this flag)")
 }

@@ -128,12 +128,12 @@ func TestTransparencyLogOfPolicyVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp, err := c.Logged(ctx, memory, h.Records); err != nil || cp.Size != 3 {
+	if cp, err := c.Logged(ctx, memory, casclient.LogPolicy{}, h.Records); err != nil || cp.Size != 3 {
 		t.Fatalf("shop's versions in the log: %v %v", cp, err)
 	}
 	forged := h.Records[0]
 	forged.Digest = strings.Repeat("0", 64)
-	if _, err := c.Logged(ctx, memory, append(h.Records, forged)); err == nil || !strings.Contains(err.Error(), "is not in CAS's transparency log") {
+	if _, err := c.Logged(ctx, memory, casclient.LogPolicy{}, append(h.Records, forged)); err == nil || !strings.Contains(err.Error(), "is not in CAS's transparency log") {
 		t.Errorf("a version CAS did not log: %v", err)
 	}
 	err = tlog.Memory{File: memory}.Advance(first, verifier, fetch)

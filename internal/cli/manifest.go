@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
@@ -66,7 +68,8 @@ func newSet(s Streams) *cobra.Command {
 
 func newVerify(s Streams) *cobra.Command {
 	var f conn.Flags
-	var dir string
+	var dir, witnessPolicy string
+	var witnessMaxAge time.Duration
 	cmd := &cobra.Command{
 		Use:   "verify (-c URL | --cluster NS/NAME) [trust flags] [--workspace DIR] [PATH...]",
 		Short: "Attest CAS and check that it runs this manifest; write its CAs and manifest history to verify/",
@@ -84,11 +87,17 @@ func newVerify(s Streams) *cobra.Command {
 				return err
 			}
 			defer done()
-			return workloadmanifest.Verify(cmd.Context(), c, w, paths, s.Out, s.Err)
+			wp, err := w.WitnessPolicy(witnessPolicy)
+			if err != nil {
+				return fmt.Errorf("--witness-policy: %w", err)
+			}
+			return workloadmanifest.Verify(cmd.Context(), c, w, casclient.LogPolicy{Witnesses: wp, MaxAge: witnessMaxAge}, paths, s.Out, s.Err)
 		},
 	}
 	f.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&dir, "workspace", ".", "folder of manifest.yaml (cloister generate's); verify/ is written there")
+	cmd.Flags().StringVar(&witnessPolicy, "witness-policy", "", "the witnesses whose cosignatures of CAS's transparency log are required (witness NAME KEY URL, group, quorum lines); default: "+workloadmanifest.WitnessPolicyFile+" in the workspace, when there")
+	cmd.Flags().DurationVar(&witnessMaxAge, "witness-max-age", 2*time.Hour, "with a witness policy: how old its cosignatures may be (CAS asks for new ones every half hour; a rolled-back CAS gets none); 0: any age")
 	return cmd
 }
 

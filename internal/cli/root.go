@@ -33,6 +33,6 @@ func NewRoot(s Streams) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())
 	})
-	root.AddCommand(newVersion(s), newDev(s), newEvidence(s), newPolicy(s), newCAS(s), newInstall(s), newGenerate(s), newReferenceValues(s), newEnclave(s), newSet(s), newVerify(s), newRecover(s), newVault(s))
+	root.AddCommand(newVersion(s), newDev(s), newEvidence(s), newPolicy(s), newCAS(s), newInstall(s), newGenerate(s), newReferenceValues(s), newEnclave(s), newSet(s), newVerify(s), newRecover(s), newVault(s), newWitness(s))
 	return root
 }

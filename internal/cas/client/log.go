@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 )
 
 // maxTile bounds a tile's answer: 256 hashes, or 256 entries of at most
@@ -35,12 +37,48 @@ func (c *Client) LogTile(ctx context.Context, path string) ([]byte, error) {
 	return c.send(ctx, http.MethodGet, "/v1/log/"+path, nil, maxTile)
 }
 
+// LogPolicy is what a client requires of CAS's log beyond CAS's own
+// signature: the witnesses' cosignatures, and how recent.
+type LogPolicy struct {
+	// Witnesses, when not nil, must have cosigned the checkpoint as
+	// their policy says.
+	Witnesses *witness.Policy
+	// MaxAge, with Witnesses, is how old their cosignatures may be (0:
+	// any age): a CAS rolled back to an older state keeps its old
+	// cosignatures but gets no new ones.
+	MaxAge time.Duration
+	// Now is the time the age is counted to; zero: now.
+	Now time.Time
+}
+
+// Check says why a checkpoint (a signed note CAS's signature on it
+// checked already) does not meet the policy.
+func (p LogPolicy) Check(cp tlog.Checkpoint) error {
+	if p.Witnesses == nil {
+		return nil
+	}
+	if !p.Witnesses.Satisfied(cp.Note) {
+		return fmt.Errorf("%s lacks the cosignatures the witness policy requires (a witness away, or one that refused a forked or rolled-back log)", cp)
+	}
+	if p.MaxAge > 0 {
+		now := p.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if !p.Witnesses.SatisfiedSince(cp.Note, now.Add(-p.MaxAge)) {
+			return fmt.Errorf("%s lacks cosignatures made in the last %s that the witness policy requires: CAS's witnesses cosign its log every half hour unless it rolled back (they hold a larger checkpoint) or they are away", cp, p.MaxAge)
+		}
+	}
+	return nil
+}
+
 // Logged checks that every record is an entry of CAS's transparency log
-// at its current checkpoint, and that this checkpoint extends the one
-// remembered in the file memory (which then remembers it): a CAS rolled
-// back, or showing this client another history, is refused, naming both
-// checkpoints. Its key is trusted as far as this connection is.
-func (c *Client) Logged(ctx context.Context, memory string, records []wire.Record) (tlog.Checkpoint, error) {
+// at its current checkpoint, which meets lp, and that this checkpoint
+// extends the one remembered in the file memory (which then remembers
+// it): a CAS rolled back, or showing this client another history, is
+// refused, naming both checkpoints. Its key is trusted as far as this
+// connection is.
+func (c *Client) Logged(ctx context.Context, memory string, lp LogPolicy, records []wire.Record) (tlog.Checkpoint, error) {
 	key, err := c.LogKey(ctx)
 	if err != nil {
 		return tlog.Checkpoint{}, err
@@ -56,6 +94,9 @@ func (c *Client) Logged(ctx context.Context, memory string, records []wire.Recor
 	cp, err := tlog.ParseCheckpoint(raw, key.Origin, v)
 	if err != nil {
 		return tlog.Checkpoint{}, err
+	}
+	if err := lp.Check(cp); err != nil {
+		return cp, err
 	}
 	fetch := func(path string) ([]byte, error) { return c.LogTile(ctx, path) }
 	if err := (tlog.Memory{File: memory}).Advance(cp, v, fetch); err != nil {

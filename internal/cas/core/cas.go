@@ -126,10 +126,12 @@ type Config struct {
 	MaxPolicies, MaxPerNamespace int
 	// Marks keeps the state's high-water mark across restarts (CAS's
 	// volume); nil keeps it in memory only.
-	Marks   statemark.Store
-	Log     *slog.Logger
-	Clock   clock.PassiveClock
-	Metrics *Metrics
+	Marks statemark.Store
+	// Witnesses cosign the transparency log's checkpoints; nil: none.
+	Witnesses Cosigner
+	Log       *slog.Logger
+	Clock     clock.PassiveClock
+	Metrics   *Metrics
 }
 
 // CAS is the attestation and configuration service.
@@ -138,14 +140,16 @@ type CAS struct {
 
 	// regMu orders registrations; mu guards the fields below, held
 	// only briefly so attestations run in parallel.
-	regMu  sync.Mutex
-	mu     sync.RWMutex
-	server serverCert // server.go; its own lock
-	state  wire.State
-	why    string // why CAS is in recovery, beyond waiting for shares
-	meta   *meta
-	shares map[uint64]seed.Share // submitted in recovery mode
-	keys   *keys                 // set when wire.Ready
+	regMu sync.Mutex
+	// witnessMu runs one round of the witnesses at a time.
+	witnessMu sync.Mutex
+	mu        sync.RWMutex
+	server    serverCert // server.go; its own lock
+	state     wire.State
+	why       string // why CAS is in recovery, beyond waiting for shares
+	meta      *meta
+	shares    map[uint64]seed.Share // submitted in recovery mode
+	keys      *keys                 // set when wire.Ready
 	// mark is the state's high-water mark (mark.go): nil until this
 	// replica knows CAS was initialised; markTrusted once it is this
 	// CAS's (made here, or its MAC checked with the seed).

@@ -1,8 +1,13 @@
 package core
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	sumtlog "golang.org/x/mod/sumdb/tlog"
 
 	"github.com/cloister-cc/cloister/internal/cas/store"
 	"github.com/cloister-cc/cloister/internal/cas/tlog"
@@ -21,10 +26,20 @@ func (c *CAS) LogKey() (vkey, origin string, err error) {
 	return k.logKey, k.logOrigin, nil
 }
 
-// LogCheckpoint is the transparency log's checkpoint now, signed.
+// LogCheckpoint is the transparency log's checkpoint now, signed, with
+// the witnesses' cosignatures once they gave them.
 func (c *CAS) LogCheckpoint() ([]byte, error) {
 	var out []byte
-	err := c.viewLog(func(k *keys, etx store.Tx) (err error) {
+	err := c.viewLog(func(k *keys, etx store.Tx) error {
+		size, err := tlog.Size(etx)
+		if err != nil {
+			return err
+		}
+		cosigned, kept, _, err := tlog.Cosigned(etx)
+		if err != nil || (cosigned != nil && kept == size) {
+			out = cosigned
+			return err
+		}
 		out, err = tlog.Sign(etx, k.logOrigin, k.log)
 		return err
 	})
@@ -60,4 +75,73 @@ func (c *CAS) viewLog(fn func(*keys, store.Tx) error) error {
 		return fmt.Errorf("reading the transparency log: %w", err)
 	}
 	return nil
+}
+
+// Cosigner asks the witnesses to cosign a checkpoint of size entries
+// (proof proves it extends an older size) and returns the cosignature
+// lines it got, with an error when they are fewer than its policy needs.
+type Cosigner interface {
+	Cosign(ctx context.Context, checkpoint []byte, size int64, proof func(old int64) (sumtlog.TreeProof, error)) ([]byte, error)
+}
+
+const (
+	// witnessTimeout bounds one round of the witnesses.
+	witnessTimeout = 20 * time.Second
+	// cosignRefresh is how old the cosignatures of the current
+	// checkpoint grow before CAS asks for them again: clients may
+	// require recent ones, which a CAS rolled back to an older state
+	// cannot get, its witnesses holding a larger checkpoint.
+	cosignRefresh = 30 * time.Minute
+)
+
+// Witness sends the log's checkpoint to the witnesses unless the state
+// keeps their cosignatures of it already, and keeps what they answer.
+// A witness away or refusing is logged; the next round tries again.
+func (c *CAS) Witness(ctx context.Context) {
+	if c.cfg.Witnesses == nil {
+		return
+	}
+	c.witnessMu.Lock()
+	defer c.witnessMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, witnessTimeout)
+	defer cancel()
+	var cp []byte
+	var size int64
+	err := c.viewLog(func(k *keys, etx store.Tx) (err error) {
+		if size, err = tlog.Size(etx); err != nil {
+			return err
+		}
+		_, kept, at, err := tlog.Cosigned(etx)
+		if err != nil || (kept == size && c.cfg.Clock.Since(at) < cosignRefresh) {
+			return err
+		}
+		cp, err = tlog.Sign(etx, k.logOrigin, k.log)
+		return err
+	})
+	if err != nil || cp == nil {
+		if err != nil && !errors.Is(err, ErrNotInitialized) && !errors.Is(err, ErrRecovery) {
+			c.cfg.Log.Warn("the transparency log's witnesses: reading the log", "err", err)
+		}
+		return
+	}
+	proof := func(old int64) (p sumtlog.TreeProof, err error) {
+		err = c.viewLog(func(_ *keys, etx store.Tx) (err error) { p, err = tlog.ProveConsistency(etx, size, old); return err })
+		return p, err
+	}
+	sigs, err := c.cfg.Witnesses.Cosign(ctx, cp, size, proof)
+	if err != nil {
+		c.cfg.Log.Warn("the transparency log's witnesses did not all cosign", "size", size, "cosignatures", bytes.Count(sigs, []byte("\n")), "err", err)
+	}
+	if len(sigs) == 0 {
+		return
+	}
+	note, now := append(bytes.Clone(cp), sigs...), c.cfg.Clock.Now()
+	_, err = c.commit("the witnesses' cosignatures were kept", func(k *keys, at uint64) (uint64, error) {
+		return k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error {
+			return tlog.KeepCosigned(etx, note, size, now)
+		})
+	})
+	if err != nil {
+		c.cfg.Log.Warn("keeping the witnesses' cosignatures", "err", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	tdlog "github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
@@ -25,6 +26,7 @@ const (
 	sizeKey     = "size"
 	hashBucket  = "tlog-hashes"
 	entryBucket = "tlog-entries"
+	cosignedKey = "cosigned" // in sizeBucket: the checkpoint the witnesses cosigned last
 )
 
 // MaxEntry bounds an entry: an entry bundle prefixes each with its length
@@ -158,6 +160,34 @@ func Sign(tx Reader, origin string, s note.Signer) ([]byte, error) {
 	}
 	text := tdlog.Checkpoint{Origin: origin, Size: uint64(n), Hash: root[:]}.Marshal() //nolint:gosec // a size is not negative
 	return note.Sign(&note.Note{Text: string(text)}, s)
+}
+
+// Cosigned is the latest checkpoint kept with its witnesses'
+// cosignatures (KeepCosigned), its size and when it was kept; nil and 0
+// when none is.
+func Cosigned(tx Reader) (signed []byte, size int64, at time.Time, err error) {
+	raw, err := tx.Get(sizeBucket, cosignedKey)
+	if err != nil || raw == nil {
+		return nil, 0, time.Time{}, err
+	}
+	if len(raw) < 16 {
+		return nil, 0, time.Time{}, errors.New("the cosigned checkpoint kept is malformed")
+	}
+	size = int64(binary.BigEndian.Uint64(raw))                       //nolint:gosec // written from a non-negative size
+	at = time.Unix(int64(binary.BigEndian.Uint64(raw[8:])), 0).UTC() //nolint:gosec // written from a Unix time
+	return raw[16:], size, at, nil
+}
+
+// KeepCosigned keeps signed, a checkpoint of size entries with the
+// witnesses' cosignatures made at, unless a larger one is kept.
+func KeepCosigned(tx Writer, signed []byte, size int64, at time.Time) error {
+	_, kept, _, err := Cosigned(tx)
+	if err != nil || kept > size {
+		return err
+	}
+	v := binary.BigEndian.AppendUint64(nil, uint64(size))   //nolint:gosec // a size is not negative
+	v = binary.BigEndian.AppendUint64(v, uint64(at.Unix())) //nolint:gosec // a time after 1970
+	return tx.Put(sizeBucket, cosignedKey, append(v, signed...))
 }
 
 // hashReader reads the stored hashes of a transaction.

@@ -6,8 +6,10 @@ package manifest
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
@@ -28,6 +31,10 @@ const (
 	// LogCheckpointFile is the largest checkpoint of CAS's transparency
 	// log the workspace has seen: verify refuses a smaller or forked one.
 	LogCheckpointFile = "log-checkpoint"
+	// WitnessPolicyFile, when the workspace has it, names the witnesses
+	// whose cosignatures of CAS's log verify requires
+	// (witness.ParsePolicy).
+	WitnessPolicyFile = "witness-policy"
 )
 
 // Workspace is a workspace's manifest, read once: its document and the
@@ -162,7 +169,7 @@ func (s Set) initIfNeeded(ctx context.Context, c *casclient.Client) error {
 // it fetches the manifest's whole history (signed by CAS, checked here) and
 // writes verify/: CAS's CAs, every version readable to everyone, and the
 // pod policies of the YAML in paths that the manifest names.
-func Verify(ctx context.Context, c *casclient.Client, w *Workspace, paths []string, out, errw io.Writer) error {
+func Verify(ctx context.Context, c *casclient.Client, w *Workspace, lp casclient.LogPolicy, paths []string, out, errw io.Writer) error {
 	doc, dir := w.Doc, w.Dir
 	h, err := c.History(ctx, doc.Name)
 	if err != nil {
@@ -180,7 +187,7 @@ func Verify(ctx context.Context, c *casclient.Client, w *Workspace, paths []stri
 	}
 	// Every version in CAS's transparency log, at a checkpoint that
 	// extends the one this workspace saw last.
-	cp, err := c.Logged(ctx, filepath.Join(dir, LogCheckpointFile), h.Records)
+	cp, err := c.Logged(ctx, filepath.Join(dir, LogCheckpointFile), lp, h.Records)
 	if err != nil {
 		return fmt.Errorf("CAS's transparency log: %w", err)
 	}
@@ -215,6 +222,18 @@ func Verify(ctx context.Context, c *casclient.Client, w *Workspace, paths []stri
 	_, _ = fmt.Fprintf(out, "CAS runs manifest %s version %d (digest %s); %d versions, each in CAS's transparency log (size %d); %d pod policies written to %s\n",
 		doc.Name, current.Version, current.Digest, len(h.Records), cp.Size, n, folder)
 	return nil
+}
+
+// WitnessPolicy is the workspace's witness policy (WitnessPolicyFile),
+// or file when not ""; nil when neither is there.
+func (w *Workspace) WitnessPolicy(file string) (*witness.Policy, error) {
+	if file == "" {
+		file = filepath.Join(w.Dir, WitnessPolicyFile)
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	return witness.ReadPolicy(file)
 }
 
 // CheckYAML holds the YAML generate rewrote to the manifest.
