@@ -12,6 +12,7 @@ package cas
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/tls"
@@ -287,7 +288,7 @@ func (d *daemon) newServer(ctx context.Context) (*api.Server, tls.Certificate, e
 	if err != nil {
 		return nil, cert, err
 	}
-	server := &api.Server{CAS: d.cas, Identity: id}
+	server := &api.Server{CAS: d.cas, Identity: id, TLSKey: cert.PrivateKey.(crypto.Signer)}
 	if cache := d.cache; cache != nil {
 		server.Collateral = func() *wire.CollateralHealth {
 			h := cache.Health()

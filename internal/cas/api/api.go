@@ -6,6 +6,7 @@ package api
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,9 @@ type Server struct {
 	// Evidence, when set, makes the evidence of Identity afresh for each
 	// request (a simulated CAS signs its own).
 	Evidence func() (*attest.Evidence, error)
+	// TLSKey is the key of Identity's certificate: it signs the
+	// statement of POST /v1/evidence, which Evidence binds.
+	TLSKey crypto.Signer
 	// SimulationKeys, when set, names the simulation keys whose workload
 	// evidence CAS takes, so their owners can see what is pinned.
 	SimulationKeys func() ([]string, error)
@@ -90,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.CAS.Metrics().Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/public-key", s.publicKey)
 	mux.HandleFunc("GET /v1/ca", s.cas)
+	mux.HandleFunc("POST /v1/evidence", s.vouch)
 	mux.HandleFunc("POST /v1/init", s.init)
 	mux.HandleFunc("POST /v1/recover", s.recover)
 	mux.HandleFunc("POST /v1/board", s.changeBoard)

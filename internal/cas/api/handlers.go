@@ -2,8 +2,6 @@ package api
 
 import (
 	"crypto/ecdsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -223,12 +221,7 @@ func (s *Server) writeHistory(w http.ResponseWriter, recs []wire.Record) {
 		fail(w, err)
 		return
 	}
-	der, err := x509.MarshalPKIXPublicKey(key)
-	if err != nil {
-		fail(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, wire.History{Records: recs, HistoryKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))})
+	writeJSON(w, http.StatusOK, wire.History{Records: recs, HistoryKey: string(policy.MarshalPublicKey(key))})
 }
 
 func (s *Server) attest(w http.ResponseWriter, r *http.Request) {

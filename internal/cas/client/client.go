@@ -30,6 +30,9 @@ import (
 type Client struct {
 	base string
 	http *http.Client
+	// vouched, when set, is CAS's attested statement (NewVouched): the
+	// keys and CAs answers must name.
+	vouched *wire.Statement
 }
 
 // New makes a client for the CAS at baseURL (https://host:port) that
@@ -112,7 +115,13 @@ func (c *Client) send(ctx context.Context, method, path string, in any, limit in
 // PublicKey is GET /v1/public-key.
 func (c *Client) PublicKey(ctx context.Context) (*wire.PublicKey, error) {
 	var out wire.PublicKey
-	return &out, c.do(ctx, http.MethodGet, "/v1/public-key", nil, &out)
+	if err := c.do(ctx, http.MethodGet, "/v1/public-key", nil, &out); err != nil {
+		return nil, err
+	}
+	if v := c.vouched; v != nil && v.EncryptionKey != "" && out.EncryptionKey != v.EncryptionKey {
+		return nil, errNotVouched("encryption key")
+	}
+	return &out, nil
 }
 
 // Init is POST /v1/init, with the init token CAS was started with and a
@@ -173,6 +182,10 @@ func (c *Client) RegisterPolicy(ctx context.Context, req wire.PolicyRequest) (*w
 
 // CAs returns CAS's root and mesh CA certificates.
 func (c *Client) CAs(ctx context.Context) (*wire.CAs, error) {
+	if v := c.vouched; v != nil && v.CAs != nil {
+		cas := *v.CAs
+		return &cas, nil
+	}
 	var out wire.CAs
 	return &out, c.do(ctx, http.MethodGet, "/v1/ca", nil, &out)
 }
@@ -205,7 +218,13 @@ func (c *Client) LinkFor(ctx context.Context, name, digest string) (policy.Link,
 // History is GET /v1/policies/{name}/history.
 func (c *Client) History(ctx context.Context, name string) (*wire.History, error) {
 	var out wire.History
-	return &out, c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name)+"/history", nil, &out)
+	if err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name)+"/history", nil, &out); err != nil {
+		return nil, err
+	}
+	if v := c.vouched; v != nil && out.HistoryKey != v.HistoryKey {
+		return nil, errNotVouched("history key")
+	}
+	return &out, nil
 }
 
 // ReadHistory is a policy's history with its documents, read with an

@@ -87,19 +87,7 @@ func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFu
 	if err != nil {
 		return nil, nil, err
 	}
-	var claims *attest.Claims
-	if pk.Evidence.Type == attest.Sim && expect.Policy.AllowSimulation && len(expect.Verify.SimKeys) == 0 {
-		// Any key signs a simulated quote: without a pinned one, whoever
-		// answers at CAS's address would be taken for it.
-		err = attest.Reject(attest.CheckChain, "CAS vouches for itself with simulated evidence, which is taken only from the simulation key it is pinned to, and no key was given")
-	} else {
-		claims, err = verify.Evidence(*pk.Evidence, withEndorsements(expect.Verify, &pk.Identity))
-	}
-	if err == nil {
-		p := expect.Policy
-		p.ReportData = binding
-		err = p.Check(claims)
-	}
+	claims, err := checkEvidence(&pk.Identity, binding, expect)
 	if err != nil {
 		return nil, nil, fmt.Errorf("attesting CAS %s: %w", baseURL, err)
 	}
@@ -119,6 +107,29 @@ func NewAttested(ctx context.Context, baseURL string, expect Expect, dial DialFu
 		},
 	}, dial)
 	return c, &Attested{Claims: claims, PublicKey: &pk}, nil
+}
+
+// checkEvidence verifies id's evidence, that it binds binding and meets
+// expect.
+func checkEvidence(id *wire.Identity, binding []byte, expect Expect) (*attest.Claims, error) {
+	if id.Evidence == nil {
+		return nil, ErrNoEvidence
+	}
+	if id.Evidence.Type == attest.Sim && expect.Policy.AllowSimulation && len(expect.Verify.SimKeys) == 0 {
+		// Any key signs a simulated quote: without a pinned one, whoever
+		// answers at CAS's address would be taken for it.
+		return nil, attest.Reject(attest.CheckChain, "CAS vouches for itself with simulated evidence, which is taken only from the simulation key it is pinned to, and no key was given")
+	}
+	claims, err := verify.Evidence(*id.Evidence, withEndorsements(expect.Verify, id))
+	if err != nil {
+		return nil, err
+	}
+	p := expect.Policy
+	p.ReportData = binding
+	if err := p.Check(claims); err != nil {
+		return nil, err
+	}
+	return claims, nil
 }
 
 func newHTTP(cfg *tls.Config, dial DialFunc) *http.Client {

@@ -36,6 +36,7 @@ type Flags struct {
 	simKey                  string
 	initTokenFile           string
 	testRoots               string
+	behindProxy             bool
 }
 
 // AddInitTokenFlag adds the flag of the commands that may initialise CAS.
@@ -86,6 +87,7 @@ func (f *Flags) AddFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.insecureSimulated, "insecure-simulated-cas", false, "trust a CAS that vouches for itself with simulated evidence (no TEE), signed by its pinned simulation key: insecure, development only")
 	fl.StringVar(&f.simKey, "cas-sim-key", "", "with --insecure-simulated-cas and --cas: the PEM public key CAS signs its simulated evidence with (simulation.pub.pem in a standalone CAS's state folder; "+CASKeyItem+" in a CAS resource's ConfigMap cas-NAME-simulation); --cluster takes it from the resource's status")
 	fl.StringVar(&f.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: with --cas-identity, a PEM file of test roots (SEV-SNP ARK and ASK) CAS's evidence may chain to: a fake confidential VM's")
+	fl.BoolVar(&f.behindProxy, "behind-proxy", false, "with --cas: CAS is reached through a TLS-terminating proxy or ingress, whose certificate --cas-ca pins (default: the system's roots); CAS is trusted by its statement over a fresh nonce and the evidence of the key that signed it (--cas-identity, or --insecure-simulated-cas with --cas-sim-key)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	fl.StringVar(&f.kubeContext, "context", "", "kubeconfig context for --cluster")
 }
@@ -100,10 +102,13 @@ func (f *Flags) Client(ctx context.Context, warn io.Writer) (c *casclient.Client
 	if f.simKey != "" && (!f.insecureSimulated || f.Cluster != "") {
 		return nil, done, errors.New("--cas-sim-key goes with --insecure-simulated-cas and --cas (--cluster takes the key from the CAS resource)")
 	}
+	if f.behindProxy && (f.URL == "" || (f.identity == "" && !f.insecureSimulated)) {
+		return nil, done, errors.New("--behind-proxy goes with --cas (the proxy's address) and --cas-identity or --insecure-simulated-cas: CAS is trusted by its evidence, the proxy's certificate by --cas-ca")
+	}
 	if f.ca == "" && f.identity == "" && !f.insecureSimulated {
 		return nil, done, errors.New("say how to trust CAS: --cas-ca FILE (its certificate), --cas-identity FILE (the evidence it must show) or --insecure-simulated-cas (development)")
 	}
-	if f.insecureSimulated && f.URL != "" && f.simKey == "" && f.ca == "" {
+	if f.insecureSimulated && f.URL != "" && f.simKey == "" && (f.ca == "" || f.behindProxy) {
 		return nil, done, fmt.Errorf("--insecure-simulated-cas with --cas: name CAS's simulation key with --cas-sim-key FILE (simulation.pub.pem in a standalone CAS's state folder; %s in a CAS resource's ConfigMap cas-NAME-simulation): any key signs a simulated quote", CASKeyItem)
 	}
 	url := f.URL
@@ -150,9 +155,13 @@ func (f *Flags) Client(ctx context.Context, warn io.Writer) (c *casclient.Client
 	if t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn); err != nil {
 		return nil, done, err
 	}
-	c, err = t.Client(ctx, url, dial)
+	if f.behindProxy {
+		c, err = t.Vouched(ctx, url, dial)
+	} else {
+		c, err = t.Client(ctx, url, dial)
+	}
 	switch {
-	case err != nil && f.ca != "":
+	case err != nil && f.ca != "" && !f.behindProxy:
 		return nil, done, fmt.Errorf("--cas-ca: %w", err)
 	case attest.CheckOf(err) == attest.CheckSimulation:
 		return nil, done, fmt.Errorf("%w (to trust it anyway, for development: --insecure-simulated-cas)", err)

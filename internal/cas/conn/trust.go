@@ -36,25 +36,54 @@ func (t Trust) Client(ctx context.Context, url string, dial casclient.DialFunc) 
 	if t.CA != nil {
 		return casclient.New(url, t.CA, dial)
 	}
+	expect, err := t.expect()
+	if err != nil {
+		return nil, err
+	}
+	c, att, err := casclient.NewAttested(ctx, url, expect, dial)
+	if err != nil {
+		return nil, err
+	}
+	t.warn(att.Claims)
+	return c, nil
+}
+
+// Vouched connects to CAS at url through a TLS-terminating proxy (whose
+// certificate CA pins, or the system's roots) and trusts CAS by its
+// statement over a fresh nonce and the evidence binding the key that
+// signed it.
+func (t Trust) Vouched(ctx context.Context, url string, dial casclient.DialFunc) (*casclient.Client, error) {
+	expect, err := t.expect()
+	if err != nil {
+		return nil, err
+	}
+	c, v, _, err := casclient.NewVouched(ctx, url, t.CA, expect, dial)
+	if err != nil {
+		return nil, err
+	}
+	t.warn(v.Claims)
+	return c, nil
+}
+
+func (t Trust) expect() (casclient.Expect, error) {
 	expect := casclient.Expect{Policy: t.Expect}
 	expect.Policy.AllowSimulation = t.InsecureSimulated
 	expect.Verify.TestRoots = t.TestRoots
 	if t.InsecureSimulated && t.SimKey != "" {
 		k, err := keyfile.ParsePublic([]byte(t.SimKey))
 		if err != nil {
-			return nil, fmt.Errorf("CAS's simulation key: %w", err)
+			return expect, fmt.Errorf("CAS's simulation key: %w", err)
 		}
 		expect.Verify.SimKeys = []*ecdsa.PublicKey{k}
 	}
-	c, att, err := casclient.NewAttested(ctx, url, expect, dial)
-	if err != nil {
-		return nil, err
-	}
-	if att.Claims.Insecure {
+	return expect, nil
+}
+
+func (t Trust) warn(claims *attest.Claims) {
+	if claims.Insecure {
 		_, _ = fmt.Fprintln(t.Warn, "warning: CAS is trusted by simulated evidence, which no TEE vouches for: insecure, for development only")
 	}
-	if att.Claims.TestRoot {
-		_, _ = fmt.Fprintf(t.Warn, "warning: CAS is trusted by %s evidence that chains to a test root, which no vendor vouches for: INSECURE, for tests only\n", att.Claims.Type)
+	if claims.TestRoot {
+		_, _ = fmt.Fprintf(t.Warn, "warning: CAS is trusted by %s evidence that chains to a test root, which no vendor vouches for: INSECURE, for tests only\n", claims.Type)
 	}
-	return c, nil
 }
