@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
@@ -121,6 +122,25 @@ func TestSetVerifyRecover(t *testing.T) {
 	}
 	if out := verify(); !strings.Contains(out, "2 versions") {
 		t.Errorf("verify after the update: %s", out)
+	}
+	// An auditor bundle, re-checked with no connection and no workspace;
+	// a byte changed in it fails the claim it touches.
+	bundle := filepath.Join(t.TempDir(), "bundle.json")
+	if out := mustRun(t, append(append([]string{"verify", "--bundle", bundle}, casArgs...), resources)...); !strings.Contains(out, "auditor bundle written to "+bundle) {
+		t.Errorf("verify --bundle: %s", out)
+	}
+	offline := []string{"verify", "--offline", bundle, "--insecure-simulated-cas", "--cas-sim-key", filepath.Join(state, cas.SimulationPubKeyFile)}
+	if out := mustRun(t, offline...); !strings.Contains(out, "PASS log-inclusion v2") || !strings.Contains(out, "PASS consistency") || !strings.Contains(out, "verdict: ") {
+		t.Errorf("verify --offline: %s", out)
+	}
+	raw, _ := os.ReadFile(bundle)
+	i := bytes.Index(raw, []byte(`"digest":"`)) + len(`"digest":"`)
+	raw[i] ^= 1
+	if err := os.WriteFile(bundle, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := run(t, offline...); err == nil || !strings.Contains(out, "FAIL manifest-history") || !strings.Contains(err.Error(), "does not verify: manifest-history") {
+		t.Errorf("a byte changed in a version's digest: %v\n%s", err, out)
 	}
 
 	// Restart: recovery mode until the seed share owner recovers it.

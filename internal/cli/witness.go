@@ -49,8 +49,8 @@ func newWitnessServe(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the C2SP tlog-witness protocol (POST /add-checkpoint) for the logs named by --log",
-		Long: "serve cosigns a checkpoint of a log named by --log (its key, as cloister cas log-key or\n" +
-			"GET /v1/log/key prints it) only when it extends the last one the witness cosigned for that\n" +
+		Long: "serve cosigns a checkpoint of a log named by --log (its key, as CAS's GET /v1/log/key\n" +
+			"serves it) only when it extends the last one the witness cosigned for that\n" +
 			"log, kept in --dir and synced to disk before it answers. A log that rolls back or shows\n" +
 			"another history is refused; both checkpoints are kept in --dir/conflicts.",
 		Args: cobra.NoArgs,

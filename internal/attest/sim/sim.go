@@ -72,6 +72,11 @@ func Verify(raw []byte, at time.Time, trusted ...*ecdsa.PublicKey) (*attest.Clai
 	if rest := bytes.TrimSpace(raw[dec.InputOffset():]); len(rest) > 0 {
 		return nil, attest.Reject(attest.CheckFormat, "%d trailing bytes after the evidence", len(rest))
 	}
+	// Only as Generate writes it: JSON takes names in any case and base64
+	// with stray bits, which would make one evidence many byte strings.
+	if again, err := json.Marshal(env); err != nil || !bytes.Equal(again, bytes.TrimSpace(raw)) {
+		return nil, attest.Reject(attest.CheckFormat, "simulated evidence not in the form it is written in")
+	}
 	var doc document
 	if err := json.Unmarshal(env.Payload, &doc); err != nil {
 		return nil, attest.Reject(attest.CheckFormat, "simulated evidence payload: %w", err)

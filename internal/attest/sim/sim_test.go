@@ -115,6 +115,8 @@ func TestRejections(t *testing.T) {
 		{"trailing bytes", append(bytes.Clone(raw), []byte(` {}`)...), issued, nil, attest.CheckFormat, "trailing bytes"},
 		{"truncated", raw[:len(raw)/2], issued, nil, attest.CheckFormat, "not simulated evidence"},
 		{"empty", nil, issued, nil, attest.CheckFormat, ""},
+		{"names in another case", bytes.Replace(raw, []byte(`"payload"`), []byte(`"Payload"`), 1), issued, nil, attest.CheckFormat, "not in the form"},
+		{"indented", bytes.Replace(raw, []byte(`,"signature"`), []byte(`, "signature"`), 1), issued, nil, attest.CheckFormat, "not in the form"},
 		{"other format", mutate(func(e *envelope) {
 			e.Payload = bytes.Replace(e.Payload, []byte("sim-evidence/v1"), []byte("sim-evidence/v9"), 1)
 		}), issued, nil, attest.CheckFormat, "format"},

@@ -91,8 +91,13 @@ func Evidence(ev attest.Evidence, opts Options) (*attest.Claims, error) {
 		}
 		return snp.Verify(raw, snp.Options{At: opts.At, VCEK: f.VCEK, VLEK: f.VLEK, TestRoots: opts.TestRoots, Source: opts.SNP})
 	}
-	_, err := attest.ParseType(string(ev.Type))
-	return nil, err
+	// A known type spelled otherwise ("SIM", "sgx "): refused too, never
+	// passed on without claims.
+	t, err := attest.ParseType(string(ev.Type))
+	if err != nil {
+		return nil, err
+	}
+	return nil, attest.Reject(attest.CheckType, "evidence type %q: write it %q", ev.Type, t)
 }
 
 // TestRootsFlag names the one flag by which a command trusts test roots.

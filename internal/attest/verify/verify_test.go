@@ -99,6 +99,12 @@ func TestEvidenceTypes(t *testing.T) {
 	if _, err := Evidence(attest.Evidence{Type: attest.Sim}, Options{}); attest.CheckOf(err) != attest.CheckFormat {
 		t.Errorf("empty evidence: %v", err)
 	}
+	// A known type spelled otherwise gave no claims and no error.
+	for _, typ := range []attest.Type{"SIM", "sgx ", "Nitro"} {
+		if c, err := Evidence(attest.Evidence{Type: typ, Raw: []byte("x")}, Options{}); c != nil || attest.CheckOf(err) != attest.CheckType {
+			t.Errorf("type %q: %v %v", typ, c, err)
+		}
+	}
 }
 
 // A collateral folder without a VCEK (one kept for SGX and TDX, say)

@@ -106,23 +106,44 @@ func (c *Client) Logged(ctx context.Context, memory string, lp LogPolicy, record
 	if err := (tlog.Memory{File: memory}).Advance(cp, v, fetch); err != nil {
 		return cp, err
 	}
-	entries, err := tlog.Entries(cp, 0, cp.Size, fetch)
+	logged, err := c.Indexed(ctx, cp)
 	if err != nil {
 		return cp, err
 	}
-	logged := map[tlog.Entry]bool{}
-	for i, raw := range entries {
-		e, err := tlog.ParseEntry(raw)
-		if err != nil {
-			return cp, fmt.Errorf("entry %d of %s: %w", i, cp, err)
-		}
-		logged[e] = true
-	}
 	for _, r := range records {
-		want := tlog.Entry{Type: tlog.PolicyVersion, Policy: tlog.NameHash(r.Name), Version: r.Version, Digest: r.Digest, Predecessor: r.Predecessor, Record: r.Hash()}
-		if !logged[want] {
+		if _, ok := logged[EntryOf(r)]; !ok {
 			return cp, fmt.Errorf("version %d of %s (digest %s) is not in CAS's transparency log at %s", r.Version, r.Name, r.Digest, cp)
 		}
 	}
 	return cp, nil
+}
+
+// EntryOf is the entry CAS's transparency log holds for a policy version.
+func EntryOf(r wire.Record) tlog.Entry {
+	return tlog.Entry{Type: tlog.PolicyVersion, Policy: tlog.NameHash(r.Name), Version: r.Version, Digest: r.Digest, Predecessor: r.Predecessor, Record: r.Hash()}
+}
+
+// Evidence is POST /v1/evidence over nonce, as CAS answered: verify it
+// with VerifyVouched.
+func (c *Client) Evidence(ctx context.Context, nonce []byte) (*wire.Vouched, error) {
+	var v wire.Vouched
+	return &v, c.do(ctx, http.MethodPost, "/v1/evidence", &wire.EvidenceRequest{Nonce: nonce}, &v)
+}
+
+// Indexed is every entry of the log at cp (read from its tiles, checked
+// against cp) and its index.
+func (c *Client) Indexed(ctx context.Context, cp tlog.Checkpoint) (map[tlog.Entry]int64, error) {
+	entries, err := tlog.Entries(cp, 0, cp.Size, func(path string) ([]byte, error) { return c.LogTile(ctx, path) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[tlog.Entry]int64, len(entries))
+	for i, raw := range entries {
+		e, err := tlog.ParseEntry(raw)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d of %s: %w", i, cp, err)
+		}
+		out[e] = int64(i)
+	}
+	return out, nil
 }

@@ -2,12 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -31,6 +32,19 @@ func VerifyVouched(v *wire.Vouched, nonce []byte, expect Expect) (*Vouch, error)
 	st, key, err := v.Open(nonce)
 	if err != nil {
 		return nil, err
+	}
+	if v.TLSCertificate != "" {
+		block, _ := pem.Decode([]byte(v.TLSCertificate))
+		if block == nil {
+			return nil, errors.New("tlsCertificate: not PEM")
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("tlsCertificate: %w", err)
+		}
+		if pub, ok := cert.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key) {
+			return nil, errors.New("tlsCertificate: not of the key that signed the statement")
+		}
 	}
 	binding, err := wire.KeyBinding(key)
 	if err != nil {
@@ -65,16 +79,16 @@ func NewVouched(ctx context.Context, baseURL string, caPEM []byte, expect Expect
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, nil, nil, err
 	}
-	var v wire.Vouched
-	if err := c.do(ctx, http.MethodPost, "/v1/evidence", &wire.EvidenceRequest{Nonce: nonce}, &v); err != nil {
+	v, err := c.Evidence(ctx, nonce)
+	if err != nil {
 		return nil, nil, nil, err
 	}
-	vouch, err := VerifyVouched(&v, nonce, expect)
+	vouch, err := VerifyVouched(v, nonce, expect)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("attesting CAS %s by its statement: %w", baseURL, err)
 	}
 	c.vouched = vouch.Statement
-	return c, vouch, &v, nil
+	return c, vouch, v, nil
 }
 
 // errNotVouched names what an answer claims that CAS's statement did not.

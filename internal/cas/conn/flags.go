@@ -37,6 +37,8 @@ type Flags struct {
 	initTokenFile           string
 	testRoots               string
 	behindProxy             bool
+	// used is the trust Client took, for Expect.
+	used *Trust
 }
 
 // AddInitTokenFlag adds the flag of the commands that may initialise CAS.
@@ -155,6 +157,7 @@ func (f *Flags) Client(ctx context.Context, warn io.Writer) (c *casclient.Client
 	if t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn); err != nil {
 		return nil, done, err
 	}
+	f.used = &t
 	if f.behindProxy {
 		c, err = t.Vouched(ctx, url, dial)
 	} else {
@@ -169,6 +172,46 @@ func (f *Flags) Client(ctx context.Context, warn io.Writer) (c *casclient.Client
 		return nil, done, err
 	}
 	return c, done, nil
+}
+
+// Expect is what CAS's evidence must meet by the trust flags, for a
+// check without a connection (an auditor bundle): --cas-identity, or
+// --insecure-simulated-cas with --cas-sim-key; after Client, as it
+// trusted CAS.
+func (f *Flags) Expect(warn io.Writer) (casclient.Expect, error) {
+	if f.used != nil && (f.identity != "" || f.insecureSimulated) {
+		return f.used.expect() // after Client: the key a CAS resource published included
+	}
+	if f.identity == "" && !f.insecureSimulated {
+		return casclient.Expect{}, errors.New("say what CAS's evidence must be: --cas-identity FILE, or --insecure-simulated-cas with --cas-sim-key FILE (development)")
+	}
+	if f.insecureSimulated && f.simKey == "" {
+		return casclient.Expect{}, errors.New("--insecure-simulated-cas: name CAS's simulation key with --cas-sim-key FILE: any key signs a simulated quote")
+	}
+	t := Trust{InsecureSimulated: f.insecureSimulated, Warn: warn}
+	if f.simKey != "" {
+		raw, err := os.ReadFile(f.simKey)
+		if err != nil {
+			return casclient.Expect{}, fmt.Errorf("--cas-sim-key: %w", err)
+		}
+		t.SimKey = string(raw)
+	}
+	if f.identity != "" {
+		data, err := os.ReadFile(f.identity)
+		if err != nil {
+			return casclient.Expect{}, fmt.Errorf("--cas-identity: %w", err)
+		}
+		p, err := wire.ParseCASPolicy(data)
+		if err != nil {
+			return casclient.Expect{}, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
+		}
+		t.Expect = *p
+	}
+	var err error
+	if t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn); err != nil {
+		return casclient.Expect{}, err
+	}
+	return t.expect()
 }
 
 // forward finds the CAS resource of --cluster and port-forwards to its

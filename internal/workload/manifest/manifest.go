@@ -19,6 +19,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/cas/witness"
+	"github.com/cloister-cc/cloister/internal/workload/audit"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
 )
 
@@ -165,11 +166,22 @@ func (s Set) initIfNeeded(ctx context.Context, c *casclient.Client) error {
 	return nil
 }
 
+// VerifyOptions are what verify requires beyond CAS's evidence, and
+// where it writes an auditor bundle.
+type VerifyOptions struct {
+	// Log is what CAS's transparency log must show.
+	Log casclient.LogPolicy
+	// Bundle, when set, is the file an auditor bundle is written to,
+	// with CAS's statement checked against Expect.
+	Bundle string
+	Expect casclient.Expect
+}
+
 // Verify checks, for a data owner, that CAS runs the workspace's manifest:
 // it fetches the manifest's whole history (signed by CAS, checked here) and
 // writes verify/: CAS's CAs, every version readable to everyone, and the
 // pod policies of the YAML in paths that the manifest names.
-func Verify(ctx context.Context, c *casclient.Client, w *Workspace, lp casclient.LogPolicy, paths []string, out, errw io.Writer) error {
+func Verify(ctx context.Context, c *casclient.Client, w *Workspace, o VerifyOptions, paths []string, out, errw io.Writer) error {
 	doc, dir := w.Doc, w.Dir
 	h, err := c.History(ctx, doc.Name)
 	if err != nil {
@@ -187,7 +199,12 @@ func Verify(ctx context.Context, c *casclient.Client, w *Workspace, lp casclient
 	}
 	// Every version in CAS's transparency log, at a checkpoint that
 	// extends the one this workspace saw last.
-	cp, err := c.Logged(ctx, filepath.Join(dir, LogCheckpointFile), lp, h.Records)
+	memory := filepath.Join(dir, LogCheckpointFile)
+	remembered, err := os.ReadFile(memory)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	cp, err := c.Logged(ctx, memory, o.Log, h.Records)
 	if err != nil {
 		return fmt.Errorf("CAS's transparency log: %w", err)
 	}
@@ -221,6 +238,21 @@ func Verify(ctx context.Context, c *casclient.Client, w *Workspace, lp casclient
 	}
 	_, _ = fmt.Fprintf(out, "CAS runs manifest %s version %d (digest %s); %d versions, each in CAS's transparency log (size %d); %d pod policies written to %s\n",
 		doc.Name, current.Version, current.Digest, len(h.Records), cp.Size, n, folder)
+	if o.Bundle == "" {
+		return nil
+	}
+	b, err := audit.Build(ctx, c, o.Expect, doc.Name, h.Records, remembered)
+	if err != nil {
+		return fmt.Errorf("the auditor bundle: %w", err)
+	}
+	raw, err := b.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.Bundle, raw, 0o644); err != nil { //nolint:gosec // a bundle holds only what anyone may read
+		return fmt.Errorf("the auditor bundle: %w", err)
+	}
+	_, _ = fmt.Fprintf(out, "auditor bundle written to %s (%d bytes): cloister verify --offline %s re-checks it without the cluster\n", o.Bundle, len(raw), o.Bundle)
 	return nil
 }
 
