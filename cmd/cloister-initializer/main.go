@@ -24,7 +24,8 @@ func run(ctx context.Context) error {
 		CAS: os.Getenv(initenv.EnvCAS), Expect: os.Getenv(initenv.EnvExpect), SimKey: os.Getenv(initenv.EnvCASSimKey), Policy: os.Getenv(initenv.EnvPolicy),
 		Service: os.Getenv(initenv.EnvService), PolicyOwners: os.Getenv(initenv.EnvPolicyOwners), PolicyOwnerThreshold: os.Getenv(initenv.EnvPolicyOwnerThreshold), LAS: os.Getenv(laswire.EnvAddr),
 		Evidence: os.Getenv(initenv.EnvEvidence), Guest: produce.Paths{TSM: os.Getenv(initenv.EnvTSM), Gramine: os.Getenv(initenv.EnvGramine)},
-		TestRoots: os.Getenv(initenv.EnvInsecureTestRoots),
+		TestRoots:     os.Getenv(initenv.EnvInsecureTestRoots),
+		WitnessPolicy: os.Getenv(initenv.EnvWitnessPolicy), WitnessMaxAge: os.Getenv(initenv.EnvWitnessMaxAge), LogMemory: os.Getenv(initenv.EnvLogMemory),
 	}
 	fs := flag.NewFlagSet("cloister-initializer", flag.ContinueOnError)
 	fs.StringVar(&cfg.Out, "out", initenv.DefaultOut, "folder for the certificate, key, CAs, env and files")

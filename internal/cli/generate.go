@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/module"
@@ -24,9 +26,11 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/kubeconfig"
 	"github.com/cloister-cc/cloister/internal/base/version"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/mesh/annotation"
 	"github.com/cloister-cc/cloister/internal/workload/generate"
+	workloadmanifest "github.com/cloister-cc/cloister/internal/workload/manifest"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -41,6 +45,7 @@ var MeshImage string
 type generateFlags struct {
 	platform, referenceFile, policyName, casAddress, dir string
 	testRoots                                            string
+	witnessPolicy, witnessMaxAge                         string
 	casIdentity, casSimKey                               string
 	initializer, mesh, runtimeClass, overhead            string
 	addOwners                                            []string
@@ -96,6 +101,8 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
 	fl.StringVar(&f.mesh, "mesh-image", MeshImage, "the service mesh image (cloister-mesh)")
 	fl.StringVar(&f.testRoots, verify.TestRootsFlag, "", "INSECURE, tests only: a PEM file of test roots (SEV-SNP ARK and ASK, or an SGX root) CAS's evidence may chain to, for the initializers: a fake TEE's")
+	fl.StringVar(&f.witnessPolicy, "witness-policy", "", "the witnesses whose recent cosignatures of CAS's transparency log the initializers require before the pods start (witness NAME KEY URL, group, quorum lines; default: "+workloadmanifest.WitnessPolicyFile+" in the workspace, when there): a CAS whose state was rolled back is refused")
+	fl.StringVar(&f.witnessMaxAge, "witness-max-age", "", "with a witness policy: how old the cosignatures may be (default 2h)")
 	fl.StringVar(&f.runtimeClass, "runtime-class", "", "the runtime class to run the pods with (default: the one this version installs for the platform)")
 	fl.StringVar(&f.overhead, "runtime-overhead", "256Mi", "the runtime class's memory overhead per pod, for the VM memory report (default: the installed RuntimeClass's, with --kubeconfig)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "a cluster whose installed RuntimeClass gives the runtime overhead")
@@ -161,7 +168,36 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			cfg.Options.TestRoots += string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw}))
 		}
 	}
+	if cfg.Options.WitnessPolicy, err = f.witnesses(); err != nil {
+		return err
+	}
+	cfg.Options.WitnessMaxAge = f.witnessMaxAge
 	return generate.Run(ctx, cfg)
+}
+
+// witnesses is the text of the witness policy the initializers require:
+// --witness-policy's, or the workspace's; "" for none.
+func (f *generateFlags) witnesses() (string, error) {
+	if f.witnessMaxAge != "" {
+		if d, err := time.ParseDuration(f.witnessMaxAge); err != nil || d < 0 {
+			return "", fmt.Errorf("--witness-max-age %q: a duration such as 2h", f.witnessMaxAge)
+		}
+	}
+	file := f.witnessPolicy
+	if file == "" {
+		file = filepath.Join(f.dir, workloadmanifest.WitnessPolicyFile)
+		if _, err := os.Stat(file); err != nil {
+			if f.witnessMaxAge != "" {
+				return "", errors.New("--witness-max-age goes with a witness policy (--witness-policy, or witness-policy in the workspace)")
+			}
+			return "", nil
+		}
+	}
+	p, err := witness.ReadPolicy(file)
+	if err != nil {
+		return "", fmt.Errorf("--witness-policy: %w", err)
+	}
+	return string(p.Text()), nil
 }
 
 // casExpect is the initializers' expectation of CAS's evidence, JSON,

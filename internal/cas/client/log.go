@@ -78,8 +78,8 @@ func (p LogPolicy) Check(cp tlog.Checkpoint) error {
 
 // Logged checks that every record is an entry of CAS's transparency log
 // at its current checkpoint, which meets lp, and that this checkpoint
-// extends the one remembered in the file memory (which then remembers
-// it): a CAS rolled back, or showing this client another history, is
+// extends the one remembered in the file memory, unless "" (which then
+// remembers it): a CAS rolled back, or showing this client another history, is
 // refused, naming both checkpoints. Its key is trusted as far as this
 // connection is.
 func (c *Client) Logged(ctx context.Context, memory string, lp LogPolicy, records []wire.Record) (tlog.Checkpoint, error) {
@@ -103,8 +103,10 @@ func (c *Client) Logged(ctx context.Context, memory string, lp LogPolicy, record
 		return cp, err
 	}
 	fetch := func(path string) ([]byte, error) { return c.LogTile(ctx, path) }
-	if err := (tlog.Memory{File: memory}).Advance(cp, v, fetch); err != nil {
-		return cp, err
+	if memory != "" {
+		if err := (tlog.Memory{File: memory}).Advance(cp, v, fetch); err != nil {
+			return cp, err
+		}
 	}
 	logged, err := c.Indexed(ctx, cp)
 	if err != nil {

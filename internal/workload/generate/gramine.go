@@ -70,6 +70,12 @@ func GramineManifest(w Workload, opts Options) ([]byte, error) {
 	if opts.PolicyOwnerThreshold != "" {
 		line("loader.env.%s = %s", initenv.EnvPolicyOwnerThreshold, str(opts.PolicyOwnerThreshold))
 	}
+	if opts.WitnessPolicy != "" {
+		line("loader.env.%s = %s", initenv.EnvWitnessPolicy, str(opts.WitnessPolicy))
+		if opts.WitnessMaxAge != "" {
+			line("loader.env.%s = %s", initenv.EnvWitnessMaxAge, str(opts.WitnessMaxAge))
+		}
+	}
 	if opts.TestRoots != "" {
 		line("# INSECURE, tests only: test roots CAS's evidence may chain to.")
 		line("loader.env.%s = %s", initenv.EnvInsecureTestRoots, str(opts.TestRoots))

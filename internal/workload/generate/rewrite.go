@@ -71,8 +71,12 @@ type Options struct {
 	SGX bool
 	// TestRoots is PEM test roots CAS's evidence may chain to
 	// (initenv.EnvInsecureTestRoots): insecure, fake confidential VMs only.
-	TestRoots       string
-	SkipInitializer bool
+	TestRoots string
+	// WitnessPolicy (text) and WitnessMaxAge are the cosignatures of
+	// CAS's transparency log the initializers require
+	// (initenv.EnvWitnessPolicy, EnvWitnessMaxAge); empty: none.
+	WitnessPolicy, WitnessMaxAge string
+	SkipInitializer              bool
 	// FixResources sets memory requests to the limits instead of
 	// refusing pods whose requests differ.
 	FixResources bool
@@ -384,6 +388,12 @@ func injectInitializer(pod *corev1.PodSpec, service string, opts Options) {
 	}
 	if opts.TestRoots != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: initenv.EnvInsecureTestRoots, Value: opts.TestRoots})
+	}
+	if opts.WitnessPolicy != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: initenv.EnvWitnessPolicy, Value: opts.WitnessPolicy})
+		if opts.WitnessMaxAge != "" {
+			c.Env = append(c.Env, corev1.EnvVar{Name: initenv.EnvWitnessMaxAge, Value: opts.WitnessMaxAge})
+		}
 	}
 	inits := []corev1.Container{c}
 	for _, c := range pod.InitContainers {

@@ -470,3 +470,24 @@ func TestGuestEvidenceInitializer(t *testing.T) {
 		}
 	}
 }
+
+// A witness policy reaches the initializer's environment, and so the pod
+// policy: a host cannot drop the pod's requirement of recent
+// cosignatures of CAS's log.
+func TestWitnessPolicyInitializer(t *testing.T) {
+	opts := options()
+	opts.WitnessPolicy, opts.WitnessMaxAge = "witness w k http://w\nquorum w\n", "1h"
+	out, res := rewrite(t, threeTier, opts)
+	var web appsv1.Deployment
+	doc(t, out, 0, &web)
+	env := map[string]string{}
+	for _, e := range web.Spec.Template.Spec.InitContainers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env[initenv.EnvWitnessPolicy] != opts.WitnessPolicy || env[initenv.EnvWitnessMaxAge] != "1h" {
+		t.Errorf("the initializer's env: %v", env)
+	}
+	if _, plain := rewrite(t, threeTier, options()); res.Workloads[0].Digest == plain.Workloads[0].Digest {
+		t.Error("the pod policy does not cover the witness policy")
+	}
+}

@@ -41,6 +41,16 @@ const (
 	// insecure, for fake confidential VMs only (generate
 	// --insecure-test-roots).
 	EnvInsecureTestRoots = "CLOISTER_INSECURE_TEST_ROOTS"
+	// EnvWitnessPolicy is the witness policy (its text) whose
+	// cosignatures of CAS's transparency log the pod requires, made
+	// within EnvWitnessMaxAge (a Go duration; default 2h): a CAS whose
+	// state was rolled back gets no new ones.
+	EnvWitnessPolicy = "CLOISTER_WITNESS_POLICY"
+	EnvWitnessMaxAge = "CLOISTER_WITNESS_MAX_AGE"
+	// EnvLogMemory, when set, is a file on a volume that outlives the
+	// pod where the initializer keeps the largest checkpoint of CAS's log
+	// it saw, and refuses a smaller or forked one.
+	EnvLogMemory = "CLOISTER_LOG_MEMORY"
 )
 
 // Where a pod's evidence comes from (EnvEvidence).

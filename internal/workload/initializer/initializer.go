@@ -12,6 +12,7 @@ package initializer
 import (
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 	"github.com/cloister-cc/cloister/internal/las/lasclient"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
@@ -63,6 +65,12 @@ type Config struct {
 	Out string
 	// Retry bounds the wait between attempts; defaults 1s to 30s.
 	MinRetry, MaxRetry time.Duration
+	// WitnessPolicy (text) and WitnessMaxAge (a duration, default 2h),
+	// when set, are the cosignatures of CAS's transparency log the pod
+	// requires; LogMemory, when set, the file that remembers the largest
+	// checkpoint it saw. With either, the pod's policy version must be in
+	// the log.
+	WitnessPolicy, WitnessMaxAge, LogMemory string
 	// Exec, when set, is the application the initializer becomes once
 	// attested (a premain: argv, the program first), with the policy's env
 	// added to its environment, in the same process and so the same
@@ -187,6 +195,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		log.Warn("INSECURE: CAS's evidence may chain to test roots, which no vendor vouches for (a fake confidential VM's)", "testRoots", len(expect.Verify.TestRoots))
 	}
+	lp, err := logPolicy(cfg)
+	if err != nil {
+		return err
+	}
 	var quoter casclient.Quoter = &lasclient.Client{URL: cfg.LAS}
 	switch cfg.Evidence {
 	case initenv.EvidenceGuest:
@@ -204,7 +216,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	last := ""
 	for attempt := 1; ; attempt++ {
-		res, err := attestOnce(ctx, cfg, expect, pin, quoter, log)
+		res, err := attestOnce(ctx, cfg, expect, pin, quoter, lp, log)
 		if err == nil && len(cfg.Exec) > 0 {
 			return execApp(cfg.Exec, res.Env, log)
 		}
@@ -226,7 +238,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 }
 
-func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, quoter casclient.Quoter, log *slog.Logger) (*wire.AttestResult, error) {
+func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *casclient.PinnedOwners, quoter casclient.Quoter, lp *casclient.LogPolicy, log *slog.Logger) (*wire.AttestResult, error) {
 	c, att, err := casclient.NewAttested(ctx, "https://"+cfg.CAS, expect, nil)
 	if err != nil {
 		if attest.CheckOf(err) != "" {
@@ -244,6 +256,13 @@ func attestOnce(ctx context.Context, cfg Config, expect casclient.Expect, pin *c
 	res, err := c.AttestPinned(ctx, cfg.Policy, cfg.Service, pin, quoter, cfg.Out)
 	if err != nil {
 		return nil, fmt.Errorf("attesting as %s/%s: %w", cfg.Policy, cfg.Service, err)
+	}
+	if lp != nil {
+		if err := logged(ctx, c, cfg, *lp); err != nil {
+			// What a rolled-back CAS gave goes: the pod's containers
+			// never start on it.
+			return nil, errors.Join(err, os.RemoveAll(cfg.Out))
+		}
 	}
 	// A premain's application runs as this process: the results stay
 	// its own (0600), inside the enclave.
@@ -277,4 +296,49 @@ func shareWithThePod(dir string) error {
 		}
 		return root.Chmod(path, mode)
 	})
+}
+
+// logPolicy is what the pod requires of CAS's transparency log; nil
+// when it requires nothing.
+func logPolicy(cfg Config) (*casclient.LogPolicy, error) {
+	if cfg.WitnessPolicy == "" && cfg.LogMemory == "" {
+		if cfg.WitnessMaxAge != "" {
+			return nil, fmt.Errorf("%s is set without %s (cloister generate sets both)", initenv.EnvWitnessMaxAge, initenv.EnvWitnessPolicy)
+		}
+		return nil, nil
+	}
+	lp := &casclient.LogPolicy{MaxAge: 2 * time.Hour}
+	if cfg.WitnessPolicy != "" {
+		p, err := witness.ParsePolicy([]byte(cfg.WitnessPolicy))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", initenv.EnvWitnessPolicy, err)
+		}
+		lp.Witnesses = p
+	}
+	if cfg.WitnessMaxAge != "" {
+		d, err := time.ParseDuration(cfg.WitnessMaxAge)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%s=%q: a duration such as 2h", initenv.EnvWitnessMaxAge, cfg.WitnessMaxAge)
+		}
+		lp.MaxAge = d
+	}
+	return lp, nil
+}
+
+// logged checks that the pod's policy, as CAS holds it now, is in CAS's
+// transparency log at a checkpoint that meets lp and extends the one
+// the pod's memory holds: a CAS whose state was rolled back is refused,
+// with the checkpoints named.
+func logged(ctx context.Context, c *casclient.Client, cfg Config, lp casclient.LogPolicy) error {
+	h, err := c.History(ctx, cfg.Policy)
+	if err != nil {
+		return fmt.Errorf("reading policy %s's history: %w", cfg.Policy, err)
+	}
+	if len(h.Records) == 0 {
+		return fmt.Errorf("CAS has no history of policy %s", cfg.Policy)
+	}
+	if _, err := c.Logged(ctx, cfg.LogMemory, lp, h.Records[len(h.Records)-1:]); err != nil {
+		return fmt.Errorf("CAS's transparency log: %w", err)
+	}
+	return nil
 }

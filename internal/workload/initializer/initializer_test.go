@@ -160,10 +160,16 @@ func onLoopback(tb testing.TB, dir string) (*casclient.Client, Config) {
 	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&owner.PublicKey))}, 1, castest.InitToken(tb, state), castest.BoardPEM()); err != nil {
 		tb.Fatal(err)
 	}
+	return admin, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(tb, state),
+		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, LAS: loopbackLAS(tb, dir)}
+}
+
+// loopbackLAS is a simulated LAS on loopback, signing with the tests'
+// LAS key, and its URL.
+func loopbackLAS(tb testing.TB, dir string) string {
 	l := httptest.NewServer((&las.Server{Probe: &las.Probe{DevRoot: dir}, Quoter: &sim.Quoter{Key: castest.LASKey()}}).Handler())
 	tb.Cleanup(l.Close)
-	return admin, Config{CAS: strings.TrimPrefix(url, "https://"), Expect: `{"allowSimulation":true}`, SimKey: casSimKey(tb, state),
-		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, LAS: l.URL}
+	return l.URL
 }
 
 // boardApproved is the owner-less manifest as version 1, which the
