@@ -357,6 +357,12 @@ type CASStatus struct {
 	// +optional
 	StateGeneration int64 `json:"stateGeneration,omitempty"`
 
+	// LogCheckpoint is the largest checkpoint of CAS's transparency log
+	// the operator saw (a signed note): a CAS that later shows a smaller
+	// one, or one that does not extend it, is refused (CASLogRolledBack).
+	// +optional
+	LogCheckpoint string `json:"logCheckpoint,omitempty"`
+
 	// CASStateAlert is 1 while a replica refuses CAS's state because it is
 	// older than one CAS served (rolled back, an older backup restored) or
 	// gone, until the recovery owners decide: 0 is desired.

@@ -28,23 +28,37 @@ func (m Memory) Advance(cp Checkpoint, v note.Verifier, fetch FetchTile) error {
 	if err != nil {
 		return fmt.Errorf("the checkpoint remembered: %w", err)
 	}
-	seen, err := ParseCheckpoint(old, cp.Origin, v)
+	larger, err := Extends(old, cp, v, fetch)
 	if err != nil {
-		return fmt.Errorf("the checkpoint remembered in %s is not of this log (another CAS, or another key): %w", m.File, err)
+		return fmt.Errorf("%w (remembered in %s)", err, m.File)
 	}
-	var p tlog.TreeProof
-	if seen.Size >= 1 && seen.Size < cp.Size {
-		if p, err = ConsistencyFromTiles(seen, cp, fetch); err != nil {
-			return fmt.Errorf("proving %s extends %s, seen before: %w", cp, seen, err)
-		}
-	}
-	if err := VerifyConsistency(seen, cp, p); err != nil {
-		return err
-	}
-	if cp.Size > seen.Size {
+	if larger {
 		return m.save(cp)
 	}
 	return nil
+}
+
+// Extends checks that cp extends seen, a checkpoint of the same log seen
+// before (a signed note; nil: none), proving it from cp's tiles read with
+// fetch, and says whether cp is the larger, to be remembered instead.
+func Extends(seen []byte, cp Checkpoint, v note.Verifier, fetch FetchTile) (bool, error) {
+	if len(seen) == 0 {
+		return true, nil
+	}
+	old, err := ParseCheckpoint(seen, cp.Origin, v)
+	if err != nil {
+		return false, fmt.Errorf("the checkpoint seen before is not of this log (another CAS, or another key): %w", err)
+	}
+	var p tlog.TreeProof
+	if old.Size >= 1 && old.Size < cp.Size {
+		if p, err = ConsistencyFromTiles(old, cp, fetch); err != nil {
+			return false, fmt.Errorf("proving %s extends %s, seen before: %w", cp, old, err)
+		}
+	}
+	if err := VerifyConsistency(old, cp, p); err != nil {
+		return false, err
+	}
+	return cp.Size > old.Size, nil
 }
 
 func (m Memory) save(cp Checkpoint) error {

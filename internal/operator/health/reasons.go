@@ -88,6 +88,9 @@ const (
 	// ReasonCASStateReplaced: a replica refuses a state of another CAS
 	// than the one it served (another seed).
 	ReasonCASStateReplaced Reason = "CASStateReplaced"
+	// ReasonCASLogRolledBack: CAS shows a transparency log smaller than,
+	// or not extending, the checkpoint the operator saw before.
+	ReasonCASLogRolledBack Reason = "CASLogRolledBack"
 	ReasonCASReady         Reason = "CASReady"
 	// ReasonCASCollateralStale: ready, with vendor collateral served from
 	// the cache while the vendor fails.

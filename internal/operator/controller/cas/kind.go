@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/gramine"
+	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -188,13 +190,14 @@ func (k *Kind) FillStatus(ctx context.Context, obj service.Object, oos []service
 	case p.Err != nil:
 	case p.State == wire.Uninitialized:
 		// Its state is gone (CASStateLost says so): a new CAS, or a
-		// state its owners take back, counts its generations anew.
-		c.Status.StateGeneration = 0
+		// state its owners take back, counts its generations anew, and
+		// has a log of its own.
+		c.Status.StateGeneration, c.Status.LogCheckpoint = 0, ""
 	case p.Mark != nil:
 		c.Status.StateGeneration = max(c.Status.StateGeneration, generation(p.Mark))
 	}
 	c.Status.CASStateAlert = 0
-	if p.Err == nil && (p.StateProblem != "" || p.State == wire.Ready && below(p.Mark, c.Status.StateGeneration)) {
+	if p.Err == nil && (p.StateProblem != "" || p.LogProblem != nil || p.State == wire.Ready && below(p.Mark, c.Status.StateGeneration)) {
 		c.Status.CASStateAlert = 1
 	}
 	return judge(ref(c), teeOf(c), c.Spec.Persistence.Enabled, c.Status.InitializedAt, c.Status.StateGeneration, p)
@@ -272,8 +275,40 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 			return Probe{Err: fmt.Errorf("CAS's root CA: %w", err)}
 		}
 	}
-	return Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, StateProblem: att.PublicKey.StateProblem, Mark: att.PublicKey.StateMark,
+	p := Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, StateProblem: att.PublicKey.StateProblem, Mark: att.PublicKey.StateMark,
 		Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
+	if p.State == wire.Ready {
+		if p.LogProblem, err = rememberLog(ctx, cl, c); err != nil {
+			return Probe{Err: err}
+		}
+	}
+	return p
+}
+
+// rememberLog checks that CAS's transparency log extends the checkpoint
+// in c's status, and keeps the larger there; problem says why not.
+func rememberLog(ctx context.Context, cl *casclient.Client, c *servicesv1beta1.CAS) (problem, err error) {
+	key, err := cl.LogKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := note.NewVerifier(key.Key)
+	if err != nil {
+		return nil, fmt.Errorf("CAS's log key: %w", err)
+	}
+	raw, err := cl.LogCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := tlog.ParseCheckpoint(raw, key.Origin, v)
+	if err != nil {
+		return nil, fmt.Errorf("CAS's log checkpoint: %w", err)
+	}
+	larger, problem := tlog.Extends([]byte(c.Status.LogCheckpoint), cp, v, func(path string) ([]byte, error) { return cl.LogTile(ctx, path) })
+	if problem == nil && larger {
+		c.Status.LogCheckpoint = string(cp.Note)
+	}
+	return problem, nil
 }
 
 func collateralStatus(h *wire.CollateralHealth) *servicesv1beta1.CASCollateralStatus {

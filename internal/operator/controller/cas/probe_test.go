@@ -26,6 +26,7 @@ import (
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/wire"
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -153,7 +154,8 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Errorf("a simulated CAS signing with another key: %+v", obs)
 	}
 
-	url, caFile, _ = castest.StartConfig(t, cas.Config{StateDir: state, Sealer: "none", Simulation: true, SimulationKeyFile: keyFile, SimKeys: workloadsFile})
+	casCfg := cas.Config{StateDir: state, Sealer: "file:" + filepath.Join(t.TempDir(), "seed.sealed"), Simulation: true, SimulationKeyFile: keyFile, SimKeys: workloadsFile}
+	url, caFile, stop := castest.StartConfig(t, casCfg)
 	casAddr = strings.TrimPrefix(url, "https://")
 	obs = k.FillStatus(ctx, cr, nil)
 	if want := []string{sim.Fingerprint(&lasKey.PublicKey)}; !slices.Equal(cr.Status.SimulationKeys, want) {
@@ -173,7 +175,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := policy.NewKey()
-	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile))); err != nil {
+	if _, err := admin.Init(context.Background(), []string{string(policy.MarshalPublicKey(&rec.PublicKey))}, 1, castest.InitToken(t, filepath.Dir(caFile)), castest.BoardPEM()); err != nil {
 		t.Fatal(err)
 	}
 	obs = k.FillStatus(ctx, cr, nil)
@@ -210,6 +212,46 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	}
 	if k.PollAfter(cr) != pollReady {
 		t.Errorf("a ready CAS is polled every %s", k.PollAfter(cr))
+	}
+
+	// The operator remembers CAS's log: a CAS whose whole state, its mark
+	// included, is put back older shows a smaller log, and is refused.
+	if !strings.Contains(cr.Status.LogCheckpoint, ".cloister/log\n0\n") {
+		t.Errorf("status.logCheckpoint %q", cr.Status.LogCheckpoint)
+	}
+	stop()
+	backup := t.TempDir()
+	if err := os.CopyFS(backup, os.DirFS(state)); err != nil {
+		t.Fatal(err)
+	}
+	url, _, stop = castest.StartConfig(t, casCfg)
+	casAddr = strings.TrimPrefix(url, "https://")
+	if admin, err = casclient.New(url, ca, nil); err != nil {
+		t.Fatal(err)
+	}
+	doc := "version: cloister.dev/policy/v1\nname: shop\nowners: {keys: []}\nservices: [{name: web, attestation: {identities: [{type: sgx, mrenclave: \"" + strings.Repeat("11", 32) + "\"}]}, certificate: {sans: [web]}}]\n"
+	signed := &policy.Signed{Policy: doc, Link: policy.Link{Version: 1}}
+	if err := policy.Sign(signed, castest.BoardKey()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RegisterPolicy(ctx, wire.PolicyRequest{Policy: signed.Policy, Link: signed.Link, Signatures: signed.Signatures}); err != nil {
+		t.Fatal(err)
+	}
+	if obs = k.FillStatus(ctx, cr, nil); obs.Status != health.True || !strings.Contains(cr.Status.LogCheckpoint, ".cloister/log\n1\n") {
+		t.Errorf("after a registration: %+v, status.logCheckpoint %q", obs, cr.Status.LogCheckpoint)
+	}
+	stop()
+	if err := os.RemoveAll(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(state, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	url, _, _ = castest.StartConfig(t, casCfg)
+	casAddr = strings.TrimPrefix(url, "https://")
+	obs = k.FillStatus(ctx, cr, nil)
+	if obs.Reason != health.ReasonCASLogRolledBack || !strings.Contains(obs.Message, "size 0") || !strings.Contains(obs.Message, "size 1") || cr.Status.CASStateAlert != 1 {
+		t.Errorf("a CAS put back older: %+v, alert %d", obs, cr.Status.CASStateAlert)
 	}
 
 	cr.Spec.Simulation = false

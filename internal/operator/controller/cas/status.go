@@ -33,6 +33,8 @@ type Probe struct {
 	// mark itself.
 	StateProblem string
 	Mark         *wire.StateMark
+	// LogProblem: CAS's log does not extend the checkpoint seen before.
+	LogProblem error
 	// Insecure: CAS vouched for itself with simulated evidence.
 	Insecure bool
 	// Collateral is CAS's vendor collateral cache, when it has one.
@@ -139,6 +141,10 @@ func judge(ref conn.Ref, tee string, persistent bool, initialized *metav1.Time, 
 			"a replica of CAS refuses its state: %s. Whoever writes CAS's CASStateRecord objects removed them; CAS serves nothing and registers nothing until its recovery owners decide: "+
 				"they restore a backup (cloister cas restore --cluster %s) and recover CAS, accepting the backup's generation (cloister cas recover --cluster %s%s --accept-generation GENERATION)",
 			p.StateReason, ref, ref, trust))
+	case p.LogProblem != nil:
+		return health.Obs(health.False, health.ReasonCASLogRolledBack, fmt.Sprintf(
+			"CAS's transparency log is not the one the operator saw: %v. Its whole state was replaced by an older copy, or it shows another history; "+
+				"check who wrote CAS's CASStateRecord objects, and whether its policies are the ones their owners last registered", p.LogProblem))
 	case p.State == wire.Ready && below(p.Mark, recorded):
 		return health.Obs(health.False, health.ReasonCASStateRolledBack, fmt.Sprintf(
 			"CAS serves its state at generation %d, older than generation %d it reported before: its replicas restarted without the marks in their volumes while the state went backwards. "+

@@ -87,6 +87,8 @@ func TestJudge(t *testing.T) {
 			[]string{"generation 4, older than generation 9", "--accept-generation GENERATION"}},
 		{"ready below the generation it reported", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 3}}, health.False, health.ReasonCASStateRolledBack,
 			[]string{"at generation 3, older than generation 7 it reported before"}},
+		{"ready, its log rolled back", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 7}, LogProblem: errors.New("cas.cloister/log at size 1 is smaller than cas.cloister/log at size 3, seen before")}, health.False, health.ReasonCASLogRolledBack,
+			[]string{"size 1 is smaller than", "size 3, seen before", "an older copy"}},
 		{"ready at the generation it reported", true, nil, Probe{State: wire.Ready, Mark: &wire.StateMark{Generation: 7}}, health.True, health.ReasonCASReady, []string{"CAS is ready"}},
 		{"unknown state", true, nil, Probe{State: "odd"}, health.Unknown, health.ReasonCASUnreachable, []string{`"odd"`}},
 	} {
