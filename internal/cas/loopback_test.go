@@ -60,7 +60,7 @@ func pemKey(k *ecdsa.PrivateKey) string {
 }
 
 // sign signs doc where it goes next in c's chain, as cloister set does.
-func sign(t *testing.T, c *casclient.Client, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
+func sign(t testing.TB, c *casclient.Client, doc string, keys ...*ecdsa.PrivateKey) wire.PolicyRequest {
 	t.Helper()
 	d, err := policy.Parse([]byte(doc))
 	if err != nil {

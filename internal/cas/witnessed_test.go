@@ -33,7 +33,7 @@ type lateWitness struct {
 	handler atomic.Pointer[http.Handler]
 }
 
-func newLateWitnesses(t *testing.T, n int) []*lateWitness {
+func newLateWitnesses(t testing.TB, n int) []*lateWitness {
 	t.Helper()
 	var out []*lateWitness
 	for i := range n {
@@ -57,7 +57,7 @@ func newLateWitnesses(t *testing.T, n int) []*lateWitness {
 }
 
 // cosignFor makes w cosign for the log of vkey from now on.
-func (w *lateWitness) cosignFor(t *testing.T, vkey string) {
+func (w *lateWitness) cosignFor(t testing.TB, vkey string) {
 	t.Helper()
 	signer, _, err := witness.Key(w.dir, "")
 	if err != nil {
@@ -75,7 +75,7 @@ func (w *lateWitness) cosignFor(t *testing.T, vkey string) {
 	w.handler.Store(&h)
 }
 
-func witnessPolicy(t *testing.T, ws []*lateWitness, group string) (*witness.Policy, string) {
+func witnessPolicy(t testing.TB, ws []*lateWitness, group string) (*witness.Policy, string) {
 	t.Helper()
 	var b strings.Builder
 	var names []string
@@ -218,5 +218,52 @@ func TestWitnessedLogCatchesARollback(t *testing.T) {
 		if len(conflicts) == 0 {
 			t.Errorf("witness %d kept no conflicting checkpoints", i)
 		}
+	}
+}
+
+// BenchmarkRegisterWitnessed is a policy registration's latency, from the
+// owner's request to CAS's answer, with 0, 1 and 3 witnesses on loopback
+// (each a real witness syncing its state to disk before it answers),
+// all required to cosign.
+func BenchmarkRegisterWitnessed(b *testing.B) {
+	for _, n := range []int{0, 1, 3} {
+		b.Run(fmt.Sprintf("witnesses=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			cfg := cas.Config{StateDir: dir, Sealer: "none", Simulation: true, SimKeys: castest.LASPubFile(b)}
+			var ws []*lateWitness
+			if n > 0 {
+				ws = newLateWitnesses(b, n)
+				_, cfg.WitnessPolicy = witnessPolicy(b, ws, "all")
+			}
+			url, caFile, _ := castest.StartConfig(b, cfg)
+			c, _ := initAt(b, url, caFile)
+			key, err := c.LogKey(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, w := range ws {
+				w.cosignFor(b, key.Key)
+			}
+			owner, _ := policy.NewKey()
+			v := 0
+			for b.Loop() {
+				b.StopTimer()
+				v++
+				doc := fmt.Sprintf("version: cloister.dev/policy/v1\nname: shop\nowners: {keys: [\"%s\"]}\nservices:\n- {name: web, attestation: {identities: [{type: sgx, mrenclave: \"%s\"}]}, certificate: {sans: [web.%d.svc]}}\n",
+					pemKey(owner), strings.Repeat("11", 32), v)
+				req := sign(b, c, doc, owner)
+				b.StartTimer()
+				if _, err := c.RegisterPolicy(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if n > 0 {
+				raw, _ := c.LogCheckpoint(ctx)
+				if got := strings.Count(string(raw), "\n— "); got != n+1 {
+					b.Fatalf("the last checkpoint carries %d signatures, want CAS's and %d witnesses'", got, n)
+				}
+			}
+		})
 	}
 }

@@ -479,6 +479,7 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	b.ReportMetric(float64(counter.puts)/float64(b.N), "records/op")
 	b.ReportMetric(float64(counter.bytes)/float64(b.N), "stored-B/op")
+	b.ReportMetric(float64(counter.bytes)/float64(b.N)*10000/(1<<20), "stored-MiB/10k-versions")
 }
 
 // countingTx counts what a transaction writes.
