@@ -65,13 +65,14 @@ func TestTransparencyLogOfPolicyVersions(t *testing.T) {
 	}
 	register("shop", 1)
 	first := checkpoint()
-	if first.Size != 1 || !strings.HasSuffix(first.Origin, ".cloister/log") {
+	// The init is the log's first entry, the registration its second.
+	if first.Size != 2 || !strings.HasSuffix(first.Origin, ".cloister/log") {
 		t.Fatalf("after one registration: %v", first)
 	}
 	register("shop", 2)
 	register("bank", 1)
 	later := checkpoint()
-	if later.Size != 3 {
+	if later.Size != 4 {
 		t.Fatalf("after three registrations: %v", later)
 	}
 	entries, err := tlog.Entries(later, 0, later.Size, fetch)
@@ -84,8 +85,14 @@ func TestTransparencyLogOfPolicyVersions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
+		if i == 0 {
+			if e.Type != tlog.Init {
+				t.Errorf("the first entry: %s", raw)
+			}
+			continue
+		}
 		got = append(got, fmt.Sprintf("%s v%d %s", e.Policy, e.Version, e.Digest))
-		if i == 1 && e.Predecessor != digests[0] {
+		if i == 2 && e.Predecessor != digests[0] {
 			t.Errorf("shop v2's predecessor %q, want %q", e.Predecessor, digests[0])
 		}
 		// Anyone reads the log: it names no policy, only its name's hash.
@@ -128,7 +135,7 @@ func TestTransparencyLogOfPolicyVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp, err := c.Logged(ctx, memory, casclient.LogPolicy{}, h.Records); err != nil || cp.Size != 3 {
+	if cp, err := c.Logged(ctx, memory, casclient.LogPolicy{}, h.Records); err != nil || cp.Size != 4 {
 		t.Fatalf("shop's versions in the log: %v %v", cp, err)
 	}
 	forged := h.Records[0]
@@ -137,7 +144,7 @@ func TestTransparencyLogOfPolicyVersions(t *testing.T) {
 		t.Errorf("a version CAS did not log: %v", err)
 	}
 	err = tlog.Memory{File: memory}.Advance(first, verifier, fetch)
-	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 1") || !strings.Contains(err.Error(), "size 3") {
+	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 2") || !strings.Contains(err.Error(), "size 4") {
 		t.Errorf("a rolled-back log: %v", err)
 	}
 

@@ -82,7 +82,7 @@ func TestVouchedThroughATLSTerminatingProxy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("through the proxy: %v", err)
 	}
-	if !vouch.Claims.Insecure || vouch.Statement.State != "ready" || vouch.Statement.Log == nil || !strings.Contains(vouch.Statement.Checkpoint, "\n1\n") {
+	if !vouch.Claims.Insecure || vouch.Statement.State != "ready" || vouch.Statement.Log == nil || !strings.Contains(vouch.Statement.Checkpoint, "\n2\n") {
 		t.Errorf("the statement: insecure=%v %+v", vouch.Claims.Insecure, vouch.Statement)
 	}
 	h, err := c.History(ctx, "shop")

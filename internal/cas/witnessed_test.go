@@ -155,7 +155,7 @@ func TestWitnessedLogCatchesARollback(t *testing.T) {
 	lp := casclient.LogPolicy{Witnesses: wp, MaxAge: 2 * time.Hour}
 
 	register(c, 1)
-	if cp := served(c); cp.Size != 1 || !wp.Satisfied(cp.Note) || strings.Count(string(cp.Note), "\n— ") != 4 {
+	if cp := served(c); cp.Size != 2 || !wp.Satisfied(cp.Note) || strings.Count(string(cp.Note), "\n— ") != 4 {
 		t.Fatalf("the first checkpoint is not cosigned by the 3 witnesses:\n%s", cp.Note)
 	}
 	// The backup: the whole state folder, its mark included.
@@ -174,8 +174,8 @@ func TestWitnessedLogCatchesARollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp, err := c.Logged(ctx, memory, lp, h.Records); err != nil || cp.Size != 3 {
-		t.Fatalf("the honest CAS at size 3: %v %v", cp, err)
+	if cp, err := c.Logged(ctx, memory, lp, h.Records); err != nil || cp.Size != 4 {
+		t.Fatalf("the honest CAS at size 4: %v %v", cp, err)
 	}
 
 	// The state replaced by the backup.
@@ -192,8 +192,8 @@ func TestWitnessedLogCatchesARollback(t *testing.T) {
 		t.Fatalf("the restored CAS: %v %v", h, err)
 	}
 	_, err = c.Logged(ctx, memory, lp, h.Records)
-	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 1") || !strings.Contains(err.Error(), "size 3") {
-		t.Errorf("a client that saw size 3: %v", err)
+	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 2") || !strings.Contains(err.Error(), "size 4") {
+		t.Errorf("a client that saw size 4: %v", err)
 	}
 	fresh := filepath.Join(t.TempDir(), "log-checkpoint")
 	later := lp
@@ -201,11 +201,11 @@ func TestWitnessedLogCatchesARollback(t *testing.T) {
 	if _, err := c.Logged(ctx, fresh, later, h.Records); err == nil || !strings.Contains(err.Error(), "lacks cosignatures made in the last") {
 		t.Errorf("a client that requires recent cosignatures, 3 hours on: %v", err)
 	}
-	// Another history: the witnesses hold size 3 and refuse it, smaller
+	// Another history: the witnesses hold size 4 and refuse it, smaller
 	// (they hold more) and as large (the same size, another root, kept).
 	for _, v := range []int{2, 3} {
 		register(c, v)
-		if cp := served(c); cp.Size != int64(v) || wp.Satisfied(cp.Note) {
+		if cp := served(c); cp.Size != int64(v+1) || wp.Satisfied(cp.Note) {
 			t.Errorf("the forked checkpoint was cosigned:\n%s", cp.Note)
 		}
 	}

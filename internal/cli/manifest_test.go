@@ -98,7 +98,7 @@ func TestSetVerifyRecover(t *testing.T) {
 		t.Error("verify/root-ca.pem")
 	}
 	// The workspace remembers the largest checkpoint of CAS's log it saw.
-	if cp, _ := os.ReadFile(filepath.Join(work, "log-checkpoint")); !strings.Contains(string(cp), ".cloister/log\n1\n") {
+	if cp, _ := os.ReadFile(filepath.Join(work, "log-checkpoint")); !strings.Contains(string(cp), ".cloister/log\n2\n") { // the init, the manifest
 		t.Errorf("the checkpoint remembered: %q", cp)
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -148,7 +149,12 @@ func (c *CAS) ChangeBoard(req *wire.BoardChange) (BoardInfo, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	gen, err := k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error { return etx.Put(bucketCA, boardRecord, raw) })
+	gen, err := k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error {
+		if err := etx.Put(bucketCA, boardRecord, raw); err != nil {
+			return err
+		}
+		return appendLog(etx, tlog.Entry{Type: tlog.Board, Version: next.version, Digest: tlog.Digest(raw)})
+	})
 	if errors.Is(err, store.ErrConflict) {
 		return refuse(fmt.Errorf("%w: another replica of CAS changed its state while this change was checked: send it again (%w)", ErrConflict, err))
 	}

@@ -6,12 +6,16 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -211,6 +215,24 @@ func TestBoardChangedByItsMajority(t *testing.T) {
 	// One member of a board of one is its majority.
 	if _, err := f.cas.ChangeBoard(f.boardChange(2, []*ecdsa.PublicKey{&f.rec[0].PublicKey}, next)); err != nil {
 		t.Errorf("a board of one changed by its member: %v", err)
+	}
+	// The transparency log: the init, each board change, each version.
+	var types []string
+	err := f.cas.viewLog(func(_ *keys, etx store.Tx) error {
+		n, err := tlog.Size(etx)
+		for i := int64(0); err == nil && i < n; i++ {
+			var raw []byte
+			if raw, err = tlog.ReadEntry(etx, i); err == nil {
+				var e tlog.Entry
+				if e, err = tlog.ParseEntry(raw); err == nil {
+					types = append(types, fmt.Sprintf("%s%d", e.Type, e.Version))
+				}
+			}
+		}
+		return err
+	})
+	if want := []string{"init0", "board1", "policy1", "board2"}; err != nil || !slices.Equal(types, want) {
+		t.Errorf("the log's entries %v (%v), want %v", types, err, want)
 	}
 }
 

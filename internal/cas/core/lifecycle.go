@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
@@ -146,7 +148,12 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 		if err := etx.Put(bucketCA, boardRecord, boardRaw); err != nil {
 			return err
 		}
-		return etx.Put(bucketCA, "certificates", authority.Marshal())
+		if err := etx.Put(bucketCA, "certificates", authority.Marshal()); err != nil {
+			return err
+		}
+		// The log's first entry: who recovers this CAS and who approves
+		// its names.
+		return appendLog(etx, tlog.Entry{Type: tlog.Init, Digest: tlog.Digest([]byte(strings.Join(fps, ",")), []byte(strconv.Itoa(threshold)), boardRaw)})
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil, fmt.Errorf("%w: by another replica, just now", ErrInitialized)

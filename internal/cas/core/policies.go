@@ -246,13 +246,8 @@ func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, 
 			}
 		}
 		// In the transparency log, in the same transaction.
-		entry, err := tlog.Entry{Type: tlog.PolicyVersion, Policy: tlog.NameHash(doc.Name), Version: r.Version, Digest: digest,
-			Predecessor: s.Predecessor, Record: rec.Hash()}.Marshal()
-		if err != nil {
-			return err
-		}
-		_, err = tlog.Append(etx, entry)
-		return err
+		return appendLog(etx, tlog.Entry{Type: tlog.PolicyVersion, Policy: tlog.NameHash(doc.Name), Version: r.Version, Digest: digest,
+			Predecessor: s.Predecessor, Record: rec.Hash()})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storing policy %s: %w", doc.Name, err)

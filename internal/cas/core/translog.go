@@ -59,6 +59,17 @@ func (c *CAS) LogTile(path string) ([]byte, error) {
 	return out, err
 }
 
+// appendLog appends e to the transparency log in etx, the transaction
+// of the change it records.
+func appendLog(etx store.Tx, e tlog.Entry) error {
+	raw, err := e.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = tlog.Append(etx, raw)
+	return err
+}
+
 // viewLog reads the log in a read transaction of the keys CAS serves.
 func (c *CAS) viewLog(fn func(*keys, store.Tx) error) error {
 	c.mu.RLock()

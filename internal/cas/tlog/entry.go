@@ -2,8 +2,10 @@ package tlog
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
@@ -16,6 +18,12 @@ type EntryType string
 const (
 	// PolicyVersion: a version of a policy was registered.
 	PolicyVersion EntryType = "policy"
+	// Init: CAS was initialised; Digest is of its recovery owners, their
+	// threshold and its first board (InitDigest).
+	Init EntryType = "init"
+	// Board: the board changed to its Version; Digest is of its keys and
+	// threshold as stored.
+	Board EntryType = "board"
 )
 
 // Entry is one record of the log: JSON, fields in a fixed order, so the
@@ -64,11 +72,30 @@ func ParseEntry(data []byte) (Entry, error) {
 	if err := strictjson.Unmarshal(data, &e); err != nil {
 		return e, fmt.Errorf("log entry: %w", err)
 	}
-	if e.Type != PolicyVersion {
+	switch e.Type {
+	case PolicyVersion:
+		if len(e.Policy) != 2*sha256.Size || e.Version < 1 || e.Digest == "" || e.Record == "" {
+			return e, errors.New("log entry of a policy version: policy (a name's hash), version, digest and record are required")
+		}
+	case Init, Board:
+		if len(e.Digest) != 2*sha256.Size || e.Policy != "" || e.Predecessor != "" || e.Record != "" || (e.Type == Board) != (e.Version >= 1) {
+			return e, fmt.Errorf("log entry of a CAS %s: a digest (and for a board its version) only", e.Type)
+		}
+	default:
 		return e, fmt.Errorf("log entry: type %q is not one this log writes", e.Type)
 	}
-	if len(e.Policy) != 2*sha256.Size || e.Version < 1 || e.Digest == "" || e.Record == "" {
-		return e, fmt.Errorf("log entry of a policy version: policy (a name's hash), version, digest and record are required")
-	}
 	return e, nil
+}
+
+// Digest is how an init or board entry names what it records: hex
+// SHA-256 over the parts, each prefixed by its length.
+func Digest(parts ...[]byte) string {
+	h := sha256.New()
+	for _, p := range parts {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write(p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

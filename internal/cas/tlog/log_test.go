@@ -296,6 +296,18 @@ func TestCheckpoints(t *testing.T) {
 	if _, err := ParseCheckpoint(append(bytes.Repeat([]byte("x"), MaxCheckpoint), signed...), "cas-0123.cloister/log", verifier); err == nil {
 		t.Error("an oversized checkpoint accepted")
 	}
+	// A signature's last base64 character with a stray bit: the same
+	// bytes to a lenient decoder, another checkpoint to a byte compare.
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	stray := bytes.Clone(signed)
+	i := bytes.LastIndexByte(stray, '=') - 1
+	stray[i] = alphabet[strings.IndexByte(alphabet, stray[i])^1]
+	if _, err := note.Open(stray, note.VerifierList(verifier)); err != nil {
+		t.Fatalf("the stray bit is not stray: %v", err)
+	}
+	if _, err := ParseCheckpoint(stray, "cas-0123.cloister/log", verifier); err == nil || !strings.Contains(err.Error(), "canonical base64") {
+		t.Errorf("a signature with a stray bit: %v", err)
+	}
 }
 
 func FuzzParseCheckpoint(f *testing.F) {

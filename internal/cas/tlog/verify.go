@@ -1,9 +1,12 @@
 package tlog
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	tdlog "github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
@@ -36,6 +39,15 @@ func ParseCheckpoint(data []byte, origin string, v note.Verifier) (Checkpoint, e
 	cp, extra, _, err := tdlog.ParseCheckpoint(data, origin, v)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	// Signatures only in canonical base64: a note's decoder takes stray
+	// bits, which would make one checkpoint many byte strings.
+	_, sigs, _ := bytes.Cut(data, []byte("\n\n"))
+	for _, line := range strings.Split(strings.TrimSuffix(string(sigs), "\n"), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if _, err := base64.StdEncoding.Strict().DecodeString(line[i+1:]); i < 0 || err != nil {
+			return Checkpoint{}, errors.New("checkpoint: a signature not in canonical base64")
+		}
 	}
 	switch {
 	case len(extra) > 0:

@@ -86,7 +86,7 @@ func TestInitializerRefusesARolledBackCAS(t *testing.T) {
 	copyState(t, backup, state)
 	_, addr, _ = start()
 	err := run(cfg, 2*time.Second)
-	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 1") || !strings.Contains(err.Error(), "size 2") {
+	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 2") || !strings.Contains(err.Error(), "size 3") {
 		t.Errorf("a pod of the rolled-back CAS: %v", err)
 	}
 }

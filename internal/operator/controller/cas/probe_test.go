@@ -216,7 +216,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 
 	// The operator remembers CAS's log: a CAS whose whole state, its mark
 	// included, is put back older shows a smaller log, and is refused.
-	if !strings.Contains(cr.Status.LogCheckpoint, ".cloister/log\n0\n") {
+	if !strings.Contains(cr.Status.LogCheckpoint, ".cloister/log\n1\n") { // the init
 		t.Errorf("status.logCheckpoint %q", cr.Status.LogCheckpoint)
 	}
 	stop()
@@ -237,7 +237,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	if _, err := admin.RegisterPolicy(ctx, wire.PolicyRequest{Policy: signed.Policy, Link: signed.Link, Signatures: signed.Signatures}); err != nil {
 		t.Fatal(err)
 	}
-	if obs = k.FillStatus(ctx, cr, nil); obs.Status != health.True || !strings.Contains(cr.Status.LogCheckpoint, ".cloister/log\n1\n") {
+	if obs = k.FillStatus(ctx, cr, nil); obs.Status != health.True || !strings.Contains(cr.Status.LogCheckpoint, ".cloister/log\n2\n") {
 		t.Errorf("after a registration: %+v, status.logCheckpoint %q", obs, cr.Status.LogCheckpoint)
 	}
 	stop()
@@ -250,7 +250,7 @@ func TestFillStatusFromTheRunningCAS(t *testing.T) {
 	url, _, _ = castest.StartConfig(t, casCfg)
 	casAddr = strings.TrimPrefix(url, "https://")
 	obs = k.FillStatus(ctx, cr, nil)
-	if obs.Reason != health.ReasonCASLogRolledBack || !strings.Contains(obs.Message, "size 0") || !strings.Contains(obs.Message, "size 1") || cr.Status.CASStateAlert != 1 {
+	if obs.Reason != health.ReasonCASLogRolledBack || !strings.Contains(obs.Message, "size 1") || !strings.Contains(obs.Message, "size 2") || cr.Status.CASStateAlert != 1 {
 		t.Errorf("a CAS put back older: %+v, alert %d", obs, cr.Status.CASStateAlert)
 	}
 
