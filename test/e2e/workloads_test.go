@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -229,6 +231,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 		}
 	}
 	verifyHistory("after the update")
+	auditOffline(t, e, casCR, append(append([]string{}, at...), "--workspace", ws, resources))
 
 	// CAS restarts on its volume: it waits for recovery, and so do new pods.
 	waitFor(t, "the shop's pods to be gone", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -415,4 +418,53 @@ func writeDigestCache(t *testing.T, e *realNodeEnv, ws string) map[string]string
 		t.Fatal(err)
 	}
 	return cache
+}
+
+// auditOffline writes an auditor bundle of the workspace's manifest from
+// the dev cluster's CAS and re-checks it where no cluster is: no
+// kubeconfig, no home, and as root a network namespace of its own (no
+// route anywhere); a byte changed in it fails the claim it touches.
+func auditOffline(t *testing.T, e *realNodeEnv, casCR *servicesv1beta1.CAS, verifyArgs []string) {
+	t.Helper()
+	bundle := filepath.Join(e.dir, "audit.json")
+	out := e.mustCLI(t, append([]string{"verify", "--bundle", bundle}, verifyArgs...)...)
+	if !strings.Contains(out, "auditor bundle written to "+bundle) {
+		t.Fatalf("verify --bundle: %s", out)
+	}
+	if err := e.crs.Get(context.Background(), client.ObjectKeyFromObject(casCR), casCR); err != nil {
+		t.Fatal(err)
+	}
+	simKey := filepath.Join(e.dir, "cas-shop-sim.pem")
+	if err := os.WriteFile(simKey, []byte(casCR.Status.SimulationKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	offline := func() (string, error) {
+		args := []string{filepath.Join(e.bin, "cloister"), "verify", "--offline", bundle, "--insecure-simulated-cas", "--cas-sim-key", simKey}
+		if unshare, err := exec.LookPath("unshare"); err == nil && os.Geteuid() == 0 {
+			args = append([]string{unshare, "--net", "--"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+		var buf bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		err := cmd.Run()
+		return buf.String(), err
+	}
+	out, err := offline()
+	if err != nil || !strings.Contains(out, "PASS cas-statement") || !strings.Contains(out, "PASS log-inclusion v2") || !strings.Contains(out, "PASS consistency") {
+		t.Fatalf("the bundle offline: %v\n%s", err, out)
+	}
+	t.Logf("the auditor bundle re-checked offline:\n%s", out)
+	raw, err := os.ReadFile(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(raw, []byte(`"proofs":["`)) + len(`"proofs":["`) + 40
+	raw[i] ^= 1
+	if err := os.WriteFile(bundle, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := offline(); err == nil || !strings.Contains(out, "FAIL ") {
+		t.Errorf("a byte changed in the bundle: %v\n%s", err, out)
+	}
 }
