@@ -286,6 +286,16 @@ type CASSpec struct {
 	// +optional
 	Backup *CASBackup `json:"backup,omitempty"`
 
+	// WitnessPolicy names the transparency-log witnesses CAS sends each
+	// new checkpoint to for their cosignatures: a witness policy
+	// ("witness NAME KEY URL", "group NAME N|any|all CHILD...", "quorum
+	// NAME", the format of Sigsum and Tessera). It decides only whom CAS
+	// asks: clients require cosignatures by their own copy of it (cloister
+	// verify and generate --witness-policy). Not for CAS in SGX yet.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	WitnessPolicy string `json:"witnessPolicy,omitempty"`
+
 	// SimulationKeys are PEM public keys whose simulated workload evidence
 	// a simulated CAS takes besides its LAS nodes' (which the operator
 	// publishes itself): e.g. a developer's key for cloister cas attest

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -32,6 +33,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/gramine"
 	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
@@ -131,6 +133,15 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 			sealing = gramine.SealToMRSIGNER
 		}
 		values["sgx"] = map[string]any{"manifest": sealing.Manifest, "dir": gramine.Dir, "epc": strconv.Itoa(gramine.EnclaveSize), "epcResource": tee.SGXEPC}
+	}
+	if wp := c.Spec.WitnessPolicy; wp != "" {
+		if c.Spec.SGX != nil {
+			return "", nil, errors.New("spec.witnessPolicy: not for CAS in SGX yet (its enclave's manifest fixes its files): remove it, or run CAS in a confidential VM or in simulation")
+		}
+		if _, err := witness.ParsePolicy([]byte(wp)); err != nil {
+			return "", nil, fmt.Errorf("spec.witnessPolicy: %w", err)
+		}
+		values["witnessPolicy"] = wp
 	}
 	if b := c.Spec.Backup; b != nil {
 		values["backup"] = map[string]any{"schedule": b.Schedule, "claimName": b.ClaimName, "keep": max(b.Keep, 1)}

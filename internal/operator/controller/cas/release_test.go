@@ -26,6 +26,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/attest/podpolicy"
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/cas/conn"
+	"github.com/cloister-cc/cloister/internal/cas/witness"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 )
 
@@ -443,5 +444,51 @@ func TestScheduledBackup(t *testing.T) {
 	sel := labels.SelectorFromSet(ss.Spec.Selector.MatchLabels)
 	if sel.Matches(labels.Set(cj.Spec.JobTemplate.Spec.Template.Labels)) {
 		t.Error("the backup pod is selected as a CAS replica")
+	}
+}
+
+// spec.witnessPolicy reaches CAS as a file it reads at start, from a
+// ConfigMap the release renders; a malformed policy, or one for CAS in
+// SGX, is refused before anything is rendered.
+func TestWitnessPolicy(t *testing.T) {
+	if _, ss := render(t, casCR(nil)); strings.Contains(strings.Join(ss.Spec.Template.Spec.Containers[0].Args, " "), "--witness-policy") {
+		t.Error("no spec.witnessPolicy, yet --witness-policy")
+	}
+	_, vkey, err := witness.Key(t.TempDir(), "witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := "witness w " + vkey + " https://witness.example:7380\nquorum w\n"
+	c := casCR(func(c *servicesv1beta1.CAS) { c.Spec.WitnessPolicy = policy })
+	out := renderFiles(t, c)
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict([]byte(out["cas/templates/witnesses.yaml"]), &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["policy"] != policy {
+		t.Errorf("the witnesses' ConfigMap: %+v", cm)
+	}
+	_, ss := render(t, c)
+	pod := ss.Spec.Template.Spec
+	var mounted, volume bool
+	for _, m := range pod.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == "witnesses" && m.ReadOnly && m.MountPath == "/run/cloister/witnesses")
+	}
+	for _, v := range pod.Volumes {
+		volume = volume || (v.Name == "witnesses" && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name)
+	}
+	if !slices.Contains(pod.Containers[0].Args, "--witness-policy=/run/cloister/witnesses/policy") || !mounted || !volume {
+		t.Errorf("args %v, mounted %v, volume %v", pod.Containers[0].Args, mounted, volume)
+	}
+	k := &Kind{Base: service.Base{DefaultImage: "example.com/cas@sha256:" + strings.Repeat("a", 64)}}
+	for name, edit := range map[string]func(*servicesv1beta1.CAS){
+		"malformed": func(c *servicesv1beta1.CAS) { c.Spec.WitnessPolicy = "witness w\n" },
+		"in SGX": func(c *servicesv1beta1.CAS) {
+			c.Spec.WitnessPolicy, c.Spec.SGX = policy, &servicesv1beta1.CASSGX{}
+		},
+	} {
+		if _, _, err := k.Release(casCR(edit), "cloister-system"); err == nil || !strings.Contains(err.Error(), "spec.witnessPolicy") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
