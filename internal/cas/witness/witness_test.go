@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	fwitness "github.com/transparency-dev/formats/witness"
 	"golang.org/x/mod/sumdb/note"
@@ -261,6 +262,26 @@ func FuzzParseRequest(f *testing.F) {
 		again, err := ParseRequest(r.Marshal())
 		if err != nil || again.OldSize != r.OldSize || len(again.Proof) != len(r.Proof) || !bytes.Equal(again.Checkpoint, r.Checkpoint) {
 			t.Fatalf("%+v does not read back: %v", r, err)
+		}
+	})
+}
+
+// A witness policy, and the cosignatures of a checkpoint checked against
+// it, from anyone's input.
+func FuzzParsePolicy(f *testing.F) {
+	_, vkey, err := Key(f.TempDir(), "witness.example")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte("witness w "+vkey+" https://w.example\ngroup g 1 w\nquorum g\n"), []byte("o\n1\nAAAA\n\n— witness.example AAAA\n"))
+	f.Add([]byte("quorum none\n"), []byte(""))
+	f.Fuzz(func(t *testing.T, policy, checkpoint []byte) {
+		p, err := ParsePolicy(policy)
+		if err != nil {
+			return
+		}
+		if p.SatisfiedSince(checkpoint, time.Unix(0, 0)) && !p.Satisfied(checkpoint) {
+			t.Fatal("satisfied by recent cosignatures, not by all")
 		}
 	})
 }
