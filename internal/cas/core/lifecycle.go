@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -341,9 +342,18 @@ func (c *CAS) advance() error {
 	c.mu.Lock()
 	c.acceptable = nil
 	c.mu.Unlock()
-	if err == nil && gen > 0 {
-		c.cfg.Log.Info("audit: the state the recovery owners accepted moves past the high-water mark", "from", from, "to", gen, "mark", mark)
+	if err != nil || gen == 0 {
+		return err
 	}
+	c.cfg.Log.Info("audit: the state the recovery owners accepted moves past the high-water mark", "from", from, "to", gen, "mark", mark)
+	// In the log, whose clients saw a larger one (the accepted state's
+	// log is older): they learn why CAS went back.
+	_, err = c.commit("the acceptance was logged", func(k *keys, at uint64) (uint64, error) {
+		return k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error {
+			return appendLog(etx, tlog.Entry{Type: tlog.Accept, Version: int(min(from, math.MaxInt64)),
+				Digest: tlog.Digest([]byte(strconv.FormatUint(from, 10)), []byte(strconv.FormatUint(gen, 10)))})
+		})
+	})
 	return err
 }
 

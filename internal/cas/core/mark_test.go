@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/seal"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/statemark"
+	"github.com/cloister-cc/cloister/internal/cas/store"
+	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -177,8 +180,28 @@ func TestOlderStateRefusedUntilTheOwnersAccept(t *testing.T) {
 		t.Fatalf("the accepted state: %+v %v", p, err)
 	}
 	moved, problem := f.cas.StateMark()
-	if moved.Generation != nextEpoch(newer.Generation) || problem != "" {
-		t.Errorf("after the acceptance the mark is %d (%q), want the next epoch %d", moved.Generation, problem, nextEpoch(newer.Generation))
+	// The next epoch, and the acceptance's entry in the log after it.
+	if moved.Generation != nextEpoch(newer.Generation)+1 || problem != "" {
+		t.Errorf("after the acceptance the mark is %d (%q), want the next epoch %d and one", moved.Generation, problem, nextEpoch(newer.Generation))
+	}
+	// The log says CAS went back, and to which generation.
+	err = f.cas.viewLog(func(_ *keys, etx store.Tx) error {
+		n, err := tlog.Size(etx)
+		if err != nil {
+			return err
+		}
+		raw, err := tlog.ReadEntry(etx, n-1)
+		if err != nil {
+			return err
+		}
+		e, err := tlog.ParseEntry(raw)
+		if err == nil && (e.Type != tlog.Accept || uint64(e.Version) != older.Generation) { //nolint:gosec // a test's small generation
+			err = fmt.Errorf("the last entry: %s", raw)
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("the acceptance in the log: %v", err)
 	}
 	f.open(sealer)
 	if st, why := f.cas.Status(); st != wire.Ready {

@@ -106,7 +106,8 @@ const (
 )
 
 // Witness sends the log's checkpoint to the witnesses unless the state
-// keeps their cosignatures of it already, and keeps what they answer.
+// keeps their cosignatures of it, made less than cosignRefresh ago, and
+// keeps what they answer.
 // A witness away or refusing is logged; the next round tries again.
 func (c *CAS) Witness(ctx context.Context) {
 	if c.cfg.Witnesses == nil {

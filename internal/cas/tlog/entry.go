@@ -24,6 +24,11 @@ const (
 	// Board: the board changed to its Version; Digest is of its keys and
 	// threshold as stored.
 	Board EntryType = "board"
+	// Accept: the recovery owners accepted a state older than one CAS
+	// served (a backup restored, a rollback they took back); Version is
+	// the generation they accepted, Digest of it and the generation it
+	// moved to.
+	Accept EntryType = "accept"
 )
 
 // Entry is one record of the log: JSON, fields in a fixed order, so the
@@ -77,9 +82,9 @@ func ParseEntry(data []byte) (Entry, error) {
 		if len(e.Policy) != 2*sha256.Size || e.Version < 1 || e.Digest == "" || e.Record == "" {
 			return e, errors.New("log entry of a policy version: policy (a name's hash), version, digest and record are required")
 		}
-	case Init, Board:
-		if len(e.Digest) != 2*sha256.Size || e.Policy != "" || e.Predecessor != "" || e.Record != "" || (e.Type == Board) != (e.Version >= 1) {
-			return e, fmt.Errorf("log entry of a CAS %s: a digest (and for a board its version) only", e.Type)
+	case Init, Board, Accept:
+		if len(e.Digest) != 2*sha256.Size || e.Policy != "" || e.Predecessor != "" || e.Record != "" || (e.Type != Init) != (e.Version >= 1) {
+			return e, fmt.Errorf("log entry of a CAS %s: a digest (and but for an init a version) only", e.Type)
 		}
 	default:
 		return e, fmt.Errorf("log entry: type %q is not one this log writes", e.Type)
