@@ -331,6 +331,11 @@ func (d *daemon) newServer(ctx context.Context) (*api.Server, tls.Certificate, e
 	if p, ok := d.simKeys.(pemKeys); ok {
 		server.SimulationKeys = p.Fingerprints
 	}
+	if id := own.name(); id != "" {
+		if err := d.cas.SetIdentity(id); err != nil {
+			log.Warn("logging CAS's identity in its transparency log", "err", err)
+		}
+	}
 	if cfg.Peers != "" || cfg.PeerAddrs != nil {
 		p, err := newPeers(cfg, d.cas, own, d.kube, log)
 		if err != nil {

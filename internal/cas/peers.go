@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -164,6 +165,18 @@ type peerIdentity struct {
 	expect   casclient.Expect
 	evidence func(ctx context.Context, reportData []byte) (*attest.Evidence, error)
 	err      error
+}
+
+// name is the identity as CAS's transparency log names it: the
+// identity (launch measurement, pod policy) a replica's evidence must
+// show; "" for a simulated CAS, which has none.
+func (p peerIdentity) name() string {
+	if ids := p.expect.Policy.Identities; p.err == nil && len(ids) == 1 {
+		if raw, err := json.Marshal(ids[0]); err == nil {
+			return string(raw)
+		}
+	}
+	return ""
 }
 
 // simIdentity: a simulated CAS's replicas sign with its simulation key,

@@ -14,8 +14,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/base/strictjson"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/seal"
-	"github.com/cloister-cc/cloister/internal/cas/store"
-	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -218,21 +216,11 @@ func TestBoardChangedByItsMajority(t *testing.T) {
 	}
 	// The transparency log: the init, each board change, each version.
 	var types []string
-	err := f.cas.viewLog(func(_ *keys, etx store.Tx) error {
-		n, err := tlog.Size(etx)
-		for i := int64(0); err == nil && i < n; i++ {
-			var raw []byte
-			if raw, err = tlog.ReadEntry(etx, i); err == nil {
-				var e tlog.Entry
-				if e, err = tlog.ParseEntry(raw); err == nil {
-					types = append(types, fmt.Sprintf("%s%d", e.Type, e.Version))
-				}
-			}
-		}
-		return err
-	})
-	if want := []string{"init0", "board1", "policy1", "board2"}; err != nil || !slices.Equal(types, want) {
-		t.Errorf("the log's entries %v (%v), want %v", types, err, want)
+	for _, e := range logEntries(t, f.cas) {
+		types = append(types, fmt.Sprintf("%s%d", e.Type, e.Version))
+	}
+	if want := []string{"init0", "board1", "policy1", "board2"}; !slices.Equal(types, want) {
+		t.Errorf("the log's entries %v, want %v", types, want)
 	}
 }
 

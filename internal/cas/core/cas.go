@@ -141,6 +141,8 @@ type CAS struct {
 	// regMu orders registrations; mu guards the fields below, held
 	// only briefly so attestations run in parallel.
 	regMu sync.Mutex
+	// identity is what this replica's evidence shows (SetIdentity).
+	identity string
 	// witnessMu runs one round of the witnesses at a time.
 	witnessMu sync.Mutex
 	mu        sync.RWMutex

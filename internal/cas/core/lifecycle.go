@@ -61,7 +61,7 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 		return nil, err
 	}
 	c.mu.RLock()
-	state, lost := c.state, c.mark
+	state, lost, identity := c.state, c.mark, c.identity
 	c.mu.RUnlock()
 	if state != wire.Uninitialized {
 		return nil, ErrInitialized
@@ -154,7 +154,13 @@ func (c *CAS) InitWith(req InitRequest) (*wire.Shares, error) {
 		}
 		// The log's first entry: who recovers this CAS and who approves
 		// its names.
-		return appendLog(etx, tlog.Entry{Type: tlog.Init, Digest: tlog.Digest([]byte(strings.Join(fps, ",")), []byte(strconv.Itoa(threshold)), boardRaw)})
+		if err := appendLog(etx, tlog.Entry{Type: tlog.Init, Digest: tlog.Digest([]byte(strings.Join(fps, ",")), []byte(strconv.Itoa(threshold)), boardRaw)}); err != nil {
+			return err
+		}
+		if identity != "" {
+			return putIdentity(etx, tlog.Digest([]byte(identity)))
+		}
+		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return nil, fmt.Errorf("%w: by another replica, just now", ErrInitialized)
@@ -260,6 +266,9 @@ func (c *CAS) Recover(sh seed.Share, accept *wire.Acceptance) (int, error) {
 	}
 	if err := c.seal(s); err != nil {
 		c.cfg.Log.Warn("sealing the recovered seed failed: the next restart needs the owners again", "error", err.Error())
+	}
+	if err := c.logIdentity(); err != nil {
+		c.cfg.Log.Warn("logging CAS's identity in its transparency log", "error", err.Error())
 	}
 	return 0, nil
 }

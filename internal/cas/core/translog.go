@@ -157,3 +157,58 @@ func (c *CAS) Witness(ctx context.Context) {
 		c.cfg.Log.Warn("keeping the witnesses' cosignatures", "err", err)
 	}
 }
+
+// identityLogged keeps, in the state, the digest of the identity the log
+// names last.
+const identityLogged = "identity-logged"
+
+// SetIdentity is what this replica's evidence shows (a launch
+// measurement and pod policy): the log gets an entry whenever CAS is
+// initialised, or ready, under an identity it does not name last.
+func (c *CAS) SetIdentity(id string) error {
+	c.mu.Lock()
+	c.identity = id
+	c.mu.Unlock()
+	return c.logIdentity()
+}
+
+// logIdentity logs the identity SetIdentity gave unless the log names
+// it last, or CAS is not ready (init and recovery log it then).
+func (c *CAS) logIdentity() error {
+	c.mu.RLock()
+	id := c.identity
+	c.mu.RUnlock()
+	if id == "" {
+		return nil
+	}
+	digest := tlog.Digest([]byte(id))
+	var logged []byte
+	if err := c.viewLog(func(_ *keys, etx store.Tx) (err error) { logged, err = etx.Get(bucketCA, identityLogged); return err }); err != nil {
+		if errors.Is(err, ErrNotInitialized) || errors.Is(err, ErrRecovery) {
+			return nil
+		}
+		return err
+	}
+	if string(logged) == digest {
+		return nil
+	}
+	_, err := c.commit("CAS's identity was logged", func(k *keys, at uint64) (uint64, error) {
+		return k.enc.Update(c.cfg.Store, at, func(etx store.Tx) error { return putIdentity(etx, digest) })
+	})
+	if err == nil {
+		c.cfg.Log.Info("audit: CAS runs as an identity its transparency log did not name last", "identity", digest)
+	}
+	return err
+}
+
+// putIdentity logs the identity of digest in etx unless the log names it
+// last.
+func putIdentity(etx store.Tx, digest string) error {
+	if got, err := etx.Get(bucketCA, identityLogged); err != nil || string(got) == digest {
+		return err
+	}
+	if err := etx.Put(bucketCA, identityLogged, []byte(digest)); err != nil {
+		return err
+	}
+	return appendLog(etx, tlog.Entry{Type: tlog.Identity, Digest: digest})
+}

@@ -29,6 +29,10 @@ const (
 	// the generation they accepted, Digest of it and the generation it
 	// moved to.
 	Accept EntryType = "accept"
+	// Identity: a replica of CAS runs as another identity than the one
+	// logged last (a new image, measurement or pod policy); Digest is of
+	// what its evidence shows.
+	Identity EntryType = "identity"
 )
 
 // Entry is one record of the log: JSON, fields in a fixed order, so the
@@ -82,9 +86,10 @@ func ParseEntry(data []byte) (Entry, error) {
 		if len(e.Policy) != 2*sha256.Size || e.Version < 1 || e.Digest == "" || e.Record == "" {
 			return e, errors.New("log entry of a policy version: policy (a name's hash), version, digest and record are required")
 		}
-	case Init, Board, Accept:
-		if len(e.Digest) != 2*sha256.Size || e.Policy != "" || e.Predecessor != "" || e.Record != "" || (e.Type != Init) != (e.Version >= 1) {
-			return e, fmt.Errorf("log entry of a CAS %s: a digest (and but for an init a version) only", e.Type)
+	case Init, Board, Accept, Identity:
+		versioned := e.Type == Board || e.Type == Accept
+		if len(e.Digest) != 2*sha256.Size || e.Policy != "" || e.Predecessor != "" || e.Record != "" || versioned != (e.Version >= 1) {
+			return e, fmt.Errorf("log entry of a CAS %s: a digest (and for a board or an acceptance a version) only", e.Type)
 		}
 	default:
 		return e, fmt.Errorf("log entry: type %q is not one this log writes", e.Type)
