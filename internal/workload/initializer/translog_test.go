@@ -17,6 +17,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/cas/tlog"
 	"github.com/cloister-cc/cloister/internal/cas/witness"
+	"github.com/cloister-cc/cloister/internal/dev/testenv"
 	"github.com/cloister-cc/cloister/internal/workload/initenv"
 )
 
@@ -48,17 +49,43 @@ func TestInitializerRefusesARolledBackCAS(t *testing.T) {
 	}
 	cfg := Config{Expect: `{"allowSimulation":true}`, SimKey: casSimKey(t, state),
 		Policy: "shop", Service: "shop-deployment-web", PolicyOwners: initenv.NoOwners, LAS: loopbackLAS(t, dir)}
-	run := func(cfg Config, within time.Duration) error {
+	outOf := func(cfg Config) Config {
 		cfg.CAS = addr
 		cfg.Out = filepath.Join(t.TempDir(), "tls-config")
 		cfg.MinRetry, cfg.MaxRetry = 50*time.Millisecond, 100*time.Millisecond
-		ctx, cancel := context.WithTimeout(context.Background(), within)
+		return cfg
+	}
+	run := func(cfg Config) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		err := Run(ctx, cfg, slog.New(slog.DiscardHandler))
-		if _, statErr := os.Stat(cfg.Out); err != nil && !errors.Is(statErr, os.ErrNotExist) {
-			t.Errorf("a refused pod keeps what CAS gave it: %v", statErr)
+		return Run(ctx, outOf(cfg), slog.New(slog.DiscardHandler))
+	}
+	// refused runs the initializer until it says why it waits (says[0],
+	// within a minute), which must say says, and checks that it kept
+	// nothing CAS gave it.
+	refused := func(cfg Config, says ...string) {
+		t.Helper()
+		cfg = outOf(cfg)
+		logs := &testenv.Buffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(logs.String(), says[0]) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
 		}
-		return err
+		cancel()
+		if err := <-done; err == nil {
+			t.Error("the initializer succeeded against a CAS it should refuse")
+		}
+		for _, s := range says {
+			if !strings.Contains(logs.String(), s) {
+				t.Errorf("the initializer's reason does not say %q:\n%s", s, logs)
+			}
+		}
+		if _, err := os.Stat(cfg.Out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused pod keeps what CAS gave it: %v", err)
+		}
 	}
 	// The backup; then the log grows (another policy).
 	stop()
@@ -70,25 +97,20 @@ func TestInitializerRefusesARolledBackCAS(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.LogMemory = filepath.Join(t.TempDir(), "log-checkpoint")
-	if err := run(cfg, time.Minute); err != nil {
+	if err := run(cfg); err != nil {
 		t.Fatalf("a pod of a CAS that only grew: %v", err)
 	}
 	// A witness that never cosigned.
 	_, vkey, _ := witness.Key(t.TempDir(), "witness.example")
 	withWitness := cfg
 	withWitness.LogMemory, withWitness.WitnessPolicy = "", fmt.Sprintf("witness w %s http://127.0.0.1:1\nquorum w\n", vkey)
-	if err := run(withWitness, 2*time.Second); err == nil || !strings.Contains(err.Error(), "lacks the cosignatures") {
-		t.Errorf("a pod requiring a witness none of whose cosignatures CAS has: %v", err)
-	}
+	refused(withWitness, "lacks the cosignatures")
 
 	// The older copy put back, CAS restarted.
 	stop()
 	copyState(t, backup, state)
 	_, addr, _ = start()
-	err := run(cfg, 2*time.Second)
-	if !errors.Is(err, tlog.ErrInconsistent) || !strings.Contains(err.Error(), "size 2") || !strings.Contains(err.Error(), "size 3") {
-		t.Errorf("a pod of the rolled-back CAS: %v", err)
-	}
+	refused(cfg, tlog.ErrInconsistent.Error(), "size 2", "size 3")
 }
 
 // copyState replaces folder to by a copy of from.
