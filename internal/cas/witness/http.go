@@ -48,7 +48,7 @@ func (w *Witness) Handler() http.Handler {
 	return mux
 }
 
-// Endpoint is a witness a log asks to cosign: its name, the root URL it
+// Endpoint is a witness a log asks to cosign: the root URL it
 // serves add-checkpoint under, and its cosignature verifier.
 type Endpoint struct {
 	URL      string
