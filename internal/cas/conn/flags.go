@@ -137,25 +137,14 @@ func (f *Flags) Client(ctx context.Context, warn io.Writer) (c *casclient.Client
 			done()
 		}
 	}()
-	t := Trust{InsecureSimulated: f.insecureSimulated, SimKey: simKey, Warn: warn}
+	t, err := f.trust(simKey, warn)
+	if err != nil {
+		return nil, done, err
+	}
 	if f.ca != "" {
 		if t.CA, err = os.ReadFile(f.ca); err != nil {
 			return nil, done, fmt.Errorf("--cas-ca: %w", err)
 		}
-	}
-	if f.identity != "" {
-		data, err := os.ReadFile(f.identity)
-		if err != nil {
-			return nil, done, fmt.Errorf("--cas-identity: %w", err)
-		}
-		p, err := wire.ParseCASPolicy(data)
-		if err != nil {
-			return nil, done, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
-		}
-		t.Expect = *p
-	}
-	if t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn); err != nil {
-		return nil, done, err
 	}
 	f.used = &t
 	if f.behindProxy {
@@ -188,30 +177,39 @@ func (f *Flags) Expect(warn io.Writer) (casclient.Expect, error) {
 	if f.insecureSimulated && f.simKey == "" {
 		return casclient.Expect{}, errors.New("--insecure-simulated-cas: name CAS's simulation key with --cas-sim-key FILE: any key signs a simulated quote")
 	}
-	t := Trust{InsecureSimulated: f.insecureSimulated, Warn: warn}
+	var simKey string
 	if f.simKey != "" {
 		raw, err := os.ReadFile(f.simKey)
 		if err != nil {
 			return casclient.Expect{}, fmt.Errorf("--cas-sim-key: %w", err)
 		}
-		t.SimKey = string(raw)
+		simKey = string(raw)
 	}
+	t, err := f.trust(simKey, warn)
+	if err != nil {
+		return casclient.Expect{}, err
+	}
+	return t.expect()
+}
+
+// trust is what the evidence flags say of CAS (--cas-identity, the test
+// roots, simulation with simKey, its PEM key), without its certificate.
+func (f *Flags) trust(simKey string, warn io.Writer) (Trust, error) {
+	t := Trust{InsecureSimulated: f.insecureSimulated, SimKey: simKey, Warn: warn}
 	if f.identity != "" {
 		data, err := os.ReadFile(f.identity)
 		if err != nil {
-			return casclient.Expect{}, fmt.Errorf("--cas-identity: %w", err)
+			return t, fmt.Errorf("--cas-identity: %w", err)
 		}
 		p, err := wire.ParseCASPolicy(data)
 		if err != nil {
-			return casclient.Expect{}, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
+			return t, fmt.Errorf("--cas-identity %s: %w", f.identity, err)
 		}
 		t.Expect = *p
 	}
 	var err error
-	if t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn); err != nil {
-		return casclient.Expect{}, err
-	}
-	return t.expect()
+	t.TestRoots, err = verify.LoadTestRootsFlag(f.testRoots, warn)
+	return t, err
 }
 
 // forward finds the CAS resource of --cluster and port-forwards to its
