@@ -76,6 +76,25 @@ func (p LogPolicy) Check(cp tlog.Checkpoint) error {
 	return nil
 }
 
+// Checkpoint is CAS's log checkpoint now, checked with the log's key
+// (LogKey), and the key's verifier, for proofs against older ones.
+func (c *Client) Checkpoint(ctx context.Context) (tlog.Checkpoint, note.Verifier, error) {
+	key, err := c.LogKey(ctx)
+	if err != nil {
+		return tlog.Checkpoint{}, nil, err
+	}
+	v, err := note.NewVerifier(key.Key)
+	if err != nil {
+		return tlog.Checkpoint{}, nil, fmt.Errorf("CAS's log key: %w", err)
+	}
+	raw, err := c.LogCheckpoint(ctx)
+	if err != nil {
+		return tlog.Checkpoint{}, nil, err
+	}
+	cp, err := tlog.ParseCheckpoint(raw, key.Origin, v)
+	return cp, v, err
+}
+
 // Logged checks that every record is an entry of CAS's transparency log
 // at its current checkpoint, which meets lp, and that this checkpoint
 // extends the one remembered in the file memory, unless "" (which then
@@ -83,19 +102,7 @@ func (p LogPolicy) Check(cp tlog.Checkpoint) error {
 // refused, naming both checkpoints. Its key is trusted as far as this
 // connection is.
 func (c *Client) Logged(ctx context.Context, memory string, lp LogPolicy, records []wire.Record) (tlog.Checkpoint, error) {
-	key, err := c.LogKey(ctx)
-	if err != nil {
-		return tlog.Checkpoint{}, err
-	}
-	v, err := note.NewVerifier(key.Key)
-	if err != nil {
-		return tlog.Checkpoint{}, fmt.Errorf("CAS's log key: %w", err)
-	}
-	raw, err := c.LogCheckpoint(ctx)
-	if err != nil {
-		return tlog.Checkpoint{}, err
-	}
-	cp, err := tlog.ParseCheckpoint(raw, key.Origin, v)
+	cp, v, err := c.Checkpoint(ctx)
 	if err != nil {
 		return tlog.Checkpoint{}, err
 	}

@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -299,21 +298,9 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 // rememberLog checks that CAS's transparency log extends the checkpoint
 // in c's status, and keeps the larger there; problem says why not.
 func rememberLog(ctx context.Context, cl *casclient.Client, c *servicesv1beta1.CAS) (problem, err error) {
-	key, err := cl.LogKey(ctx)
+	cp, v, err := cl.Checkpoint(ctx)
 	if err != nil {
 		return nil, err
-	}
-	v, err := note.NewVerifier(key.Key)
-	if err != nil {
-		return nil, fmt.Errorf("CAS's log key: %w", err)
-	}
-	raw, err := cl.LogCheckpoint(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cp, err := tlog.ParseCheckpoint(raw, key.Origin, v)
-	if err != nil {
-		return nil, fmt.Errorf("CAS's log checkpoint: %w", err)
 	}
 	larger, problem := tlog.Extends([]byte(c.Status.LogCheckpoint), cp, v, func(path string) ([]byte, error) { return cl.LogTile(ctx, path) })
 	if problem == nil && larger {
