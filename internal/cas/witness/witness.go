@@ -141,7 +141,8 @@ func (w *Witness) Add(req Request) ([]byte, error) {
 	if !ok {
 		return nil, refuse(404, "log %q is not one this witness cosigns for", origin)
 	}
-	if _, err := note.Open(req.Checkpoint, note.VerifierList(v)); err != nil {
+	n, err := note.Open(req.Checkpoint, note.VerifierList(v))
+	if err != nil {
 		return nil, refuse(403, "the checkpoint does not carry the log's signature: %v", err)
 	}
 	cp, err := tlog.ParseCheckpoint(req.Checkpoint, origin, v)
@@ -173,10 +174,6 @@ func (w *Witness) Add(req Request) ([]byte, error) {
 		if err := atomicfile.WriteSynced(w.stateFile(origin), req.Checkpoint, 0o600); err != nil {
 			return nil, fmt.Errorf("keeping %s: %w", cp, err)
 		}
-	}
-	n, err := note.Open(req.Checkpoint, note.VerifierList(v))
-	if err != nil {
-		return nil, err
 	}
 	signed, err := note.Sign(&note.Note{Text: n.Text}, w.signer)
 	if err != nil {
