@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/transparency-dev/formats/proof"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/cloister-cc/cloister/internal/attest/verify"
 	casclient "github.com/cloister-cc/cloister/internal/cas/client"
@@ -40,7 +39,7 @@ func Build(ctx context.Context, c *casclient.Client, expect casclient.Expect, na
 	if st.Log == nil {
 		return nil, fmt.Errorf("CAS is %s: it has no transparency log yet", st.State)
 	}
-	cp, err := checkpoint(st)
+	cp, lv, err := checkpoint(st)
 	if err != nil {
 		return nil, err
 	}
@@ -66,10 +65,6 @@ func Build(ctx context.Context, c *casclient.Client, expect casclient.Expect, na
 		b.Proofs = append(b.Proofs, string(tp.Marshal()))
 	}
 	if remembered != nil {
-		lv, err := note.NewVerifier(st.Log.Key)
-		if err != nil {
-			return nil, err
-		}
 		old, err := tlog.ParseCheckpoint(remembered, st.Log.Origin, lv)
 		if err != nil {
 			return nil, fmt.Errorf("the checkpoint remembered: %w", err)

@@ -64,7 +64,7 @@ func Check(b *Bundle, o Options) []Claim {
 
 	claim("manifest-history", historyDetail(b), history(b, st))
 
-	cp, err := checkpoint(st)
+	cp, v, err := checkpoint(st)
 	claim("checkpoint", cp.String(), err)
 	if err != nil {
 		return out
@@ -87,7 +87,7 @@ func Check(b *Bundle, o Options) []Claim {
 			claim(fmt.Sprintf("log-inclusion v%d", r.Version), fmt.Sprintf("entry %d", idx), err)
 		}
 	}
-	claim("consistency", consistencyDetail(b), consistent(b, st, cp))
+	claim("consistency", consistencyDetail(b), consistent(b, st.Log.Origin, v, cp))
 	if o.Digest != "" {
 		var err error
 		if n := len(b.Records); n == 0 || b.Records[n-1].Digest != o.Digest {
@@ -145,20 +145,15 @@ func history(b *Bundle, st *wire.Statement) error {
 	return wire.VerifyHistory(b.Records, key)
 }
 
-func logVerifier(st *wire.Statement) (note.Verifier, error) {
+// checkpoint is the statement's checkpoint, checked with the log key it
+// names, and that key's verifier.
+func checkpoint(st *wire.Statement) (tlog.Checkpoint, note.Verifier, error) {
 	v, err := note.NewVerifier(st.Log.Key)
 	if err != nil {
-		return nil, fmt.Errorf("CAS's log key: %w", err)
+		return tlog.Checkpoint{}, nil, fmt.Errorf("CAS's log key: %w", err)
 	}
-	return v, nil
-}
-
-func checkpoint(st *wire.Statement) (tlog.Checkpoint, error) {
-	v, err := logVerifier(st)
-	if err != nil {
-		return tlog.Checkpoint{}, err
-	}
-	return tlog.ParseCheckpoint([]byte(st.Checkpoint), st.Log.Origin, v)
+	cp, err := tlog.ParseCheckpoint([]byte(st.Checkpoint), st.Log.Origin, v)
+	return cp, v, err
 }
 
 // included checks text, a C2SP tlog-proof, proves r's entry in cp.
@@ -195,18 +190,14 @@ func consistencyDetail(b *Bundle) string {
 	return "extends the checkpoint the workspace saw before"
 }
 
-func consistent(b *Bundle, st *wire.Statement, cp tlog.Checkpoint) error {
+func consistent(b *Bundle, origin string, v note.Verifier, cp tlog.Checkpoint) error {
 	if b.Remembered == "" {
 		if len(b.Consistency) > 0 {
 			return errors.New("a consistency proof without the checkpoint it starts from")
 		}
 		return nil
 	}
-	v, err := logVerifier(st)
-	if err != nil {
-		return err
-	}
-	old, err := tlog.ParseCheckpoint([]byte(b.Remembered), st.Log.Origin, v)
+	old, err := tlog.ParseCheckpoint([]byte(b.Remembered), origin, v)
 	if err != nil {
 		return fmt.Errorf("the checkpoint remembered: %w", err)
 	}
