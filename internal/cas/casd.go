@@ -217,7 +217,7 @@ func (d *daemon) openCore(ctx context.Context) error {
 		token.path, token.own = filepath.Join(cfg.StateDir, InitTokenFile), true
 	}
 	if cfg.SimKeys != "" {
-		d.simKeys = pemKeys(cfg.SimKeys)
+		d.simKeys = &freshKeys{files: pemKeys(cfg.SimKeys), now: time.Now}
 		keys, err := d.simKeys.Keys()
 		if err != nil {
 			return fmt.Errorf("--sim-keys: %w", err)
@@ -328,7 +328,7 @@ func (d *daemon) newServer(ctx context.Context) (*api.Server, tls.Certificate, e
 		server.Evidence = q.Evidence
 		own = simIdentity(q)
 	}
-	if p, ok := d.simKeys.(pemKeys); ok {
+	if p, ok := d.simKeys.(*freshKeys); ok {
 		server.SimulationKeys = p.Fingerprints
 	}
 	if id := own.name(); id != "" {

@@ -22,14 +22,17 @@ import (
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
-const childEnv = "CLOISTER_CAS_TEST_CHILD_STATE"
+const (
+	childEnv        = "CLOISTER_CAS_TEST_CHILD_STATE"
+	childSimKeysEnv = "CLOISTER_CAS_TEST_CHILD_SIM_KEYS"
+)
 
 // TestMain lets the test binary serve as a cloister-cas child process, so
 // a test can kill it with SIGKILL.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
 		cfg := cas.Config{Listen: "127.0.0.1:0", StateDir: dir, Sealer: "file:" + filepath.Join(dir, "seed"), Simulation: true,
-			Ready: func(a string) { fmt.Println(a) }}
+			SimKeys: os.Getenv(childSimKeysEnv), Ready: func(a string) { fmt.Println(a) }}
 		err := cas.Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -40,8 +43,15 @@ func TestMain(m *testing.M) {
 // child starts a CAS process on dir and returns its client.
 func child(t testing.TB, dir string) (*exec.Cmd, *casclient.Client) {
 	t.Helper()
+	return childWith(t, dir, "")
+}
+
+// childWith is child taking simulated evidence signed by the keys in the
+// file simKeys.
+func childWith(t testing.TB, dir, simKeys string) (*exec.Cmd, *casclient.Client) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // re-runs this test binary as the CAS process
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Env = append(os.Environ(), childEnv+"="+dir, childSimKeysEnv+"="+simKeys)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -62,10 +72,12 @@ func child(t testing.TB, dir string) (*exec.Cmd, *casclient.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := casclient.New("https://"+strings.TrimSpace(line), ca, nil)
+	url := "https://" + strings.TrimSpace(line)
+	c, err := casclient.New(url, ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	childURLs.Store(c, url)
 	return cmd, c
 }
 
@@ -74,12 +86,15 @@ func signedPolicy(t testing.TB, name string, owner *ecdsa.PrivateKey) wire.Polic
 name: ` + name + `
 owners: {keys: ["` + strings.ReplaceAll(string(policy.MarshalPublicKey(&owner.PublicKey)), "\n", `\n`) + `"]}
 allowSimulation: true
-services: [{name: web, attestation: {identities: []}, certificate: {sans: [web]}}]
+services: [{name: web, attestation: {identities: []}, certificate: {sans: [` + name + `]}, secrets: [k]}]
 secrets: [{name: k, kind: symmetric-key}]
 `
 	s := &policy.Signed{Policy: doc, Link: policy.Link{Version: 1}}
-	if err := policy.Sign(s, owner); err != nil {
-		t.Fatal(err)
+	// A new name: the board approves it besides its owner.
+	for _, k := range []*ecdsa.PrivateKey{owner, castest.BoardKey()} {
+		if err := policy.Sign(s, k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return wire.PolicyRequest{Policy: s.Policy, Link: s.Link, Signatures: s.Signatures}
 }
@@ -131,8 +146,8 @@ func TestKillDuringWrites(t *testing.T) {
 	}
 	wg.Wait()
 	_ = cmd.Wait() // killed above: its status is the kill's
-	if len(acked) == writers*perWriter {
-		t.Fatal("every write finished before the kill: nothing was tested")
+	if len(acked) == 0 || len(acked) == writers*perWriter {
+		t.Fatalf("%d of %d writes acknowledged before the kill: nothing was tested", len(acked), writers*perWriter)
 	}
 	t.Logf("%d writes acknowledged before SIGKILL", len(acked))
 

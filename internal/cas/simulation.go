@@ -123,10 +123,37 @@ func ownSimulationKey(dir string) (keyFile, pubFile string, err error) {
 	return keyFile, pubFile, nil
 }
 
-// pemKeys is a file, or a folder of files, of PEM public keys, read at
-// each use so that keys added to a mounted ConfigMap count at once. Text
+// pemKeys is a file, or a folder of files, of PEM public keys. Text
 // between the PEM blocks (a comment naming the key) is skipped.
 type pemKeys string
+
+// simKeysFresh is how long the pinned simulation keys are kept once read:
+// a key added to (or taken from) the mounted ConfigMap counts within it,
+// and a burst of attestations reads the files once, not once each.
+const simKeysFresh = time.Second
+
+// freshKeys reads keys at most once per simKeysFresh.
+type freshKeys struct {
+	files pemKeys
+	now   func() time.Time
+	mu    sync.Mutex
+	read  time.Time
+	keys  []*ecdsa.PublicKey
+	err   error
+}
+
+func (f *freshKeys) Keys() ([]*ecdsa.PublicKey, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now := f.now(); f.read.IsZero() || now.Sub(f.read) >= simKeysFresh || now.Before(f.read) {
+		f.keys, f.err = f.files.Keys()
+		f.read = now
+	}
+	return f.keys, f.err
+}
+
+// Fingerprints names the pinned keys as CAS reports them, read afresh.
+func (f *freshKeys) Fingerprints() ([]string, error) { return f.files.Fingerprints() }
 
 func (p pemKeys) Keys() ([]*ecdsa.PublicKey, error) {
 	files := []string{string(p)}

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -251,8 +252,15 @@ func writeError(w http.ResponseWriter, code int, reason string, err error) {
 	writeJSON(w, code, wire.Error{Error: err.Error(), Reason: reason})
 }
 
+// writeJSON answers v as JSON in one write with its length, not chunked.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		code, body = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed","reason":"`+wire.ReasonInternal+`"}`)
+	}
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(body)
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/cloister-cc/cloister/internal/attest"
+	"github.com/cloister-cc/cloister/internal/base/x509sign"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
 
@@ -91,31 +93,8 @@ func (p *PinnedOwners) check(policyName string, got []string, threshold int) err
 // a result of a policy they do not own is refused before anything is
 // written.
 func (c *Client) AttestPinned(ctx context.Context, policyName, service string, pin *PinnedOwners, q Quoter, dir string) (*wire.AttestResult, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	res, key, err := c.Attested(ctx, policyName, service, pin, q)
 	if err != nil {
-		return nil, err
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		return nil, err
-	}
-	binding, err := wire.KeyBinding(&key.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := q.Quote(ctx, binding)
-	if err != nil {
-		return nil, fmt.Errorf("getting evidence: %w", err)
-	}
-	res, err := c.AttestRaw(ctx, &wire.AttestRequest{Policy: policyName, Service: service, Evidence: ev,
-		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
-	if err != nil {
-		return nil, err
-	}
-	if err := pin.check(policyName, res.Owners, res.OwnerThreshold); err != nil {
-		return nil, err
-	}
-	if err := res.Open(key, policyName, service); err != nil {
 		return nil, err
 	}
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
@@ -123,6 +102,61 @@ func (c *Client) AttestPinned(ctx context.Context, policyName, service string, p
 		return nil, err
 	}
 	return res, write(dir, res, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
+}
+
+// Attested makes a key and its CSR, gets evidence binding the key and
+// attests as service of policy; it returns the result, checked (the pinned
+// owners, a certificate for this key) and opened, with the key.
+func (c *Client) Attested(ctx context.Context, policyName, service string, pin *PinnedOwners, q Quoter) (*wire.AttestResult, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509sign.CertificateRequest(&x509.CertificateRequest{}, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	binding, err := wire.KeyBinding(&key.PublicKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev, err := q.Quote(ctx, binding)
+	if err != nil {
+		return nil, nil, fmt.Errorf("getting evidence: %w", err)
+	}
+	res, err := c.AttestRaw(ctx, &wire.AttestRequest{Policy: policyName, Service: service, Evidence: ev,
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := pin.check(policyName, res.Owners, res.OwnerThreshold); err != nil {
+		return nil, nil, err
+	}
+	if err := certifies(res.Certificate, &key.PublicKey); err != nil {
+		return nil, nil, err
+	}
+	if err := res.Open(key, policyName, service); err != nil {
+		return nil, nil, err
+	}
+	return res, key, nil
+}
+
+// certifies checks that the first certificate of chain (PEM) is for key:
+// one for another key would leave the workload with a key and a
+// certificate that do not belong together.
+func certifies(chain string, key *ecdsa.PublicKey) error {
+	block, _ := pem.Decode([]byte(chain))
+	if block == nil || block.Type != "CERTIFICATE" {
+		return errors.New("CAS's answer has no certificate")
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("CAS's certificate: %w", err)
+	}
+	if !key.Equal(leaf.PublicKey) {
+		return errors.New("CAS's certificate is for another key than this workload's")
+	}
+	return nil
 }
 
 func write(dir string, res *wire.AttestResult, keyPEM []byte) error {

@@ -1,11 +1,18 @@
 package client
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -56,5 +63,26 @@ func TestEnvFileEscapes(t *testing.T) {
 	}
 	if err := write(t.TempDir(), &wire.AttestResult{Content: wire.Content{Env: map[string]string{"A;B": "x"}}}, nil); err == nil || !strings.Contains(err.Error(), `bad name "A;B"`) {
 		t.Errorf("a bad variable name: %v", err)
+	}
+}
+
+// A workload refuses a certificate CAS made for another key than its own.
+func TestCertifiesOnlyTheWorkloadsKey(t *testing.T) {
+	mine, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &mine.PublicKey, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	if err := certifies(chain, &mine.PublicKey); err != nil {
+		t.Errorf("the workload's own certificate: %v", err)
+	}
+	if err := certifies(chain, &other.PublicKey); err == nil || !strings.Contains(err.Error(), "another key") {
+		t.Errorf("a certificate for another key: %v", err)
+	}
+	if err := certifies("", &mine.PublicKey); err == nil {
+		t.Error("an answer without a certificate was taken")
 	}
 }

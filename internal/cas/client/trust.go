@@ -133,7 +133,10 @@ func checkEvidence(id *wire.Identity, binding []byte, expect Expect) (*attest.Cl
 }
 
 func newHTTP(cfg *tls.Config, dial DialFunc) *http.Client {
-	t := &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true}
+	// HTTP/1.1: most clients (a pod's initializer, a CLI command) send
+	// one or a few requests per connection, for which HTTP/2's preface,
+	// settings and header compression cost more than they save.
+	t := &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: 64}
 	if dial != nil {
 		t.DialContext = dial
 	}

@@ -177,11 +177,8 @@ func (c *CAS) issue(k *keys, req *wire.AttestRequest, reg *registered, svc *poli
 		RootCA:      string(pki.CertPEM(a.Root.Cert.Raw)),
 	}
 	res.Mesh.Allow, res.Mesh.Upstreams = svc.MeshAuthz(req.Policy)
-	if owners, err := reg.doc.OwnerKeys(); err == nil && len(owners) > 0 {
-		for _, o := range owners {
-			res.Owners = append(res.Owners, policy.Fingerprint(o))
-		}
-		res.OwnerThreshold = reg.doc.OwnerThreshold()
+	if len(reg.owners) > 0 {
+		res.Owners, res.OwnerThreshold = reg.owners, reg.doc.OwnerThreshold()
 	}
 	return res, nil
 }

@@ -29,6 +29,20 @@ type registered struct {
 	Sealed bool          `json:"sealed,omitempty"`
 	Signed policy.Signed `json:"signed"`
 	doc    *policy.Document
+	// owners names (fingerprints) doc's owner keys, read once: every
+	// attestation's result carries them.
+	owners []string
+}
+
+// withDoc sets r's parsed document and what is read from it once.
+func (r *registered) withDoc(d *policy.Document) *registered {
+	r.doc, r.owners = d, nil
+	if keys, err := d.OwnerKeys(); err == nil {
+		for _, k := range keys {
+			r.owners = append(r.owners, policy.Fingerprint(k))
+		}
+	}
+	return r
 }
 
 func decodeRegistered(raw []byte) (*registered, error) {
@@ -40,8 +54,7 @@ func decodeRegistered(raw []byte) (*registered, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.doc = d
-	return &r, nil
+	return r.withDoc(d), nil
 }
 
 // RegisterEncrypted opens a policy sealed to this CAS and registers it.
@@ -203,8 +216,8 @@ func (c *CAS) registerOnce(doc *policy.Document, s *policy.Signed, sealed bool, 
 // store appends the next version to the policy's history.
 func (c *CAS) store(k *keys, at uint64, doc *policy.Document, s *policy.Signed, current *registered, sealed bool, made map[string]*secret.Material) (*wire.Registration, error) {
 	digest := doc.Digest()
-	r := &registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s, doc: doc,
-		Sealed: sealed || (current != nil && current.Sealed)}
+	r := (&registered{Version: s.Version, Digest: digest, Predecessor: s.Predecessor, Signed: *s,
+		Sealed: sealed || (current != nil && current.Sealed)}).withDoc(doc)
 	// The history keeps the document as its author wrote it, unless it
 	// holds plain secret values: then the canonical form without them,
 	// so that no read of the history can ever return one.

@@ -6,7 +6,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -18,6 +17,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/cloister-cc/cloister/internal/base/x509sign"
 	"github.com/cloister-cc/cloister/internal/cas/seed"
 	"github.com/cloister-cc/cloister/internal/cas/wire"
 )
@@ -141,7 +141,7 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 		id.TrustDomain = a.TrustDomain()
 		tmpl.URIs = []*url.URL{id.URI()}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Mesh.Cert, r.PublicKey, a.Mesh.Key)
+	der, err := x509sign.Certificate(tmpl, a.Mesh.Cert, r.PublicKey, a.Mesh.Key)
 	if err != nil {
 		return nil, fmt.Errorf("issuing %s: %w", r.CommonName, err)
 	}
