@@ -170,12 +170,8 @@ func (c *CAS) issue(k *keys, req *wire.AttestRequest, reg *registered, svc *poli
 	if err != nil {
 		return nil, err
 	}
-	a := k.authority
-	res := &wire.AttestResult{
-		Certificate: string(pki.CertPEM(leaf.Raw)) + string(pki.CertPEM(a.Mesh.Cert.Raw)) + string(pki.CertPEM(a.Intermediate.Cert.Raw)),
-		MeshCA:      string(pki.CertPEM(a.Mesh.Cert.Raw)),
-		RootCA:      string(pki.CertPEM(a.Root.Cert.Raw)),
-	}
+	cas := k.authority.PEMs()
+	res := &wire.AttestResult{Certificate: string(pki.CertPEM(leaf.Raw)) + cas.Chain, MeshCA: cas.Mesh, RootCA: cas.Root}
 	res.Mesh.Allow, res.Mesh.Upstreams = svc.MeshAuthz(req.Policy)
 	if len(reg.owners) > 0 {
 		res.Owners, res.OwnerThreshold = reg.owners, reg.doc.OwnerThreshold()
@@ -234,5 +230,6 @@ func (c *CAS) CAs() (*wire.CAs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wire.CAs{RootCA: string(pki.CertPEM(k.authority.Root.Cert.Raw)), MeshCA: string(pki.CertPEM(k.authority.Mesh.Cert.Raw))}, nil
+	cas := k.authority.PEMs()
+	return &wire.CAs{RootCA: cas.Root, MeshCA: cas.Mesh}, nil
 }

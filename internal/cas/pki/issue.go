@@ -61,7 +61,7 @@ func Load(s seed.Seed, certsPEM []byte) (*Authority, error) {
 			return nil, fmt.Errorf("the key derived for %q does not match its certificate: the state is another seed's", ca.Cert.Subject.CommonName)
 		}
 	}
-	return a, nil
+	return a.withPEMs(), nil
 }
 
 // Request is what a workload certificate is made from.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/seed"
@@ -36,6 +37,34 @@ type CA struct {
 // Authority is CAS's CA hierarchy.
 type Authority struct {
 	Root, Intermediate, Mesh CA
+	pems                     func() CAPEMs
+}
+
+// CAPEMs are the CA certificates in PEM as workloads receive them.
+type CAPEMs struct {
+	Root, Mesh string
+	// Chain is what follows a workload's certificate in its chain: the
+	// mesh CA, then the intermediate.
+	Chain string
+}
+
+// PEMs are a's CA certificates in PEM, encoded once.
+func (a *Authority) PEMs() CAPEMs {
+	if a.pems == nil { // an Authority not made by New or Load
+		return a.encodePEMs()
+	}
+	return a.pems()
+}
+
+func (a *Authority) encodePEMs() CAPEMs {
+	mesh := string(CertPEM(a.Mesh.Cert.Raw))
+	return CAPEMs{Root: string(CertPEM(a.Root.Cert.Raw)), Mesh: mesh, Chain: mesh + string(CertPEM(a.Intermediate.Cert.Raw))}
+}
+
+// withPEMs has a encode its PEMs once, when first asked.
+func (a *Authority) withPEMs() *Authority {
+	a.pems = sync.OnceValue(a.encodePEMs)
+	return a
 }
 
 // Lifetimes of the CAs.
@@ -75,7 +104,7 @@ func New(s seed.Seed, name string, now time.Time) (*Authority, error) {
 	if a.Mesh.Cert, err = caCert(name+" mesh CA", now, meshLifetime, a.Mesh.Key, &a.Intermediate, 0); err != nil {
 		return nil, err
 	}
-	return a, nil
+	return a.withPEMs(), nil
 }
 
 // caCert makes a CA certificate for key, signed by parent (self-signed

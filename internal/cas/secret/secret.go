@@ -89,6 +89,6 @@ func Make(a *pki.Authority, policyName string, sec *policy.Secret, now time.Time
 	}
 	m.Cert = string(pki.CertPEM(cert.Raw))
 	m.Key = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}))
-	m.Chain = m.Cert + string(pki.CertPEM(a.Mesh.Cert.Raw)) + string(pki.CertPEM(a.Intermediate.Cert.Raw))
+	m.Chain = m.Cert + a.PEMs().Chain
 	return m, nil
 }
