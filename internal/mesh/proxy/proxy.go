@@ -100,7 +100,7 @@ func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) erro
 		}
 		peer := ""
 		if r.TLS != nil {
-			tc := tls.Server(conn, r.TLS)
+			tc := newMeshTLS(conn, r.TLS, true)
 			hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 			err := tc.HandshakeContext(hctx)
 			cancel()
@@ -133,6 +133,22 @@ func (p *Proxy) Ingress(ctx context.Context, ln net.Listener, route Router) erro
 	})
 }
 
+// dialTLS opens a mesh TLS connection to addr, its handshake done.
+func dialTLS(ctx context.Context, addr string, cfg *tls.Config) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := newMeshTLS(raw, cfg, false)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
 // Egress forwards connections on ln (a loopback address the app connects
 // to) to upstream over mTLS: the workload certificate as the client's, the
 // upstream verified against the mesh CA for its host name.
@@ -150,8 +166,7 @@ func (p *Proxy) Egress(ctx context.Context, ln net.Listener, upstream string, ce
 			_ = conn.Close()
 			return
 		}
-		d := &tls.Dialer{Config: cfg, NetDialer: &net.Dialer{Timeout: handshakeTimeout}}
-		up, err := d.DialContext(ctx, "tcp", upstream)
+		up, err := dialTLS(ctx, upstream, cfg)
 		if err != nil {
 			log.Warn("egress cannot reach the upstream", "upstream", upstream, "error", err.Error())
 			p.count(DirEgress, Unreachable)
