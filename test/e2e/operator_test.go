@@ -27,6 +27,7 @@ import (
 
 	"github.com/cloister-cc/cloister/api/common"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
+	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/operator"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
@@ -71,8 +72,10 @@ func build(name string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(builds.dir, name)
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
-	cmd.Dir = root
+	// make's build configuration, so the packages make demo compiled are
+	// not compiled again in another.
+	cmd := exec.Command("go", append(append([]string{"build"}, toolchain.BuildFlags...), "-o", path, "./cmd/"+name)...)
+	cmd.Dir, cmd.Env = root, append(os.Environ(), toolchain.BuildEnv...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}

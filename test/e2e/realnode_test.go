@@ -55,10 +55,10 @@ func imageRef(name string) string { return image.Ref(image.DefaultRegistry, name
 func buildImages(t testing.TB) (bin string, built []image.Built) {
 	t.Helper()
 	bin, out := t.TempDir(), t.TempDir()
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-		"-X github.com/cloister-cc/cloister/internal/base/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp, "./test/e2e/"+enclaveApp)
+	cmd := exec.Command("go", append(append([]string{"build"}, toolchain.BuildFlags...), "-ldflags",
+		"-X github.com/cloister-cc/cloister/internal/base/version.Version="+imageVersion, "-o", bin+"/", "./cmd/...", "./test/e2e/"+meshApp, "./test/e2e/"+enclaveApp)...)
 	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), toolchain.BuildEnv...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the binaries: %v\n%s", err, out)
 	}

@@ -86,8 +86,8 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 		platforms = append([]image.Platform{image.Host()}, platforms...)
 	}
 	for _, p := range platforms {
-		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(p.Dir(bin), "pause"), "github.com/cloister-cc/cloister/cmd/cloister-pause")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
+		build := exec.CommandContext(ctx, "go", append(append([]string{"build"}, toolchain.BuildFlags...), "-o", filepath.Join(p.Dir(bin), "pause"), "github.com/cloister-cc/cloister/cmd/cloister-pause")...)
+		build.Env = append(append(os.Environ(), toolchain.BuildEnv...), "GOOS="+p.OS, "GOARCH="+p.Architecture)
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("building pause for %s: %v\n%s", p, err, out)
 		}
