@@ -24,8 +24,8 @@ import (
 )
 
 // loadClients is how many initializers attest at once in
-// BenchmarkAttestLoad, as in the comparison against MarbleRun's
-// coordinator (docs/performance.md).
+// BenchmarkAttestLoad: a rollout's pods starting together (docs/cas.md,
+// Performance).
 const loadClients = 32
 
 // BenchmarkAttestLoad is the attestation load of many pods starting:
