@@ -137,7 +137,7 @@ func GoBuild(ctx context.Context, goBin, dir string, env, flags, pkgs []string, 
 	_, _ = fmt.Fprintf(w, "toolchain: %s: compiling (a line every %s)\n", what, progressEvery)
 	stop := make(chan struct{})
 	// The count runs beside the build, not before it.
-	total := func() int { return countPackages(ctx, goBin, dir, env, pkgs) }
+	total := func() int { return countPackages(ctx, goBin, dir, env, flags, pkgs) }
 	go reportProgress(w, what, total, p, stop)
 	err := cmd.Run()
 	close(stop)

@@ -1,7 +1,6 @@
 package toolchain
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -67,25 +66,45 @@ func progressLine(what string, done, total int, elapsed time.Duration, last stri
 		return fmt.Sprintf("toolchain: %s: %d packages compiled (of a total still counted), %s, latest %s",
 			what, done, elapsed.Round(time.Second), last)
 	}
-	pct := min(100, done*100/total)
+	// The total was counted beside the build: what it compiled first
+	// may have been left out.
+	total = max(total, done)
+	pct := done * 100 / total
 	return fmt.Sprintf("toolchain: %s: %d of %d packages compiled (%d%%), %s, latest %s",
 		what, done, total, pct, elapsed.Round(time.Second), last)
 }
 
-// countPackages is how many packages building pkgs needs, standard
-// library included: the denominator of the progress lines.
-func countPackages(ctx context.Context, goBin, dir string, env []string, pkgs []string) int {
-	cmd := exec.CommandContext(ctx, goBin, append([]string{"list", "-deps"}, pkgs...)...)
+// countPackages is how many packages building pkgs with flags must
+// compile, standard library included: those go list finds stale, not
+// those Go's build cache already holds (another module's build compiled
+// them), which go build -v does not name. The denominator of the
+// progress lines.
+func countPackages(ctx context.Context, goBin, dir string, env, flags, pkgs []string) int {
+	// A command the cache holds is stale only for want of an installed
+	// binary: go build takes it from the cache.
+	const format = `{{if and .Stale (ne .StaleReason "not installed but available in build cache")}}stale{{end}}`
+	args := append(append([]string{"list", "-deps", "-f", format}, listFlags(flags)...), pkgs...)
+	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir, cmd.Env = dir, env
 	out, err := cmd.Output()
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
-		n++
+	return bytes.Count(out, []byte("stale\n"))
+}
+
+// listFlags are the build flags go list takes of go build's: all but -o
+// and its value.
+func listFlags(flags []string) []string {
+	var out []string
+	for i := 0; i < len(flags); i++ {
+		if flags[i] == "-o" {
+			i++
+			continue
+		}
+		out = append(out, flags[i])
 	}
-	return n
+	return out
 }
 
 // reportProgress prints a progress line every progressEvery until stop is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,5 +241,35 @@ func TestProgressCountsPackagesAndForwardsErrors(t *testing.T) {
 	line = progressLine("containerd", 12, 0, 5*time.Second, "io")
 	if want := "toolchain: containerd: 12 packages compiled (of a total still counted), 5s, latest io"; line != want {
 		t.Errorf("progress line %q, want %q", line, want)
+	}
+}
+
+// The progress lines count only what go build must compile: packages the
+// build cache holds (another module compiled them) are not in the total.
+func TestCountPackagesLeavesOutCachedOnes(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"go.mod":  "module example.com/counted\n\ngo 1.26\n",
+		"main.go": "package main\n\nimport \"fmt\"\n\n// " + t.Name() + time.Now().String() + "\nfunc main() { fmt.Println() }\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off", "GOFLAGS=")
+	flags := append(append([]string{}, BuildFlags...), "-o", filepath.Join(dir, "counted"))
+	ctx := context.Background()
+	if n := countPackages(ctx, goBin, dir, env, flags, []string{"."}); n < 1 {
+		t.Fatalf("before the build: %d packages to compile, want the main package at least", n)
+	}
+	if err := GoBuild(ctx, goBin, dir, env, flags, []string{"."}, "counted", io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if n := countPackages(ctx, goBin, dir, env, flags, []string{"."}); n != 0 {
+		t.Errorf("after the build: %d packages to compile, want 0: the cache holds them all", n)
 	}
 }
