@@ -131,7 +131,7 @@ lint: tools
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@$(GO) -C $(AGENTPOLICY) mod tidy -diff || { echo "$(AGENTPOLICY)'s go.mod/go.sum are not tidy: run go mod tidy there"; exit 1; }
-	@lint=$$($(MAKE_CLOISTER) dev tools --lint | tail -1) && "$$lint/golangci-lint" run ./... && \
+	@dirs=$$($(MAKE_CLOISTER) dev tools --lint) && lint=$$(printf '%s\n' "$$dirs" | tail -1) && "$$lint/golangci-lint" run ./... && \
 		cd $(AGENTPOLICY) && "$$lint/golangci-lint" run ./...
 
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
@@ -171,8 +171,8 @@ qemu-user:
 ## given (an unencrypted ECDSA P-256 PEM key; cloister install
 ## --verify-image-signatures checks them with its public key).
 images: build
-	$(GORUN) ./hack/images $(IMAGE_FLAGS) -out $(IMAGES) \
-		$(if $(filter host,$(PLATFORMS)),-vault "$$($(MAKE_CLOISTER) dev tools --vault | tail -1)/vault")
+	@$(if $(filter host,$(PLATFORMS)),dirs=$$($(MAKE_CLOISTER) dev tools --vault) && vault="$$(printf '%s\n' "$$dirs" | tail -1)/vault" &&) \
+	$(GORUN) ./hack/images $(IMAGE_FLAGS) -out $(IMAGES) $(if $(filter host,$(PLATFORMS)),-vault "$$vault")
 
 push: build
 	@test -n "$(REGISTRY)" || { echo "make push REGISTRY=registry.example/prefix"; exit 1; }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,14 +62,12 @@ func workspace(ctx context.Context, goBin, modDir string, env []string, patches 
 	for _, p := range patches {
 		cp, ok := copies[p.Module]
 		if !ok {
-			cmd := exec.CommandContext(ctx, goBin, "list", "-m", "-f", "{{.Dir}}", p.Module)
-			cmd.Dir, cmd.Env = modDir, env
-			out, err := cmd.Output()
-			if err != nil || strings.TrimSpace(string(out)) == "" {
-				return "", fmt.Errorf("patching %s: the module's folder: %w", p.Module, err)
+			src, err := moduleDir(ctx, goBin, modDir, env, p.Module)
+			if err != nil {
+				return "", fmt.Errorf("patching %s: %w", p.Module, err)
 			}
 			cp = filepath.Join(dir, "patched", strings.ReplaceAll(p.Module, "/", "_"))
-			if err := os.CopyFS(cp, os.DirFS(strings.TrimSpace(string(out)))); err != nil {
+			if err := os.CopyFS(cp, os.DirFS(src)); err != nil {
 				return "", fmt.Errorf("patching %s: copying it: %w", p.Module, err)
 			}
 			copies[p.Module] = cp
@@ -90,4 +90,26 @@ func workspace(ctx context.Context, goBin, modDir string, env []string, patches 
 	}
 	path := filepath.Join(dir, "go.work")
 	return path, os.WriteFile(path, []byte(work), 0o600)
+}
+
+// moduleDir is the folder of module (at the version modDir's build list
+// has), downloaded first if the module cache lacks it: go list -m names
+// no folder for a module not downloaded yet, as on a fresh machine.
+func moduleDir(ctx context.Context, goBin, modDir string, env []string, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, goBin, "mod", "download", "-json", module)
+	cmd.Dir, cmd.Env = modDir, env
+	out, err := cmd.Output()
+	var got struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &got); jerr != nil && err == nil {
+		err = jerr
+	}
+	switch {
+	case got.Error != "":
+		return "", fmt.Errorf("downloading it: %s", got.Error)
+	case err != nil:
+		return "", fmt.Errorf("downloading it: %w", err)
+	case got.Dir == "":
+		return "", errors.New("downloading it: go mod download named no folder")
+	}
+	return got.Dir, nil
 }

@@ -1,0 +1,70 @@
+package toolchain
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/module"
+	modzip "golang.org/x/mod/zip"
+)
+
+// A patch applies on a fresh machine too, where the module cache does not
+// hold the patched module yet: it is downloaded first (here from a proxy
+// in a folder; nothing leaves the machine).
+func TestWorkspacePatchesAModuleNotYetDownloaded(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	root := t.TempDir()
+	// The proxy's one module, example.com/dep v1.0.0.
+	src := filepath.Join(root, "src")
+	write(t, filepath.Join(src, "go.mod"), "module example.com/dep\n\ngo 1.26\n")
+	write(t, filepath.Join(src, "dep.go"), "package dep\n\nconst Answer = 41\n")
+	at := filepath.Join(root, "proxy", "example.com", "dep", "@v")
+	if err := os.MkdirAll(at, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(at, "list"), "v1.0.0\n")
+	write(t, filepath.Join(at, "v1.0.0.info"), `{"Version":"v1.0.0"}`)
+	write(t, filepath.Join(at, "v1.0.0.mod"), "module example.com/dep\n\ngo 1.26\n")
+	zf, err := os.Create(filepath.Join(at, "v1.0.0.zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := modzip.CreateFromDir(zf, module.Version{Path: "example.com/dep", Version: "v1.0.0"}, src); err != nil {
+		t.Fatal(err)
+	}
+	_ = zf.Close()
+	// The tool module that requires it, and an empty module cache.
+	tool := filepath.Join(root, "tool")
+	write(t, filepath.Join(tool, "go.mod"), "module example.com/tool\n\ngo 1.26\n\nrequire example.com/dep v1.0.0\n")
+	env := append(os.Environ(), "GOPROXY=file://"+filepath.Join(root, "proxy"), "GOSUMDB=off", "GOFLAGS=-mod=mod -modcacherw",
+		"GOMODCACHE="+filepath.Join(root, "modcache"), "GOWORK=off")
+	work, err := workspace(context.Background(), goBin, tool, env, []Patch{{Module: "example.com/dep", File: "dep.go", Old: "41", New: "42"}}, filepath.Join(root, "out"))
+	if err != nil {
+		t.Fatalf("patching a module the cache lacks: %v", err)
+	}
+	data, err := os.ReadFile(work)
+	if err != nil || !strings.Contains(string(data), "replace example.com/dep => ") {
+		t.Fatalf("go.work %q (%v) does not replace the module", data, err)
+	}
+	patched, _ := os.ReadFile(filepath.Join(root, "out", "patched", "example.com_dep", "dep.go"))
+	if !strings.Contains(string(patched), "Answer = 42") {
+		t.Errorf("the patched copy says %q", patched)
+	}
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
