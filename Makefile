@@ -53,6 +53,10 @@ QEMU_DIR  := $(or $(CLOISTER_CACHE_DIR),$(CURDIR)/.cache)/qemu-user/$(subst :,_,
 # go test's own timeout; CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 45m
 
+# What make demo and make test need built besides the control plane.
+TOOLS_ALSO :=
+demo test: TOOLS_ALSO = --vault $(if $(filter 0,$(shell id -u)),--real-node)
+
 .PHONY: all help bootstrap tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
 
 ## all: build (the default target).
@@ -72,9 +76,12 @@ bootstrap:
 	@GO=$(GO) $(GOBUILD) -ldflags '$(LDFLAGS)' -o $(MAKE_CLOISTER) ./cmd/cloister
 
 ## tools: build the pinned etcd, kube-apiserver, kube-controller-manager,
-## kube-scheduler, kubectl, kwok, kwokctl and controller-gen (once).
+## kube-scheduler, kubectl, kwok, kwokctl and controller-gen (once); for
+## make demo and make test also the Vault server and, as root, the real
+## node's kubelet, containerd and CNI plugins, whose modules download while
+## the control plane compiles.
 tools: bootstrap
-	@$(MAKE_CLOISTER) dev tools >/dev/null
+	@$(MAKE_CLOISTER) dev tools $(TOOLS_ALSO) >/dev/null
 
 ## generate: deepcopy code and CRDs from the API types (commit the result;
 ## a test fails when they are stale).

@@ -258,6 +258,9 @@ func newDevTools(s Streams) *cobra.Command {
 			if vault {
 				chains = append(chains, tc.VaultServer())
 			}
+			// The others' modules download while the first compiles.
+			wait := toolchain.DownloadAhead(cmd.Context(), chains[0], chains[1:], s.Err)
+			defer wait()
 			for _, c := range chains {
 				if err := c.Ensure(cmd.Context(), s.Err); err != nil {
 					return err

@@ -193,3 +193,41 @@ func Lock(path string) (unlock func(), err error) {
 		_ = f.Close()
 	}, nil
 }
+
+// DownloadAhead starts downloading, in the background, the modules of each
+// toolchain of later that has tools missing, once per module and not
+// building's (which downloads its own now): a cold build spends minutes
+// waiting for the module proxy, which can go on while building compiles.
+// wait returns once the downloads are done; a failed one is left for the
+// build to report.
+func DownloadAhead(ctx context.Context, building *Toolchain, later []*Toolchain, w io.Writer) (wait func()) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return func() {}
+	}
+	seen := map[string]bool{building.SourceDir: true}
+	done := make(chan struct{})
+	n := 0
+	for _, t := range later {
+		if t.SourceDir == "" || seen[t.SourceDir] {
+			continue
+		}
+		if missing, err := t.Missing(); err != nil || len(missing) == 0 {
+			continue
+		}
+		seen[t.SourceDir] = true
+		n++
+		_, _ = fmt.Fprintf(w, "toolchain: downloading the modules of %s beside the build\n", names(t.Tools))
+		go func() {
+			cmd := exec.CommandContext(ctx, goBin, "mod", "download")
+			cmd.Dir, cmd.Env = t.SourceDir, append(append(os.Environ(), BuildEnv...), "GOWORK=off")
+			_ = cmd.Run() // the build downloads again, and says what fails
+			done <- struct{}{}
+		}()
+	}
+	return func() {
+		for range n {
+			<-done
+		}
+	}
+}

@@ -21,7 +21,27 @@ func TestWorkspacePatchesAModuleNotYetDownloaded(t *testing.T) {
 		t.Skip("no go command")
 	}
 	root := t.TempDir()
-	// The proxy's one module, example.com/dep v1.0.0.
+	tool, env := depModule(t, root)
+	env = append(os.Environ(), env...)
+	work, err := workspace(context.Background(), goBin, tool, env, []Patch{{Module: "example.com/dep", File: "dep.go", Old: "41", New: "42"}}, filepath.Join(root, "out"))
+	if err != nil {
+		t.Fatalf("patching a module the cache lacks: %v", err)
+	}
+	data, err := os.ReadFile(work)
+	if err != nil || !strings.Contains(string(data), "replace example.com/dep => ") {
+		t.Fatalf("go.work %q (%v) does not replace the module", data, err)
+	}
+	patched, _ := os.ReadFile(filepath.Join(root, "out", "patched", "example.com_dep", "dep.go"))
+	if !strings.Contains(string(patched), "Answer = 42") {
+		t.Errorf("the patched copy says %q", patched)
+	}
+}
+
+// depModule is a proxy in a folder of root serving example.com/dep
+// v1.0.0, a module requiring it (its folder returned), and the go
+// command's environment with that proxy and an empty module cache.
+func depModule(t *testing.T, root string) (string, []string) {
+	t.Helper()
 	src := filepath.Join(root, "src")
 	write(t, filepath.Join(src, "go.mod"), "module example.com/dep\n\ngo 1.26\n")
 	write(t, filepath.Join(src, "dep.go"), "package dep\n\nconst Answer = 41\n")
@@ -40,23 +60,11 @@ func TestWorkspacePatchesAModuleNotYetDownloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = zf.Close()
-	// The tool module that requires it, and an empty module cache.
 	tool := filepath.Join(root, "tool")
 	write(t, filepath.Join(tool, "go.mod"), "module example.com/tool\n\ngo 1.26\n\nrequire example.com/dep v1.0.0\n")
-	env := append(os.Environ(), "GOPROXY=file://"+filepath.Join(root, "proxy"), "GOSUMDB=off", "GOFLAGS=-mod=mod -modcacherw",
-		"GOMODCACHE="+filepath.Join(root, "modcache"), "GOWORK=off")
-	work, err := workspace(context.Background(), goBin, tool, env, []Patch{{Module: "example.com/dep", File: "dep.go", Old: "41", New: "42"}}, filepath.Join(root, "out"))
-	if err != nil {
-		t.Fatalf("patching a module the cache lacks: %v", err)
-	}
-	data, err := os.ReadFile(work)
-	if err != nil || !strings.Contains(string(data), "replace example.com/dep => ") {
-		t.Fatalf("go.work %q (%v) does not replace the module", data, err)
-	}
-	patched, _ := os.ReadFile(filepath.Join(root, "out", "patched", "example.com_dep", "dep.go"))
-	if !strings.Contains(string(patched), "Answer = 42") {
-		t.Errorf("the patched copy says %q", patched)
-	}
+	write(t, filepath.Join(tool, "go.sum"), "")
+	return tool, []string{"GOPROXY=file://" + filepath.Join(root, "proxy"), "GOSUMDB=off", "GOFLAGS=-mod=mod -modcacherw",
+		"GOMODCACHE=" + filepath.Join(root, "modcache"), "GOWORK=off"}
 }
 
 func write(t *testing.T, path, content string) {
@@ -66,5 +74,35 @@ func write(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The modules of a toolchain to build later download while another
+// builds; one with nothing missing downloads nothing.
+func TestDownloadAhead(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	root := t.TempDir()
+	tool, env := depModule(t, root)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	building := &Toolchain{SourceDir: t.TempDir(), BinDir: t.TempDir(), Tools: Tools}
+	later := &Toolchain{SourceDir: tool, BinDir: t.TempDir(), Tools: []Tool{{Name: "dep", Package: "example.com/dep"}}}
+	var said strings.Builder
+	DownloadAhead(context.Background(), building, []*Toolchain{later}, &said)()
+	if _, err := os.Stat(filepath.Join(root, "modcache", "example.com", "dep@v1.0.0", "dep.go")); err != nil {
+		t.Errorf("the later toolchain's module was not downloaded: %v", err)
+	}
+	if !strings.Contains(said.String(), "downloading the modules of dep") {
+		t.Errorf("it did not say so: %q", said.String())
+	}
+	said.Reset()
+	built := &Toolchain{SourceDir: tool, BinDir: later.BinDir, Tools: []Tool{}}
+	DownloadAhead(context.Background(), building, []*Toolchain{built}, &said)()
+	if said.Len() != 0 {
+		t.Errorf("a toolchain with nothing missing: %q", said.String())
 	}
 }
