@@ -97,9 +97,11 @@ build: tools
 	@GO=$(GO) $(GOBUILD) -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	@$(call build-each,./cmd/...,,$(BIN))
 	@pins=$$($(GORUN) ./hack/images $(IMAGE_FLAGS) -operator-ldflags) && \
-		$(call build-each,./cmd/cloister-operator,$$pins) && \
+		GO=$(GO) $(GOBUILD) -ldflags "$(LDFLAGS) $$pins" -o $(BIN)/ ./cmd/cloister-operator && \
+		$(call build-each,./cmd/cloister-operator,$$pins,$(BIN)) && \
 	pin=$$($(GORUN) ./hack/images $(IMAGE_FLAGS) -cli-ldflags) && \
-		$(call build-each,./cmd/cloister,$$pin)
+		GO=$(GO) $(GOBUILD) -ldflags "$(LDFLAGS) $$pin" -o $(BIN)/ ./cmd/cloister && \
+		$(call build-each,./cmd/cloister,$$pin,$(BIN))
 
 ## test: lint, then unit, envtest and end-to-end tests with the race detector;
 ## with PLATFORMS (all), first the release images for them (make images),

@@ -79,9 +79,14 @@ policy_doc() {
 
 # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds.
 wait_for() {
-	local what=$1 secs=$2
+	local what=$1 secs=$2 i
 	shift 2
-	for _ in $(seq 1 $((secs * 2))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
+	for i in $(seq 1 $((secs * 2))); do
+		"$@" >/dev/null 2>&1 && return 0
+		# Said every 5 s: a newcomer sees the demo is alive.
+		[ $((i % 10)) -eq 0 ] && echo "  still waiting for $what ($((i / 2))s)"
+		sleep 0.5
+	done
 	echo "timed out waiting for $what" >&2
 	return 1
 }
@@ -293,7 +298,7 @@ demo_vault() {
 		"$CLOISTER" policy sign --key "$CAS_DIR/recovery-owner.pem" "$ws/signedpolicy-owner.yaml" >"$ws/signedpolicy.yaml"
 		kube apply -f "$ws/signedpolicy.yaml"
 	fi
-	if ! kube wait --for=jsonpath='{.status.state}'=HEALTHY --timeout=300s vault/vault >/dev/null; then
+	if ! wait_for "the Vault to be HEALTHY" 300 sh -c "'$TOOLS/kubectl' --kubeconfig '$KUBECONFIG_PATH' get vault vault -o jsonpath='{.status.state}' | grep -qx HEALTHY"; then
 		kube describe vault vault >&2 || true
 		exit 1
 	fi

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -87,21 +89,46 @@ func main() {
 		fmt.Fprintln(os.Stderr, "images: -vault packs the dev cluster's Vault for this machine only: give no -push and -platforms host")
 		os.Exit(2)
 	}
-	if err := run(*bin, *out, *registry, *version, *revision, *source, *push, *vault, key, platforms); err != nil {
+	stop := heartbeat(os.Stderr, 5*time.Second)
+	err = run(*bin, *out, *registry, *version, *revision, *source, *push, *vault, key, platforms)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
 }
 
-func platformNames() string {
-	names := make([]string, len(image.All))
-	for i, p := range image.All {
+// heartbeat says every period that packing goes on, until stop: packing
+// (hashing and compressing hundreds of MB) takes tens of seconds cold.
+func heartbeat(w io.Writer, period time.Duration) (stop func()) {
+	start, done := time.Now(), make(chan struct{})
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "images: still packing (%s)\n", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func platformsString(ps []image.Platform) string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
 		names[i] = p.String()
 	}
 	return strings.Join(names, ", ")
 }
 
+func platformNames() string { return platformsString(image.All) }
+
 func run(bin, out, registry, version, revision, source, push, vault string, key *ecdsa.PrivateKey, platforms []image.Platform) error {
+	fmt.Fprintf(os.Stderr, "images: packing %d images for %s into %s\n", len(image.Binaries), platformsString(platforms), out)
 	built, err := image.BuildAll(bin, out, registry, version, revision, source, shipped.Files, platforms...)
 	if err != nil {
 		return fmt.Errorf("%w (run make build first)", err)
@@ -111,6 +138,7 @@ func run(bin, out, registry, version, revision, source, push, vault string, key 
 		return err
 	}
 	if vault != "" {
+		fmt.Fprintln(os.Stderr, "images: packing the dev cluster's Vault server (its binary alone is hundreds of MB)")
 		b, err := image.BuildTo(image.Spec{Name: VaultImage, Binary: vault, Version: version, Source: "https://github.com/hashicorp/vault", Licenses: "MPL-2.0"}, out, registry)
 		if err != nil {
 			return fmt.Errorf("the Vault image: %w", err)

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -190,3 +193,33 @@ func TestVaultImage(t *testing.T) {
 		}
 	}
 }
+
+// Packing says it goes on every period, and stops saying so when done.
+func TestHeartbeat(t *testing.T) {
+	var mu sync.Mutex
+	var said bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return said.Write(p)
+	})
+	stop := heartbeat(w, 10*time.Millisecond)
+	time.Sleep(55 * time.Millisecond)
+	stop()
+	mu.Lock()
+	n := strings.Count(said.String(), "images: still packing")
+	mu.Unlock()
+	if n < 2 {
+		t.Fatalf("said %d times in 55 ms, every 10 ms: %q", n, said.String())
+	}
+	time.Sleep(30 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if m := strings.Count(said.String(), "images: still packing"); m > n+1 {
+		t.Errorf("went on after stop: %d then %d", n, m)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -59,12 +59,15 @@ func (p *progress) snapshot() (int, string) {
 }
 
 // progressLine is what a build prints every progressEvery: packages
-// compiled of those the build needs (some may come from Go's build cache,
-// so a warm build finishes below the total), elapsed time, the latest one.
+// compiled of those the build must compile (total; unknown while
+// negative), elapsed time, the latest one.
 func progressLine(what string, done, total int, elapsed time.Duration, last string) string {
-	if total == 0 {
+	switch {
+	case total < 0:
 		return fmt.Sprintf("toolchain: %s: %d packages compiled (of a total still counted), %s, latest %s",
 			what, done, elapsed.Round(time.Second), last)
+	case total == 0 && done == 0:
+		return fmt.Sprintf("toolchain: %s: linking (the build cache holds every package), %s", what, elapsed.Round(time.Second))
 	}
 	// The total was counted beside the build: what it compiled first
 	// may have been left out.
@@ -77,8 +80,8 @@ func progressLine(what string, done, total int, elapsed time.Duration, last stri
 // countPackages is how many packages building pkgs with flags must
 // compile, standard library included: those go list finds stale, not
 // those Go's build cache already holds (another module's build compiled
-// them), which go build -v does not name. The denominator of the
-// progress lines.
+// them), which go build -v does not name; -1 when go list fails. The
+// denominator of the progress lines.
 func countPackages(ctx context.Context, goBin, dir string, env, flags, pkgs []string) int {
 	// A command the cache holds is stale only for want of an installed
 	// binary: go build takes it from the cache.
@@ -88,7 +91,7 @@ func countPackages(ctx context.Context, goBin, dir string, env, flags, pkgs []st
 	cmd.Dir, cmd.Env = dir, env
 	out, err := cmd.Output()
 	if err != nil {
-		return 0
+		return -1
 	}
 	return bytes.Count(out, []byte("stale\n"))
 }
@@ -115,7 +118,7 @@ func reportProgress(w io.Writer, what string, total func() int, p *progress, sto
 	// package): the lines start on time and show the total once known.
 	counted := make(chan int, 1)
 	go func() { counted <- total() }()
-	n := 0
+	n := -1
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	for {

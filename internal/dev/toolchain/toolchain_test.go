@@ -238,8 +238,13 @@ func TestProgressCountsPackagesAndForwardsErrors(t *testing.T) {
 		t.Errorf("progress line %q, want %q", line, want)
 	}
 	// Before go list has counted, the lines go on without a total.
-	line = progressLine("containerd", 12, 0, 5*time.Second, "io")
+	line = progressLine("containerd", 12, -1, 5*time.Second, "io")
 	if want := "toolchain: containerd: 12 packages compiled (of a total still counted), 5s, latest io"; line != want {
+		t.Errorf("progress line %q, want %q", line, want)
+	}
+	// With every package in the build cache, the build only links.
+	line = progressLine("cloister-operator", 0, 0, 10*time.Second, "")
+	if want := "toolchain: cloister-operator: linking (the build cache holds every package), 10s"; line != want {
 		t.Errorf("progress line %q, want %q", line, want)
 	}
 }
