@@ -110,7 +110,7 @@ func heartbeat(w io.Writer, period time.Duration) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(w, "images: still packing (%s)\n", time.Since(start).Round(time.Second))
+				_, _ = fmt.Fprintf(w, "images: still packing (%s)\n", time.Since(start).Round(time.Second))
 			}
 		}
 	}()
