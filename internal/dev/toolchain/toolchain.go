@@ -176,7 +176,7 @@ func (t *Toolchain) Check() error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s not built in %s; run `make tools` (a cold build takes about 13 minutes on 2 cores)",
+	return fmt.Errorf("%w: %s not built in %s; run `make tools` (a cold build takes about 8 minutes on 2 cores)",
 		ErrMissing, names(missing), t.BinDir)
 }
 
