@@ -259,7 +259,7 @@ func newDevTools(s Streams) *cobra.Command {
 				chains = append(chains, tc.VaultServer())
 			}
 			// The others' modules download while the first compiles.
-			wait := toolchain.DownloadAhead(cmd.Context(), chains[0], chains[1:], s.Err)
+			wait := toolchain.DownloadAhead(cmd.Context(), chains, s.Err)
 			defer wait()
 			for _, c := range chains {
 				if err := c.Ensure(cmd.Context(), s.Err); err != nil {

@@ -194,25 +194,33 @@ func Lock(path string) (unlock func(), err error) {
 	}, nil
 }
 
-// DownloadAhead starts downloading, in the background, the modules of each
-// toolchain of later that has tools missing, once per module and not
-// building's (which downloads its own now): a cold build spends minutes
-// waiting for the module proxy, which can go on while building compiles.
-// wait returns once the downloads are done; a failed one is left for the
-// build to report.
-func DownloadAhead(ctx context.Context, building *Toolchain, later []*Toolchain, w io.Writer) (wait func()) {
+// DownloadAhead starts downloading, in the background, the modules of the
+// toolchains of chains (to be built in that order) that have tools
+// missing, but the first such, which downloads its own as it builds: a
+// cold build spends minutes waiting for the module proxy, which can go on
+// while another toolchain compiles. Each module once. wait returns once
+// the downloads are done; a failed one is left for the build to report.
+func DownloadAhead(ctx context.Context, chains []*Toolchain, w io.Writer) (wait func()) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return func() {}
 	}
-	seen := map[string]bool{building.SourceDir: true}
+	var later []*Toolchain
+	seen := map[string]bool{}
+	for _, t := range chains {
+		if missing, err := t.Missing(); err != nil || len(missing) == 0 || t.SourceDir == "" {
+			continue
+		}
+		if len(seen) == 0 {
+			seen[t.SourceDir] = true // built first: it downloads its own
+			continue
+		}
+		later = append(later, t)
+	}
 	done := make(chan struct{})
 	n := 0
 	for _, t := range later {
-		if t.SourceDir == "" || seen[t.SourceDir] {
-			continue
-		}
-		if missing, err := t.Missing(); err != nil || len(missing) == 0 {
+		if seen[t.SourceDir] {
 			continue
 		}
 		seen[t.SourceDir] = true
