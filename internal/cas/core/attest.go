@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/attest"
@@ -174,7 +175,7 @@ func (c *CAS) issue(k *keys, req *wire.AttestRequest, reg *registered, svc *poli
 	res := &wire.AttestResult{Certificate: string(pki.CertPEM(leaf.Raw)) + cas.Chain, MeshCA: cas.Mesh, RootCA: cas.Root}
 	res.Mesh.Allow, res.Mesh.Upstreams = svc.MeshAuthz(req.Policy)
 	if len(reg.owners) > 0 {
-		res.Owners, res.OwnerThreshold = reg.owners, reg.doc.OwnerThreshold()
+		res.Owners, res.OwnerThreshold = slices.Clone(reg.owners), reg.doc.OwnerThreshold()
 	}
 	return res, nil
 }
