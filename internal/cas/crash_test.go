@@ -72,12 +72,10 @@ func childWith(t testing.TB, dir, simKeys string) (*exec.Cmd, *casclient.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "https://" + strings.TrimSpace(line)
-	c, err := casclient.New(url, ca, nil)
+	c, err := casclient.New("https://"+strings.TrimSpace(line), ca, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	childURLs.Store(c, url)
 	return cmd, c
 }
 

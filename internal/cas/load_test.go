@@ -50,7 +50,6 @@ func BenchmarkAttestLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	url, _ := childURLs.Load(admin)
 	for _, mode := range []struct {
 		name  string
 		fresh bool
@@ -58,7 +57,7 @@ func BenchmarkAttestLoad(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			clients := make([]*casclient.Client, loadClients)
 			for i := range clients {
-				if clients[i], err = casclient.New(url.(string), ca, nil); err != nil {
+				if clients[i], err = casclient.New(admin.URL(), ca, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -100,9 +99,6 @@ func attestLikeAnInitializer(c *casclient.Client, quoter casclient.Quoter) error
 	}
 	return err
 }
-
-// childURLs are the addresses of the CASes child started, by client.
-var childURLs sync.Map
 
 // selfCPU is this process's user+system CPU time.
 func selfCPU(b *testing.B) time.Duration {

@@ -150,6 +150,9 @@ func checkURL(baseURL string) error {
 	return nil
 }
 
+// URL is the CAS address the client talks to (https://host:port).
+func (c *Client) URL() string { return c.base }
+
 // CloseIdleConnections closes kept-alive connections; the next request
 // dials (and is checked) afresh.
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
