@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -205,37 +206,24 @@ func DownloadAhead(ctx context.Context, chains []*Toolchain, w io.Writer) (wait 
 	if err != nil {
 		return func() {}
 	}
-	var later []*Toolchain
+	var wg sync.WaitGroup
 	seen := map[string]bool{}
+	first := true
 	for _, t := range chains {
-		if missing, err := t.Missing(); err != nil || len(missing) == 0 || t.SourceDir == "" {
-			continue
-		}
-		if len(seen) == 0 {
-			seen[t.SourceDir] = true // built first: it downloads its own
-			continue
-		}
-		later = append(later, t)
-	}
-	done := make(chan struct{})
-	n := 0
-	for _, t := range later {
-		if seen[t.SourceDir] {
+		if missing, err := t.Missing(); err != nil || len(missing) == 0 || t.SourceDir == "" || seen[t.SourceDir] {
 			continue
 		}
 		seen[t.SourceDir] = true
-		n++
+		if first { // built first: it downloads its own
+			first = false
+			continue
+		}
 		_, _ = fmt.Fprintf(w, "toolchain: downloading the modules of %s beside the build\n", names(t.Tools))
-		go func() {
+		wg.Go(func() {
 			cmd := exec.CommandContext(ctx, goBin, "mod", "download")
 			cmd.Dir, cmd.Env = t.SourceDir, append(append(os.Environ(), BuildEnv...), "GOWORK=off")
 			_ = cmd.Run() // the build downloads again, and says what fails
-			done <- struct{}{}
-		}()
+		})
 	}
-	return func() {
-		for range n {
-			<-done
-		}
-	}
+	return wg.Wait
 }
