@@ -174,7 +174,7 @@ qemu-user:
 ## default; PLATFORMS=all for amd64, arm64 and s390x), as OCI-layout
 ## tarballs in .cache/images, and pinned.txt naming each by index digest;
 ## for this machine alone (PLATFORMS=host) also the dev cluster's Vault
-## server (hack/vaulttools, built once into the cache: ~12 min cold).
+## server (hack/vaulttools, built once into the cache: ~4 min cold).
 ## push: the same, pushed to
 ## REGISTRY (make push REGISTRY=ghcr.io/you), and signed with SIGN_KEY if
 ## given (an unencrypted ECDSA P-256 PEM key; cloister install

@@ -2,16 +2,12 @@
 // the dev cluster run: HashiCorp Vault v1.14.2 (MPL-2.0; v1.14.3's tree
 // needs an sdk no published version matches, later releases are BSL). A
 // module of its own, so Vault's ~450 dependencies do not move Cloister's
-// pins; internal/dev/toolchain builds it on demand (a cold build: ~9 min
-// here), with one patch of the published sdk (toolchain.Vault says why).
+// pins; internal/dev/toolchain builds it on demand, with one patch of
+// the published sdk and without three parts Cloister's Vault does not
+// use (toolchain.Vault says which and why).
 module github.com/cloister-cc/cloister/hack/vaulttools
 
 go 1.26.6
-
-// Vault links gosnowflake v1.6.24, whose embedded CA certificates have a
-// negative serial number: Go refuses them since 1.23 and the binary
-// panics at start without this.
-godebug x509negativeserial=1
 
 tool github.com/hashicorp/vault
 

@@ -49,7 +49,7 @@ func (t *Toolchain) Ensure(ctx context.Context, w io.Writer) error {
 
 func (t *Toolchain) build(ctx context.Context, goBin string, tools []Tool, w io.Writer) error {
 	start := time.Now()
-	_, _ = fmt.Fprintf(w, "toolchain: building %s from %s into %s (cold, on 2 cores: the control plane ~8 min, the kubelet ~1 min after it, containerd and CNI ~1 min, the Vault server ~12 min)\n",
+	_, _ = fmt.Fprintf(w, "toolchain: building %s from %s into %s (cold, on 2 cores: the control plane ~8 min, the kubelet ~1 min after it, containerd and CNI ~1 min, the Vault server ~4 min)\n",
 		names(tools), t.SourceDir, t.BinDir)
 	staging, err := os.MkdirTemp(filepath.Dir(t.BinDir), "build-")
 	if err != nil {

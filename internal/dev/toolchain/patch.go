@@ -14,17 +14,29 @@ import (
 	"strings"
 )
 
-// Patch changes one passage of a dependency's file for a tool's build
-// (go build -overlay), where the module's release lacks a fix; the
-// module itself stays as the proxy serves it and its go.sum pins it.
+// Patch changes one passage of a dependency's file for a tool's build,
+// where the module's release lacks a fix or the tool is built without a
+// part; the module itself stays as the proxy serves it and its go.sum
+// pins it.
 type Patch struct {
 	// Module is the dependency (as in the tool module's build list), File
 	// the file's path in it.
 	Module, File string
 	// Old must occur exactly once in the file; New replaces it.
 	Old, New string
-	// Why says what the release lacks.
+	// Why says what the release lacks, or why the tool is built without
+	// the passage.
 	Why string
+}
+
+// deletions are the patches that remove each passage (each must occur
+// once) from a dependency's file: a part of a tool the build leaves out.
+func deletions(module, file, why string, passages ...string) []Patch {
+	ps := make([]Patch, len(passages))
+	for i, old := range passages {
+		ps[i] = Patch{Module: module, File: file, Old: old, Why: why}
+	}
+	return ps
 }
 
 // id identifies the patch in the sources stamp: a changed patch rebuilds.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +105,51 @@ func TestDownloadAhead(t *testing.T) {
 	// own as it builds.
 	if got := said.String(); got != "toolchain: downloading the modules of dep beside the build\n" {
 		t.Errorf("said %q, want only the later toolchain's download", got)
+	}
+}
+
+// The Vault the dev cluster runs is built without the parts its
+// deletions name: with the patched copies in the workspace, nothing the
+// two patched packages import reaches the Microsoft Graph SDK, Snowflake
+// or a cloud provider's auto-join, while the secrets engines and the
+// auth methods Cloister's Vault uses are still there. A pin that moves
+// the passages, or another import path to those SDKs, fails here.
+func TestVaultIsBuiltWithoutWhatItLeavesOut(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "..", "..", "hack", "vaulttools"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off")
+	ctx := context.Background()
+	work, err := workspace(ctx, goBin, src, env, Vault.Patches, t.TempDir())
+	if err != nil {
+		t.Fatalf("patching Vault's modules: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, goBin, "list", "-deps", "-f", "{{.ImportPath}}",
+		"github.com/hashicorp/vault/helper/builtinplugins", "github.com/hashicorp/go-discover")
+	cmd.Dir, cmd.Env = src, append(env, "GOWORK="+work)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	deps := strings.Fields(string(out))
+	for _, left := range []string{"github.com/microsoftgraph/", "github.com/snowflakedb/", "github.com/hashicorp/go-discover/provider/"} {
+		for _, d := range deps {
+			if strings.HasPrefix(d, left) {
+				t.Errorf("the patched Vault still imports %s", d)
+				break
+			}
+		}
+	}
+	for _, kept := range []string{"github.com/hashicorp/vault-plugin-secrets-kv", "github.com/hashicorp/vault/builtin/credential/cert", "github.com/hashicorp/vault/builtin/logical/pki"} {
+		if !slices.Contains(deps, kept) {
+			t.Errorf("the patched Vault lost %s", kept)
+		}
 	}
 }

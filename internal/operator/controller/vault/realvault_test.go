@@ -71,7 +71,7 @@ func TestRealVaultUnsealedByCAS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A cold build of Vault takes about nine minutes on 2 cores, longer
+	// A cold build of Vault takes about four minutes on 2 cores, longer
 	// beside other tests: it has its own bound.
 	build, built := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer built()
