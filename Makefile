@@ -67,12 +67,19 @@ help:
 	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); printf "\n%s\n", $$0; next } /^## / { sub(/^## /, "  "); print }' $(firstword $(MAKEFILE_LIST))
 
 ## bootstrap: make's build helper (hack/gobuild) and its own cloister,
-## saying from the first second what is compiled and how far it is.
+## saying from the first second, and every 5 s after it, what is compiled
+## and how far it is.
 bootstrap:
 	@mkdir -p $(CACHE)/bin
 	@echo "compiling make's build helper (hack/gobuild: the standard library and the toolchain package)"
-	@{ CGO_ENABLED=0 $(GO) build -trimpath -v -o $(GOBUILD) ./hack/gobuild 2>&1; echo "exit $$?"; } | \
-		awk '/^exit [0-9]+$$/ { exit $$2 } /[ :]/ { print; next } { n++ } n % 20 == 1 { printf "  build helper: %d packages compiled, latest %s\n", n, $$0; fflush() }'
+	@{ { s=0; while sleep 5; do s=$$((s+5)); echo "tick $$s"; done; } & tick=$$!; \
+		CGO_ENABLED=0 $(GO) build -trimpath -v -o $(GOBUILD) ./hack/gobuild 2>&1; rc=$$?; kill $$tick; echo "exit $$rc"; } | \
+		{ n=0; while read -r line; do case "$$line" in \
+			"exit "*) exit $${line#exit } ;; \
+			"tick "*) echo "  build helper: $$n packages compiled, $${line#tick }s, latest $$last" ;; \
+			*[\ :]*) echo "$$line" ;; \
+			*) n=$$((n+1)); last=$$line; [ $$n -gt 1 ] || echo "  build helper: compiling, first $$line" ;; \
+		esac; done; }
 	@GO=$(GO) $(GOBUILD) -ldflags '$(LDFLAGS)' -o $(MAKE_CLOISTER) ./cmd/cloister
 
 ## tools: build the pinned etcd, kube-apiserver, kube-controller-manager,
