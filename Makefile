@@ -21,6 +21,9 @@ CACHE   := $(or $(CLOISTER_CACHE_DIR),.cache)
 # build cache compiles each package once: hack/gobuild builds in it, and
 # GORUN runs in it.
 GORUN   := CGO_ENABLED=0 $(GO) run -trimpath
+# golangci-lint type-checks against compiled dependencies (go list -export):
+# in the same configuration, they are the ones make's builds compiled.
+LINTENV := CGO_ENABLED=0 GOFLAGS=-trimpath
 # make's own cloister (the toolchain, dev cluster and lint commands), built
 # by the bootstrap below; bin/cloister is make build's, with its pins.
 GOBUILD := $(CACHE)/bin/gobuild
@@ -147,8 +150,8 @@ lint: tools
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@$(GO) -C $(AGENTPOLICY) mod tidy -diff || { echo "$(AGENTPOLICY)'s go.mod/go.sum are not tidy: run go mod tidy there"; exit 1; }
-	@dirs=$$($(MAKE_CLOISTER) dev tools --lint) && lint=$$(printf '%s\n' "$$dirs" | tail -1) && "$$lint/golangci-lint" run ./... && \
-		cd $(AGENTPOLICY) && "$$lint/golangci-lint" run ./...
+	@dirs=$$($(MAKE_CLOISTER) dev tools --lint) && lint=$$(printf '%s\n' "$$dirs" | tail -1) && $(LINTENV) "$$lint/golangci-lint" run ./... && \
+		cd $(AGENTPOLICY) && $(LINTENV) "$$lint/golangci-lint" run ./...
 
 ## bench: benchmarks, including dev cluster start-up with 3 and 1,000 nodes.
 bench: tools
