@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/cloister-cc/cloister/internal/dev/image"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // EnvReleaseImages names the folder make images wrote for PLATFORMS
@@ -26,7 +26,7 @@ const EnvReleaseImages = "CLOISTER_RELEASE_IMAGES"
 func TestReleaseImages(t *testing.T) {
 	dir := os.Getenv(EnvReleaseImages)
 	if dir == "" {
-		testenv.Skipf(t, "%s is not set: make test PLATFORMS=all builds the release images and checks them", EnvReleaseImages)
+		testskip.Skipf(t, "%s is not set: make test PLATFORMS=all builds the release images and checks them", EnvReleaseImages)
 	}
 	pinned, err := os.ReadFile(filepath.Join(dir, PinnedFile))
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // EnvQEMUUser names the folder of Debian's qemu-user-static binaries
@@ -26,7 +26,7 @@ func TestOnTheirPlatforms(t *testing.T) {
 	}
 	dir := os.Getenv(EnvQEMUUser)
 	if dir == "" {
-		testenv.Skipf(t, "%s is not set: make test installs Debian's qemu-user-static and sets it", EnvQEMUUser)
+		testskip.Skipf(t, "%s is not set: make test installs Debian's qemu-user-static and sets it", EnvQEMUUser)
 	}
 	for _, tc := range []struct {
 		arch, qemu string

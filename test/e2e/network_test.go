@@ -21,7 +21,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/cli"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/cluster/hostnet"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 	"github.com/cloister-cc/cloister/internal/operator/install"
 )
 
@@ -76,7 +76,7 @@ func TestSimulatedAddressesGoNowhere(t *testing.T) {
 	}
 
 	if os.Geteuid() != 0 {
-		testenv.Skipf(t, "the host's routing rules need root; without them only the egress proxy keeps the API server's traffic here (checked above)")
+		testskip.Skipf(t, "the host's routing rules need root; without them only the egress proxy keeps the API server's traffic here (checked above)")
 	}
 	// The kernel first: nothing is dialled unless it has no route.
 	h := &hostnet.Host{}

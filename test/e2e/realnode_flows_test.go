@@ -30,7 +30,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/las/aesm/aesmtest"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -353,7 +353,7 @@ func testOtherSuitesSkip(t *testing.T, e *realNodeEnv) {
 	cmd.Dir = repoRoot(t)
 	// Its skip is what this test checks, not one of this run's: it goes to
 	// a log of its own.
-	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir(), testenv.EnvSkipLog+"="+filepath.Join(t.TempDir(), "skips"))
+	cmd.Env = append(os.Environ(), "CLOISTER_CACHE_DIR="+t.TempDir(), testskip.EnvSkipLog+"="+filepath.Join(t.TempDir(), "skips"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the real-node tests failed while another real node runs: %v\n%s", err, out)

@@ -25,7 +25,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/image"
 	"github.com/cloister-cc/cloister/internal/dev/realnode"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/operator"
 )
@@ -155,10 +155,10 @@ func liveProcessesMentioning(s string) []string {
 func prepareRealNode(tb testing.TB) (nodeTools cluster.RealNodeTools, bin string, built []image.Built) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		testenv.Skipf(tb, "the real node needs root: containerd, runc, mounts and a network bridge")
+		testskip.Skipf(tb, "the real node needs root: containerd, runc, mounts and a network bridge")
 	}
 	if err := realnode.HostTools(); err != nil {
-		testenv.Skipf(tb, "%v", err)
+		testskip.Skipf(tb, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -171,7 +171,7 @@ func prepareRealNode(tb testing.TB) (nodeTools cluster.RealNodeTools, bin string
 	}
 	tb.Cleanup(unlock)
 	if err := realnode.HostBusy(); err != nil {
-		testenv.Skipf(tb, "%v", realnode.SkipBusy(err))
+		testskip.Skipf(tb, "%v", realnode.SkipBusy(err))
 	}
 	kubelet, runtime := tc.Node()
 	for _, chain := range []*toolchain.Toolchain{kubelet, runtime} {

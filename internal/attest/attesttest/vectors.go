@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // oasis is the module whose common/sgx/pcs/testdata holds the SGX and TDX
@@ -119,7 +119,7 @@ func Read(tb testing.TB, rel string) []byte {
 	tb.Helper()
 	p, err := source(tb, rel)
 	if err != nil {
-		testenv.Skipf(tb, "%v", err)
+		testskip.Skipf(tb, "%v", err)
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/attest/attesttest"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // sdmLayout writes a SIGSTRUCT's fields where the SDM (vol. 3D, "Enclave
@@ -77,7 +77,7 @@ func reversed(b []byte) []byte {
 func openssl(t *testing.T, stdin []byte, args ...string) []byte {
 	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
-		testenv.Skipf(t, "openssl is not installed: the SIGSTRUCT signed by an independent signer is not tested")
+		testskip.Skipf(t, "openssl is not installed: the SIGSTRUCT signed by an independent signer is not tested")
 	}
 	cmd := exec.Command("openssl", args...)
 	cmd.Stdin = bytes.NewReader(stdin)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/las"
 )
@@ -20,7 +20,7 @@ import (
 // restored it is ready again.
 func TestFakeDevices(t *testing.T) {
 	if os.Geteuid() != 0 {
-		testenv.Skipf(t, "device nodes need root")
+		testskip.Skipf(t, "device nodes need root")
 	}
 	dir := filepath.Join(t.TempDir(), "dev")
 	if err := MakeFakeDevices(dir); err != nil {

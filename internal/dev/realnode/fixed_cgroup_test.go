@@ -9,22 +9,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // As root: a process left in a cgroup of the node (a runc that escaped
 // the shims' kill) is killed, and the cgroup removed.
 func TestRemoveCgroupTreeKillsStragglers(t *testing.T) {
 	if os.Geteuid() != 0 {
-		testenv.Skipf(t, "needs root to make cgroups")
+		testskip.Skipf(t, "needs root to make cgroups")
 	}
 	mounts := cgroupMounts()
 	if len(mounts) == 0 {
-		testenv.Skipf(t, "no cgroup hierarchy mounted")
+		testskip.Skipf(t, "no cgroup hierarchy mounted")
 	}
 	dir := filepath.Join(mounts[0], "cloister-test-"+strconv.Itoa(os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		testenv.Skipf(t, "cannot make a cgroup here: %v", err)
+		testskip.Skipf(t, "cannot make a cgroup here: %v", err)
 	}
 	sleeper := exec.Command("sleep", "300")
 	if err := sleeper.Start(); err != nil {
@@ -40,7 +40,7 @@ func TestRemoveCgroupTreeKillsStragglers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
 		_ = sleeper.Process.Kill() // it may be gone already, as the test wants
 		_ = os.Remove(dir)
-		testenv.Skipf(t, "cannot move a process into %s: %v", dir, err)
+		testskip.Skipf(t, "cannot move a process into %s: %v", dir, err)
 	}
 	if err := removeCgroupTree(dir, 5*time.Second); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // A listing as nft -j prints the portmap plugin's table: LAS's hostPort
@@ -66,7 +67,7 @@ func TestStaleHostPortRules(t *testing.T) {
 func TestRemoveStaleHostPorts(t *testing.T) {
 	ns := testenv.NetNS(t)
 	if _, err := exec.LookPath("nft"); err != nil {
-		testenv.Skipf(t, "%v", ErrNoNft)
+		testskip.Skipf(t, "%v", ErrNoNft)
 	}
 	nft := func(args ...string) string {
 		t.Helper()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/proc"
 	"github.com/cloister-cc/cloister/internal/dev/image"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 )
 
@@ -54,10 +54,10 @@ func TestUnescape(t *testing.T) {
 // user, and leaves no process or mount behind when stopped.
 func TestRuntimeRunsAContainer(t *testing.T) {
 	if os.Geteuid() != 0 {
-		testenv.Skipf(t, "a real node needs root")
+		testskip.Skipf(t, "a real node needs root")
 	}
 	if _, err := Runc(); err != nil {
-		testenv.Skipf(t, "%v", err)
+		testskip.Skipf(t, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -71,7 +71,7 @@ func TestRuntimeRunsAContainer(t *testing.T) {
 	}
 	defer unlock()
 	if err := HostBusy(); err != nil {
-		testenv.Skipf(t, "%v", SkipBusy(err))
+		testskip.Skipf(t, "%v", SkipBusy(err))
 	}
 	_, tools := tc.Node()
 	if err := tools.Ensure(ctx, os.Stderr); err != nil {

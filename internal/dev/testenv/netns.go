@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // NetNS is a new network namespace the test made itself, closed when the
@@ -13,11 +15,11 @@ import (
 func NetNS(t *testing.T) netns.NsHandle {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		Skipf(t, "network namespaces need root")
+		testskip.Skipf(t, "network namespaces need root")
 	}
 	ns, err := NewNetNS()
 	if err != nil {
-		Skipf(t, "no new network namespace: %v", err)
+		testskip.Skipf(t, "no new network namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = ns.Close() })
 	return ns

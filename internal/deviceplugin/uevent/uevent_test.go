@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 func TestParse(t *testing.T) {
@@ -28,14 +28,14 @@ func TestListenSeesARealKernelUevent(t *testing.T) {
 	defer cancel()
 	events, err := Listen(ctx, "mem")
 	if err != nil {
-		testenv.Skipf(t, "kernel uevents are not available here: %v", err)
+		testskip.Skipf(t, "kernel uevents are not available here: %v", err)
 	}
 	others, err := Listen(ctx, "ap")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(trigger, []byte("change"), 0); err != nil {
-		testenv.Skipf(t, "cannot ask the kernel for a uevent (needs root and a writable /sys): %v", err)
+		testskip.Skipf(t, "cannot ask the kernel for a uevent (needs root and a writable /sys): %v", err)
 	}
 	select {
 	case <-events:

@@ -16,7 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/cloister-cc/cloister/internal/attest/produce"
-	"github.com/cloister-cc/cloister/internal/dev/testenv"
+	"github.com/cloister-cc/cloister/internal/dev/testskip"
 )
 
 // GramineFS is Gramine's /dev/attestation as an SGX enclave sees it,
@@ -59,10 +59,10 @@ func NewCPU() []byte {
 func MountGramine(tb testing.TB, dir string, g *GramineFS) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		testenv.Skipf(tb, "mounting a FUSE /dev/attestation needs root")
+		testskip.Skipf(tb, "mounting a FUSE /dev/attestation needs root")
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testenv.Skipf(tb, "no /dev/fuse to mount a fake /dev/attestation: %v", err)
+		testskip.Skipf(tb, "no /dev/fuse to mount a fake /dev/attestation: %v", err)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		tb.Fatal(err)

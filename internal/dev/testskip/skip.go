@@ -1,4 +1,8 @@
-package testenv
+// Package testskip records why a test skipped, for the end of make test:
+// a package of its own, with nothing but the standard library, so tests
+// cross-compiled for other platforms (the device plugins' under qemu) do
+// not compile testenv's Kubernetes client with them.
+package testskip
 
 import (
 	"fmt"
