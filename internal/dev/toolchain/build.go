@@ -105,19 +105,35 @@ var (
 	BuildFlags = []string{"-trimpath"}
 )
 
+// moduleEnv is the go command's environment in a tool module: the one
+// build configuration, and no workspace of the checkout around it.
+func moduleEnv() []string {
+	return append(append(os.Environ(), BuildEnv...), "GOWORK=off")
+}
+
+// patchedEnv is moduleEnv with patches applied: a workspace in dir whose
+// module copies carry them.
+func (t *Toolchain) patchedEnv(ctx context.Context, goBin string, patches []Patch, dir string) ([]string, error) {
+	env := moduleEnv()
+	if len(patches) == 0 {
+		return env, nil
+	}
+	work, err := workspace(ctx, goBin, t.SourceDir, env, patches, dir)
+	if err != nil {
+		return nil, err
+	}
+	return append(env, "GOWORK="+work), nil
+}
+
 func (t *Toolchain) goBuild(ctx context.Context, goBin, out string, pkgs []string, w io.Writer, patches ...Patch) error {
-	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off")
 	what := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
 		what[i] = lastElem(pkg)
 	}
 	flags := append(append([]string{}, BuildFlags...), "-ldflags", ldflags(), "-o", out)
-	if len(patches) > 0 {
-		work, err := workspace(ctx, goBin, t.SourceDir, env, patches, filepath.Dir(out))
-		if err != nil {
-			return err
-		}
-		env = append(env, "GOWORK="+work)
+	env, err := t.patchedEnv(ctx, goBin, patches, filepath.Dir(out))
+	if err != nil {
+		return err
 	}
 	if err := GoBuild(ctx, goBin, t.SourceDir, env, flags, pkgs, strings.Join(what, ", "), w); err != nil {
 		return fmt.Errorf("building %s in %s: %w (see the go output above)", strings.Join(pkgs, " "), t.SourceDir, err)
@@ -221,7 +237,7 @@ func DownloadAhead(ctx context.Context, chains []*Toolchain, w io.Writer) (wait 
 		_, _ = fmt.Fprintf(w, "toolchain: downloading the modules of %s beside the build\n", names(t.Tools))
 		wg.Go(func() {
 			cmd := exec.CommandContext(ctx, goBin, "mod", "download")
-			cmd.Dir, cmd.Env = t.SourceDir, append(append(os.Environ(), BuildEnv...), "GOWORK=off")
+			cmd.Dir, cmd.Env = t.SourceDir, moduleEnv()
 			_ = cmd.Run() // the build downloads again, and says what fails
 		})
 	}

@@ -81,11 +81,11 @@ var Vault = Tool{Name: "vault", Package: "github.com/hashicorp/vault", Patches: 
 	Why: "Vault v1.14.2 was released with the sdk of its own tree; the published sdk v0.9.2 it requires panics on the enterprise stubs of its system backend at the first write under sys/",
 }},
 	// Three parts of Vault are almost half of what a cold build compiles
-	// (240 MB of Go source in 2,176 packages; 133 MB in 1,867 without them) and nothing Cloister's
-	// Vault uses: the Azure auth method (it links the Microsoft Graph
-	// SDK), the Snowflake database plugin (Apache Arrow, a second AWS
-	// SDK), and raft's auto-join through cloud providers (the dev
-	// cluster's replicas join at fixed addresses).
+	// (240 MB of Go source in 2,176 packages; 133 MB in 1,867 without
+	// them) and nothing Cloister's Vault uses: the Azure auth method (it
+	// links the Microsoft Graph SDK), the Snowflake database plugin
+	// (Apache Arrow, a second AWS SDK), and raft's auto-join through cloud
+	// providers (the dev cluster's replicas join at fixed addresses).
 	deletions("github.com/hashicorp/vault", "helper/builtinplugins/registry.go",
 		"the dev cluster's Vault is built without the Azure auth method and the Snowflake database plugin",
 		"\tcredAzure \"github.com/hashicorp/vault-plugin-auth-azure\"\n",

@@ -123,15 +123,14 @@ func TestVaultIsBuiltWithoutWhatItLeavesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off")
 	ctx := context.Background()
-	work, err := workspace(ctx, goBin, src, env, Vault.Patches, t.TempDir())
+	env, err := (&Toolchain{SourceDir: src}).patchedEnv(ctx, goBin, Vault.Patches, t.TempDir())
 	if err != nil {
 		t.Fatalf("patching Vault's modules: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, goBin, "list", "-deps", "-f", "{{.ImportPath}}",
 		"github.com/hashicorp/vault/helper/builtinplugins", "github.com/hashicorp/go-discover")
-	cmd.Dir, cmd.Env = src, append(env, "GOWORK="+work)
+	cmd.Dir, cmd.Env = src, env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -265,7 +265,7 @@ func TestCountPackagesLeavesOutCachedOnes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := append(append(os.Environ(), BuildEnv...), "GOWORK=off", "GOFLAGS=")
+	env := append(moduleEnv(), "GOFLAGS=")
 	flags := append(append([]string{}, BuildFlags...), "-o", filepath.Join(dir, "counted"))
 	ctx := context.Background()
 	if n := countPackages(ctx, goBin, dir, env, flags, []string{"."}); n < 1 {
