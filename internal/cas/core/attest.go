@@ -181,7 +181,7 @@ func (c *CAS) issue(k *keys, req *wire.AttestRequest, reg *registered, svc *poli
 }
 
 // content is what the service is given: its secrets' material, and its
-// env and files rendered from them.
+// env and files rendered from them and from its workload secret.
 func (c *CAS) content(k *keys, policyName string, svc *policy.Service) (wire.Content, error) {
 	content := wire.Content{Secrets: map[string]map[string]string{}}
 	err := k.enc.View(c.cfg.Store, func(etx store.Tx) error {
@@ -202,6 +202,9 @@ func (c *CAS) content(k *keys, policyName string, svc *policy.Service) (wire.Con
 		return content, err
 	}
 	data := policy.TemplateData{Secrets: content.Secrets, CAS: policy.CASData{ServerName: k.authority.TrustDomain()}}
+	if id := svc.WorkloadSecretID; id != "" {
+		data.WorkloadSecret = secret.Workload(k.seed, policyName, id).Fields()
+	}
 	if content.Env, err = render(svc.Env, data); err == nil {
 		content.Files, err = render(svc.Files, data)
 	}

@@ -60,6 +60,14 @@ type Service struct {
 	Files map[string]string `json:"files,omitempty"`
 	// Secrets the service may read, by name.
 	Secrets []string `json:"secrets,omitempty"`
+	// WorkloadSecretID names the service's workload secret: CAS derives
+	// it from its seed, the policy's name and this id, and stores
+	// nothing. Every replica, and every later version of the policy that
+	// keeps the id, receives the same secret; services of the policy that
+	// name the same id share it; another policy never gets it, whatever
+	// id it names. Changing the id rotates the secret. Templates read it
+	// as .WorkloadSecret.Hex (Raw, Base64). Empty: no workload secret.
+	WorkloadSecretID string `json:"workloadSecretID,omitempty"`
 	// Mesh is what the service's mesh admits. A pointer, so that a
 	// policy without it keeps the canonical form (and digest) it had.
 	Mesh *Mesh `json:"mesh,omitempty"`

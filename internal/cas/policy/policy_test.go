@@ -63,8 +63,15 @@ func rsaSecrets(n int) string {
 	return b.String()
 }
 
-func replace(old, new string) func(string) string {
-	return func(s string) string { return strings.Replace(s, old, new, 1) }
+// replace replaces the first of each old with its new: pairs are old,
+// new, old, new...
+func replace(pairs ...string) func(string) string {
+	return func(s string) string {
+		for i := 0; i+1 < len(pairs); i += 2 {
+			s = strings.Replace(s, pairs[i], pairs[i+1], 1)
+		}
+		return s
+	}
 }
 
 func ownerPEM(t testing.TB) string {
@@ -157,6 +164,11 @@ func TestParseRejects(t *testing.T) {
 		{"validity too long", replace("validity: 12h", "validity: 9000h"), nil, `certificate.validity: "9000h"`},
 		{"unlisted secret in a template", replace("{{ .Secrets.dbKey.Hex }}", "{{ .Secrets.token.Hex }}"), nil, "env DB_KEY: "},
 		{"field the kind lacks", replace("{{ .Secrets.tls.Cert }}", "{{ .Secrets.dbKey.Cert }}"), nil, "files /etc/api/tls.pem: "},
+		{"workload secret without an id", replace("{{ .Secrets.dbKey.Hex }}", "{{ .WorkloadSecret.Hex }}"), nil, `executing "env DB_KEY" at <.WorkloadSecret.Hex>: map has no entry for key "Hex" (a service reads only the secrets it lists, and .WorkloadSecret only with a workloadSecretID)`},
+		{"workload secret field a key lacks", replace("  env:\n", "  workloadSecretID: db\n  env:\n", "{{ .Secrets.dbKey.Hex }}", "{{ .WorkloadSecret.Cert }}"), nil, `at <.WorkloadSecret.Cert>: map has no entry for key "Cert"`},
+		{"workload secret id with a space", replace("  env:\n", "  workloadSecretID: my db\n  env:\n"), nil, `services[0] (api): workloadSecretID: "my db": use letters, digits, '.', '_', '-' and '/'`},
+		{"workload secret id from a slash", replace("  env:\n", "  workloadSecretID: /db\n  env:\n"), nil, `workloadSecretID: "/db"`},
+		{"workload secret id too long", replace("  env:\n", "  workloadSecretID: "+strings.Repeat("d", 254)+"\n  env:\n"), nil, "at most 253 characters"},
 		{"unknown secret listed", replace("secrets: [dbKey, tls]", "secrets: [dbKey, tls, nope]"), nil, `secrets[2]: "nope" is not among the policy's secrets`},
 		{"relative file path", replace("/etc/api/tls.pem", "etc/tls.pem"), nil, `files: "etc/tls.pem": use a clean absolute path`},
 		{"bad env name", replace("DB_KEY:", "DB-KEY:"), nil, `env: "DB-KEY" is not a variable name`},
@@ -241,5 +253,12 @@ func TestNewFieldsKeepOldDigests(t *testing.T) {
 	}
 	if _, err := Parse([]byte(doc + "  mesh: {allow: [\"billing\"]}\n")); err == nil || !strings.Contains(err.Error(), "mesh.allow[0]") {
 		t.Errorf("a malformed allow entry: %v", err)
+	}
+	w, err := Parse([]byte(doc + "  workloadSecretID: shop/web\n  files: {/secret: \"{{ .WorkloadSecret.Hex }}\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(d.Canonical()), "workloadSecretID") || !strings.Contains(string(w.Canonical()), `"workloadSecretID":"shop/web"`) {
+		t.Errorf("the workload secret id is not part of the canonical form, or is in one without it: %s", w.Canonical())
 	}
 }

@@ -16,10 +16,14 @@ var SecretFields = map[string][]string{
 }
 
 // TemplateData is what env and file templates are executed with:
-// .Secrets.NAME.FIELD, and .CAS.
+// .Secrets.NAME.FIELD, .WorkloadSecret.FIELD (a symmetric key's fields)
+// and .CAS.
 type TemplateData struct {
 	Secrets map[string]map[string]string
-	CAS     CASData
+	// WorkloadSecret is nil for a service without a workloadSecretID, so
+	// a template that reads it fails.
+	WorkloadSecret map[string]string
+	CAS            CASData
 }
 
 // CASData is what a template may read of the CAS that renders it.
@@ -50,25 +54,32 @@ func Render(name, text string, data TemplateData) (string, error) {
 // secrets the service lists, so a typo or a secret it may not read fails
 // when the policy is registered, not when a workload starts.
 func (s *Service) checkTemplates(secrets map[string]*Secret) []error {
+	placeholders := func(kind string) map[string]string {
+		fields := map[string]string{}
+		for _, f := range SecretFields[kind] {
+			fields[f] = "x"
+		}
+		return fields
+	}
 	data := TemplateData{Secrets: map[string]map[string]string{}, CAS: CASData{ServerName: "x"}}
 	for _, name := range s.Secrets {
 		if sec := secrets[name]; sec != nil {
-			fields := map[string]string{}
-			for _, f := range SecretFields[sec.Kind] {
-				fields[f] = "x"
-			}
-			data.Secrets[name] = fields
+			data.Secrets[name] = placeholders(sec.Kind)
 		}
 	}
+	if s.WorkloadSecretID != "" {
+		data.WorkloadSecret = placeholders(SymmetricKey)
+	}
+	const hint = "a service reads only the secrets it lists, and .WorkloadSecret only with a workloadSecretID"
 	var errs []error
 	for k, v := range s.Env {
 		if _, err := Render("env "+k, v, data); err != nil {
-			errs = append(errs, fmt.Errorf("env %s: %w (a service reads only the secrets it lists)", k, err))
+			errs = append(errs, fmt.Errorf("env %s: %w (%s)", k, err, hint))
 		}
 	}
 	for p, v := range s.Files {
 		if _, err := Render("file "+p, v, data); err != nil {
-			errs = append(errs, fmt.Errorf("files %s: %w (a service reads only the secrets it lists)", p, err))
+			errs = append(errs, fmt.Errorf("files %s: %w (%s)", p, err, hint))
 		}
 	}
 	return errs

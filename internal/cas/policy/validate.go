@@ -26,7 +26,21 @@ var (
 	envRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	allowRE  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?/([a-z0-9]([-a-z0-9]*[a-z0-9])?|\*)$`)
 	dnsRE    = regexp.MustCompile(`^(\*\.)?([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)*[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	// A workload secret id is Contrast's: a Kubernetes-like name, '/'
+	// allowed (NAMESPACE/NAME).
+	workloadSecretIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]*$`)
 )
+
+// MaxWorkloadSecretID bounds a workload secret id (a DNS name's length).
+const MaxWorkloadSecretID = 253
+
+// CheckWorkloadSecretID says what is wrong with a workload secret id.
+func CheckWorkloadSecretID(id string) error {
+	if !workloadSecretIDRE.MatchString(id) || len(id) > MaxWorkloadSecretID {
+		return fmt.Errorf("%q: use letters, digits, '.', '_', '-' and '/', starting with a letter or digit, at most %d characters", id, MaxWorkloadSecretID)
+	}
+	return nil
+}
 
 // Limits that keep a policy (and what CAS does for it) bounded.
 const (
@@ -214,6 +228,11 @@ func (s *Service) validate(allowSimulation bool, secrets map[string]*Secret) []e
 	for p := range s.Files {
 		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
 			bad("files: %q: use a clean absolute path", p)
+		}
+	}
+	if id := s.WorkloadSecretID; id != "" {
+		if err := CheckWorkloadSecretID(id); err != nil {
+			bad("workloadSecretID: %w", err)
 		}
 	}
 	errs = append(errs, s.Transit.validate()...)

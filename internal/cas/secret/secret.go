@@ -1,7 +1,8 @@
 // Package secret owns the secrets CAS makes for a policy: their material
 // as stored (a random key, a plain value, a key pair with its
-// certificate), made anew only when the secret changes, and what
-// templates and attested workloads see of it.
+// certificate), made anew only when the secret changes; the workload
+// secrets it derives from its seed by id instead of storing them; and
+// what templates and attested workloads see of both.
 package secret
 
 import (
@@ -15,10 +16,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"time"
 
 	"github.com/cloister-cc/cloister/internal/cas/pki"
 	"github.com/cloister-cc/cloister/internal/cas/policy"
+	"github.com/cloister-cc/cloister/internal/cas/seed"
 )
 
 // Material is a secret's value as CAS stores it.
@@ -38,6 +41,24 @@ func (m *Material) Fields() map[string]string {
 		return map[string]string{"Cert": m.Cert, "Key": m.Key, "Chain": m.Chain}
 	}
 	return map[string]string{"Raw": string(m.Raw), "Hex": hex.EncodeToString(m.Raw), "Base64": base64.StdEncoding.EncodeToString(m.Raw)}
+}
+
+// WorkloadSecretSize is a workload secret's size: an AES-256 key, or a
+// seed a workload derives its own keys from.
+const WorkloadSecretSize = 32
+
+// WorkloadLabel is what CAS derives the workload secret id of the policy
+// named policyName from its seed under: each part length-prefixed, so no
+// two (policy, id) pairs share a label.
+func WorkloadLabel(policyName, id string) string {
+	return fmt.Sprintf("workload-secret/%d:%s/%d:%s", len(policyName), policyName, len(id), id)
+}
+
+// Workload is the workload secret id of the policy named policyName,
+// derived from s: nothing stores it, so it is the same after a restart,
+// a recovery and on every replica of CAS.
+func Workload(s seed.Seed, policyName, id string) *Material {
+	return &Material{Kind: policy.SymmetricKey, Size: WorkloadSecretSize, Raw: s.Key(WorkloadLabel(policyName, id), WorkloadSecretSize)}
 }
 
 // Keeps says whether stored material still serves sec: a new version

@@ -60,3 +60,31 @@ func TestMake(t *testing.T) {
 		}
 	}
 }
+
+// A workload secret derives from a seed for its policy and id alone: the same
+// pair derives the same key, any other pair another, including pairs
+// whose joined text is the same.
+func TestWorkload(t *testing.T) {
+	s := seed.New()
+	a := Workload(s, "shop", "db")
+	if a.Kind != policy.SymmetricKey || len(a.Raw) != WorkloadSecretSize || len(a.Fields()["Hex"]) != 2*WorkloadSecretSize {
+		t.Fatalf("workload secret: %+v", a)
+	}
+	if b := Workload(s, "shop", "db"); string(b.Raw) != string(a.Raw) {
+		t.Error("the same policy and id derived another key")
+	}
+	seen := map[string]string{}
+	for _, p := range [][2]string{{"shop", "db"}, {"shop", "db2"}, {"mall", "db"}, {"shop/db", "x"}, {"shop", "db/x"}, {"a/1:b", "c"}, {"a", "1:b/c"}} {
+		k := string(Workload(s, p[0], p[1]).Raw)
+		if other, ok := seen[k]; ok {
+			t.Errorf("(%s, %s) and %s derive the same key", p[0], p[1], other)
+		}
+		seen[k] = p[0] + ", " + p[1]
+		if WorkloadLabel(p[0], p[1]) == WorkloadLabel("shop", "db") && p != [2]string{"shop", "db"} {
+			t.Errorf("(%s, %s) has (shop, db)'s label", p[0], p[1])
+		}
+	}
+	if string(Workload(seed.New(), "shop", "db").Raw) == string(a.Raw) {
+		t.Error("another seed derived the same key")
+	}
+}
