@@ -35,8 +35,8 @@ func (m Manifest) OwnerThreshold() int {
 
 // Document is the CAS policy whose services are the workloads, each
 // identified by its pod policy digest under the platform's reference
-// values, with its DNS names from the Services that select it and a
-// workload secret of its own.
+// values, with its DNS names from the Services that select it and its
+// workload secret by id.
 func (m Manifest) Document(workloads []Workload, services []Service) (*policy.Document, error) {
 	doc := &policy.Document{
 		Version: policy.Version,
@@ -53,15 +53,17 @@ func (m Manifest) Document(workloads []Workload, services []Service) (*policy.Do
 		if err != nil {
 			return nil, err
 		}
-		secret := workloadSecret(w.Service)
+		secretID := w.SecretID
+		if secretID == "" {
+			secretID = w.Service
+		}
 		doc.Services = append(doc.Services, policy.Service{
-			Name:        w.Service,
-			Attestation: policy.Attestation{Identities: []attest.Identity{id}},
-			Certificate: policy.Certificate{SANs: sans(w, services)},
-			Files:       map[string]string{WorkloadSecretFile: "{{ .Secrets." + secret + ".Hex }}"},
-			Secrets:     []string{secret},
+			Name:             w.Service,
+			Attestation:      policy.Attestation{Identities: []attest.Identity{id}},
+			Certificate:      policy.Certificate{SANs: sans(w, services)},
+			Files:            map[string]string{WorkloadSecretFile: WorkloadSecretTemplate},
+			WorkloadSecretID: secretID,
 		})
-		doc.Secrets = append(doc.Secrets, policy.Secret{Name: secret, Kind: policy.SymmetricKey, Size: 32})
 	}
 	if err := doc.Validate(); err != nil {
 		return nil, fmt.Errorf("the manifest: %w", err)
@@ -69,18 +71,13 @@ func (m Manifest) Document(workloads []Workload, services []Service) (*policy.Do
 	return doc, nil
 }
 
-// WorkloadSecretFile is the manifest's file of the workload's own secret
+// WorkloadSecretFile is the manifest's file of the workload's secret
 // (hex); the initializer writes it under files/ of its output folder.
 const WorkloadSecretFile = "/workload-secret"
 
-// workloadSecret names a workload's secret as CAS templates read it.
-func workloadSecret(service string) string {
-	s := "workload_" + strings.ReplaceAll(service, "-", "_")
-	if len(s) > 63 {
-		s = s[:63]
-	}
-	return s
-}
+// WorkloadSecretTemplate is what the file holds: the secret CAS derives
+// for the service's workloadSecretID.
+const WorkloadSecretTemplate = "{{ .WorkloadSecret.Hex }}" //nolint:gosec // G101: a template that names the secret, not one
 
 func (m Manifest) identity(digest string) (attest.Identity, error) {
 	if m.Platform == runtimeclass.SGX {
@@ -144,8 +141,8 @@ func selects(selector, labels map[string]string) bool {
 
 // CheckManifest says where the workloads of the YAML and the manifest
 // part: a workload the manifest does not name, or names with another
-// policy digest (the YAML changed after generate), or a service of the
-// manifest no workload of the YAML is.
+// policy digest or workload secret id (the YAML changed after generate),
+// or a service of the manifest no workload of the YAML is.
 func CheckManifest(doc *policy.Document, workloads []Workload) error {
 	var problems []string
 	seen := map[string]bool{}
@@ -157,6 +154,9 @@ func CheckManifest(doc *policy.Document, workloads []Workload) error {
 		}
 		if !InManifest(doc, w) {
 			problems = append(problems, fmt.Sprintf("%s %s/%s: its policy %s is not the manifest's", w.Kind, w.Namespace, w.Name, w.Digest[:16]))
+		}
+		if id := doc.Service(w.Service).WorkloadSecretID; w.SecretID != "" && id != w.SecretID {
+			problems = append(problems, fmt.Sprintf("%s %s/%s: its workload secret id %q is not the manifest's %q", w.Kind, w.Namespace, w.Name, w.SecretID, id))
 		}
 	}
 	for _, s := range doc.Services {

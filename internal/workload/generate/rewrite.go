@@ -243,7 +243,7 @@ func isConfidential(class string) bool {
 }
 
 // openTemplate is a pod template's metadata (made if missing), spec and
-// annotations; it reads the pods' labels into w.
+// annotations; it reads the pods' labels and workload secret id into w.
 func openTemplate(tmpl *kyaml.RNode, w *Workload) (meta, spec *kyaml.RNode, annotations map[string]string, err error) {
 	if meta, err = tmpl.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "metadata")); err != nil {
 		return nil, nil, nil, err
@@ -252,6 +252,9 @@ func openTemplate(tmpl *kyaml.RNode, w *Workload) (meta, spec *kyaml.RNode, anno
 		return nil, nil, nil, err
 	}
 	if err := decodeField(meta, "annotations", &annotations); err != nil {
+		return nil, nil, nil, err
+	}
+	if w.SecretID, err = workloadSecretID(annotations, w.Service); err != nil {
 		return nil, nil, nil, err
 	}
 	return meta, spec, annotations, decodeField(meta, "labels", &w.Labels)

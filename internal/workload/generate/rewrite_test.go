@@ -333,7 +333,7 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !doc.AllowSimulation || doc.Name != "shop" || len(doc.Services) != 3 || len(doc.Secrets) != 3 {
+	if !doc.AllowSimulation || doc.Name != "shop" || len(doc.Services) != 3 || len(doc.Secrets) != 0 {
 		t.Fatalf("manifest %+v", doc)
 	}
 	web := doc.Service("shop-deployment-web")
@@ -368,8 +368,8 @@ func TestManifestNamesEveryWorkloadByItsDigest(t *testing.T) {
 	if _, _, err := Rewrite(context.Background(), []byte(bad), options()); err == nil || !strings.Contains(err.Error(), `Service shop/web: spec.loadBalancerIP: "somewhere" is not an IP address`) {
 		t.Errorf("a LoadBalancer IP that is none: %v", err)
 	}
-	if web.Files[WorkloadSecretFile] != "{{ .Secrets.workload_shop_deployment_web.Hex }}" {
-		t.Errorf("files %v", web.Files)
+	if web.Files[WorkloadSecretFile] != "{{ .WorkloadSecret.Hex }}" || web.WorkloadSecretID != "shop-deployment-web" {
+		t.Errorf("files %v, workload secret id %q", web.Files, web.WorkloadSecretID)
 	}
 
 	if _, err := (Manifest{Name: "shop", Platform: runtimeclass.SNP}).Document(res.Workloads, res.Services); err == nil || !strings.Contains(err.Error(), "snp.measurement") {
@@ -489,5 +489,67 @@ func TestWitnessPolicyInitializer(t *testing.T) {
 	}
 	if _, plain := rewrite(t, threeTier, options()); res.Workloads[0].Digest == plain.Workloads[0].Digest {
 		t.Error("the pod policy does not cover the witness policy")
+	}
+}
+
+// The workload secret id is the pod template's annotation (Contrast's
+// name for it too), the service name without one; the manifest carries
+// it, and CheckManifest sees when the YAML's changed after generate.
+func TestWorkloadSecretID(t *testing.T) {
+	annotate := func(lines string) string {
+		return strings.Replace(threeTier, "      labels:\n        app: web\n", "      labels:\n        app: web\n      annotations:\n"+lines, 1)
+	}
+	secretID := func(in string) (string, error) {
+		_, res, err := Rewrite(context.Background(), []byte(in), options())
+		if err != nil {
+			return "", err
+		}
+		doc, err := Manifest{Name: "shop", Platform: runtimeclass.Sim}.Document(res.Workloads, res.Services)
+		if err != nil {
+			return "", err
+		}
+		if err := CheckManifest(doc, res.Workloads); err != nil {
+			return "", err
+		}
+		return doc.Service("shop-deployment-web").WorkloadSecretID, nil
+	}
+	for _, tc := range []struct{ name, in, want, wantErr string }{
+		{"none", threeTier, "shop-deployment-web", ""},
+		{"cloister's", annotate("        " + WorkloadSecretIDAnnotation + ": shop/orders\n"), "shop/orders", ""},
+		{"contrast's", annotate("        " + ContrastWorkloadSecretIDAnnotation + ": shop/orders\n"), "shop/orders", ""},
+		{"both, the same", annotate("        " + WorkloadSecretIDAnnotation + ": shop/orders\n        " + ContrastWorkloadSecretIDAnnotation + ": shop/orders\n"), "shop/orders", ""},
+		{"both, different", annotate("        " + WorkloadSecretIDAnnotation + ": shop/orders\n        " + ContrastWorkloadSecretIDAnnotation + ": shop/other\n"), "",
+			`annotations cloister.dev/workload-secret-id "shop/orders" and contrast.edgeless.systems/workload-secret-id "shop/other" name two workload secrets: keep one`},
+		{"not an id", annotate("        " + WorkloadSecretIDAnnotation + ": \"../etc\"\n"), "", `Deployment shop/web: annotation cloister.dev/workload-secret-id: "../etc": use letters, digits`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := secretID(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("workload secret id %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+
+	// The YAML's id changed after generate wrote the manifest.
+	_, res, err := Rewrite(context.Background(), []byte(threeTier), options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := Manifest{Name: "shop", Platform: runtimeclass.Sim}.Document(res.Workloads, res.Services)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, changed, err := Rewrite(context.Background(), []byte(annotate("        "+WorkloadSecretIDAnnotation+": shop/orders\n")), options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckManifest(doc, changed.Workloads); err == nil || !strings.Contains(err.Error(), `Deployment shop/web: its workload secret id "shop/orders" is not the manifest's "shop-deployment-web"`) {
+		t.Errorf("a changed id: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cloister-cc/cloister/internal/cas/policy"
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
@@ -25,8 +26,16 @@ const (
 	// SkipInitializerAnnotation on a pod template ("true") keeps generate
 	// from injecting the initializer into it.
 	SkipInitializerAnnotation = "cloister.dev/skip-initializer"
-	InitializerName           = "cloister-initializer"
-	SecretsVolume             = "cloister-secrets"
+	// WorkloadSecretIDAnnotation on a pod template names its workload
+	// secret (the manifest service's workloadSecretID): pods that name the
+	// same id share the secret, and it stays while the id does. Without
+	// it, the id is the workload's service name.
+	WorkloadSecretIDAnnotation = "cloister.dev/workload-secret-id" //nolint:gosec // G101: an annotation's name, no credential
+	// ContrastWorkloadSecretIDAnnotation is Contrast's name for it, read
+	// as an alias.
+	ContrastWorkloadSecretIDAnnotation = "contrast.edgeless.systems/workload-secret-id"
+	InitializerName                    = "cloister-initializer"
+	SecretsVolume                      = "cloister-secrets"
 )
 
 // podPaths are where each kind keeps its pod template's metadata and spec.
@@ -53,6 +62,8 @@ type Workload struct {
 	// MemoryMiB is the confidential VM's memory: the containers' limits
 	// plus the runtime class overhead (init containers not counted).
 	MemoryMiB int64
+	// SecretID is its workload secret's id (WorkloadSecretIDAnnotation).
+	SecretID string
 	// Labels of its pods, to find the Services that select them.
 	Labels   map[string]string
 	Warnings []string
@@ -72,4 +83,23 @@ func ServiceName(namespace, kind, name string) (string, error) {
 		return "", fmt.Errorf("%s %s/%s: the manifest's service name %q is longer than 63 characters; use a shorter name", kind, namespace, name, s)
 	}
 	return s, nil
+}
+
+// workloadSecretID is the id a pod template's annotations name, or the
+// service name without one.
+func workloadSecretID(annotations map[string]string, service string) (string, error) {
+	id, ok := annotations[WorkloadSecretIDAnnotation]
+	if alias, has := annotations[ContrastWorkloadSecretIDAnnotation]; has {
+		if ok && alias != id {
+			return "", fmt.Errorf("annotations %s %q and %s %q name two workload secrets: keep one", WorkloadSecretIDAnnotation, id, ContrastWorkloadSecretIDAnnotation, alias)
+		}
+		id, ok = alias, true
+	}
+	if !ok {
+		return service, nil
+	}
+	if err := policy.CheckWorkloadSecretID(id); err != nil {
+		return "", fmt.Errorf("annotation %s: %w", WorkloadSecretIDAnnotation, err)
+	}
+	return id, nil
 }
