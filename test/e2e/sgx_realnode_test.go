@@ -236,7 +236,7 @@ func addSecretEnv(t *testing.T, file string) {
 		t.Fatal(err)
 	}
 	svc := &doc.Services[0]
-	svc.Env = map[string]string{"API_TOKEN": "{{ .Secrets." + svc.Secrets[0] + ".Hex }}"}
+	svc.Env = map[string]string{"API_TOKEN": generate.WorkloadSecretTemplate}
 	if err := generate.WriteManifest(file, doc); err != nil {
 		t.Fatal(err)
 	}
