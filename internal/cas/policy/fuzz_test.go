@@ -12,6 +12,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(doc(f, []string{ownerPEM(f)})))
 	f.Add([]byte("version: cloister.dev/policy/v1\nname: team\nowners: {keys: []}\nservices: []\n"))
 	f.Add([]byte(`{"version":"cloister.dev/policy/v1","name":"a/b","services":[]}`))
+	f.Add([]byte(doc(f, []string{ownerPEM(f)}, func(s string) string {
+		return strings.Replace(s, "  env:\n", "  workloadSecretID: shop/orders\n  env:\n    KEY: \"{{ .WorkloadSecret.Base64 }}\"\n", 1)
+	})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse(data)
 		if err != nil {
