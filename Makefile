@@ -61,6 +61,13 @@ TEST_TIMEOUT ?= 45m
 # runs use the cores meanwhile. The policy module's tests run beside them at
 # a lower priority (nice), filling what CPU is left.
 TEST_P ?= $(shell echo $$(( $$(nproc) + 1 )))
+# go test prints a package's results only after those of the packages
+# before it, so with the end-to-end suite first, make test says every
+# minute what runs and what compiles meanwhile.
+test-progress = s=0; while sleep 60; do s=$$((s+60)); \
+	run=$$(ps -eo etimes=,args= 2>/dev/null | awk '$$2 ~ /[.]test$$/ { n = split($$2, p, "/"); printf " %s (%dm)", p[n], $$1 / 60 }'); \
+	comp=$$(ps -eo args= 2>/dev/null | awk '$$1 ~ /[/]compile$$/ { for (i = 1; i < NF; i++) if ($$i == "-p") printf " %s", $$(i + 1) }'); \
+	echo "make test, $$((s / 60)) min:$${run:+ running$$run;}$${comp:+ compiling$$comp}"; done
 
 # What make demo and make test need built besides the control plane.
 TOOLS_ALSO :=
@@ -127,9 +134,10 @@ build: tools
 test: lint node-deps qemu-user $(if $(filter-out host,$(PLATFORMS)),images)
 	@skips=$$(mktemp); agentpolicy=$$(mktemp); status=0; \
 	nice -n 10 $(GO) -C $(AGENTPOLICY) test -race -count=1 ./... >$$agentpolicy 2>&1 & agentpolicy_pid=$$!; \
+	{ $(test-progress); } & progress_pid=$$!; \
 	$(if $(filter-out host,$(PLATFORMS)),CLOISTER_RELEASE_IMAGES=$(abspath $(IMAGES))) \
 	CLOISTER_QEMU_USER=$(QEMU_DIR) CLOISTER_SKIP_LOG=$$skips $(GO) test -race -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) -tags e2e ./test/e2e ./... || status=$$?; \
-	wait $$agentpolicy_pid || status=$$?; cat $$agentpolicy; rm -f $$agentpolicy; \
+	wait $$agentpolicy_pid || status=$$?; kill $$progress_pid 2>/dev/null; cat $$agentpolicy; rm -f $$agentpolicy; \
 	if [ -s "$$skips" ]; then \
 		echo "note: these tests skipped (go test without -v does not say so):"; sort -u "$$skips" | sed 's/^/      /'; \
 	fi; rm -f "$$skips"; \
