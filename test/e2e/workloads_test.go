@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,9 @@ import (
 	"github.com/cloister-cc/cloister/internal/workload/runtimeclass"
 )
 
-const shopPods = `# Three tiers of a shop (web -> api -> db), plain YAML marked confidential.
+const shopPods = `# Three tiers of a shop (web -> api -> db) and a cart of two replicas,
+# plain YAML marked confidential; api (by Contrast's annotation), db and
+# the cart share one workload secret, web has its own.
 apiVersion: v1
 kind: Service
 metadata: {name: shop-web, namespace: default}
@@ -57,7 +60,7 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: shop-api, namespace: default, labels: {app: shop-api}}
+metadata: {name: shop-api, namespace: default, labels: {app: shop-api}, annotations: {contrast.edgeless.systems/workload-secret-id: shop/orders}}
 spec:
   runtimeClassName: cloister-cc
   nodeSelector: {NODE_LABEL: "true"}
@@ -69,7 +72,7 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: shop-db, namespace: default, labels: {app: shop-db}}
+metadata: {name: shop-db, namespace: default, labels: {app: shop-db}, annotations: {cloister.dev/workload-secret-id: shop/orders}}
 spec:
   runtimeClassName: cloister-cc
   nodeSelector: {NODE_LABEL: "true"}
@@ -78,7 +81,73 @@ spec:
   - name: db
     image: PAUSE
     resources: {limits: {memory: 32Mi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop-cart, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: shop-cart}}
+  template:
+    metadata: {labels: {app: shop-cart}, annotations: {cloister.dev/workload-secret-id: shop/orders}}
+    spec:
+      runtimeClassName: cloister-cc
+      nodeSelector: {NODE_LABEL: "true"}
+      hostAliases: [{ip: CAS_IP, hostnames: [cas-shop.default.svc]}]
+      containers:
+      - name: cart
+        image: PAUSE
+        resources: {limits: {memory: 32Mi}}
 `
+
+// workloadSecrets are the workload secrets of the running shop pods, by
+// pod name: each read from its own pause container's view of its
+// in-memory volume (its HOSTNAME names the pod).
+func workloadSecrets(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, line := range liveProcessesMentioning("cloister-pause") {
+		pid, _, _ := strings.Cut(line, ":")
+		env, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+		if err != nil {
+			continue
+		}
+		for _, v := range strings.Split(string(env), "\x00") {
+			if name, ok := strings.CutPrefix(v, "HOSTNAME="); ok && strings.HasPrefix(name, "shop-") {
+				if data, err := os.ReadFile(filepath.Join("/proc", pid, "root", initenv.DefaultOut, "files"+generate.WorkloadSecretFile)); err == nil {
+					out[name] = string(data)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkWorkloadSecrets: api, db and both cart replicas name one id and
+// share its secret; web, by its own (default) id, has another.
+func checkWorkloadSecrets(t *testing.T, when string) string {
+	t.Helper()
+	secrets := workloadSecrets(t)
+	var cart []string
+	for name := range secrets {
+		if strings.HasPrefix(name, "shop-cart-") {
+			cart = append(cart, name)
+		}
+	}
+	orders := secrets["shop-api"]
+	if len(cart) != 2 || len(orders) != 64 || len(secrets["shop-web"]) != 64 {
+		t.Fatalf("%s: workload secrets of %v", when, slices.Sorted(maps.Keys(secrets)))
+	}
+	for _, name := range append(cart, "shop-db") {
+		if secrets[name] != orders {
+			t.Errorf("%s: %s has another workload secret than shop-api, though both name shop/orders", when, name)
+		}
+	}
+	if secrets["shop-web"] == orders {
+		t.Errorf("%s: shop-web, by its own id, has shop/orders's workload secret", when)
+	}
+	return orders
+}
 
 // Plain YAML made confidential on the real node: a ConfidentialRuntime
 // puts its handler into the node's containerd (restarting it) and labels
@@ -128,7 +197,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	}
 	generateShop()
 	// generate names the runtime class the operator of its version installs.
-	if generated, _ := os.ReadFile(filepath.Join(resources, "shop.yaml")); strings.Count(string(generated), "runtimeClassName: "+runtimeClass) != 3 {
+	if generated, _ := os.ReadFile(filepath.Join(resources, "shop.yaml")); strings.Count(string(generated), "runtimeClassName: "+runtimeClass) != 4 {
 		t.Fatalf("generate did not name the installed runtime class %s:\n%s", runtimeClass, generated)
 	}
 	e.applyFile(t, filepath.Join(resources, "shop.yaml"))
@@ -154,6 +223,8 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 			return p.Status.Phase == corev1.PodRunning
 		})
 	}
+	waitCartRunning(t, e)
+	orders := checkWorkloadSecrets(t, "version 1")
 	meshCA, err := os.ReadFile(filepath.Join(ws, "mesh-ca.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +234,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	// names it and its Service's DNS names, from the mesh CA.
 	leaf := verifyChain(t, files[casclient.CertChainFile], meshCA, "")
 	dns := map[string]string{"default-pod-shop-web.workloads": "shop-web.default.svc", "default-pod-shop-api.workloads": "shop-api.default",
-		"default-pod-shop-db.workloads": "shop-db.default"}[leaf.Subject.CommonName]
+		"default-pod-shop-db.workloads": "shop-db.default", "default-deployment-shop-cart.workloads": "shop-cart.default"}[leaf.Subject.CommonName]
 	if dns == "" || !slices.Contains(leaf.DNSNames, dns) {
 		t.Errorf("certificate %s with DNS names %v", leaf.Subject, leaf.DNSNames)
 	}
@@ -173,7 +244,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 	t.Logf("a shop pod started with %s (%v), issued by %s", leaf.Subject, leaf.DNSNames, leaf.Issuer)
 
 	out = e.mustCLI(t, append(append([]string{"verify"}, at...), "--workspace", ws, resources)...)
-	if !strings.Contains(out, "manifest workloads version 1") || !strings.Contains(out, "3 pod policies") {
+	if !strings.Contains(out, "manifest workloads version 1") || !strings.Contains(out, "4 pod policies") {
 		t.Errorf("verify: %s", out)
 	}
 	manifest, _ := os.ReadFile(filepath.Join(ws, generate.ManifestFile))
@@ -202,6 +273,7 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 			t.Fatal(err)
 		}
 	}
+	deleteCart(t, e)
 
 	// The api tier changes: another key cannot set it, the owner can.
 	yaml = strings.Replace(yaml, "  - name: api\n    image: "+imageRef("cloister-pause")+"\n",
@@ -269,6 +341,12 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 			return p.Status.Phase == corev1.PodRunning
 		})
 	}
+	waitCartRunning(t, e)
+	// Version 2 kept the ids, and CAS derives the secrets from its
+	// recovered seed: new pods of it get the secrets version 1's had.
+	if checkWorkloadSecrets(t, "version 2, after the recovery") != orders {
+		t.Error("version 2 kept the workload secret id, yet its pods got another workload secret after CAS's recovery")
+	}
 	verifyHistory("after the recovery")
 
 	// A manifest generated without owner keys is set once and never changed.
@@ -306,8 +384,36 @@ func testConfidentialWorkloads(t *testing.T, e *realNodeEnv) {
 			t.Fatal(err)
 		}
 	}
+	deleteCart(t, e)
 	t.Run("ServiceMesh", func(t *testing.T) { testServiceMesh(t, e, casPod.Status.PodIP) })
 	removeSimRuntime(t, e, runtimeClass)
+}
+
+// waitCartRunning waits for both replicas of the cart to run.
+func waitCartRunning(t *testing.T, e *realNodeEnv) {
+	t.Helper()
+	waitFor(t, "both replicas of shop-cart to run", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		var pods corev1.PodList
+		if err := e.crs.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "shop-cart"}); err != nil {
+			return false, "", err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return running == 2, fmt.Sprintf("%d of %d running", running, len(pods.Items)), nil
+	})
+}
+
+// deleteCart deletes the cart's Deployment, and with it its pods.
+func deleteCart(t *testing.T, e *realNodeEnv) {
+	t.Helper()
+	fg := metav1.DeletePropagationForeground
+	if err := e.cs.AppsV1().Deployments("default").Delete(context.Background(), "shop-cart", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 }
 
 func writeFile(t *testing.T, path, data string) string {
