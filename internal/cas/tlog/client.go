@@ -83,3 +83,28 @@ func ConsistencyFromTiles(older, newer Checkpoint, fetch FetchTile) (tlog.TreePr
 	}
 	return tlog.ProveTree(newer.Size, older.Size, tlog.TileHashReader(tlog.Tree{N: newer.Size, Hash: newer.Hash}, tiles{fetch}))
 }
+
+// maxAcceptScan bounds how many of a log's newest entries HasAccept reads.
+const maxAcceptScan = 1 << 14
+
+// HasAccept says whether cp's log holds an Accept entry among its newest
+// entries: the recovery owners took back a state older than one CAS had
+// served. CAS appends it after that state's log, which is older than the
+// one its clients saw, so a client finds it where the log it remembers is
+// not extended. Entries are checked against cp as they are read.
+func HasAccept(cp Checkpoint, fetch FetchTile) (bool, error) {
+	const chunk = 1 << TileHeight
+	for to := cp.Size; to > 0 && cp.Size-to < maxAcceptScan; to -= chunk {
+		from := max(0, to-chunk)
+		entries, err := Entries(cp, from, to, fetch)
+		if err != nil {
+			return false, err
+		}
+		for _, raw := range entries {
+			if e, err := ParseEntry(raw); err == nil && e.Type == Accept {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

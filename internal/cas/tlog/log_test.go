@@ -397,6 +397,32 @@ func FuzzParseEntry(f *testing.F) {
 	})
 }
 
+// checkpointAt is the checkpoint of s's tree of size entries, signed as
+// CAS signs it, and a fetch of s's tiles.
+func checkpointAt(t testing.TB, s store.Store, size int64, signer note.Signer, verifier note.Verifier) (Checkpoint, FetchTile) {
+	t.Helper()
+	var cp Checkpoint
+	err := s.View(func(tx store.Tx) error {
+		h, err := TreeHash(tx, size)
+		if err != nil {
+			return err
+		}
+		signed, err := note.Sign(&note.Note{Text: fmt.Sprintf("cas.cloister/log\n%d\n%s\n", size, h)}, signer)
+		if err != nil {
+			return err
+		}
+		cp, err = ParseCheckpoint(signed, "cas.cloister/log", verifier)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, func(path string) (data []byte, err error) {
+		err = s.View(func(tx store.Tx) error { data, err = ReadTile(tx, path); return err })
+		return data, err
+	}
+}
+
 // A client's memory: it takes the first checkpoint, then only larger ones
 // that extend it (proved from their tiles); a forked log of any size and
 // a smaller tree are refused, and the memory keeps the largest.
@@ -412,27 +438,7 @@ func TestMemory(t *testing.T) {
 		return entryText(i)
 	})
 	at := func(s store.Store, size int64) (Checkpoint, FetchTile) {
-		t.Helper()
-		var cp Checkpoint
-		err := s.View(func(tx store.Tx) error {
-			h, err := TreeHash(tx, size)
-			if err != nil {
-				return err
-			}
-			signed, err := note.Sign(&note.Note{Text: fmt.Sprintf("cas.cloister/log\n%d\n%s\n", size, h)}, signer)
-			if err != nil {
-				return err
-			}
-			cp, err = ParseCheckpoint(signed, "cas.cloister/log", verifier)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cp, func(path string) (data []byte, err error) {
-			err = s.View(func(tx store.Tx) error { data, err = ReadTile(tx, path); return err })
-			return data, err
-		}
+		return checkpointAt(t, s, size, signer, verifier)
 	}
 	m := Memory{File: filepath.Join(t.TempDir(), "log-checkpoint")}
 	for _, size := range []int64{10, 10, 25} {
@@ -504,4 +510,70 @@ func (c *countingTx) Put(bucket, key string, value []byte) error {
 	c.puts++
 	c.bytes += len(value)
 	return c.Tx.Put(bucket, key, value)
+}
+
+// After the recovery owners take back an older state, CAS's log is that
+// state's, shorter than the one a client saw, with an Accept entry after
+// it: the client's memory is not extended, and HasAccept finds why. A log
+// without one, or whose tiles are not what the checkpoint commits to,
+// shows none.
+func TestHasAccept(t *testing.T) {
+	skey, vkey, _ := note.GenerateKey(rand.Reader, "cas.cloister")
+	signer, _ := note.NewSigner(skey)
+	verifier, _ := note.NewVerifier(vkey)
+	accept, err := Entry{Type: Accept, Version: 2, Digest: Digest([]byte("2"), []byte("4294967296"))}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := func(s store.Store) (Checkpoint, FetchTile) {
+		var size int64
+		if err := s.View(func(tx store.Tx) (err error) { size, err = Size(tx); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return checkpointAt(t, s, size, signer, verifier)
+	}
+	seen, _ := checkpoint(logOf(t, 300, nil))
+	for _, tc := range []struct {
+		name   string
+		log    store.Store
+		accept bool
+	}{
+		{"the older state's log, then the acceptance", logOf(t, 11, func(i int) string {
+			if i == 10 {
+				return string(accept)
+			}
+			return entryText(i)
+		}), true},
+		{"the acceptance, then more versions", logOf(t, 280, func(i int) string {
+			if i == 10 {
+				return string(accept)
+			}
+			return entryText(i)
+		}), true},
+		{"an older log alone", logOf(t, 10, nil), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, fetch := checkpoint(tc.log)
+			if _, err := Extends(seen.Note, cp, verifier, fetch); err == nil {
+				t.Fatal("the remembered log is extended")
+			}
+			got, err := HasAccept(cp, fetch)
+			if err != nil || got != tc.accept {
+				t.Errorf("HasAccept %v (%v), want %v", got, err, tc.accept)
+			}
+			// A server that shows other entries than the checkpoint
+			// commits to is refused, not believed.
+			lying := func(path string) ([]byte, error) {
+				data, err := fetch(path)
+				if err == nil && strings.Contains(path, "/entries/") {
+					// The same length, so the bundle still splits.
+					data = bytes.Replace(data, []byte("policy default/shop version 1"), accept[:29], 1)
+				}
+				return data, err
+			}
+			if _, err := HasAccept(cp, lying); err == nil {
+				t.Error("entries the checkpoint does not commit to were read")
+			}
+		})
+	}
 }

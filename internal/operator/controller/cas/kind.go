@@ -288,7 +288,7 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 	p := Probe{State: wire.State(att.PublicKey.State), StateReason: att.PublicKey.StateReason, StateProblem: att.PublicKey.StateProblem, Mark: att.PublicKey.StateMark,
 		Insecure: att.Claims.Insecure, Collateral: att.PublicKey.Collateral}
 	if p.State == wire.Ready {
-		if p.LogProblem, err = rememberLog(ctx, cl, c); err != nil {
+		if p.LogProblem, err = rememberLog(ctx, cl, c, p.Mark); err != nil {
 			return Probe{Err: err}
 		}
 	}
@@ -297,12 +297,30 @@ func (k *Kind) probe(ctx context.Context, c *servicesv1beta1.CAS) Probe {
 
 // rememberLog checks that CAS's transparency log extends the checkpoint
 // in c's status, and keeps the larger there; problem says why not.
-func rememberLog(ctx context.Context, cl *casclient.Client, c *servicesv1beta1.CAS) (problem, err error) {
+//
+// One log that does not extend it is CAS's own doing: after the recovery
+// owners took back an older state (a backup), CAS serves that state's
+// older log with their acceptance logged after it, and moves the state's
+// generation past every one it served. Such a log, at a generation not
+// below the one c's status recorded, is the one to extend from then on. A
+// replayed older state, acceptance and all, is below that generation, and
+// stays refused (CASStateRolledBack says so).
+func rememberLog(ctx context.Context, cl *casclient.Client, c *servicesv1beta1.CAS, mark *wire.StateMark) (problem, err error) {
 	cp, v, err := cl.Checkpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
-	larger, problem := tlog.Extends([]byte(c.Status.LogCheckpoint), cp, v, func(path string) ([]byte, error) { return cl.LogTile(ctx, path) })
+	fetch := func(path string) ([]byte, error) { return cl.LogTile(ctx, path) }
+	larger, problem := tlog.Extends([]byte(c.Status.LogCheckpoint), cp, v, fetch)
+	if problem != nil && mark != nil && generation(mark) >= c.Status.StateGeneration {
+		accepted, err := tlog.HasAccept(cp, fetch)
+		if err != nil {
+			return nil, err
+		}
+		if accepted {
+			problem, larger = nil, true
+		}
+	}
 	if problem == nil && larger {
 		c.Status.LogCheckpoint = string(cp.Note)
 	}
