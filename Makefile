@@ -63,8 +63,9 @@ TEST_TIMEOUT ?= 45m
 TEST_P ?= $(shell echo $$(( $$(nproc) + 1 )))
 # go test prints a package's results only after those of the packages
 # before it, so with the end-to-end suite first, make test says every
-# minute what runs and what compiles meanwhile.
-test-progress = s=0; while sleep 60; do s=$$((s+60)); \
+# minute what runs and what compiles meanwhile. Its sleep holds no output,
+# so a pipe after make test ends when make test does.
+test-progress = s=0; while sleep 60 >/dev/null 2>&1; do s=$$((s+60)); \
 	run=$$(ps -eo etimes=,args= 2>/dev/null | awk '$$2 ~ /[.]test$$/ { n = split($$2, p, "/"); printf " %s (%dm)", p[n], $$1 / 60 }'); \
 	comp=$$(ps -eo args= 2>/dev/null | awk '$$1 ~ /[/]compile$$/ { for (i = 1; i < NF; i++) if ($$i == "-p") printf " %s", $$(i + 1) }'); \
 	echo "make test, $$((s / 60)) min:$${run:+ running$$run;}$${comp:+ compiling$$comp}"; done
