@@ -521,6 +521,7 @@ func TestWorkloadSecretID(t *testing.T) {
 		{"both, different", annotate("        " + WorkloadSecretIDAnnotation + ": shop/orders\n        " + ContrastWorkloadSecretIDAnnotation + ": shop/other\n"), "",
 			`annotations cloister.dev/workload-secret-id "shop/orders" and contrast.edgeless.systems/workload-secret-id "shop/other" name two workload secrets: keep one`},
 		{"not an id", annotate("        " + WorkloadSecretIDAnnotation + ": \"../etc\"\n"), "", `Deployment shop/web: annotation cloister.dev/workload-secret-id: "../etc": use letters, digits`},
+		{"not an id, by Contrast's name", annotate("        " + ContrastWorkloadSecretIDAnnotation + ": \"a b\"\n"), "", `Deployment shop/web: annotation contrast.edgeless.systems/workload-secret-id: "a b": use letters, digits`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := secretID(tc.in)

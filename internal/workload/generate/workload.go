@@ -88,18 +88,19 @@ func ServiceName(namespace, kind, name string) (string, error) {
 // workloadSecretID is the id a pod template's annotations name, or the
 // service name without one.
 func workloadSecretID(annotations map[string]string, service string) (string, error) {
-	id, ok := annotations[WorkloadSecretIDAnnotation]
+	key := WorkloadSecretIDAnnotation
+	id, ok := annotations[key]
 	if alias, has := annotations[ContrastWorkloadSecretIDAnnotation]; has {
 		if ok && alias != id {
-			return "", fmt.Errorf("annotations %s %q and %s %q name two workload secrets: keep one", WorkloadSecretIDAnnotation, id, ContrastWorkloadSecretIDAnnotation, alias)
+			return "", fmt.Errorf("annotations %s %q and %s %q name two workload secrets: keep one", key, id, ContrastWorkloadSecretIDAnnotation, alias)
 		}
-		id, ok = alias, true
+		key, id, ok = ContrastWorkloadSecretIDAnnotation, alias, true
 	}
 	if !ok {
 		return service, nil
 	}
 	if err := policy.CheckWorkloadSecretID(id); err != nil {
-		return "", fmt.Errorf("annotation %s: %w", WorkloadSecretIDAnnotation, err)
+		return "", fmt.Errorf("annotation %s: %w", key, err)
 	}
 	return id, nil
 }
