@@ -53,16 +53,12 @@ func (m Manifest) Document(workloads []Workload, services []Service) (*policy.Do
 		if err != nil {
 			return nil, err
 		}
-		secretID := w.SecretID
-		if secretID == "" {
-			secretID = w.Service
-		}
 		doc.Services = append(doc.Services, policy.Service{
 			Name:             w.Service,
 			Attestation:      policy.Attestation{Identities: []attest.Identity{id}},
 			Certificate:      policy.Certificate{SANs: sans(w, services)},
 			Files:            map[string]string{WorkloadSecretFile: WorkloadSecretTemplate},
-			WorkloadSecretID: secretID,
+			WorkloadSecretID: w.WorkloadSecretID(),
 		})
 	}
 	if err := doc.Validate(); err != nil {
@@ -155,8 +151,8 @@ func CheckManifest(doc *policy.Document, workloads []Workload) error {
 		if !InManifest(doc, w) {
 			problems = append(problems, fmt.Sprintf("%s %s/%s: its policy %s is not the manifest's", w.Kind, w.Namespace, w.Name, w.Digest[:16]))
 		}
-		if id := doc.Service(w.Service).WorkloadSecretID; w.SecretID != "" && id != w.SecretID {
-			problems = append(problems, fmt.Sprintf("%s %s/%s: its workload secret id %q is not the manifest's %q", w.Kind, w.Namespace, w.Name, w.SecretID, id))
+		if id := doc.Service(w.Service).WorkloadSecretID; id != w.WorkloadSecretID() {
+			problems = append(problems, fmt.Sprintf("%s %s/%s: its workload secret id %q is not the manifest's %q", w.Kind, w.Namespace, w.Name, w.WorkloadSecretID(), id))
 		}
 	}
 	for _, s := range doc.Services {

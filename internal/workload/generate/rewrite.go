@@ -254,7 +254,7 @@ func openTemplate(tmpl *kyaml.RNode, w *Workload) (meta, spec *kyaml.RNode, anno
 	if err := decodeField(meta, "annotations", &annotations); err != nil {
 		return nil, nil, nil, err
 	}
-	if w.SecretID, err = workloadSecretID(annotations, w.Service); err != nil {
+	if w.SecretID, err = workloadSecretID(annotations); err != nil {
 		return nil, nil, nil, err
 	}
 	return meta, spec, annotations, decodeField(meta, "labels", &w.Labels)

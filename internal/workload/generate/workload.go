@@ -62,7 +62,8 @@ type Workload struct {
 	// MemoryMiB is the confidential VM's memory: the containers' limits
 	// plus the runtime class overhead (init containers not counted).
 	MemoryMiB int64
-	// SecretID is its workload secret's id (WorkloadSecretIDAnnotation).
+	// SecretID is the id its WorkloadSecretIDAnnotation names; empty
+	// without one (WorkloadSecretID says what then).
 	SecretID string
 	// Labels of its pods, to find the Services that select them.
 	Labels   map[string]string
@@ -85,9 +86,18 @@ func ServiceName(namespace, kind, name string) (string, error) {
 	return s, nil
 }
 
-// workloadSecretID is the id a pod template's annotations name, or the
-// service name without one.
-func workloadSecretID(annotations map[string]string, service string) (string, error) {
+// WorkloadSecretID is the workload's secret id in the manifest: the one
+// its annotation names, or its service name.
+func (w Workload) WorkloadSecretID() string {
+	if w.SecretID != "" {
+		return w.SecretID
+	}
+	return w.Service
+}
+
+// workloadSecretID is the id a pod template's annotations name, empty
+// without one.
+func workloadSecretID(annotations map[string]string) (string, error) {
 	key := WorkloadSecretIDAnnotation
 	id, ok := annotations[key]
 	if alias, has := annotations[ContrastWorkloadSecretIDAnnotation]; has {
@@ -97,7 +107,7 @@ func workloadSecretID(annotations map[string]string, service string) (string, er
 		key, id, ok = ContrastWorkloadSecretIDAnnotation, alias, true
 	}
 	if !ok {
-		return service, nil
+		return "", nil
 	}
 	if err := policy.CheckWorkloadSecretID(id); err != nil {
 		return "", fmt.Errorf("annotation %s: %w", key, err)
