@@ -76,6 +76,11 @@ func (d daemon) Running() []int {
 	})
 }
 
+// alive says whether the daemon runs, or its supervisor does: one that
+// is about to start it (a shell's fork and exec take a moment after
+// Start) or to start it again.
+func (d daemon) alive() bool { return len(d.Running()) > 0 || len(d.supervisors()) > 0 }
+
 // supervisors lists the live supervisors of this daemon.
 func (d daemon) supervisors() []int {
 	return proc.Find(func(argv [][]byte) bool {

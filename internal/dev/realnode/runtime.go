@@ -134,7 +134,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := recordHostPortTables(r.hostPortRecord()); err != nil {
 		return err
 	}
-	if len(d.Running()) == 0 {
+	if !d.alive() {
 		for _, dir := range []string{"root", "state", "logs", filepath.Join("cni", "conf")} {
 			if err := os.MkdirAll(filepath.Join(r.Dir, dir), 0o700); err != nil {
 				return err
@@ -151,7 +151,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		if _, err := r.Ctr(ctx, "version"); err == nil {
 			return nil
 		}
-		if len(d.Running()) == 0 {
+		if !d.alive() {
 			return fmt.Errorf("containerd exited; see %s", r.logPath())
 		}
 		select {
