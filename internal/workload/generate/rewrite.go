@@ -229,6 +229,17 @@ func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error,
 	if w.Service, err = ServiceName(namespace, kind, w.Name); err != nil {
 		return err
 	}
+	// Generate and Inspect both read the id, so CheckManifest compares
+	// what generate wrote with what the YAML says now.
+	var annotations map[string]string
+	if meta := tmpl.Field("metadata"); meta != nil {
+		if err := decodeField(meta.Value, "annotations", &annotations); err != nil {
+			return fmt.Errorf("%s %s/%s: %w", kind, namespace, w.Name, err)
+		}
+	}
+	if w.SecretID, err = workloadSecretID(annotations); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", kind, namespace, w.Name, err)
+	}
 	if err := visit(tmpl, &w); err != nil {
 		return fmt.Errorf("%s %s/%s: %w", kind, namespace, w.Name, err)
 	}
@@ -243,7 +254,7 @@ func isConfidential(class string) bool {
 }
 
 // openTemplate is a pod template's metadata (made if missing), spec and
-// annotations; it reads the pods' labels and workload secret id into w.
+// annotations; it reads the pods' labels into w.
 func openTemplate(tmpl *kyaml.RNode, w *Workload) (meta, spec *kyaml.RNode, annotations map[string]string, err error) {
 	if meta, err = tmpl.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "metadata")); err != nil {
 		return nil, nil, nil, err
@@ -252,9 +263,6 @@ func openTemplate(tmpl *kyaml.RNode, w *Workload) (meta, spec *kyaml.RNode, anno
 		return nil, nil, nil, err
 	}
 	if err := decodeField(meta, "annotations", &annotations); err != nil {
-		return nil, nil, nil, err
-	}
-	if w.SecretID, err = workloadSecretID(annotations); err != nil {
 		return nil, nil, nil, err
 	}
 	return meta, spec, annotations, decodeField(meta, "labels", &w.Labels)

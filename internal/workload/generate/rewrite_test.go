@@ -499,8 +499,10 @@ func TestWorkloadSecretID(t *testing.T) {
 	annotate := func(lines string) string {
 		return strings.Replace(threeTier, "      labels:\n        app: web\n", "      labels:\n        app: web\n      annotations:\n"+lines, 1)
 	}
+	// As generate and then set do: the manifest from Rewrite, checked
+	// against what Inspect reads of the rewritten YAML.
 	secretID := func(in string) (string, error) {
-		_, res, err := Rewrite(context.Background(), []byte(in), options())
+		out, res, err := Rewrite(context.Background(), []byte(in), options())
 		if err != nil {
 			return "", err
 		}
@@ -508,7 +510,11 @@ func TestWorkloadSecretID(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		if err := CheckManifest(doc, res.Workloads); err != nil {
+		found, err := Inspect(out)
+		if err != nil {
+			return "", err
+		}
+		if err := CheckManifest(doc, found.Workloads); err != nil {
 			return "", err
 		}
 		return doc.Service("shop-deployment-web").WorkloadSecretID, nil
@@ -546,7 +552,11 @@ func TestWorkloadSecretID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, changed, err := Rewrite(context.Background(), []byte(annotate("        "+WorkloadSecretIDAnnotation+": shop/orders\n")), options())
+	out, _, err := Rewrite(context.Background(), []byte(annotate("        "+WorkloadSecretIDAnnotation+": shop/orders\n")), options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := Inspect(out)
 	if err != nil {
 		t.Fatal(err)
 	}
