@@ -72,7 +72,7 @@ func NewCommand() *cobra.Command {
 		c.log = startup.Logger(cmd.ErrOrStderr(), level)
 		return nil
 	}
-	root.AddCommand(sgxCommand(c), cexCommand(c), nitroCommand(c))
+	root.AddCommand(sgxCommand(c), cexCommand(c), nitroCommand(c), draCommand(c))
 	return root
 }
 

@@ -66,3 +66,13 @@ func CEXResource(cexType, set string) string {
 func IsDevice(name string) bool {
 	return strings.HasPrefix(name, SGXPrefix) || strings.HasPrefix(name, CEXPrefix) || strings.HasPrefix(name, NitroPrefix)
 }
+
+// The DRA drivers' names: each ResourceSlice's spec.driver, the domain of
+// its devices' attributes and capacity, and the CDI vendor of what a
+// claim's containers get. The DeviceClasses of the same names select
+// every device of a driver.
+const (
+	SGXDRADriver   = "sgx.cloister.dev"
+	CEXDRADriver   = "cex.cloister.dev"
+	NitroDRADriver = "nitro.cloister.dev"
+)

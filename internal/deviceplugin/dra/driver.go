@@ -42,6 +42,8 @@ type Driver struct {
 	// Rescan asks for a scan now (uevents); may be nil.
 	Rescan <-chan struct{}
 	Log    *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
 
 	mu       sync.Mutex
 	devices  map[string]Device
@@ -50,7 +52,26 @@ type Driver struct {
 	cdi      cdi
 	changed  chan struct{} // closed and replaced when health changes
 	helper   *kubeletplugin.Helper
+	serving  bool
 	cancel   context.CancelCauseFunc
+}
+
+// Ready says whether the kubelet registered the driver (and why not).
+func (d *Driver) Ready() error {
+	d.mu.Lock()
+	serving, helper := d.serving, d.helper
+	d.mu.Unlock()
+	if !serving {
+		return errors.New("not serving yet")
+	}
+	st := helper.RegistrationStatus()
+	switch {
+	case st == nil:
+		return errors.New("the kubelet has not registered the driver yet")
+	case !st.PluginRegistered:
+		return fmt.Errorf("the kubelet refused the driver: %s", st.Error)
+	}
+	return nil
 }
 
 // PluginDir is the driver's folder under the kubelet's: its socket and
@@ -65,6 +86,9 @@ func (d *Driver) init() error {
 	}
 	if d.RescanInterval <= 0 {
 		d.RescanInterval = DefaultRescanInterval
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(d.Family.Driver())
 	}
 	if d.NodeName == "" {
 		return errors.New("the node's name is unset: give NODE_NAME from the downward API (spec.nodeName)")
@@ -83,6 +107,7 @@ func (d *Driver) init() error {
 		return err
 	}
 	d.ckpt, d.cdi, d.changed = ckpt, cdi{dir: d.CDIDir, vendor: d.Family.Driver()}, make(chan struct{})
+	d.Metrics.prepared.Set(float64(len(ckpt.Prepared)))
 	return nil
 }
 
@@ -107,7 +132,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		return fmt.Errorf("scanning devices: %w", err)
 	}
 	d.setDevices(devs)
-	d.helper, err = kubeletplugin.Start(ctx, d,
+	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.DriverName(d.Family.Driver()),
 		kubeletplugin.KubeClient(d.Client),
 		kubeletplugin.NodeName(d.NodeName),
@@ -117,10 +142,16 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting the kubelet plugin: %w", err)
 	}
-	defer d.helper.Stop()
+	defer helper.Stop()
+	d.mu.Lock()
+	d.helper = helper
+	d.mu.Unlock()
 	if err := d.publish(ctx); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.serving = true
+	d.mu.Unlock()
 	d.Log.Info("serving DRA driver", "driver", d.Family.Driver(), "node", d.NodeName, "devices", len(devs), "socket", filepath.Join(d.PluginDir(), "dra.sock"))
 
 	tick := time.NewTicker(d.RescanInterval)
@@ -180,6 +211,7 @@ func (d *Driver) setDevices(devs []Device) bool {
 	}
 	if !same {
 		d.Log.Info("devices changed", "devices", len(next), "healthy", countHealthy(next))
+		d.Metrics.setDevices(countHealthy(next), len(next))
 	}
 	return !same
 }

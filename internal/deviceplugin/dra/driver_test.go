@@ -122,10 +122,25 @@ func (e *env) kubeletDRA(t *testing.T) *grpc.ClientConn {
 		}
 		return true, ""
 	})
+	waitFor(t, "the driver to wait for the kubelet's word", func() (bool, string) {
+		err := e.drv.Ready()
+		return err != nil && err.Error() == "the kubelet has not registered the driver yet", fmt.Sprint(err)
+	})
+	conn, err := grpc.NewClient("unix://"+reg, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registerapi.NewRegistrationClient(conn).NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	if err := e.drv.Ready(); err != nil {
+		t.Errorf("ready once registered: %v", err)
+	}
 	if info.Type != registerapi.DRAPlugin || info.Name != testDriver || info.Endpoint != filepath.Join(e.drv.PluginDir(), "dra.sock") {
 		t.Fatalf("registration %+v", info)
 	}
-	conn, err := grpc.NewClient("unix://"+info.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err = grpc.NewClient("unix://"+info.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,7 +17,9 @@ import (
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, c := range claims {
+		start := time.Now()
 		devs, err := d.prepare(ctx, c)
+		d.Metrics.observePrepare(time.Since(start), err)
 		if err != nil {
 			d.Log.Warn("preparing claim", "claim", c.Namespace+"/"+c.Name, "error", err)
 		}
@@ -80,6 +83,7 @@ func (d *Driver) prepare(ctx context.Context, rc *resourceapi.ResourceClaim) ([]
 		undo()
 		return nil, fmt.Errorf("recording the prepared claim: %w", err)
 	}
+	d.Metrics.prepared.Set(float64(len(d.ckpt.Prepared)))
 	d.Log.Info("prepared claim", "claim", claim.String(), "devices", len(granted))
 	return d.result(granted), nil
 }
@@ -192,6 +196,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			out[c.UID] = fmt.Errorf("recording the unprepared claim: %w", err)
 			continue
 		}
+		d.Metrics.prepared.Set(float64(len(d.ckpt.Prepared)))
 		d.Log.Info("unprepared claim", "claim", c.Namespace+"/"+c.Name)
 		out[c.UID] = nil
 	}

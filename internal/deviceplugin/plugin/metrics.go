@@ -81,9 +81,14 @@ func (m *Metrics) observeAllocate(resource string, d time.Duration, err error) {
 
 // Handler serves /metrics, /healthz and /readyz; ready reports whether the
 // plugin is registered with kubelet (and why not).
-func (m *Metrics) Handler(ready func() error) http.Handler {
+func (m *Metrics) Handler(ready func() error) http.Handler { return Handler(m.Registry, ready) }
+
+// Handler serves a registry's /metrics, /healthz and /readyz, ready
+// saying whether the process serves the kubelet (and why not): the
+// device plugins' and the DRA drivers' endpoint.
+func Handler(reg *prometheus.Registry, ready func() error) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := ready(); err != nil {

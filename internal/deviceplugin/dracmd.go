@@ -1,0 +1,73 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/dra"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
+	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+)
+
+// draFlags are the flags of every DRA driver.
+type draFlags struct {
+	kubeletDir, cdiDir string
+}
+
+// draCommand runs a family's DRA driver instead of its device plugin.
+func draCommand(c *common) *cobra.Command {
+	f := &draFlags{}
+	cmd := &cobra.Command{
+		Use:   "dra FAMILY",
+		Short: "Serve a Dynamic Resource Allocation driver instead of a device plugin: sgx, cex or nitro",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("name a family: sgx, cex or nitro")
+		},
+	}
+	p := cmd.PersistentFlags()
+	p.StringVar(&f.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "the kubelet's root folder (plugins_registry and plugins are in it; the same path in the driver's container)")
+	p.StringVar(&f.cdiDir, "cdi-dir", dra.DefaultCDIDir, "the container runtime's CDI spec folder")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "sgx",
+		Short: "Publish the SGX enclave device, with the node's EPC as capacity, and the provision device",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.serveDRA(cmd.Context(), f, &sgxmode.DRA{DevRoot: c.devRoot, SysRoot: c.sysRoot}, nil)
+		},
+	})
+	return cmd
+}
+
+// serveDRA runs a family's driver and the metrics endpoint until ctx
+// ends; rescan (may be nil) asks for extra scans.
+func (c *common) serveDRA(ctx context.Context, f *draFlags, fam dra.Family, rescan <-chan struct{}) error {
+	node, err := c.node()
+	if err != nil {
+		return err
+	}
+	d := &dra.Driver{
+		Family: fam, NodeName: node.Name, Client: node.Client, KubeletDir: f.kubeletDir, CDIDir: f.cdiDir,
+		RescanInterval: c.rescan, Rescan: rescan, Log: c.log.With("driver", fam.Driver()), Metrics: dra.NewMetrics(fam.Driver()),
+	}
+	if c.metricsAddress != "" {
+		lis, err := net.Listen("tcp", c.metricsAddress)
+		if err != nil {
+			return fmt.Errorf("--metrics-address: %w", err)
+		}
+		srv := &http.Server{Handler: plugin.Handler(d.Metrics.Registry, d.Ready), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(lis) }()
+		defer func() { _ = srv.Close() }()
+		c.log.Info("serving metrics", "address", lis.Addr().String())
+	}
+	v := version.Get()
+	c.log.Info("starting cloister-device-plugin", "driver", fam.Driver(), "version", v.Version, "commit", v.Commit, "kubeletDir", f.kubeletDir, "cdiDir", f.cdiDir)
+	return d.Run(ctx)
+}
