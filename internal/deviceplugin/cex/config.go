@@ -1,8 +1,10 @@
 package cex
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -103,6 +105,67 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// configFile is a config sets file followed as it changes: a bad
+// version is logged and the last good one kept. No path: no config sets.
+type configFile struct {
+	path string
+	log  *slog.Logger
+	cfg  *Config
+	raw  []byte
+}
+
+// load reads the file the first time; its errors stop the plugin.
+func (f *configFile) load() error {
+	if f.path == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(f.path)
+	if err != nil {
+		return fmt.Errorf("reading config sets (--config-sets): %w", err)
+	}
+	c, err := ParseConfig(raw)
+	if err != nil {
+		return fmt.Errorf("config sets %s: %w", f.path, err)
+	}
+	f.cfg, f.raw = c, raw
+	return nil
+}
+
+// reload picks up a changed file, keeping the last good configuration
+// when the new one is bad.
+func (f *configFile) reload() {
+	if f.path == "" {
+		return
+	}
+	raw, err := os.ReadFile(f.path)
+	if err != nil {
+		f.log.Warn("reading config sets; keeping the last good configuration", "path", f.path, "error", err)
+		return
+	}
+	if bytes.Equal(raw, f.raw) {
+		return
+	}
+	c, err := ParseConfig(raw)
+	if err != nil {
+		f.raw = raw // report a bad version once, not on every scan
+		f.log.Error("config sets changed but are invalid; keeping the last good configuration", "path", f.path, "error", err)
+		return
+	}
+	f.cfg, f.raw = c, raw
+	f.log.Info("config sets reloaded", "path", f.path, "configSets", f.names())
+}
+
+func (f *configFile) names() []string {
+	if f.cfg == nil {
+		return nil
+	}
+	var n []string
+	for _, s := range f.cfg.ConfigSets {
+		n = append(n, s.Name)
+	}
+	return n
 }
 
 // machineID reads <manufacturer>-<type>-<sequence code> of this machine

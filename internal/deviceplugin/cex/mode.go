@@ -1,11 +1,9 @@
 package cex
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,13 +47,12 @@ type Mode struct {
 	NodeWait time.Duration
 	Log      *slog.Logger
 
-	mu        sync.Mutex
-	config    *Config
-	configRaw []byte
-	machine   string
-	queues    map[APQN]Queue // as of the last scan
-	lastSeen  map[string]time.Time
-	z         *zcrypt
+	mu       sync.Mutex
+	sets     *configFile
+	machine  string
+	queues   map[APQN]Queue // as of the last scan
+	lastSeen map[string]time.Time
+	z        *zcrypt
 }
 
 // Init validates the settings and reads the config sets; its errors are
@@ -79,57 +76,15 @@ func (m *Mode) Init() error {
 	m.z = &zcrypt{sysRoot: m.SysRoot, devRoot: m.DevRoot, wait: m.NodeWait}
 	m.lastSeen = map[string]time.Time{}
 	m.machine = machineID(m.SysinfoPath)
-	if m.ConfigPath != "" {
-		raw, err := os.ReadFile(m.ConfigPath)
-		if err != nil {
-			return fmt.Errorf("reading config sets (--config-sets): %w", err)
-		}
-		c, err := ParseConfig(raw)
-		if err != nil {
-			return fmt.Errorf("config sets %s: %w", m.ConfigPath, err)
-		}
-		m.config, m.configRaw = c, raw
+	m.sets = &configFile{path: m.ConfigPath, log: m.Log}
+	if err := m.sets.load(); err != nil {
+		return err
 	}
 	if err := m.z.supported(); err != nil {
 		m.Log.Warn("allocations will fail", "error", err)
 	}
-	m.Log.Info("cex mode", "type", m.Type, "overcommit", m.Overcommit, "machine", m.machine, "configSets", m.setNames())
+	m.Log.Info("cex mode", "type", m.Type, "overcommit", m.Overcommit, "machine", m.machine, "configSets", m.sets.names())
 	return nil
-}
-
-func (m *Mode) setNames() []string {
-	if m.config == nil {
-		return nil
-	}
-	var n []string
-	for _, s := range m.config.ConfigSets {
-		n = append(n, s.Name)
-	}
-	return n
-}
-
-// reload picks up a changed config sets file, keeping the last good one
-// when the new one is bad.
-func (m *Mode) reload() {
-	if m.ConfigPath == "" {
-		return
-	}
-	raw, err := os.ReadFile(m.ConfigPath)
-	if err != nil {
-		m.Log.Warn("reading config sets; keeping the last good configuration", "path", m.ConfigPath, "error", err)
-		return
-	}
-	if bytes.Equal(raw, m.configRaw) {
-		return
-	}
-	c, err := ParseConfig(raw)
-	if err != nil {
-		m.configRaw = raw // report a bad version once, not on every scan
-		m.Log.Error("config sets changed but are invalid; keeping the last good configuration", "path", m.ConfigPath, "error", err)
-		return
-	}
-	m.config, m.configRaw = c, raw
-	m.Log.Info("config sets reloaded", "path", m.ConfigPath, "configSets", m.setNames())
 }
 
 // Scan offers Overcommit devices per APQN of the type; an offline APQN's
@@ -141,23 +96,24 @@ func (m *Mode) Scan(context.Context) (plugin.Inventory, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.reload()
+	m.sets.reload()
+	config := m.sets.cfg
 	m.queues = map[APQN]Queue{}
 	var all []plugin.Device // without config sets: every APQN of the type
 	for _, q := range queues {
 		if q.Type == m.Type {
 			m.queues[q.APQN] = q
-			if m.config == nil {
+			if config == nil {
 				all = append(all, m.devices(q)...)
 			}
 		}
 	}
 	inv := plugin.Inventory{}
-	if m.config == nil {
+	if config == nil {
 		inv[Resource(m.Type, "")] = all
 		return inv, nil
 	}
-	for _, s := range m.config.ConfigSets {
+	for _, s := range config.ConfigSets {
 		var devs []plugin.Device
 		if s.MachineID == "" || s.MachineID == m.machine {
 			for _, a := range s.APQNs {
