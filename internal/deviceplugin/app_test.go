@@ -52,6 +52,11 @@ func TestBadInputExitsNamingTheProblem(t *testing.T) {
 		{[]string{"sgx", "--capacity", "1", "--log-level", "loud"}, `invalid --log-level "loud"`},
 		{[]string{"sgx", "--capacity", "1", "--rescan-interval", "10ms"}, "--rescan-interval 10ms is too short"},
 		{[]string{"sgx", "--capacity", "1", "--plugin-dir", filepath.Join(dir, "none")}, "--plugin-dir"},
+		{[]string{"dra"}, "name a family: sgx, cex or nitro"},
+		{[]string{"dra", "sgx"}, "NODE_NAME is not set"},
+		{[]string{"dra", "cex", "--overcommit", "0"}, "--overcommit must be between 1 and 100"},
+		{[]string{"dra", "cex", "--config-sets", domain}, "domain 300: out of range 0..255"},
+		{[]string{"dra", "nitro", "--enclaves", "0"}, "--enclaves 0 is out of range: use 1..4"},
 	} {
 		args := append(slices.Clone(tc.args), "--metrics-address", "")
 		if !slices.Contains(args, "--plugin-dir") {

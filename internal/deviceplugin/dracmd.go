@@ -11,9 +11,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cloister-cc/cloister/internal/base/version"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/dra"
+	nitromode "github.com/cloister-cc/cloister/internal/deviceplugin/nitro"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/uevent"
 )
 
 // draFlags are the flags of every DRA driver.
@@ -43,6 +46,50 @@ func draCommand(c *common) *cobra.Command {
 			return c.serveDRA(cmd.Context(), f, &sgxmode.DRA{DevRoot: c.devRoot, SysRoot: c.sysRoot}, nil)
 		},
 	})
+	cmd.AddCommand(draCEXCommand(c, f), draNitroCommand(c, f))
+	return cmd
+}
+
+func draCEXCommand(c *common, f *draFlags) *cobra.Command {
+	fam := &cex.DRA{}
+	cmd := &cobra.Command{
+		Use:   "cex",
+		Short: "Publish every APQN of the node's IBM CryptoExpress adapters, with its mode, card, config set and master-key pattern",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fam.SysRoot, fam.DevRoot, fam.SysinfoPath, fam.Log = c.sysRoot, c.devRoot, c.sysinfo, c.log
+			if err := fam.Init(); err != nil {
+				return err
+			}
+			// sysfs raises no inotify events for the kernel's own changes:
+			// hot plugs and on/offlining arrive as AP bus uevents.
+			events, err := uevent.Listen(cmd.Context(), "ap")
+			if err != nil {
+				c.log.Warn("hot plug noticed by periodic rescans only", "error", err)
+			}
+			return c.serveDRA(cmd.Context(), f, fam, events)
+		},
+	}
+	cmd.Flags().IntVar(&fam.Overcommit, "overcommit", 1, "claims that may share one APQN, 1..100")
+	cmd.Flags().StringVar(&fam.ConfigPath, "config-sets", "", "crypto config sets file (JSON or YAML): only their APQNs are published, each naming its set; reloaded when it changes")
+	return cmd
+}
+
+func draNitroCommand(c *common, f *draFlags) *cobra.Command {
+	fam := &nitromode.DRA{}
+	cmd := &cobra.Command{
+		Use:   "nitro",
+		Short: "Publish the node's Nitro Enclaves device, with its enclave slots, CPU pool and hugepages as capacity",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if fam.Enclaves < nitromode.MinEnclaves || fam.Enclaves > nitromode.MaxEnclaves {
+				return fmt.Errorf("--enclaves %d is out of range: use %d..%d (Nitro's limit per instance)", fam.Enclaves, nitromode.MinEnclaves, nitromode.MaxEnclaves)
+			}
+			fam.DevRoot, fam.SysRoot = c.devRoot, c.sysRoot
+			return c.serveDRA(cmd.Context(), f, fam, nil)
+		},
+	}
+	cmd.Flags().IntVar(&fam.Enclaves, "enclaves", nitromode.MaxEnclaves, "enclaves per node, 1..4")
 	return cmd
 }
 
