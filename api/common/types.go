@@ -132,3 +132,34 @@ type AutoUpdateStatus struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 }
+
+// DeviceMode says how a device plugin kind offers its nodes' devices to
+// pods.
+// +kubebuilder:validation:Enum=DevicePlugin;DRA;Both
+type DeviceMode string
+
+const (
+	// DeviceModeDevicePlugin offers them as extended resources, which
+	// pods ask for in their containers' limits.
+	DeviceModeDevicePlugin DeviceMode = "DevicePlugin"
+	// DeviceModeDRA publishes them in ResourceSlices of the family's
+	// Dynamic Resource Allocation driver, which pods ask for by
+	// ResourceClaims (and, through the DeviceClass's extended resource,
+	// by their limits).
+	DeviceModeDRA DeviceMode = "DRA"
+	// DeviceModeBoth runs both during a migration: the DRA driver owns
+	// the devices; the device plugin offers none, and keeps serving the
+	// pods that hold devices through it until they go.
+	DeviceModeBoth DeviceMode = "Both"
+)
+
+// Runs says whether a mode runs the device plugin and the DRA driver.
+func (m DeviceMode) Runs() (devicePlugin, dra bool) {
+	switch m {
+	case DeviceModeDRA:
+		return false, true
+	case DeviceModeBoth:
+		return true, true
+	}
+	return true, false
+}

@@ -57,6 +57,8 @@ func run(ctx context.Context) error {
 		"host folder of Intel's AESM socket (aesm.socket), mounted into LAS without simulation")
 	fs.StringVar(&opts.Host.SysDir, "host-sys-dir", service.DefaultHostPaths.SysDir,
 		"the nodes' sysfs, where the SGX plugin reads the EPC and the Nitro plugin the CPUs (the dev cluster's real node has a fake one)")
+	fs.StringVar(&opts.Host.CDIDir, "host-cdi-dir", service.DefaultHostPaths.CDIDir,
+		"the container runtime's CDI spec folder on the nodes, where the DRA drivers write what a claim's containers get")
 	fs.DurationVar(&opts.InterruptedReleaseAfter, "interrupted-release-after", release.DefaultStaleAfter,
 		"how long a Helm release may stay pending-install/upgrade before it is taken as left by a killed operator and recovered")
 	fs.IntVar(&opts.Webhook.Port, "webhook-port", 0, "port of the admission webhooks (HTTPS); 0 serves none")

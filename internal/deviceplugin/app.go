@@ -34,6 +34,7 @@ type common struct {
 	devRoot, sysRoot, pluginDir, podResources, sysinfo string
 	rescan                                             time.Duration
 	metricsAddress, logLevel                           string
+	offerNone                                          bool
 	log                                                *slog.Logger
 }
 
@@ -60,6 +61,7 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&c.sysinfo, "proc-sysinfo", "/proc/sysinfo", "the s390 machine description (cex config sets' machineID)")
 	f.DurationVar(&c.rescan, "rescan-interval", plugin.DefaultRescanInterval, "period of full rescans; filesystem events rescan at once")
 	f.StringVar(&c.metricsAddress, "metrics-address", ":9401", "address of /metrics, /healthz and /readyz; empty disables")
+	f.BoolVar(&c.offerNone, "offer-none", false, "offer no device (the DRA driver owns them during a migration); keep serving the containers that hold some")
 	f.StringVar(&c.logLevel, startup.LogLevelFlag, startup.LogLevelDefault, startup.LogLevelUsage)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		level, err := startup.ParseLogLevel(c.logLevel)
@@ -87,7 +89,7 @@ func sgxCommand(c *common) *cobra.Command {
 			if !cmd.Flags().Changed("capacity") {
 				capacity = c.maxPods(cmd.Context(), node, nodeErr)
 			}
-			m := &sgxmode.Mode{DevRoot: c.devRoot, Capacity: capacity, Label: c.presence(node, sgxmode.Label), SysRoot: c.sysRoot}
+			m := &sgxmode.Mode{DevRoot: c.devRoot, Capacity: capacity, Label: c.presence(node, sgxmode.Label), SysRoot: c.sysRoot, NoEPC: c.offerNone}
 			if node != nil {
 				m.EPC = &nodelabel.Capacity{Setter: node, Name: sgxmode.ResourceEPC, Log: c.log}
 			}
@@ -200,6 +202,9 @@ func (c *common) maxPods(ctx context.Context, node *nodelabel.Node, nodeErr erro
 // serve runs the mode and the metrics endpoint until ctx ends; rescan
 // (may be nil) asks for extra scans.
 func (c *common) serve(ctx context.Context, mode string, m plugin.Mode, rescan <-chan struct{}) error {
+	if c.offerNone {
+		m = plugin.OfferNone(m)
+	}
 	mgr := &plugin.Manager{
 		Mode: m, PluginDir: c.pluginDir, RescanInterval: c.rescan, PodResourcesSocket: c.podResources, Rescan: rescan,
 		Metrics: plugin.NewMetrics(), Log: c.log.With("mode", mode),

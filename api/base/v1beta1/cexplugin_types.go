@@ -46,12 +46,29 @@ type CryptoConfigSet struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	MachineID string `json:"machineID,omitempty"`
+	// Namespaces may claim the set's APQNs under DRA (its DeviceClass
+	// cex-<name>.cloister.dev); a claim from any other namespace is
+	// refused at admission. Empty: every namespace.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // CEXPluginSpec configures the IBM CryptoExpress device plugin DaemonSet.
 // +kubebuilder:validation:XValidation:rule="!has(self.configSets) || self.configSets.all(s, self.configSets.exists_one(t, t.name == s.name))",message="configSets names must be unique"
 type CEXPluginSpec struct {
 	common.ServiceSpec `json:",inline"`
+
+	// Mode says how the devices are offered: DevicePlugin (extended
+	// resources in limits), DRA (the family's DRA driver: ResourceClaims,
+	// and limits through its DeviceClass's extended resource), or Both
+	// during a migration, where the DRA driver owns the devices and the
+	// device plugin only keeps serving the pods that hold some.
+	// +optional
+	// +kubebuilder:default=DevicePlugin
+	Mode common.DeviceMode `json:"mode,omitempty"`
 
 	// CEXType selects the queues offered as ibm.com/cex-<type>.
 	// +optional

@@ -12,6 +12,15 @@ import (
 type NitroPluginSpec struct {
 	common.ServiceSpec `json:",inline"`
 
+	// Mode says how the devices are offered: DevicePlugin (extended
+	// resources in limits), DRA (the family's DRA driver: ResourceClaims,
+	// and limits through its DeviceClass's extended resource), or Both
+	// during a migration, where the DRA driver owns the devices and the
+	// device plugin only keeps serving the pods that hold some.
+	// +optional
+	// +kubebuilder:default=DevicePlugin
+	Mode common.DeviceMode `json:"mode,omitempty"`
+
 	// Enclaves is how many enclaves a node offers as
 	// aws.ec2.nitro/nitro_enclaves (Nitro runs at most 4 per instance).
 	// +optional

@@ -11,6 +11,15 @@ import (
 type SGXPluginSpec struct {
 	common.ServiceSpec `json:",inline"`
 
+	// Mode says how the devices are offered: DevicePlugin (extended
+	// resources in limits), DRA (the family's DRA driver: ResourceClaims,
+	// and limits through its DeviceClass's extended resource), or Both
+	// during a migration, where the DRA driver owns the devices and the
+	// device plugin only keeps serving the pods that hold some.
+	// +optional
+	// +kubebuilder:default=DevicePlugin
+	Mode common.DeviceMode `json:"mode,omitempty"`
+
 	// CapacitySGXPods is the maximum number of SGX devices to use per node.
 	// Unset means the node's maximum number of pods.
 	// +optional

@@ -118,7 +118,7 @@ func (c *Cluster) UpRealNode(ctx context.Context, tools RealNodeTools) (*corev1.
 	if err != nil {
 		return nil, fmt.Errorf("waiting for node %q to be Ready (%s): %w; see the logs in %s", RealNodeName, last, err, filepath.Join(n.Dir, "kubelet", "logs"))
 	}
-	if err := writeDevInfo(ctx, cs, devinfo.Info{RealNode: RealNodeName, DevDir: n.DevicesDir(), KubeletDir: n.KubeletRootDir(), AESMDir: n.AESMDir(), SysDir: n.SysDir()}); err != nil {
+	if err := writeDevInfo(ctx, cs, devinfo.Info{RealNode: RealNodeName, DevDir: n.DevicesDir(), KubeletDir: n.KubeletRootDir(), AESMDir: n.AESMDir(), SysDir: n.SysDir(), CDIDir: n.CDIDir()}); err != nil {
 		return nil, err
 	}
 	c.progress(start, "real node %q Ready", RealNodeName)

@@ -434,7 +434,7 @@ func newDevOperatorFlags(s Streams) *cobra.Command {
 			if err != nil || !n.Exists() {
 				return err
 			}
-			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n--host-aesm-dir=%s\n--host-sys-dir=%s\n", n.DevicesDir(), n.KubeletRootDir(), n.AESMDir(), n.SysDir())
+			_, err = fmt.Fprintf(s.Out, "--host-dev-dir=%s\n--host-kubelet-dir=%s\n--host-aesm-dir=%s\n--host-sys-dir=%s\n--host-cdi-dir=%s\n", n.DevicesDir(), n.KubeletRootDir(), n.AESMDir(), n.SysDir(), n.CDIDir())
 			return err
 		},
 	}

@@ -57,6 +57,10 @@ func (n *Node) AESMDir() string { return filepath.Join(n.Dir, "aesmd") }
 // (MakeFakeSys) and the host's CPUs.
 func (n *Node) SysDir() string { return filepath.Join(n.Dir, "sys") }
 
+// CDIDir is the node's CDI spec folder (containerd reads it): the DRA
+// drivers' --cdi-dir on this node.
+func (n *Node) CDIDir() string { return n.runtime("").CDIDir() }
+
 // KubeletRootDir is the kubelet's --root-dir (pod-resources is in it).
 func (n *Node) KubeletRootDir() string { return n.kubelet(nil).RootDir() }
 

@@ -45,6 +45,11 @@ func (r *Runtime) RuncRoot() string { return filepath.Join(r.Dir, "runc") }
 // CNIConfDir is where the node's network configuration goes.
 func (r *Runtime) CNIConfDir() string { return filepath.Join(r.Dir, "cni", "conf") }
 
+// CDIDir is containerd's one CDI spec folder, inside Dir rather than the
+// host's /etc/cdi and /var/run/cdi, so the node's DRA drivers write their
+// claims' specs where only this node's containerd reads them.
+func (r *Runtime) CDIDir() string { return filepath.Join(r.Dir, "cdi") }
+
 // Config is containerd's configuration (version 3). restrict_oom_score_adj:
 // without CAP_SYS_RESOURCE (as in many containers and this project's CI)
 // runc cannot lower a sandbox's OOM score and every pod fails with "can't
@@ -61,6 +66,7 @@ state = %q
 [plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
+  cdi_spec_dirs = [%q]
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%q]
     conf_dir = %q
@@ -75,7 +81,7 @@ state = %q
   snapshotter = "overlayfs"
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = %q
-`, filepath.Join(r.Dir, "root"), filepath.Join(r.Dir, "state"), r.Socket(), r.BinDir, r.CNIConfDir(), r.RuncRoot(), r.SandboxImage)
+`, filepath.Join(r.Dir, "root"), filepath.Join(r.Dir, "state"), r.Socket(), r.CDIDir(), r.BinDir, r.CNIConfDir(), r.RuncRoot(), r.SandboxImage)
 }
 
 // ErrNotRoot says why a real node cannot run.
@@ -135,7 +141,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	if !d.alive() {
-		for _, dir := range []string{"root", "state", "logs", filepath.Join("cni", "conf")} {
+		for _, dir := range []string{"root", "state", "logs", "cdi", filepath.Join("cni", "conf")} {
 			if err := os.MkdirAll(filepath.Join(r.Dir, dir), 0o700); err != nil {
 				return err
 			}

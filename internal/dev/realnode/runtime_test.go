@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,7 @@ func TestConfig(t *testing.T) {
 	if cfg.Version != 3 || cfg.Root != `/work/node "x"/root` || cfg.GRPC.Address != r.Socket() ||
 		runtime["restrict_oom_score_adj"] != true || runtime["netns_mounts_under_state_dir"] != true || cni["conf_dir"] != r.CNIConfDir() ||
 		pinned["sandbox"] != "localhost/cloister/pause:v1" || images["snapshotter"] != "overlayfs" ||
+		fmt.Sprint(runtime["cdi_spec_dirs"]) != "["+r.CDIDir()+"]" ||
 		!strings.Contains(string(r.Config()), `Root = "/work/node \"x\"/runc"`) {
 		t.Errorf("config %+v", cfg)
 	}

@@ -56,6 +56,9 @@ type Mode struct {
 	// keeps in the node's status; nil EPC publishes none.
 	SysRoot string
 	EPC     *nodelabel.Capacity
+	// NoEPC keeps the node's status without EPC: the DRA driver offers
+	// it (as its enclave device's capacity) during a migration.
+	NoEPC bool
 }
 
 // Validate checks the configuration before anything is served.
@@ -92,7 +95,7 @@ func (m *Mode) Scan(ctx context.Context) (plugin.Inventory, error) {
 	// Without the enclave device no EPC is offered, whatever sysfs says.
 	var epc int64
 	var err error
-	if present {
+	if present && !m.NoEPC {
 		epc, err = ReadEPC(m.SysRoot)
 	}
 	m.EPC.Sync(ctx, epc, err)

@@ -30,6 +30,7 @@ const (
 	keyKubeletDir = "hostKubeletDir"
 	keyAESMDir    = "hostAESMDir"
 	keySysDir     = "hostSysDir"
+	keyCDIDir     = "hostCDIDir"
 )
 
 // Info describes a dev cluster.
@@ -37,10 +38,11 @@ type Info struct {
 	// RealNode is the real node's name; empty: the cluster has none, and
 	// its simulated nodes run nothing.
 	RealNode string
-	// DevDir, KubeletDir, AESMDir and SysDir are the real node's folders
-	// of fake TEE devices, of its kubelet, of an AESM socket (a fake one,
-	// when a test serves it) and its sysfs (a fake EPC).
-	DevDir, KubeletDir, AESMDir, SysDir string
+	// DevDir, KubeletDir, AESMDir, SysDir and CDIDir are the real node's
+	// folders of fake TEE devices, of its kubelet, of an AESM socket (a
+	// fake one, when a test serves it), its sysfs (a fake EPC) and its
+	// container runtime's CDI specs.
+	DevDir, KubeletDir, AESMDir, SysDir, CDIDir string
 }
 
 // ConfigMap is the ConfigMap `dev up` writes.
@@ -48,18 +50,18 @@ func (i Info) ConfigMap() *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "cloister-dev"}},
-		Data:       map[string]string{keyRealNode: i.RealNode, keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir, keySysDir: i.SysDir},
+		Data:       map[string]string{keyRealNode: i.RealNode, keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir, keySysDir: i.SysDir, keyCDIDir: i.CDIDir},
 	}
 }
 
 // FromConfigMap reads and checks the ConfigMap.
 func FromConfigMap(cm *corev1.ConfigMap) (Info, error) {
-	i := Info{RealNode: cm.Data[keyRealNode], DevDir: cm.Data[keyDevDir], KubeletDir: cm.Data[keyKubeletDir], AESMDir: cm.Data[keyAESMDir], SysDir: cm.Data[keySysDir]}
+	i := Info{RealNode: cm.Data[keyRealNode], DevDir: cm.Data[keyDevDir], KubeletDir: cm.Data[keyKubeletDir], AESMDir: cm.Data[keyAESMDir], SysDir: cm.Data[keySysDir], CDIDir: cm.Data[keyCDIDir]}
 	if i.RealNode == "" {
 		return i, nil
 	}
-	for key, dir := range map[string]string{keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir, keySysDir: i.SysDir} {
-		if (key == keyAESMDir || key == keySysDir) && dir == "" {
+	for key, dir := range map[string]string{keyDevDir: i.DevDir, keyKubeletDir: i.KubeletDir, keyAESMDir: i.AESMDir, keySysDir: i.SysDir, keyCDIDir: i.CDIDir} {
+		if (key == keyAESMDir || key == keySysDir || key == keyCDIDir) && dir == "" {
 			continue // written by an older `dev up`: the default applies
 		}
 		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
@@ -81,6 +83,9 @@ func (i Info) Values() map[string]any {
 	}
 	if i.SysDir != "" {
 		host["sysDir"] = i.SysDir
+	}
+	if i.CDIDir != "" {
+		host["cdiDir"] = i.CDIDir
 	}
 	selector := map[string]any{}
 	for k, v := range NodeSelector() {

@@ -5,6 +5,7 @@
 package cexplugin
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -53,6 +54,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	if err != nil {
 		return "", nil, err
 	}
+	values["mode"] = string(cmp.Or(p.Spec.Mode, common.DeviceModeDevicePlugin))
 	values["cexType"] = string(cexType(p))
 	if p.Spec.Overcommit > 0 {
 		values["overcommit"] = int64(p.Spec.Overcommit)

@@ -6,6 +6,7 @@
 package nitroplugin
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -54,6 +55,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	if err != nil {
 		return "", nil, err
 	}
+	values["mode"] = string(cmp.Or(p.Spec.Mode, common.DeviceModeDevicePlugin))
 	if p.Spec.Enclaves > 0 {
 		values["enclaves"] = int64(p.Spec.Enclaves)
 	}

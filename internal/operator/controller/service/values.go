@@ -99,10 +99,13 @@ type HostPaths struct {
 	// SysDir is sysfs: the SGX plugin reads the EPC of its NUMA nodes
 	// there, the Nitro plugin the CPUs.
 	SysDir string
+	// CDIDir is the container runtime's CDI spec folder, where the DRA
+	// drivers write what a claim's containers get.
+	CDIDir string
 }
 
 // DefaultHostPaths are a standard node's.
-var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet", AESMDir: "/var/run/aesmd", SysDir: "/sys"}
+var DefaultHostPaths = HostPaths{DevDir: "/dev", KubeletDir: "/var/lib/kubelet", AESMDir: "/var/run/aesmd", SysDir: "/sys", CDIDir: "/var/run/cdi"}
 
 // Values are the chart values of the paths; unset ones are the defaults.
 func (h HostPaths) Values() map[string]any {
@@ -111,13 +114,14 @@ func (h HostPaths) Values() map[string]any {
 		"kubeletDir": cmp.Or(h.KubeletDir, DefaultHostPaths.KubeletDir),
 		"aesmDir":    cmp.Or(h.AESMDir, DefaultHostPaths.AESMDir),
 		"sysDir":     cmp.Or(h.SysDir, DefaultHostPaths.SysDir),
+		"cdiDir":     cmp.Or(h.CDIDir, DefaultHostPaths.CDIDir),
 	}
 }
 
 // Validate checks the paths are absolute and clean (they become hostPath
 // volumes and flags).
 func (h HostPaths) Validate() error {
-	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir, "--host-aesm-dir": h.AESMDir, "--host-sys-dir": h.SysDir} {
+	for flag, p := range map[string]string{"--host-dev-dir": h.DevDir, "--host-kubelet-dir": h.KubeletDir, "--host-aesm-dir": h.AESMDir, "--host-sys-dir": h.SysDir, "--host-cdi-dir": h.CDIDir} {
 		if p != "" && (!path.IsAbs(p) || path.Clean(p) != p) {
 			return fmt.Errorf("%s %q: use an absolute, clean path such as /dev or /var/lib/kubelet", flag, p)
 		}

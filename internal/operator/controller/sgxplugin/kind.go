@@ -6,6 +6,7 @@
 package sgxplugin
 
 import (
+	"cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
@@ -45,6 +46,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 	if err != nil {
 		return "", nil, err
 	}
+	values["mode"] = string(cmp.Or(p.Spec.Mode, common.DeviceModeDevicePlugin))
 	if p.Spec.CapacitySGXPods != nil {
 		values["capacitySGXPods"] = int64(*p.Spec.CapacitySGXPods)
 	}
