@@ -23,6 +23,8 @@ const (
 	DeviceEnclave   = "enclave"
 	DeviceProvision = "provision"
 	CapacityEPC     = "epc"
+	// AttrType is enclave or provision: what DeviceClasses select by.
+	AttrType = "type"
 	// EnvEPC tells a container the EPC its claim was allocated, in bytes.
 	EnvEPC = "SGX_EPC_BYTES"
 )
@@ -68,6 +70,7 @@ func (f *DRA) Scan(context.Context) ([]dra.Device, error) {
 		switch d.resource {
 		case ResourceEnclave:
 			dev.Name = DeviceEnclave
+			dev.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{AttrType: {StringValue: new(DeviceEnclave)}}
 			epc, err := ReadEPC(f.SysRoot)
 			if err != nil {
 				return nil, err
@@ -91,6 +94,7 @@ func (f *DRA) Scan(context.Context) ([]dra.Device, error) {
 			}}
 		case ResourceProvision:
 			dev.Name = DeviceProvision
+			dev.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{AttrType: {StringValue: new(DeviceProvision)}}
 		}
 		out = append(out, dev)
 	}

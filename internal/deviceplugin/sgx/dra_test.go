@@ -42,7 +42,7 @@ func TestDRAScanAndPrepare(t *testing.T) {
 	if e := got[DeviceEnclave]; e.Healthy || e.Message != "the node reports no EPC (sgx_total_bytes)" || e.Capacity != nil {
 		t.Errorf("enclave without EPC: %+v", e)
 	}
-	if p := got[DeviceProvision]; !p.Healthy || p.Capacity != nil || !*p.AllowMultipleAllocations {
+	if p := got[DeviceProvision]; !p.Healthy || p.Capacity != nil || !*p.AllowMultipleAllocations || *p.Attributes[AttrType].StringValue != DeviceProvision {
 		t.Errorf("provision: %+v", p)
 	}
 	x86 := filepath.Join(sys, "devices", "system", "node", "node0", "x86")
@@ -54,7 +54,7 @@ func TestDRAScanAndPrepare(t *testing.T) {
 	}
 	e := scan()[DeviceEnclave]
 	epc := e.Capacity[CapacityEPC]
-	if !e.Healthy || !*e.AllowMultipleAllocations || epc.Value.Value() != 1610612736 || epc.RequestPolicy.Default.String() != "256Mi" ||
+	if !e.Healthy || !*e.AllowMultipleAllocations || *e.Attributes[AttrType].StringValue != DeviceEnclave || epc.Value.Value() != 1610612736 || epc.RequestPolicy.Default.String() != "256Mi" ||
 		epc.RequestPolicy.ValidRange.Step.Value() != 4096 {
 		t.Errorf("enclave with 1.5 GiB of EPC: %+v", e)
 	}

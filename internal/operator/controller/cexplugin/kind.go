@@ -69,6 +69,11 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 			return "", nil, err
 		}
 		values["configSets"] = string(data)
+		classes := make([]any, 0, len(p.Spec.ConfigSets))
+		for _, set := range p.Spec.ConfigSets {
+			classes = append(classes, map[string]any{"name": set.Name, "resource": cex.Resource(cex.Type(cexType(p)), set.Name)})
+		}
+		values["configSetClasses"] = classes
 	}
 	return ns, values, nil
 }
