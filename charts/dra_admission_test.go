@@ -40,7 +40,7 @@ func TestDRAAdmission(t *testing.T) {
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "driver"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"*"}}}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "driver"},
-			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "driver"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "driver"},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: opNS, Name: "sgx-real"}, {Kind: "ServiceAccount", Namespace: opNS, Name: "nitro-real"}}},
 	} {
 		if err := admin.Create(ctx, o); err != nil {
