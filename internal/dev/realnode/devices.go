@@ -20,10 +20,19 @@ var FakeDevices = []string{"sgx_enclave", "sgx_provision", "nitro_enclaves", "z9
 // node: 1.5 GiB, room for one 1 GiB enclave and not for two.
 const FakeEPCBytes = 3 << 29
 
+// FakeEnclaveCPUs and FakeHugepages are the Nitro Enclaves resources the
+// fake sysfs gives the Nitro DRA driver: the nitro_enclaves driver's CPU
+// pool (ne_cpus) and 2 MiB hugepages reserved for enclaves, 1 GiB.
+const (
+	FakeEnclaveCPUs = "2-3"
+	FakeHugepages   = 512
+)
+
 // MakeFakeSys makes a sysfs tree in dir for the device plugins: one NUMA
 // node with FakeEPCBytes of SGX EPC, as Linux (5.17 and later) reports it,
-// and the host's CPUs (hostSys's devices/system/cpu, linked), which the
-// Nitro plugin pools.
+// the host's CPUs (hostSys's devices/system/cpu, linked), which the
+// Nitro plugin pools, and the Nitro driver's enclave CPU pool and
+// hugepages.
 func MakeFakeSys(dir, hostSys string) error {
 	x86 := filepath.Join(dir, "devices", "system", "node", "node0", "x86")
 	if err := os.MkdirAll(x86, 0o755); err != nil { //nolint:gosec // sysfs is world-readable
@@ -31,6 +40,18 @@ func MakeFakeSys(dir, hostSys string) error {
 	}
 	if err := os.WriteFile(filepath.Join(x86, "sgx_total_bytes"), []byte(fmt.Sprintln(FakeEPCBytes)), 0o644); err != nil { //nolint:gosec // world-readable, as sysfs's
 		return err
+	}
+	for rel, content := range map[string]string{
+		"module/nitro_enclaves/parameters/ne_cpus":           FakeEnclaveCPUs,
+		"kernel/mm/hugepages/hugepages-2048kB/nr_hugepages": fmt.Sprint(FakeHugepages),
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil { //nolint:gosec // sysfs is world-readable
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil { //nolint:gosec // world-readable, as sysfs's
+			return err
+		}
 	}
 	cpu := filepath.Join(dir, "devices", "system", "cpu")
 	_ = os.Remove(cpu)

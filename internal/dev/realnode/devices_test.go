@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cloister-cc/cloister/internal/dev/testskip"
+	nitromode "github.com/cloister-cc/cloister/internal/deviceplugin/nitro"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/las"
 )
@@ -82,5 +83,12 @@ func TestFakeSys(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "devices", "system", "cpu", "cpu0")); err != nil {
 		t.Errorf("the host's CPUs: %v", err)
+	}
+	nitro := &nitromode.DRA{SysRoot: dir}
+	if pool, err := nitro.CPUPool(); err != nil || nitromode.FormatCPUList(pool) != FakeEnclaveCPUs {
+		t.Errorf("enclave CPU pool %v %v, want %s", pool, err, FakeEnclaveCPUs)
+	}
+	if total, size, err := nitro.Hugepages(); err != nil || total != FakeHugepages<<21 || size != 2<<20 {
+		t.Errorf("hugepages %d of %d (%v), want %d of 2 MiB", total, size, err, FakeHugepages<<21)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex/cexfake"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -82,14 +84,14 @@ func TestMask(t *testing.T) {
 }
 
 func TestScanAP(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12, 0x13)
-	k.card(0x0a, "CEX7C", 0x12)
-	k.card(0x0b, "CEX6A", 0x01)
-	k.card(0x0c, "CEX4S", 0x01) // not a mode this plugin knows
-	k.setOnline(0x05, 0x13, false)
-	k.mkdir("devices/ap/card05/not-a-queue")
-	qs, err := ScanAP(k.sys)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12, 0x13)
+	k.Card(0x0a, "CEX7C", 0x12)
+	k.Card(0x0b, "CEX6A", 0x01)
+	k.Card(0x0c, "CEX4S", 0x01) // not a mode this plugin knows
+	k.SetOnline(0x05, 0x13, false)
+	k.Mkdir("devices/ap/card05/not-a-queue")
+	qs, err := ScanAP(k.Sys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +104,8 @@ func TestScanAP(t *testing.T) {
 		t.Errorf("ScanAP = %v\nwant %v", got, want)
 	}
 	// A card set offline takes its queues with it.
-	k.write("devices/ap/card0a/online", "0")
-	qs, _ = ScanAP(k.sys)
+	k.Write("devices/ap/card0a/online", "0")
+	qs, _ = ScanAP(k.Sys)
 	for _, q := range qs {
 		if q.Adapter == 0x0a && q.Online {
 			t.Error("queue of an offline card reported online")

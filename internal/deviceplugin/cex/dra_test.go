@@ -12,6 +12,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex/cexfake"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/dra"
 )
 
@@ -45,13 +46,13 @@ func attr(d dra.Device, name string) string {
 // APQN, master-key pattern; an offline one is unhealthy; with overcommit
 // a device is shared by that many claims.
 func TestDRAPublishesEveryAPQN(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12, 0x13)
-	k.card(0x06, "CEX7C", 0x12)
-	k.write("devices/ap/card05/05.0012/mkvps", "WK CUR: valid 0x"+strings.Repeat("ab", 32)+"\nWK NEW: empty")
-	k.write("devices/ap/card06/06.0012/mkvps", "AES NEW: empty\nAES CUR: valid 0x8D2E4F0011223344\nAPKA CUR: valid 0x1")
-	k.setOnline(0x05, 0x13, false)
-	f := &DRA{SysRoot: k.sys, DevRoot: k.dev, Overcommit: 1}
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12, 0x13)
+	k.Card(0x06, "CEX7C", 0x12)
+	k.Write("devices/ap/card05/05.0012/mkvps", "WK CUR: valid 0x"+strings.Repeat("ab", 32)+"\nWK NEW: empty")
+	k.Write("devices/ap/card06/06.0012/mkvps", "AES NEW: empty\nAES CUR: valid 0x8D2E4F0011223344\nAPKA CUR: valid 0x1")
+	k.SetOnline(0x05, 0x13, false)
+	f := &DRA{SysRoot: k.Sys, DevRoot: k.Dev, Overcommit: 1}
 	if err := f.Init(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestDRAPublishesEveryAPQN(t *testing.T) {
 	if !*shared.AllowMultipleAllocations || shares.Value.Value() != 3 || shares.RequestPolicy.Default.Value() != 1 {
 		t.Errorf("overcommit 3: %+v", shared)
 	}
-	k.unplug(0x06)
+	k.Unplug(0x06)
 	if _, ok := scanDRA(t, f)["apqn-06-0012"]; ok {
 		t.Error("an unplugged card's APQN is still published")
 	}
@@ -91,8 +92,8 @@ func TestDRAPublishesEveryAPQN(t *testing.T) {
 // With config sets, only this machine's sets' APQNs are published, each
 // naming its set; a changed file is followed, a bad one ignored.
 func TestDRAConfigSets(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12, 0x13, 0x14, 0x15)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12, 0x13, 0x14, 0x15)
 	dir := t.TempDir()
 	cfg, sysinfo := filepath.Join(dir, "config-sets.yaml"), filepath.Join(dir, "sysinfo")
 	writeFile(t, sysinfo, "Manufacturer: IBM\nType: 3931\nSequence Code: 0000000000012345\n")
@@ -102,7 +103,7 @@ configSets:
 - {name: ledger, machineID: IBM-3931-0000000000012345, apqns: [{adapter: 5, domain: 19}]}
 - {name: elsewhere, machineID: IBM-3931-OTHER, apqns: [{adapter: 5, domain: 20}]}
 `)
-	f := &DRA{SysRoot: k.sys, DevRoot: k.dev, Overcommit: 1, ConfigPath: cfg, SysinfoPath: sysinfo}
+	f := &DRA{SysRoot: k.Sys, DevRoot: k.Dev, Overcommit: 1, ConfigPath: cfg, SysinfoPath: sysinfo}
 	if err := f.Init(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +134,9 @@ configSets:
 // A claim's containers get a zcrypt node that reaches only its APQN; the
 // node goes when the last claim holding it does.
 func TestDRAPrepareMakesARestrictedNode(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12)
-	f := &DRA{SysRoot: k.sys, DevRoot: k.dev, Overcommit: 2}
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12)
+	f := &DRA{SysRoot: k.Sys, DevRoot: k.Dev, Overcommit: 2}
 	if err := f.Init(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,23 +147,23 @@ func TestDRAPrepareMakesARestrictedNode(t *testing.T) {
 	}
 	node := g.Data["node"]
 	if node != "zcrypt_apqn_5_18" || len(g.Edits.DeviceNodes) != 1 || g.Edits.DeviceNodes[0].Path != "/dev/z90crypt" ||
-		g.Edits.DeviceNodes[0].HostPath != filepath.Join(k.dev, node) || !slices.Equal(g.Edits.Env, []string{"CEX_APQN=05.0012", "CEX_TYPE=ep11"}) {
+		g.Edits.DeviceNodes[0].HostPath != filepath.Join(k.Dev, node) || !slices.Equal(g.Edits.Env, []string{"CEX_APQN=05.0012", "CEX_TYPE=ep11"}) {
 		t.Fatalf("grant %+v", g)
 	}
-	if got := k.read("devices/virtual/zcrypt/" + node + "/aqmask"); got != "0x000020"+strings.Repeat("0", 58) {
+	if got := k.Read("devices/virtual/zcrypt/" + node + "/aqmask"); got != "0x000020"+strings.Repeat("0", 58) {
 		t.Errorf("aqmask %s, want domain 18 only", got)
 	}
 	other := dra.Prepared{Data: map[string]string{"node": node}}
 	if err := f.Unprepare(context.Background(), dra.Prepared{Data: g.Data}, []dra.Prepared{other}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(k.sys, "devices/virtual/zcrypt", node)); err != nil {
+	if _, err := os.Stat(filepath.Join(k.Sys, "devices/virtual/zcrypt", node)); err != nil {
 		t.Errorf("the node went while another claim holds it: %v", err)
 	}
 	if err := f.Unprepare(context.Background(), dra.Prepared{Data: g.Data}, nil); err != nil {
 		t.Fatal(err)
 	}
-	k.wantDestroyed(t, node, "the last claim's")
+	k.WantDestroyed(t, node, "the last claim's")
 	if _, err := f.Prepare(context.Background(), dra.Claim{}, dra.Allocation{Device: "apqn-5-18"}, dev, nil); err == nil {
 		t.Error("a device name that is no APQN was prepared")
 	}

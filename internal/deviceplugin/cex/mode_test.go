@@ -14,20 +14,21 @@ import (
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/cloister-cc/cloister/internal/deviceplugin/cex/cexfake"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/kubelettest"
 )
 
 type rig struct {
-	kernel  *fakeKernel
+	kernel  *cexfake.Kernel
 	kubelet *kubelettest.Kubelet
 	pods    *kubelettest.PodResources
 }
 
 // startPlugin runs mode (its roots set to the fake kernel) against a fake
 // kubelet. With a rescan interval of an hour, changes must arrive by events.
-func startPlugin(tb testing.TB, k *fakeKernel, mode *Mode, rescan time.Duration) *rig {
+func startPlugin(tb testing.TB, k *cexfake.Kernel, mode *Mode, rescan time.Duration) *rig {
 	tb.Helper()
-	mode.SysRoot, mode.DevRoot = k.sys, k.dev
+	mode.SysRoot, mode.DevRoot = k.Sys, k.Dev
 	if mode.Overcommit == 0 {
 		mode.Overcommit = 1
 	}
@@ -47,9 +48,9 @@ func (r *rig) want(tb testing.TB, resource, want string) time.Duration {
 }
 
 func TestOffersTheAPQNsOfItsType(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12, 0x13)
-	k.card(0x0a, "CEX8C", 0x12)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12, 0x13)
+	k.Card(0x0a, "CEX8C", 0x12)
 	r := startPlugin(t, k, &Mode{Type: EP11}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0013-0:Healthy")
 	if regs := r.kubelet.Registrations(); len(regs) != 1 || regs[0].ResourceName != "ibm.com/cex-ep11" ||
@@ -59,42 +60,42 @@ func TestOffersTheAPQNsOfItsType(t *testing.T) {
 }
 
 func TestOvercommitExposesNDevicesPerAPQN(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8C", 0x12, 0x13)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8C", 0x12, 0x13)
 	r := startPlugin(t, k, &Mode{Type: CCA, Overcommit: 3}, time.Hour)
 	r.want(t, "ibm.com/cex-cca", "05.0012-0:Healthy 05.0012-1:Healthy 05.0012-2:Healthy 05.0013-0:Healthy 05.0013-1:Healthy 05.0013-2:Healthy")
 }
 
 func TestHotPlugOfflineAndUnplugReachKubeletWithin2s(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12)
 	r := startPlugin(t, k, &Mode{Type: EP11}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy")
 
-	k.setOnline(0x05, 0x12, false)
+	k.SetOnline(0x05, 0x12, false)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Unhealthy")
-	k.setOnline(0x05, 0x12, true)
+	k.SetOnline(0x05, 0x12, true)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy")
 
-	k.queue(0x05, 0x20)
+	k.Queue(0x05, 0x20)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0020-0:Healthy")
 
 	took := map[string]time.Duration{}
-	k.card(0x07, "CEX8P", 0x01)
+	k.Card(0x07, "CEX8P", 0x01)
 	took["card plugged"] = r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0020-0:Healthy 07.0001-0:Healthy")
 
-	k.write("devices/ap/card07/online", "0")
+	k.Write("devices/ap/card07/online", "0")
 	took["card offline"] = r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0020-0:Healthy 07.0001-0:Unhealthy")
 
-	k.unplug(0x05)
+	k.Unplug(0x05)
 	took["card unplugged"] = r.want(t, "ibm.com/cex-ep11", "07.0001-0:Unhealthy")
 	t.Logf("reached ListAndWatch after %v (rescan interval 1 h)", took)
 }
 
 func TestAllocateCreatesARestrictedZcryptNode(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12)
-	k.card(0x06, "CEX8P", 0x12)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12)
+	k.Card(0x06, "CEX8P", 0x12)
 	r := startPlugin(t, k, &Mode{Type: EP11, Overcommit: 2}, time.Hour)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0012-1:Healthy 06.0012-0:Healthy 06.0012-1:Healthy")
 	c := r.kubelet.Client("ibm.com/cex-ep11")
@@ -104,7 +105,7 @@ func TestAllocateCreatesARestrictedZcryptNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cr := resp.ContainerResponses[0]
-	if len(cr.Devices) != 1 || cr.Devices[0].HostPath != filepath.Join(k.dev, "zcrypt_apqn_5_18") ||
+	if len(cr.Devices) != 1 || cr.Devices[0].HostPath != filepath.Join(k.Dev, "zcrypt_apqn_5_18") ||
 		cr.Devices[0].ContainerPath != "/dev/z90crypt" || cr.Devices[0].Permissions != "rw" {
 		t.Errorf("device specs %v", cr.Devices)
 	}
@@ -113,16 +114,16 @@ func TestAllocateCreatesARestrictedZcryptNode(t *testing.T) {
 	}
 	node := "devices/virtual/zcrypt/zcrypt_apqn_5_18/"
 	zeros := strings.Repeat("0", 64)
-	if got := k.read(node + "apmask"); got != "0x04"+zeros[2:] {
+	if got := k.Read(node + "apmask"); got != "0x04"+zeros[2:] {
 		t.Errorf("apmask %s, want adapter 5 only", got)
 	}
-	if got := k.read(node + "aqmask"); got != "0x000020"+zeros[6:] {
+	if got := k.Read(node + "aqmask"); got != "0x000020"+zeros[6:] {
 		t.Errorf("aqmask %s, want domain 18 only", got)
 	}
-	if got := k.read(node + "ioctlmask"); got != "0x"+strings.Repeat("f", 64) {
+	if got := k.Read(node + "ioctlmask"); got != "0x"+strings.Repeat("f", 64) {
 		t.Errorf("ioctlmask %s, want every ioctl", got)
 	}
-	if fi, err := os.Stat(filepath.Join(k.dev, "zcrypt_apqn_5_18")); err != nil || fi.Mode().Perm() != 0o666 {
+	if fi, err := os.Stat(filepath.Join(k.Dev, "zcrypt_apqn_5_18")); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Errorf("device node: %v %v", fi, err)
 	}
 
@@ -130,7 +131,7 @@ func TestAllocateCreatesARestrictedZcryptNode(t *testing.T) {
 	if _, err := c.Allocate(context.Background(), allocate("05.0012-0")); err != nil {
 		t.Fatal(err)
 	}
-	if n := k.created.Load(); n != 1 {
+	if n := k.Created(); n != 1 {
 		t.Errorf("%d nodes created, want 1 (reused for the second container)", n)
 	}
 
@@ -145,12 +146,12 @@ func allocate(ids ...string) *pluginapi.AllocateRequest {
 }
 
 func TestUnusedZcryptNodesAreRemoved(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12, 0x13)
-	k.card(0x0a, "CEX8C", 0x12)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12, 0x13)
+	k.Card(0x0a, "CEX8C", 0x12)
 	// A node of another type's plugin and one nobody knows about.
-	k.mkdir("devices/virtual/zcrypt/zcrypt_apqn_10_18")
-	k.mkdir("devices/virtual/zcrypt/zcrypt_apqn_5_19")
+	k.Mkdir("devices/virtual/zcrypt/zcrypt_apqn_10_18")
+	k.Mkdir("devices/virtual/zcrypt/zcrypt_apqn_5_19")
 	r := startPlugin(t, k, &Mode{Type: EP11, ReleaseGrace: 100 * time.Millisecond}, 20*time.Millisecond)
 	r.want(t, "ibm.com/cex-ep11", "05.0012-0:Healthy 05.0013-0:Healthy")
 	c := r.kubelet.Client("ibm.com/cex-ep11")
@@ -161,22 +162,22 @@ func TestUnusedZcryptNodesAreRemoved(t *testing.T) {
 
 	// The node left from before the plugin started goes after the grace
 	// period; the one in use and the other type's stay.
-	k.wantDestroyed(t, "zcrypt_apqn_5_19", "unused")
+	k.WantDestroyed(t, "zcrypt_apqn_5_19", "unused")
 	time.Sleep(300 * time.Millisecond) // several grace periods
 	for _, n := range []string{"zcrypt_apqn_5_18", "zcrypt_apqn_10_18"} {
-		if _, err := os.Stat(filepath.Join(k.sys, "devices/virtual/zcrypt", n)); err != nil {
+		if _, err := os.Stat(filepath.Join(k.Sys, "devices/virtual/zcrypt", n)); err != nil {
 			t.Errorf("%s removed: %v", n, err)
 		}
 	}
 
 	// The container ends: its node goes too.
 	r.pods.Assign("ibm.com/cex-ep11")
-	k.wantDestroyed(t, "zcrypt_apqn_5_18", "released")
+	k.WantDestroyed(t, "zcrypt_apqn_5_18", "released")
 }
 
 func TestConfigSetsAreResourcesAndReloadKeepsLastGood(t *testing.T) {
-	k := newFakeKernel(t)
-	k.card(0x05, "CEX8P", 0x12, 0x13, 0x14)
+	k := cexfake.New(t)
+	k.Card(0x05, "CEX8P", 0x12, 0x13, 0x14)
 	cfgDir := t.TempDir()
 	cfg := filepath.Join(cfgDir, "config-sets.yaml")
 	writeFile(t, cfg, `
@@ -251,12 +252,12 @@ func TestInitRefusesBadSettings(t *testing.T) {
 // BenchmarkAllocate measures Allocate with zcrypt node creation (the fake
 // kernel answers create through inotify, as udev would), p50/p99.
 func BenchmarkAllocate(b *testing.B) {
-	k := newFakeKernel(b)
+	k := cexfake.New(b)
 	domains := make([]int, 200)
 	for i := range domains {
 		domains[i] = i
 	}
-	k.card(0x05, "CEX8P", domains...)
+	k.Card(0x05, "CEX8P", domains...)
 	r := startPlugin(b, k, &Mode{Type: EP11, ReleaseGrace: time.Hour}, time.Hour)
 	if _, ok := r.kubelet.WaitFor(5*time.Second, func() bool { d, _ := r.kubelet.Devices("ibm.com/cex-ep11"); return len(d) == 200 }); !ok {
 		b.Fatal("devices not listed")
@@ -269,8 +270,8 @@ func BenchmarkAllocate(b *testing.B) {
 		if i%200 == 0 && i > 0 {
 			b.StopTimer()
 			for d := range 200 {
-				_ = os.RemoveAll(filepath.Join(k.sys, "devices/virtual/zcrypt", fmt.Sprintf("zcrypt_apqn_5_%d", d)))
-				_ = os.Remove(filepath.Join(k.dev, fmt.Sprintf("zcrypt_apqn_5_%d", d)))
+				_ = os.RemoveAll(filepath.Join(k.Sys, "devices/virtual/zcrypt", fmt.Sprintf("zcrypt_apqn_5_%d", d)))
+				_ = os.Remove(filepath.Join(k.Dev, fmt.Sprintf("zcrypt_apqn_5_%d", d)))
 			}
 			b.StartTimer()
 		}
@@ -286,16 +287,16 @@ func BenchmarkAllocate(b *testing.B) {
 
 // BenchmarkHotPlug measures a plugged card reaching ListAndWatch.
 func BenchmarkHotPlug(b *testing.B) {
-	k := newFakeKernel(b)
+	k := cexfake.New(b)
 	r := startPlugin(b, k, &Mode{Type: EP11}, 30*time.Second)
 	for i := 0; b.Loop(); i++ {
 		a := i % 256
-		k.card(a, "CEX8P", 1)
+		k.Card(a, "CEX8P", 1)
 		if _, ok := r.kubelet.WaitFor(2*time.Second, func() bool { return strings.Contains(r.listed("ibm.com/cex-ep11"), fmt.Sprintf("%02x.0001-0", a)) }); !ok {
 			b.Fatal("plugged card not listed within 2 s")
 		}
 		b.StopTimer()
-		k.unplug(a)
+		k.Unplug(a)
 		if _, ok := r.kubelet.WaitFor(2*time.Second, func() bool { return !strings.Contains(r.listed("ibm.com/cex-ep11"), fmt.Sprintf("%02x.0001-0", a)) }); !ok {
 			b.Fatal("unplugged card still listed")
 		}
