@@ -14,6 +14,7 @@ import (
 	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/dra"
 	nitromode "github.com/cloister-cc/cloister/internal/deviceplugin/nitro"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/uevent"
@@ -43,7 +44,12 @@ func draCommand(c *common) *cobra.Command {
 		Short: "Publish the SGX enclave device, with the node's EPC as capacity, and the provision device",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.serveDRA(cmd.Context(), f, &sgxmode.DRA{DevRoot: c.devRoot, SysRoot: c.sysRoot}, nil)
+			fam := &sgxmode.DRA{DevRoot: c.devRoot, SysRoot: c.sysRoot}
+			if node, err := c.node(); err == nil {
+				fam.Label = c.presence(node, sgxmode.Label)
+				fam.EPC = &nodelabel.Capacity{Setter: node, Name: sgxmode.ResourceEPC, Log: c.log}
+			}
+			return c.serveDRA(cmd.Context(), f, fam, nil)
 		},
 	})
 	cmd.AddCommand(draCEXCommand(c, f), draNitroCommand(c, f))
@@ -86,6 +92,9 @@ func draNitroCommand(c *common, f *draFlags) *cobra.Command {
 				return fmt.Errorf("--enclaves %d is out of range: use %d..%d (Nitro's limit per instance)", fam.Enclaves, nitromode.MinEnclaves, nitromode.MaxEnclaves)
 			}
 			fam.DevRoot, fam.SysRoot = c.devRoot, c.sysRoot
+			if node, err := c.node(); err == nil {
+				fam.Label = c.presence(node, nitromode.Label)
+			}
 			return c.serveDRA(cmd.Context(), f, fam, nil)
 		},
 	}

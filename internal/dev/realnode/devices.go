@@ -42,7 +42,7 @@ func MakeFakeSys(dir, hostSys string) error {
 		return err
 	}
 	for rel, content := range map[string]string{
-		"module/nitro_enclaves/parameters/ne_cpus":           FakeEnclaveCPUs,
+		"module/nitro_enclaves/parameters/ne_cpus":          FakeEnclaveCPUs,
 		"kernel/mm/hugepages/hugepages-2048kB/nr_hugepages": fmt.Sprint(FakeHugepages),
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(rel))

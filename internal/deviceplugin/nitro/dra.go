@@ -16,6 +16,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/dra"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )
 
@@ -54,6 +55,9 @@ type DRA struct {
 	DevRoot, SysRoot string
 	// Enclaves is how many enclaves the node may run, 1..MaxEnclaves.
 	Enclaves int
+	// Label keeps cloister.dev/nitro on the node in step with the
+	// device, as the plugin does; nil does not label.
+	Label *nodelabel.Presence
 }
 
 var _ dra.Family = (*DRA)(nil)
@@ -128,9 +132,11 @@ func (f *DRA) Hugepages() (total, size int64, err error) {
 
 // Scan offers the enclave device while /dev/nitro_enclaves exists,
 // healthy when it opens.
-func (f *DRA) Scan(context.Context) ([]dra.Device, error) {
+func (f *DRA) Scan(ctx context.Context) ([]dra.Device, error) {
 	path := filepath.Join(f.DevRoot, device)
-	if _, err := os.Stat(path); err != nil {
+	_, err := os.Stat(path)
+	f.Label.Sync(ctx, err == nil)
+	if err != nil {
 		return nil, nil
 	}
 	pool, err := f.CPUPool()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/dra"
+	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 )
 
@@ -42,6 +43,13 @@ var epcPage = resource.MustParse("4Ki")
 // and the provision device.
 type DRA struct {
 	DevRoot, SysRoot string
+	// Label keeps cloister.dev/sgx on the node in step with the enclave
+	// device, as the plugin does; nil does not label.
+	Label *nodelabel.Presence
+	// EPC is the node status's sgx.cloister.dev/epc, which the driver
+	// keeps at none: the EPC is its enclave device's capacity, and a
+	// value the device plugin left would let pods' limits take it twice.
+	EPC *nodelabel.Capacity
 }
 
 var _ dra.Family = (*DRA)(nil)
@@ -55,7 +63,10 @@ func (f *DRA) WatchPaths() []string { return []string{f.DevRoot} }
 // Scan offers the enclave device while /dev/sgx_enclave exists (healthy
 // when it opens and the node has EPC) and the provision device while
 // /dev/sgx_provision does.
-func (f *DRA) Scan(context.Context) ([]dra.Device, error) {
+func (f *DRA) Scan(ctx context.Context) ([]dra.Device, error) {
+	_, err := os.Stat(filepath.Join(f.DevRoot, "sgx_enclave"))
+	f.Label.Sync(ctx, err == nil)
+	f.EPC.Sync(ctx, 0, nil)
 	var out []dra.Device
 	shared := true
 	for _, d := range devices {

@@ -11,6 +11,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/cex"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
@@ -80,5 +81,5 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 
 // of is the CR's selector, its device spec and its status fields.
 func of(p *basev1beta1.CEXPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
-	return p.Spec.NodeSelector, specOf(cexType(p)), fields(&p.Status)
+	return p.Spec.NodeSelector, specOf(cexType(p)).WithMode(p.Spec.Mode, tee.CEXDRADriver), fields(&p.Status)
 }

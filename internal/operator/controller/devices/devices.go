@@ -39,6 +39,11 @@ type Spec struct {
 	NoNodes string
 	// Reasons of IsHealthy when an alert is raised.
 	DeviceAlert, ReplicaAlert health.Reason
+	// Driver is the family's DRA driver; DRA says the CR's mode runs it,
+	// which then owns the devices: they are counted from its
+	// ResourceSlices and the claims allocated of them (CountDRA).
+	Driver string
+	DRA    bool
 }
 
 // Counts are the device numbers of a kind over the nodes it serves.

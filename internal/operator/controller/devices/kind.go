@@ -35,7 +35,22 @@ func FillStatus(ctx context.Context, r client.Reader, p Plugin, obj service.Obje
 		}
 		return health.Obs(health.Unknown, health.ReasonReadError, err.Error())
 	}
-	obs := Status(spec, fields, nodes, pods, service.LiveDaemonSet(oos))
+	var obs health.Observation
+	if spec.DRA {
+		slices, claims, err := SlicesAndClaims(ctx, r)
+		if err != nil {
+			fields.Unknown()
+			if extra != nil {
+				extra(nil, nil)
+			}
+			return health.Obs(health.Unknown, health.ReasonReadError, err.Error())
+		}
+		c, rep := CountDRA(spec.Driver, nodes, slices, claims), ReplicasOf(service.LiveDaemonSet(oos))
+		fields.Fill(c, rep)
+		obs = Judge(spec, fields, c, rep)
+	} else {
+		obs = Status(spec, fields, nodes, pods, service.LiveDaemonSet(oos))
+	}
 	if extra != nil {
 		extra(nodes, pods)
 	}

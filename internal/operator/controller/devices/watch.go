@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,14 +19,18 @@ import (
 )
 
 // Watch adds what every device kind's controller watches besides its CRs:
-// nodes whose labels or allocatable resources change, and pods that request
-// one of the kind's resources, each enqueuing every CR of list's kind (the
-// numbers of each CR depend on all nodes and pods).
+// nodes whose labels or allocatable resources change, pods that request
+// one of the kind's resources, ResourceSlices and the allocation of
+// ResourceClaims, each enqueuing every CR of list's kind (the numbers of
+// each CR depend on all of them).
 func Watch(b *builder.Builder, c client.Reader, list client.ObjectList, requested func(corev1.ResourceName) bool) *builder.Builder {
 	all := EnqueueAll(c, list)
 	return b.
 		Watches(&corev1.Node{}, all, builder.WithPredicates(NodeDevicesChanged)).
-		Watches(&corev1.Pod{}, all, builder.WithPredicates(PodsRequesting(requested)))
+		Watches(&corev1.Pod{}, all, builder.WithPredicates(PodsRequesting(requested))).
+		// Under DRA: the devices published, and the claims of them.
+		Watches(&resourceapi.ResourceSlice{}, all).
+		Watches(&resourceapi.ResourceClaim{}, all, builder.WithPredicates(ClaimAllocationChanged))
 }
 
 // EnqueueAll maps any event to every CR of list's kind. A list that fails
@@ -45,6 +50,15 @@ func EnqueueAll(c client.Reader, list client.ObjectList) handler.EventHandler {
 		})
 		return reqs
 	})
+}
+
+// ClaimAllocationChanged passes claims that come, go, or are allocated or
+// released.
+var ClaimAllocationChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*resourceapi.ResourceClaim), e.ObjectNew.(*resourceapi.ResourceClaim)
+		return (o.Status.Allocation == nil) != (n.Status.Allocation == nil)
+	},
 }
 
 // NodeDevicesChanged passes node updates that change labels or

@@ -12,6 +12,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/health"
@@ -70,7 +71,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 
 // of is the CR's selector, its device spec and its status fields.
 func of(p *basev1beta1.NitroPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
-	return p.Spec.NodeSelector, specOf(p.Status.AWSPluginNodes), fields(&p.Status)
+	return p.Spec.NodeSelector, specOf(p.Status.AWSPluginNodes).WithMode(p.Spec.Mode, tee.NitroDRADriver), fields(&p.Status)
 }
 
 // FillStatus finds AWS's plugin on the selected nodes, then computes the

@@ -277,6 +277,6 @@ func statusOf(obj Object) (any, error) {
 // the operator holds; its admission policy keeps it off ResourceSlices)
 // and a CEX config set's DeviceClass.
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch;create;update;patch;delete;deletecollection
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=cloister-system

@@ -11,6 +11,7 @@ import (
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/internal/base/tee"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/controller/service"
 	"github.com/cloister-cc/cloister/internal/operator/metrics"
@@ -55,7 +56,7 @@ func (k *Kind) Release(obj service.Object, operatorNamespace string) (string, ma
 
 // of is the CR's selector, its device spec and its status fields.
 func of(p *basev1beta1.SGXPlugin) (common.NodeSelector, devices.Spec, devices.Fields) {
-	return p.Spec.NodeSelector, spec, fields(&p.Status)
+	return p.Spec.NodeSelector, spec.WithMode(p.Spec.Mode, tee.SGXDRADriver), fields(&p.Status)
 }
 
 // Metrics exports every metric and alert field, and the EPC per node.
