@@ -21,7 +21,7 @@ import (
 // links each, and each links the next.
 var guidePages = []string{
 	"install.md", "devices.md", "evidence.md", "cas.md", "policies.md",
-	"workloads.md", "verify.md", "mesh.md", "vault.md", "nitro.md", "cryptoexpress.md",
+	"workloads.md", "verify.md", "mesh.md", "vault.md", "nitro.md", "cryptoexpress.md", "dra.md",
 }
 
 // maxReadmeLines keeps the README a front door: a topic of its own goes to

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cloister-cc/cloister/api/common"
+	"github.com/cloister-cc/cloister/charts"
 	"github.com/cloister-cc/cloister/internal/dev/cluster"
 	"github.com/cloister-cc/cloister/internal/dev/toolchain"
 	"github.com/cloister-cc/cloister/internal/operator"
@@ -291,6 +292,36 @@ func installCRDs(tb testing.TB, c *cluster.Cluster, cs kubernetes.Interface) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatal(err)
+	}
+	installDRAClasses(tb, c)
+}
+
+// installDRAClasses applies what the operator's chart ships for the DRA
+// drivers: their DeviceClasses and the admission policies over their
+// ResourceSlices and the CEX config sets' claims (the operator here runs
+// beside the cluster, not from its chart).
+func installDRAClasses(tb testing.TB, c *cluster.Cluster) {
+	tb.Helper()
+	out, err := charts.Render("cloister-operator", "cloister", operatorNamespace,
+		map[string]any{"image": "registry.invalid/cloister-operator@sha256:" + strings.Repeat("0", 64)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var docs []string
+	for name, manifest := range out {
+		if strings.HasSuffix(name, "/deviceclasses.yaml") || strings.HasSuffix(name, "/dra-admission.yaml") {
+			docs = append(docs, manifest)
+		}
+	}
+	if len(docs) != 2 {
+		tb.Fatalf("the operator chart renders %d of its DRA templates, want 2", len(docs))
+	}
+	file := filepath.Join(tb.TempDir(), "dra.yaml")
+	if err := os.WriteFile(file, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if out, err := kubectl(tb, c, "apply", "--server-side", "-f", file); err != nil {
+		tb.Fatalf("installing the DRA DeviceClasses and policies: %v\n%s", err, out)
 	}
 }
 

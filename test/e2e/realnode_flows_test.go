@@ -71,6 +71,7 @@ func TestRealNode(t *testing.T) {
 		{"NitroPluginFollowsTheDevice", testNitroPluginFollowsTheDevice},
 		{"NitroEnclaves", testNitroEnclaves},
 		{"NitroByDRA", testNitroByDRA},
+		{"CEXByDRA", testCEXByDRA},
 		{"OperatorKilledWhileRegistering", testOperatorKilledWhileRegistering},
 		{"SimulationRefusedWithoutSpecSimulation", testSimulationRefused},
 		{"CASRestartsSealedOrRecovered", testCASRecovery},
