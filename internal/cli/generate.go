@@ -50,6 +50,7 @@ type generateFlags struct {
 	initializer, mesh, runtimeClass, overhead            string
 	addOwners                                            []string
 	disableUpdates, skipInit, skipMesh, fixResources     bool
+	resourceClaims                                       bool
 	offline, explain                                     bool
 	kubeconfig, kubeContext                              string
 	overheadGiven                                        bool
@@ -96,6 +97,7 @@ func newGenerate(s Streams) *cobra.Command {
 	fl.BoolVar(&f.skipInit, "skip-initializer", false, "do not inject the initializer (or annotate a pod template "+generate.SkipInitializerAnnotation+": \"true\")")
 	fl.BoolVar(&f.skipMesh, "skip-service-mesh", false, "do not inject the service mesh into pods with a "+annotation.IngressAnnotation+" or "+annotation.EgressAnnotation+" annotation")
 	fl.BoolVar(&f.fixResources, "fix-resources", false, "set memory requests to the limits instead of refusing pods whose requests differ")
+	fl.BoolVar(&f.resourceClaims, "resource-claims", false, "ask for SGX, CryptoExpress and Nitro devices by DRA ResourceClaimTemplates instead of extended resources in limits")
 	fl.BoolVar(&f.offline, "offline", false, "ask no registry: images must name digests (or be in the digest cache)")
 	fl.BoolVar(&f.explain, "explain", false, "change nothing: say in plain words what the guest allows each confidential pod of the generated YAML given")
 	fl.StringVar(&f.initializer, "initializer-image", InitializerImage, "the initializer image")
@@ -144,6 +146,7 @@ func (f *generateFlags) run(ctx context.Context, s Streams, paths []string) erro
 			Policy:           f.policyName,
 			SkipInitializer:  f.skipInit,
 			FixResources:     f.fixResources,
+			ResourceClaims:   f.resourceClaims,
 		},
 		Overhead: func(ctx context.Context, class string) (int64, error) { return f.runtimeOverhead(ctx, s, class) },
 	}

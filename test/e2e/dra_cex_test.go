@@ -39,6 +39,7 @@ import (
 // unhealthy; the pod gone, its zcrypt node is removed.
 func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
+	dumpOnFailure(t, e, "payments")
 	k := cexfake.NewIn(t, e.node.SysDir(), e.node.DevicesDir(), true)
 	t.Cleanup(func() {
 		for _, d := range []string{"devices/ap", "class/zcrypt", "devices/virtual/zcrypt"} {

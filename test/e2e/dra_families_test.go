@@ -62,6 +62,7 @@ func nodeOffers(ctx context.Context, e *realNodeEnv, name corev1.ResourceName) (
 // plugin afterwards, for the steps after this one.
 func testSGXByDRA(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
+	dumpOnFailure(t, e, "default")
 	plugin := &basev1beta1.SGXPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"}}
 	mode := func(m common.DeviceMode) { plugin.Spec.Mode = m }
 	since := setMode(t, e, plugin, mode, common.DeviceModeDRA)
@@ -147,6 +148,7 @@ func testSGXByDRA(t *testing.T, e *realNodeEnv) {
 // of one more CPU waits, named unschedulable, until the first goes.
 func testNitroByDRA(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
+	dumpOnFailure(t, e, "default")
 	plugin := &basev1beta1.NitroPlugin{ObjectMeta: metav1.ObjectMeta{Name: "real"}}
 	mode := func(m common.DeviceMode) { plugin.Spec.Mode = m }
 	since := setMode(t, e, plugin, mode, common.DeviceModeDRA)

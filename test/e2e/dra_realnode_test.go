@@ -236,3 +236,24 @@ func fakeDeviceGone(t *testing.T, e *realNodeEnv, name string) func() {
 	t.Cleanup(back)
 	return back
 }
+
+// dumpOnFailure logs, when t fails, what explains a pod that did not run
+// under DRA: the pods and claims of namespaces, the slices, the device
+// classes, and the DRA drivers' logs.
+func dumpOnFailure(t *testing.T, e *realNodeEnv, namespaces ...string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, ns := range namespaces {
+			for _, what := range []string{"pods", "resourceclaims"} {
+				out, _ := kubectl(t, e.c, "describe", what, "-n", ns)
+				t.Logf("%s in %s:\n%s", what, ns, out)
+			}
+		}
+		out, _ := kubectl(t, e.c, "get", "resourceslices,deviceclasses", "-o", "yaml")
+		t.Logf("slices and classes:\n%s", out)
+		out, _ = kubectl(t, e.c, "logs", "-n", operatorNamespace, "-l", "app.kubernetes.io/component=device-plugin", "--all-containers", "--tail=50")
+		t.Logf("the drivers' logs:\n%s", out)
+	})
+}

@@ -80,6 +80,10 @@ type Options struct {
 	// FixResources sets memory requests to the limits instead of
 	// refusing pods whose requests differ.
 	FixResources bool
+	// ResourceClaims asks for the pods' TEE devices (SGX, CryptoExpress,
+	// Nitro Enclaves) by DRA ResourceClaimTemplates instead of extended
+	// resources in limits (claims.go).
+	ResourceClaims bool
 	// OverheadMiB is the runtime class's fixed pod overhead.
 	OverheadMiB int64
 	Resolver    Resolver
@@ -111,6 +115,13 @@ type Service struct {
 // YAML stream and returns the new stream. Documents it does not touch
 // keep their content and comments.
 func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, error) {
+	if opts.ResourceClaims {
+		// Before the pods' policies: they cover the claims, not limits.
+		var err error
+		if in, err = claimsOf(in); err != nil {
+			return nil, nil, err
+		}
+	}
 	docs, res, err := walk(in, func(tmpl *kyaml.RNode, w *Workload) error {
 		switch {
 		case opts.SGX:
@@ -126,18 +137,33 @@ func Rewrite(ctx context.Context, in []byte, opts Options) ([]byte, *Result, err
 	if docs, err = addForwarders(ctx, docs, res, opts); err != nil {
 		return nil, nil, err
 	}
+	if opts.ResourceClaims && opts.SGX {
+		// The enclave's device and EPC, which the SGX rewrite asked for.
+		if docs, err = claimTemplates(docs); err != nil {
+			return nil, nil, err
+		}
+	}
+	out, err := encodeDocs(docs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, res, nil
+}
+
+// encodeDocs writes a YAML stream.
+func encodeDocs(docs []*kyaml.Node) ([]byte, error) {
 	var out bytes.Buffer
 	// One encoder for the stream: it separates the documents itself.
 	enc := kyaml.NewEncoder(&out)
 	for i, doc := range docs {
 		if err := enc.Encode(doc); err != nil {
-			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 	}
 	if err := enc.Close(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out.Bytes(), res, nil
+	return out.Bytes(), nil
 }
 
 // Inspect reads the confidential workloads of a stream as generate left

@@ -7,6 +7,7 @@ package sgxplugin
 
 import (
 	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
