@@ -200,7 +200,7 @@ func startRealNodeEnv(t testing.TB) *realNodeEnv {
 		"--device-plugin-image=" + pinned(t, env.built, "cloister-device-plugin"), "--las-image=" + pinned(t, env.built, "cloister-las"), "--cas-image=" + pinned(t, env.built, "cloister-cas"),
 		"--node-installer-image=" + pinned(t, env.built, "cloister-node-installer"), "--enclave-image=" + pinned(t, env.built, "cloister-enclave"),
 		"--initializer-image=" + pinned(t, env.built, "cloister-initializer"),
-		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(), "--host-aesm-dir=" + env.node.AESMDir(), "--host-sys-dir=" + env.node.SysDir(),
+		"--host-dev-dir=" + env.node.DevicesDir(), "--host-kubelet-dir=" + env.node.KubeletRootDir(), "--host-aesm-dir=" + env.node.AESMDir(), "--host-sys-dir=" + env.node.SysDir(), "--host-cdi-dir=" + env.node.CDIDir(),
 	}
 	op.start(t)
 	t.Cleanup(func() { op.stop(t) })
