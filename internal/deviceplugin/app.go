@@ -122,13 +122,7 @@ func cexCommand(c *common) *cobra.Command {
 			if err := m.Init(); err != nil {
 				return err
 			}
-			// sysfs raises no inotify events for the kernel's own changes:
-			// hot plugs and on/offlining arrive as AP bus uevents.
-			events, err := uevent.Listen(cmd.Context(), "ap")
-			if err != nil {
-				c.log.Warn("hot plug noticed by periodic rescans only", "error", err)
-			}
-			return c.serve(cmd.Context(), "cex", m, events)
+			return c.serve(cmd.Context(), "cex", m, c.apEvents(cmd.Context()))
 		},
 	}
 	cmd.Flags().StringVarP(&typ, "cex-type", "t", "ep11", "adapter mode to offer: ep11, cca or accel (or $CEXTYPE)")
@@ -156,6 +150,17 @@ func nitroCommand(c *common) *cobra.Command {
 	cmd.Flags().IntVar(&m.Enclaves, "enclaves", nitromode.MaxEnclaves, "enclaves per node, 1..4")
 	cmd.Flags().BoolVar(&m.CPUs, "enclave-cpus", false, "also offer the host's offline CPUs as aws.ec2.nitro/nitro_enclaves_cpus")
 	return cmd
+}
+
+// apEvents asks for rescans on AP bus uevents: sysfs raises no inotify
+// events for the kernel's own changes, so CryptoExpress hot plugs and
+// on/offlining arrive so. Without them (nil), periodic rescans only.
+func (c *common) apEvents(ctx context.Context) <-chan struct{} {
+	events, err := uevent.Listen(ctx, "ap")
+	if err != nil {
+		c.log.Warn("hot plug noticed by periodic rescans only", "error", err)
+	}
+	return events
 }
 
 // node is the plugin's node in the API server: NODE_NAME (downward API)

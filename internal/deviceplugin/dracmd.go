@@ -17,7 +17,6 @@ import (
 	"github.com/cloister-cc/cloister/internal/deviceplugin/nodelabel"
 	"github.com/cloister-cc/cloister/internal/deviceplugin/plugin"
 	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
-	"github.com/cloister-cc/cloister/internal/deviceplugin/uevent"
 )
 
 // draFlags are the flags of every DRA driver.
@@ -67,13 +66,7 @@ func draCEXCommand(c *common, f *draFlags) *cobra.Command {
 			if err := fam.Init(); err != nil {
 				return err
 			}
-			// sysfs raises no inotify events for the kernel's own changes:
-			// hot plugs and on/offlining arrive as AP bus uevents.
-			events, err := uevent.Listen(cmd.Context(), "ap")
-			if err != nil {
-				c.log.Warn("hot plug noticed by periodic rescans only", "error", err)
-			}
-			return c.serveDRA(cmd.Context(), f, fam, events)
+			return c.serveDRA(cmd.Context(), f, fam, c.apEvents(cmd.Context()))
 		},
 	}
 	cmd.Flags().IntVar(&fam.Overcommit, "overcommit", 1, "claims that may share one APQN, 1..100")

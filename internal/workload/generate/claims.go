@@ -1,11 +1,8 @@
 package generate
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -220,19 +217,11 @@ func claimTemplate(name, namespace string, reqs []deviceRequest) (*kyaml.RNode, 
 
 // claimsOf is claimTemplates over a YAML stream.
 func claimsOf(in []byte) ([]byte, error) {
-	dec := kyaml.NewDecoder(bytes.NewReader(in))
-	var docs []*kyaml.Node
-	for i := 0; ; i++ {
-		var doc kyaml.Node
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
-		}
-		docs = append(docs, &doc)
-	}
-	docs, err := claimTemplates(docs)
+	docs, err := decodeDocs(in)
 	if err != nil {
+		return nil, err
+	}
+	if docs, err = claimTemplates(docs); err != nil {
 		return nil, err
 	}
 	return encodeDocs(docs)

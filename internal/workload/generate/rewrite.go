@@ -192,22 +192,32 @@ func Inspect(in []byte) (*Result, error) {
 // walk decodes a stream and calls visit for each confidential pod
 // template, collecting the workloads and Services.
 func walk(in []byte, visit func(tmpl *kyaml.RNode, w *Workload) error) ([]*kyaml.Node, *Result, error) {
-	dec := kyaml.NewDecoder(bytes.NewReader(in))
+	docs, err := decodeDocs(in)
+	if err != nil {
+		return nil, nil, err
+	}
 	res := &Result{}
+	for i, doc := range docs {
+		if err := walkDoc(kyaml.NewRNode(doc), visit, res); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+	}
+	return docs, res, nil
+}
+
+// decodeDocs reads a YAML stream's documents.
+func decodeDocs(in []byte) ([]*kyaml.Node, error) {
+	dec := kyaml.NewDecoder(bytes.NewReader(in))
 	var docs []*kyaml.Node
 	for i := 0; ; i++ {
 		var doc kyaml.Node
 		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
+			return docs, nil
 		} else if err != nil {
-			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
-		}
-		if err := walkDoc(kyaml.NewRNode(&doc), visit, res); err != nil {
-			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 		docs = append(docs, &doc)
 	}
-	return docs, res, nil
 }
 
 func walkDoc(doc *kyaml.RNode, visit func(tmpl *kyaml.RNode, w *Workload) error, res *Result) error {
