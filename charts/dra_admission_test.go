@@ -105,21 +105,61 @@ func TestDRAAdmission(t *testing.T) {
 	}
 	const says = "namespace tenant may not claim CryptoExpress queues of config set ledger (CEXPlugin z lists the namespaces that may)"
 	untilRefused(t, "a config set's class from another namespace", says, func() error {
-		return admin.Create(ctx, claim("tenant", "probe", "cex-ledger.cloister.dev"))
+		return admin.Create(ctx, claim("tenant", "probe", "cex-set-ledger.cloister.dev"))
 	})
-	if err := admin.Create(ctx, claim("payments", "hsm", "cex-ledger.cloister.dev")); err != nil {
+	if err := admin.Create(ctx, claim("payments", "hsm", "cex-set-ledger.cloister.dev")); err != nil {
 		t.Errorf("a claim of the set from its namespace: %v", err)
 	}
-	for _, c := range []*resourceapi.ResourceClaim{claim("tenant", "open", "cex-open.cloister.dev"), claim("tenant", "plain", "cex-ep11.cloister.dev")} {
+	for _, c := range []*resourceapi.ResourceClaim{claim("tenant", "open", "cex-set-open.cloister.dev"), claim("tenant", "plain", "cex-ep11.cloister.dev")} {
 		if err := admin.Create(ctx, c); err != nil {
 			t.Errorf("claim %s (a set that lists no namespace, a mode's class): %v", c.Name, err)
 		}
 	}
 	sub := claim("tenant", "first", "cex-ep11.cloister.dev")
 	sub.Spec.Devices.Requests[0] = resourceapi.DeviceRequest{Name: "hsm", FirstAvailable: []resourceapi.DeviceSubRequest{
-		{Name: "plain", DeviceClassName: "cex-ep11.cloister.dev"}, {Name: "set", DeviceClassName: "cex-ledger.cloister.dev"}}}
+		{Name: "plain", DeviceClassName: "cex-ep11.cloister.dev"}, {Name: "set", DeviceClassName: "cex-set-ledger.cloister.dev"}}}
 	refused("a claim naming the set among its alternatives", admin.Create(ctx, sub), says)
 	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "hsm", Namespace: "tenant"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claim("tenant", "", "cex-ledger.cloister.dev").Spec}}
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claim("tenant", "", "cex-set-ledger.cloister.dev").Spec}}
 	refused("a claim template of the set from another namespace", admin.Create(ctx, tmpl), says)
+}
+
+// A config set named like a mode gets a DeviceClass of its own: the
+// operator chart's mode classes and a CEXPlugin's set classes never share
+// a name (Helm would refuse to install the CEXPlugin's release).
+func TestDeviceClassNamesDoNotClash(t *testing.T) {
+	classes := map[string]string{}
+	for key := range renderOperatorIn(t, opNS, map[string]any{}) {
+		if name, ok := strings.CutPrefix(key, "DeviceClass/"); ok {
+			classes[name] = "the operator chart"
+		}
+	}
+	if len(classes) != 6 {
+		t.Fatalf("the operator chart ships %d DeviceClasses, want 6: %v", len(classes), classes)
+	}
+	var sets []any
+	for _, mode := range []string{"ep11", "cca", "accel"} {
+		sets = append(sets, map[string]any{"name": mode, "resource": "ibm.com/cex-ep11-" + mode})
+	}
+	out, err := Render("cexplugin", "cex-z", opNS, map[string]any{"mode": "DRA", "configSets": "{}", "configSetClasses": sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, manifest := range out {
+		for _, doc := range strings.Split(manifest, "\n---\n") {
+			if !strings.Contains(doc, "kind: DeviceClass") {
+				continue
+			}
+			_, rest, _ := strings.Cut(doc, "\n  name: ")
+			name, _, _ := strings.Cut(rest, "\n")
+			n++
+			if who, ok := classes[name]; ok {
+				t.Errorf("config set class %s is also %s's", name, who)
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("the CEXPlugin's release ships %d set classes, want 3", n)
+	}
 }

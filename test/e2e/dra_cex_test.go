@@ -60,7 +60,7 @@ func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 	createAll(t, e, plugin)
 	t.Cleanup(func() { _ = e.crs.Delete(context.Background(), plugin) })
 	waitFor(t, "the CEXPlugin's release to ship the config set's DeviceClass", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		_, err := e.cs.ResourceV1().DeviceClasses().Get(ctx, "cex-ledger.cloister.dev", metav1.GetOptions{})
+		_, err := e.cs.ResourceV1().DeviceClasses().Get(ctx, "cex-set-ledger.cloister.dev", metav1.GetOptions{})
 		return err == nil, "no class", nil
 	})
 
@@ -93,7 +93,7 @@ func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 			cca.Attributes[cex.AttrMode].StringValue != nil && *cca.Attributes[cex.AttrMode].StringValue == "cca" && !unlisted
 	})
 
-	const class = "cex-ledger.cloister.dev"
+	const class = "cex-set-ledger.cloister.dev"
 	ep11 := `device.attributes["cex.cloister.dev"].mode == "ep11"`
 	// The policy takes effect once the API server's informers have the
 	// CEXPlugin, its parameter.

@@ -58,8 +58,10 @@ func nodeOffers(ctx context.Context, e *realNodeEnv, name corev1.ResourceName) (
 // a second claim of 1 GiB (the node has 1.5) stays pending with the
 // scheduler's reason until the first pod goes and its claim with it. The
 // device unplugged: gone from the ResourceSlice within 2 s, and the
-// pod's status shows it unhealthy; back: healthy. Back to the device
-// plugin afterwards, for the steps after this one.
+// pod's status shows it unhealthy; back: healthy. In Both, the plugin
+// beside the driver offers nothing and a pod's limits still get the
+// device by a claim. Back to the device plugin afterwards, for the steps
+// after this one.
 func testSGXByDRA(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	dumpOnFailure(t, e, "default")
@@ -134,6 +136,34 @@ func testSGXByDRA(t *testing.T, e *realNodeEnv) {
 	back()
 	e.waitPod(t, "default", "dra-enclave-b", "to show its device healthy again", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Healthy" })
 	deleteIn(t, e, "default", "dra-enclave-b")
+
+	// Both, during a migration: the plugin runs beside the driver and
+	// offers nothing; the driver owns the devices, and a pod asking by
+	// its limits still gets them by a claim.
+	setMode(t, e, plugin, mode, common.DeviceModeBoth)
+	waitFor(t, "the plugin and the driver side by side", 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.cs.CoreV1().Pods(operatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=sgx-real"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == cluster.RealNodeName && len(p.Spec.Containers) == 2 && podReady(&p) && p.DeletionTimestamp == nil {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d pods", len(pods.Items)), nil
+	})
+	if has, says, _ := nodeOffers(ctx, e, sgxmode.ResourceEnclave); has {
+		t.Errorf("in Both the device plugin offers devices: %s", says)
+	}
+	byLimits = byLimits.DeepCopy()
+	byLimits.ResourceVersion, byLimits.UID = "", ""
+	createAll(t, e, byLimits)
+	p = e.waitPod(t, "default", byLimits.Name, "to run by its limits beside the plugin", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if p.Status.ExtendedResourceClaimStatus == nil {
+		t.Errorf("in Both a pod asking by its limits was not given a claim: %s", podSummary(p))
+	}
+	deleteIn(t, e, "default", byLimits.Name)
 	for _, o := range []client.Object{second, tmpl} {
 		if err := e.crs.Delete(ctx, o); err != nil {
 			t.Error(err)

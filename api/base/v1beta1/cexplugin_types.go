@@ -47,7 +47,7 @@ type CryptoConfigSet struct {
 	// +kubebuilder:validation:MaxLength=64
 	MachineID string `json:"machineID,omitempty"`
 	// Namespaces may claim the set's APQNs under DRA (its DeviceClass
-	// cex-<name>.cloister.dev); a claim from any other namespace is
+	// cex-set-<name>.cloister.dev); a claim from any other namespace is
 	// refused at admission. Empty: every namespace.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64

@@ -24,10 +24,11 @@ const (
 )
 
 // ClassCEX is the DeviceClass of a CryptoExpress mode's queues, or of a
-// config set's (the CEXPlugin's release ships it).
+// config set's (the CEXPlugin's release ships it; "set-" keeps a set
+// named like a mode apart from the mode's class).
 func ClassCEX(mode, set string) string {
 	if set != "" {
-		return "cex-" + set + ".cloister.dev"
+		return "cex-set-" + set + ".cloister.dev"
 	}
 	return "cex-" + mode + ".cloister.dev"
 }

@@ -88,7 +88,7 @@ func TestClaimTemplates(t *testing.T) {
 		templates[tmpl.Namespace+"/"+tmpl.Name] = tmpl
 	}
 	cex := templates["pay/hsm-signer-cex"].Spec.Spec.Devices.Requests
-	if len(cex) != 1 || cex[0].Exactly.DeviceClassName != "cex-ledger.cloister.dev" || cex[0].Exactly.Count != 1 ||
+	if len(cex) != 1 || cex[0].Exactly.DeviceClassName != "cex-set-ledger.cloister.dev" || cex[0].Exactly.Count != 1 ||
 		cex[0].Exactly.Selectors[0].CEL.Expression != `device.attributes["cex.cloister.dev"].mode == "ep11"` {
 		t.Errorf("the CEX claim: %+v", cex)
 	}
