@@ -148,8 +148,9 @@ const (
 	// by their limits).
 	DeviceModeDRA DeviceMode = "DRA"
 	// DeviceModeBoth runs both during a migration: the DRA driver owns
-	// the devices; the device plugin offers none, and keeps serving the
-	// pods that hold devices through it until they go.
+	// the devices; the device plugin registers no resource with the
+	// kubelet (which then hands pods' limits to the DRA driver) and keeps
+	// cleaning up after the pods that hold devices through it.
 	DeviceModeBoth DeviceMode = "Both"
 )
 

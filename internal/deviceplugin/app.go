@@ -61,7 +61,7 @@ func NewCommand() *cobra.Command {
 	f.StringVar(&c.sysinfo, "proc-sysinfo", "/proc/sysinfo", "the s390 machine description (cex config sets' machineID)")
 	f.DurationVar(&c.rescan, "rescan-interval", plugin.DefaultRescanInterval, "period of full rescans; filesystem events rescan at once")
 	f.StringVar(&c.metricsAddress, "metrics-address", ":9401", "address of /metrics, /healthz and /readyz; empty disables")
-	f.BoolVar(&c.offerNone, "offer-none", false, "offer no device (the DRA driver owns them during a migration); keep serving the containers that hold some")
+	f.BoolVar(&c.offerNone, "offer-none", false, "register no resource with the kubelet (the DRA driver owns the devices during a migration); keep labelling the node and releasing what the containers that hold devices no longer use")
 	f.StringVar(&c.logLevel, startup.LogLevelFlag, startup.LogLevelDefault, startup.LogLevelUsage)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		level, err := startup.ParseLogLevel(c.logLevel)
@@ -207,11 +207,8 @@ func (c *common) maxPods(ctx context.Context, node *nodelabel.Node, nodeErr erro
 // serve runs the mode and the metrics endpoint until ctx ends; rescan
 // (may be nil) asks for extra scans.
 func (c *common) serve(ctx context.Context, mode string, m plugin.Mode, rescan <-chan struct{}) error {
-	if c.offerNone {
-		m = plugin.OfferNone(m)
-	}
 	mgr := &plugin.Manager{
-		Mode: m, PluginDir: c.pluginDir, RescanInterval: c.rescan, PodResourcesSocket: c.podResources, Rescan: rescan,
+		Mode: m, PluginDir: c.pluginDir, RescanInterval: c.rescan, PodResourcesSocket: c.podResources, Rescan: rescan, Drain: c.offerNone,
 		Metrics: plugin.NewMetrics(), Log: c.log.With("mode", mode),
 	}
 	if c.metricsAddress != "" {

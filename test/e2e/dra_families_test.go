@@ -134,6 +134,14 @@ func testSGXByDRA(t *testing.T, e *realNodeEnv) {
 	}
 	e.waitPod(t, "default", "dra-enclave-b", "to show its device unhealthy", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Unhealthy" })
 	back()
+	took = waitDRADevices(t, e, sgxmode.DRADriver, "the enclave device plugged back into the ResourceSlice", 30*time.Second, func(d map[string]resourceapi.Device) bool {
+		_, ok := d[sgxmode.DeviceEnclave]
+		return ok
+	})
+	t.Logf("an SGX enclave device plugged back was in the ResourceSlice in %s", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("the device plugged back reached the ResourceSlice after %s, want within 2 s", took)
+	}
 	e.waitPod(t, "default", "dra-enclave-b", "to show its device healthy again", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Healthy" })
 	deleteIn(t, e, "default", "dra-enclave-b")
 

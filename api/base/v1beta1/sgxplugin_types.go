@@ -15,7 +15,8 @@ type SGXPluginSpec struct {
 	// resources in limits), DRA (the family's DRA driver: ResourceClaims,
 	// and limits through its DeviceClass's extended resource), or Both
 	// during a migration, where the DRA driver owns the devices and the
-	// device plugin only keeps serving the pods that hold some.
+	// device plugin registers none, cleaning up after the pods that held
+	// some through it.
 	// +optional
 	// +kubebuilder:default=DevicePlugin
 	Mode common.DeviceMode `json:"mode,omitempty"`

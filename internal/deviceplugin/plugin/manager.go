@@ -42,6 +42,12 @@ type Manager struct {
 	Rescan  <-chan struct{}
 	Metrics *Metrics
 	Log     *slog.Logger
+	// Drain registers no resource with the kubelet, during a migration
+	// to DRA: the family's DRA driver owns the devices, and the kubelet
+	// hands a pod's limits to DRA only where no plugin serves them. The
+	// mode still scans (labelling its node) and releases what the
+	// containers that hold devices through the plugin no longer use.
+	Drain bool
 
 	mu         sync.Mutex
 	servers    map[string]*server
@@ -86,7 +92,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("scanning devices: %w", err)
 	}
-	if err := m.apply(ctx, inv); err != nil {
+	if m.Drain {
+		m.Log.Info("registering no resource: the DRA driver owns the devices")
+	} else if err := m.apply(ctx, inv); err != nil {
 		return err
 	}
 	m.registerPending(ctx)
@@ -178,6 +186,9 @@ func (m *Manager) rescan(ctx context.Context, w *fsnotify.Watcher, watched map[s
 	inv, err := m.Mode.Scan(ctx)
 	if err != nil {
 		m.Log.Warn("scanning devices; keeping the last inventory", "error", err)
+		return
+	}
+	if m.Drain {
 		return
 	}
 	if err := m.apply(ctx, inv); err != nil {
@@ -322,6 +333,9 @@ func (m *Manager) housekeep(ctx context.Context) {
 func (m *Manager) Ready() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.Drain {
+		return nil
+	}
 	if len(m.servers) == 0 {
 		return errors.New("no device plugin is serving yet")
 	}

@@ -416,3 +416,37 @@ func TestRescanSignal(t *testing.T) {
 	rescan <- struct{}{}
 	r.waitDevices(t, "w0:Healthy w1:Healthy")
 }
+
+// Draining, during a migration to DRA, the manager registers nothing with
+// the kubelet (which then hands pods' limits to the DRA driver), is ready
+// at once, and still releases what the containers that hold devices
+// through it no longer use.
+func TestDrainRegistersNothingAndStillReleases(t *testing.T) {
+	pluginDir := shortDir(t)
+	devDir := t.TempDir()
+	write(t, filepath.Join(devDir, "w0"), "ok")
+	pr := kubelettest.StartPodResources(t, filepath.Join(pluginDir, "pod-resources.sock"))
+	pr.Assign(resource, "w0")
+	mode := &fileMode{dir: devDir}
+	r := &rig{pluginDir: pluginDir, devDir: devDir, mode: mode, done: make(chan error, 1)}
+	r.kubelet = kubelettest.Start(t, pluginDir)
+	r.manager = &plugin.Manager{Mode: mode, PluginDir: pluginDir, RescanInterval: 20 * time.Millisecond, Drain: true,
+		PodResourcesSocket: filepath.Join(pluginDir, "pod-resources.sock")}
+	r.run(t)
+	if _, ok := waitUntil(5*time.Second, func() bool {
+		mode.mu.Lock()
+		defer mode.mu.Unlock()
+		return len(mode.released) > 1 && slices.Equal(mode.released[len(mode.released)-1][resource], []string{"w0"})
+	}); !ok {
+		t.Fatalf("Releaser never saw the devices in use: %v", mode.released)
+	}
+	if regs := r.kubelet.Registrations(); len(regs) != 0 {
+		t.Errorf("a draining plugin registered %v", regs)
+	}
+	if err := r.manager.Ready(); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(pluginDir, plugin.SocketName(resource))); !os.IsNotExist(err) {
+		t.Errorf("a draining plugin's socket: %v", err)
+	}
+}
