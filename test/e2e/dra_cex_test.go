@@ -33,10 +33,11 @@ import (
 // "ledger", for namespace payments only, is refused to a claim from
 // namespace tenant at admission. In payments, a pod's claim from a
 // template selecting mode == "ep11" runs, its container given exactly a
-// zcrypt node as /dev/z90crypt and its APQN; a second claim of the set
-// waits, named unschedulable. The card pulled: its queues leave the
+// zcrypt node as /dev/z90crypt and its APQN; a second pod's claim of the
+// set waits, named unschedulable, and runs once the first pod and its
+// claim (and zcrypt node) are gone. The card pulled: its queues leave the
 // ResourceSlice within 2 s and the pod's status shows its device
-// unhealthy; the pod gone, its zcrypt node is removed.
+// unhealthy; a card plugged in is published within 2 s.
 func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 	ctx := context.Background()
 	dumpOnFailure(t, e, "payments")
@@ -125,7 +126,11 @@ func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 	}
 	createAll(t, e, second, claimPod("payments", "dra-cex-b", second.Name, false))
 	e.waitPod(t, "payments", "dra-cex-b", "to wait: the set's one queue is taken", time.Minute, unschedulableSaying("cannot allocate all claims"))
-	e.waitPod(t, "payments", "dra-cex-a", "to show its device healthy", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Healthy" })
+	deleteIn(t, e, "payments", "dra-cex-a")
+	waitClaimGone(t, e, "payments", claimOf(first))
+	k.WantDestroyed(t, "zcrypt_apqn_5_18", "the released claim's")
+	e.waitPod(t, "payments", "dra-cex-b", "to run once the queue is free", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	e.waitPod(t, "payments", "dra-cex-b", "to show its device healthy", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Healthy" })
 
 	start := time.Now()
 	k.Unplug(0x05)
@@ -137,10 +142,17 @@ func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 	if took > 2*time.Second {
 		t.Errorf("the pulled card's queue left the ResourceSlice after %s, want within 2 s", took)
 	}
-	e.waitPod(t, "payments", "dra-cex-a", "to show its device unhealthy", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Unhealthy" })
-	deleteIn(t, e, "payments", "dra-cex-a")
-	waitClaimGone(t, e, "payments", claimOf(first))
-	k.WantDestroyed(t, "zcrypt_apqn_5_18", "the released claim's")
+	e.waitPod(t, "payments", "dra-cex-b", "to show its device unhealthy", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Unhealthy" })
+	start = time.Now()
+	k.Card(0x05, "CEX8P", 0x12)
+	took = waitDRADevices(t, e, cex.DRADriver, "a card plugged in to reach the ResourceSlice", 30*time.Second, func(d map[string]resourceapi.Device) bool {
+		dev, ok := d["apqn-05-0012"]
+		return ok && len(dev.Taints) == 0
+	})
+	t.Logf("a CryptoExpress card plugged in reached the ResourceSlice in %s", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("the card plugged in reached the ResourceSlice after %s, want within 2 s", took)
+	}
 	deleteIn(t, e, "payments", "dra-cex-b")
 	for _, o := range []client.Object{second, tmpl} {
 		if err := e.crs.Delete(ctx, o); err != nil {
