@@ -5,9 +5,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 
 	basev1beta1 "github.com/cloister-cc/cloister/api/base/v1beta1"
 	"github.com/cloister-cc/cloister/internal/base/tee"
+	sgxmode "github.com/cloister-cc/cloister/internal/deviceplugin/sgx"
 	"github.com/cloister-cc/cloister/internal/operator/controller/devices"
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
@@ -92,6 +94,41 @@ func epc(nodes []corev1.Node, pods []corev1.Pod) (capacity, used map[string]int6
 			initMax = max(initMax, requestOf(c))
 		}
 		used[p.Spec.NodeName] += max(sum, initMax)
+	}
+	return capacity, used
+}
+
+// epcDRA is, under DRA, each selected node's EPC as its SGX driver
+// publishes it (the enclave device's capacity) and what the claims
+// allocated of it consumed.
+func epcDRA(nodes []corev1.Node, sliceList []resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim) (capacity, used map[string]int64) {
+	selected := map[string]bool{}
+	for i := range nodes {
+		selected[nodes[i].Name] = true
+	}
+	for _, s := range sliceList {
+		if s.Spec.Driver != tee.SGXDRADriver || s.Spec.NodeName == nil || !selected[*s.Spec.NodeName] {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if q, ok := d.Capacity[sgxmode.CapacityEPC]; ok && d.Name == sgxmode.DeviceEnclave {
+				if capacity == nil {
+					capacity, used = map[string]int64{}, map[string]int64{}
+				}
+				capacity[*s.Spec.NodeName], used[*s.Spec.NodeName] = q.Value.Value(), 0
+			}
+		}
+	}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if _, ok := used[r.Pool]; ok && r.Driver == tee.SGXDRADriver && r.Device == sgxmode.DeviceEnclave {
+				q := r.ConsumedCapacity[sgxmode.CapacityEPC]
+				used[r.Pool] += q.Value()
+			}
+		}
 	}
 	return capacity, used
 }

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -191,5 +192,27 @@ func TestEPCMetrics(t *testing.T) {
 	}
 	if got["capacityEPCBytes/sgx-0"] != 96<<20 || got["usedEPCBytes/sgx-0"] != 48<<20 {
 		t.Errorf("samples %v", got)
+	}
+}
+
+// Under DRA a node's EPC is its enclave device's capacity, and in use is
+// what the claims of it consumed; other drivers and nodes not selected do
+// not count.
+func TestEPCPerNodeUnderDRA(t *testing.T) {
+	node := func(n string) corev1.Node { return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}} }
+	slice := func(driver, n string, epc string) resourceapi.ResourceSlice {
+		return resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: &n, Devices: []resourceapi.Device{
+			{Name: "enclave", Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"epc": {Value: resource.MustParse(epc)}}}}}}
+	}
+	claim := func(pool, epc string) resourceapi.ResourceClaim {
+		return resourceapi.ResourceClaim{Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Driver: "sgx.cloister.dev", Pool: pool, Device: "enclave",
+				ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"epc": resource.MustParse(epc)}}}}}}}
+	}
+	capacity, used := epcDRA([]corev1.Node{node("a"), node("b")},
+		[]resourceapi.ResourceSlice{slice("sgx.cloister.dev", "a", "1536Mi"), slice("sgx.cloister.dev", "c", "1Gi"), slice("other.dev", "b", "1Gi")},
+		[]resourceapi.ResourceClaim{claim("a", "1Gi"), claim("a", "256Mi"), claim("c", "1Gi"), {}})
+	if len(capacity) != 1 || capacity["a"] != 1536<<20 || used["a"] != 1280<<20 {
+		t.Errorf("capacity %v, used %v", capacity, used)
 	}
 }

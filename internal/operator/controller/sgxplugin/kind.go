@@ -7,6 +7,7 @@ package sgxplugin
 
 import (
 	"cmp"
+	"context"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -27,6 +28,17 @@ type Kind struct {
 // New is the SGXPlugin kind over b.
 func New(b service.Base) *Kind {
 	return &Kind{devices.Kind[*basev1beta1.SGXPlugin]{Base: b, Of: of, Extra: func(p *basev1beta1.SGXPlugin, nodes []corev1.Node, pods []corev1.Pod) {
+		if _, dra := p.Spec.Mode.Runs(); dra && nodes != nil {
+			// The EPC is the enclave device's capacity, in use what the
+			// claims of it consumed.
+			slices, claims, err := devices.SlicesAndClaims(context.Background(), b.Reader)
+			if err != nil {
+				p.Status.CapacityEPCBytesPerNode, p.Status.UsedEPCBytesPerNode = nil, nil
+				return
+			}
+			p.Status.CapacityEPCBytesPerNode, p.Status.UsedEPCBytesPerNode = epcDRA(nodes, slices, claims)
+			return
+		}
 		p.Status.CapacityEPCBytesPerNode, p.Status.UsedEPCBytesPerNode = epc(nodes, pods)
 	}}}
 }
