@@ -98,6 +98,14 @@ func testSGXByDRA(t *testing.T, e *realNodeEnv) {
 	if env := containerEnv(pid); !slices.Contains(env, fmt.Sprintf("%s=%d", sgxmode.EnvEPC, 1<<30)) {
 		t.Errorf("the container's environment lacks its EPC: %v", env)
 	}
+	waitFor(t, "the SGXPlugin to count the claim's EPC", time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := e.crs.Get(ctx, client.ObjectKeyFromObject(plugin), plugin); err != nil {
+			return false, err.Error(), nil
+		}
+		st := plugin.Status
+		return st.CapacityEPCBytesPerNode[cluster.RealNodeName] == realnode.FakeEPCBytes && st.UsedEPCBytesPerNode[cluster.RealNodeName] == 1<<30 &&
+			st.CapacitySGXDevicesPerNode[cluster.RealNodeName] == 2, fmt.Sprintf("%+v", st), nil
+	})
 
 	createAll(t, e, second, claimPod("default", "dra-enclave-b", second.Name, false))
 	e.waitPod(t, "default", "dra-enclave-b", "to wait: the node's EPC is taken", time.Minute, unschedulableSaying("cannot allocate all claims"))
