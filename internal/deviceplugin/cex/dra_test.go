@@ -168,3 +168,21 @@ func TestDRAPrepareMakesARestrictedNode(t *testing.T) {
 		t.Error("a device name that is no APQN was prepared")
 	}
 }
+
+// A queue's mkvps attribute, as any kernel might write it: a pattern is
+// hex of at most 64 digits (an attribute's limit), named by its key.
+func FuzzReadMKVP(f *testing.F) {
+	f.Add("AES NEW: empty\nAES CUR: valid 0x8D2E4F0011223344\nAPKA CUR: valid 0x1")
+	f.Add("WK CUR: valid 0x" + strings.Repeat("ab", 32) + "\nWK NEW: empty")
+	f.Add("WK CUR: invalid 0x12")
+	f.Fuzz(func(t *testing.T, content string) {
+		path := filepath.Join(t.TempDir(), "mkvps")
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		key, pattern := readMKVP(path)
+		if (key == "") != (pattern == "") || len(pattern) > 64 || strings.Trim(pattern, "0123456789abcdef") != "" || strings.Trim(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" {
+			t.Fatalf("%q gave key %q, pattern %q", content, key, pattern)
+		}
+	})
+}
