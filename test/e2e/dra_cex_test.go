@@ -143,7 +143,6 @@ func testCEXByDRA(t *testing.T, e *realNodeEnv) {
 		t.Errorf("the pulled card's queue left the ResourceSlice after %s, want within 2 s", took)
 	}
 	e.waitPod(t, "payments", "dra-cex-b", "to show its device unhealthy", time.Minute, func(p *corev1.Pod) bool { return deviceHealth(p) == "Unhealthy" })
-	start = time.Now()
 	k.Card(0x05, "CEX8P", 0x12)
 	took = waitDRADevices(t, e, cex.DRADriver, "a card plugged in to reach the ResourceSlice", 30*time.Second, func(d map[string]resourceapi.Device) bool {
 		dev, ok := d["apqn-05-0012"]
