@@ -22,11 +22,7 @@ func scanDRA(t *testing.T, f *DRA) map[string]dra.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]dra.Device{}
-	for _, d := range devs {
-		out[d.Name] = d
-	}
-	return out
+	return dra.ByName(devs)
 }
 
 func attr(d dra.Device, name string) string {

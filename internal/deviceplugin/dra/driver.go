@@ -185,10 +185,7 @@ func (d *Driver) Run(ctx context.Context) error {
 
 // setDevices keeps a scan and says whether it differs from the last.
 func (d *Driver) setDevices(devs []Device) bool {
-	next := make(map[string]Device, len(devs))
-	for _, dev := range devs {
-		next[dev.Name] = dev
-	}
+	next := ByName(devs)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	same := len(next) == len(d.devices)

@@ -27,6 +27,15 @@ type Device struct {
 	Message string
 }
 
+// ByName indexes a scan by device name.
+func ByName(devs []Device) map[string]Device {
+	out := make(map[string]Device, len(devs))
+	for _, d := range devs {
+		out[d.Name] = d
+	}
+	return out
+}
+
 // Grant is what a container gets for one allocated device: its CDI
 // edits, and what the family must remember to undo it (Unpreparer).
 type Grant struct {

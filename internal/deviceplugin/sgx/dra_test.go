@@ -24,11 +24,7 @@ func TestDRAScanAndPrepare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]dra.Device{}
-		for _, d := range devs {
-			out[d.Name] = d
-		}
-		return out
+		return dra.ByName(devs)
 	}
 	if got := scan(); len(got) != 0 {
 		t.Fatalf("no device nodes: %v", got)
