@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/cloister-cc/cloister/internal/deviceplugin/fswatch"
 )
 
 // Defaults of the host paths and timings; every one is a flag.
@@ -86,8 +88,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer m.stopAll()
 
 	// Watch before the first scan, so no change between the two is lost.
-	watched := map[string]bool{}
-	m.rewatch(w, watched)
+	watched := fswatch.New(w, m.Log)
+	m.rewatch(watched)
 	inv, err := m.Mode.Scan(ctx)
 	if err != nil {
 		return fmt.Errorf("scanning devices: %w", err)
@@ -109,20 +111,20 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.Log.Info("stopping device plugins")
 			return nil
 		case <-tick.C:
-			m.rescan(ctx, w, watched)
+			m.rescan(ctx, watched)
 			m.housekeep(ctx)
 		case <-m.Rescan:
-			m.rescan(ctx, w, watched)
+			m.rescan(ctx, watched)
 		case <-settleC:
 			settleC = nil
-			m.rescan(ctx, w, watched)
+			m.rescan(ctx, watched)
 		case <-retryC:
 			retryC = nil
 		case ev, ok := <-w.Events:
 			if !ok {
 				return errors.New("file watcher closed")
 			}
-			if filepath.Dir(ev.Name) != filepath.Clean(m.PluginDir) || watched[filepath.Clean(m.PluginDir)] {
+			if filepath.Dir(ev.Name) != filepath.Clean(m.PluginDir) || watched.Has(m.PluginDir) {
 				if settleC == nil {
 					settleC = time.After(settle)
 				}
@@ -181,8 +183,8 @@ func (m *Manager) pluginDirEvent(ctx context.Context, ev fsnotify.Event) {
 // rescan scans and applies the inventory; a failed scan keeps the last one.
 // Watches are renewed before the scan: a path that appears later makes an
 // event in a watched parent, and so another rescan.
-func (m *Manager) rescan(ctx context.Context, w *fsnotify.Watcher, watched map[string]bool) {
-	m.rewatch(w, watched)
+func (m *Manager) rescan(ctx context.Context, watched *fswatch.Paths) {
+	m.rewatch(watched)
 	inv, err := m.Mode.Scan(ctx)
 	if err != nil {
 		m.Log.Warn("scanning devices; keeping the last inventory", "error", err)
@@ -242,30 +244,9 @@ func countHealthy(devs []Device) int {
 }
 
 // rewatch follows the mode's watch paths (cards come and go).
-func (m *Manager) rewatch(w *fsnotify.Watcher, watched map[string]bool) {
-	wa, ok := m.Mode.(Watcher)
-	if !ok {
-		return
-	}
-	want := map[string]bool{}
-	for _, p := range wa.WatchPaths() {
-		want[filepath.Clean(p)] = true
-	}
-	for p := range watched {
-		if !want[p] {
-			_ = w.Remove(p)
-			delete(watched, p)
-		}
-	}
-	for p := range want {
-		if watched[p] {
-			continue
-		}
-		if err := w.Add(p); err == nil {
-			watched[p] = true
-		} else if !errors.Is(err, os.ErrNotExist) {
-			m.Log.Warn("watching for device changes", "path", p, "error", err)
-		}
+func (m *Manager) rewatch(watched *fswatch.Paths) {
+	if wa, ok := m.Mode.(Watcher); ok {
+		watched.Follow(wa.WatchPaths())
 	}
 }
 
