@@ -75,10 +75,6 @@ const (
 
 func (k *Kind) Name() string { return "CAS" }
 
-// KeepsLastRevision: CAS's clients wait while it is gone, so a failed
-// change is rolled back rather than CAS uninstalled.
-func (k *Kind) KeepsLastRevision() {}
-
 // NoAutoUpdate: spec.autoUpdate never moves CAS (its CRD refuses it too):
 // a new image is a new measurement, which its owners approve.
 func (k *Kind) NoAutoUpdate()         {}

@@ -45,9 +45,6 @@ var (
 
 func (k *Kind) Name() string { return "NitroEnclaveDeployment" }
 
-// KeepsLastRevision: uninstalling would stop the running enclaves, so a
-// failed change is rolled back instead.
-func (k *Kind) KeepsLastRevision()    {}
 func (k *Kind) ReleasePrefix() string { return "ned" }
 func (k *Kind) New() service.Object   { return &enclavev1beta1.NitroEnclaveDeployment{} }
 func as(obj service.Object) *enclavev1beta1.NitroEnclaveDeployment {

@@ -75,21 +75,24 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 		err = r.Releases.Install(ctx, req)
 		r.record(obj, err, health.EventInstalled, "Install", "release %s/%s installed", req.Namespace, req.Name)
 	case health.ActionUninstallFailed:
-		if _, keep := r.Kind.(KeepsLastRevision); keep {
-			revision, rerr := r.Releases.Rollback(ctx, req.Namespace, req.Name)
-			if !errors.Is(rerr, release.ErrNothingToRollBackTo) {
-				if err = rerr; err != nil {
-					r.record(obj, err, health.EventRolledBackFailedRelease, "Rollback", "")
-					break
-				}
-				// A warning: the spec the user wrote does not run.
-				r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventRolledBackFailedRelease), "Rollback",
-					"a change of release %s/%s failed (%s): rolled back to revision %d, which keeps running; the change is not tried again until the spec changes",
-					req.Namespace, req.Name, conditionMessage(res.Conditions, health.ReleaseFailed), revision)
+		// A failed change of a release that ran is rolled back to the
+		// revision that ran, which keeps running (as Flux remediates a
+		// failed upgrade): uninstalling every kind here is an outage, a
+		// device plugin's node losing its devices and a LAS's its
+		// attestation, and installing the same spec again fails again.
+		revision, rerr := r.Releases.Rollback(ctx, req.Namespace, req.Name)
+		if !errors.Is(rerr, release.ErrNothingToRollBackTo) {
+			if err = rerr; err != nil {
+				r.record(obj, err, health.EventRolledBackFailedRelease, "Rollback", "")
 				break
 			}
-			// Nothing ever ran: installing again is no outage.
+			// A warning: the spec the user wrote does not run.
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventRolledBackFailedRelease), "Rollback",
+				"a change of release %s/%s failed (%s): rolled back to revision %d, which keeps running; the change is not tried again until the spec changes",
+				req.Namespace, req.Name, conditionMessage(res.Conditions, health.ReleaseFailed), revision)
+			break
 		}
+		// Nothing ever ran: installing again is no outage.
 		err = r.Releases.Uninstall(ctx, req.Namespace, req.Name)
 		r.record(obj, err, health.EventUninstalledFailedRelease, "Uninstall", "failed release %s/%s uninstalled, to be installed again", req.Namespace, req.Name)
 	case health.ActionUpgrade:

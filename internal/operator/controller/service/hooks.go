@@ -13,14 +13,6 @@ import (
 // The optional hooks a Kind implements where it needs them; the package
 // doc lists them.
 
-// KeepsLastRevision is a Kind whose uninstall is an outage (CAS, whose
-// clients wait while it is gone; enclaves, which restart): a failed change
-// is rolled back to the last revision that was deployed, which keeps
-// running, instead of the table's uninstall and install.
-type KeepsLastRevision interface {
-	KeepsLastRevision()
-}
-
 // PinnedRelease is a Kind whose release changes only with its CR's spec
 // (CAS: a restart is an outage, and on hardware a new image waits for its
 // owners): while the CR's generation is the one the deployed revision was

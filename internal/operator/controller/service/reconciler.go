@@ -5,7 +5,6 @@
 // and the one next action, write the status only when it changed, then act.
 // A Kind supplies what differs: chart, values, status fields and its own
 // metrics; and, where it needs them, the optional hooks of hooks.go:
-// KeepsLastRevision (roll a failed change back rather than reinstall),
 // PinnedRelease (the deployed revision's chart and values until the spec
 // changes), PostRenderer (change the rendered objects), Poller (look again
 // after a while, for health from outside the cluster's objects), Announcer

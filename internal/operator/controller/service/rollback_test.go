@@ -12,18 +12,13 @@ import (
 	"github.com/cloister-cc/cloister/internal/operator/health"
 )
 
-// keepingKind is testKind for a service whose uninstall is an outage.
-type keepingKind struct{ testKind }
-
-func (keepingKind) KeepsLastRevision() {}
-
-// For a kind that keeps its last revision, a failed change is rolled back
-// (not uninstalled): the revision before keeps running, the status and a
-// warning event name the failure, and the change is not tried again until
-// the spec changes.
-func TestFailedChangeRolledBackForAKeepingKind(t *testing.T) {
+// A failed change of a release that ran is rolled back (not
+// uninstalled, the table's action, which is an outage for every kind): the
+// revision before keeps running, the status and a warning event name the
+// failure, and the change is not tried again until the spec changes. (A
+// release that never ran is uninstalled: actions_test.go.)
+func TestFailedChangeRolledBack(t *testing.T) {
 	f := newFixture(t, "rollback")
-	f.r.Kind = &keepingKind{testKind{Base{ChartData: testChart()}}}
 	cr := f.newCR("rollback")
 	f.converge(cr)
 	mustPatch(t, f.client, cr, `{"spec":{"image":"example.com/test:2"}}`)

@@ -92,10 +92,6 @@ func (k *Kind) ReleasePrefix() string              { return ReleasePrefix }
 func (k *Kind) New() service.Object                { return &servicesv1beta1.Vault{} }
 func as(obj service.Object) *servicesv1beta1.Vault { return obj.(*servicesv1beta1.Vault) }
 
-// KeepsLastRevision: Vault's clients wait while it is gone, so a failed
-// change is rolled back rather than the Vault uninstalled.
-func (k *Kind) KeepsLastRevision() {}
-
 // NoAutoUpdate: a new image is a new pod policy, which the owners sign.
 func (k *Kind) NoAutoUpdate() {}
 
