@@ -21,10 +21,9 @@ const (
 	ReleaseSteady    ConditionType = "ReleaseSteady"
 	ReleaseFailed    ConditionType = "ReleaseFailed"
 	ReleaseDeployed  ConditionType = "ReleaseDeployed"
-	// ReleaseRolledBack: a change failed and was rolled back, for a kind
-	// whose uninstall is an outage (CAS, enclaves); the revision before
-	// keeps running, and the change is not tried again until the spec
-	// changes.
+	// ReleaseRolledBack: a change of a release that ran failed and was
+	// rolled back; the revision before keeps running, and the change is
+	// not tried again until the spec or the operator's chart changes.
 	ReleaseRolledBack            ConditionType = "ReleaseRolledBack"
 	AtLeastOneOwnedObjectPresent ConditionType = "AtLeastOneOwnedObjectPresent"
 	AllOwnedObjectsPresent       ConditionType = "AllOwnedObjectsPresent"

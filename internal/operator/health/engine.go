@@ -194,7 +194,8 @@ func nextAction(cr func(ConditionType) metav1.ConditionStatus, oos []OwnedObject
 		return ActionUninstallFailed, ""
 	}
 	if cr(ReleaseRolledBack) == True {
-		// The spec that failed is not tried again until it changes.
+		// The spec that failed is not tried again until it (or the
+		// chart) changes.
 		return ActionNone, ""
 	}
 	if cr(ReleaseExists) != True {

@@ -1,12 +1,14 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	helmrelease "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,9 +95,10 @@ func (m *Manager) Observe(ctx context.Context, req Request) (*Snapshot, error) {
 }
 
 // rolledBack says whether rel is the rollback of a failed change to
-// req's very values: then the change is not tried again until the values
-// change (the spec is corrected), and the revision rolled back to keeps
-// running.
+// req's very values and chart: then the change is not tried again until
+// the values change (the spec is corrected) or the chart does (a new
+// operator, as Flux tries a failed release again for a new chart), and
+// the revision rolled back to keeps running.
 func (m *Manager) rolledBack(cfg *action.Configuration, rel *helmrelease.Release, req Request) health.Observation {
 	no := health.Obs(health.False, health.ReasonReleaseNotRolledBack, "")
 	if rel.Info.Status != rcommon.StatusDeployed || !strings.HasPrefix(rel.Info.Description, rollbackPrefix) {
@@ -106,7 +109,7 @@ func (m *Manager) rolledBack(cfg *action.Configuration, rel *helmrelease.Release
 		return health.Obs(health.Unknown, health.ReasonReleaseReadError, err.Error())
 	}
 	for _, r := range all {
-		if r.Version == rel.Version-1 && r.Info.Status == rcommon.StatusFailed && sameValues(r.Config, req.Values) {
+		if r.Version == rel.Version-1 && r.Info.Status == rcommon.StatusFailed && sameValues(r.Config, req.Values) && sameChart(r.Chart, req.Chart) {
 			return health.Obs(health.True, health.ReasonReleaseRolledBack, fmt.Sprintf(
 				"revision %d, which this spec made, failed and was rolled back; %s keeps running: %s. Correct the spec to try again",
 				r.Version, strings.TrimPrefix(rel.Info.Description, rollbackPrefix), r.Info.Description))
@@ -120,6 +123,24 @@ func sameValues(a, b map[string]any) bool {
 	x, errA := json.Marshal(a)
 	y, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(x) == string(y)
+}
+
+// sameChart says whether two charts render alike: the same templates and
+// default values (an embedded chart keeps its version across operators).
+func sameChart(a, b *chart.Chart) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Metadata == nil || b.Metadata == nil || a.Metadata.Version != b.Metadata.Version || !sameValues(a.Values, b.Values) ||
+		len(a.Templates) != len(b.Templates) {
+		return false
+	}
+	for i, t := range a.Templates {
+		if t.Name != b.Templates[i].Name || !bytes.Equal(t.Data, b.Templates[i].Data) {
+			return false
+		}
+	}
+	return true
 }
 
 // Changed says whether an object of the latest revision (deployed) was

@@ -3,15 +3,18 @@ package release
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A change that fails is rolled back to the last deployed revision, whose
 // objects keep running; the rollback is seen as such while the request is
-// that change, and no longer once it changes. A release that never
+// that change, and no longer once its values or its chart change. A release that never
 // deployed has nothing to roll back to.
 func TestFailedChangeRolledBack(t *testing.T) {
 	m, cs, req := setup(t)
@@ -46,6 +49,10 @@ func TestFailedChangeRolledBack(t *testing.T) {
 	if c := ds.Spec.Template.Spec.Containers[0]; c.Image != "example.com/las:1" || c.Ports[0].HostPort != 18766 {
 		t.Errorf("after the rollback the DaemonSet runs %s on port %d, want the last deployed revision's", c.Image, c.Ports[0].HostPort)
 	}
+	// A new chart (a new operator's) is tried again, as Flux does.
+	newChart := bad
+	newChart.Chart = withTemplateComment(t, bad.Chart)
+	want(t, "ReleaseRolledBack for a new chart", mustObserve(t, m, newChart).RolledBack, "False")
 	// A corrected spec is a new change.
 	fixed := req
 	fixed.Values = map[string]any{"image": "example.com/las:2", "hostPort": 18767}
@@ -64,4 +71,16 @@ func TestFailedChangeRolledBack(t *testing.T) {
 	if _, err := m.Rollback(ctx, "ops", "las-never"); !errors.Is(err, ErrNothingToRollBackTo) {
 		t.Errorf("rolling back a release that never deployed: %v", err)
 	}
+}
+
+// withTemplateComment is a copy of ch whose first template says one more
+// thing, as the next operator's chart might.
+func withTemplateComment(t *testing.T, ch *chart.Chart) *chart.Chart {
+	t.Helper()
+	c := *ch
+	c.Templates = slices.Clone(ch.Templates)
+	first := *c.Templates[0]
+	first.Data = append(slices.Clip(first.Data), []byte("\n# changed by a newer operator\n")...)
+	c.Templates[0] = &first
+	return &c
 }

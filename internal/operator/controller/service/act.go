@@ -88,7 +88,7 @@ func (r *Reconciler) act(ctx context.Context, obj Object, req release.Request, r
 			}
 			// A warning: the spec the user wrote does not run.
 			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(health.EventRolledBackFailedRelease), "Rollback",
-				"a change of release %s/%s failed (%s): rolled back to revision %d, which keeps running; the change is not tried again until the spec changes",
+				"a change of release %s/%s failed (%s): rolled back to revision %d, which keeps running; the change is not tried again until the spec or the operator's chart changes",
 				req.Namespace, req.Name, conditionMessage(res.Conditions, health.ReleaseFailed), revision)
 			break
 		}
