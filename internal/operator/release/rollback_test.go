@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
