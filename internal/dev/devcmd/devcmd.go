@@ -230,7 +230,7 @@ func newDevKubeconfig(s Streams) *cobra.Command {
 }
 
 func newDevTools(s Streams) *cobra.Command {
-	var realNode, lint, vault bool
+	var realNode, lint, vault, helm bool
 	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "Build the pinned Kubernetes binaries if needed and print their folder",
@@ -240,7 +240,9 @@ func newDevTools(s Streams) *cobra.Command {
 			"(usable as KUBEBUILDER_ASSETS). With --real-node it also builds the kubelet and,\n" +
 			"from hack/nodetools, containerd, its runc shim and the CNI plugins, and prints\n" +
 			"their folders too; with --lint, golangci-lint from hack/linttools; with --vault, the\n" +
-			"Vault server of hack/vaulttools (the dev cluster's Vault image); each one's folder after.",
+			"Vault server of hack/vaulttools (the dev cluster's Vault image); with --helm, the Helm\n" +
+			"CLI of hack/helmtools (the end-to-end tests install the chart with it); each one's\n" +
+			"folder after.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tc, err := toolchain.Locate()
@@ -257,6 +259,9 @@ func newDevTools(s Streams) *cobra.Command {
 			}
 			if vault {
 				chains = append(chains, tc.VaultServer())
+			}
+			if helm {
+				chains = append(chains, tc.HelmCLI())
 			}
 			// The others' modules download while the first compiles.
 			wait := toolchain.DownloadAhead(cmd.Context(), chains, s.Err)
@@ -275,6 +280,7 @@ func newDevTools(s Streams) *cobra.Command {
 	cmd.Flags().BoolVar(&realNode, "real-node", false, "also build what a real node runs (kubelet, containerd, CNI plugins)")
 	cmd.Flags().BoolVar(&lint, "lint", false, "also build golangci-lint (make lint runs it)")
 	cmd.Flags().BoolVar(&vault, "vault", false, "also build the Vault server (make images packs it)")
+	cmd.Flags().BoolVar(&helm, "helm", false, "also build the Helm CLI (make test's end-to-end tests use it)")
 	return cmd
 }
 
