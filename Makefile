@@ -72,10 +72,10 @@ test-progress = s=0; while sleep 60 >/dev/null 2>&1; do s=$$((s+60)); \
 
 # What make demo and make test need built besides the control plane.
 TOOLS_ALSO :=
-demo: TOOLS_ALSO = --vault $(if $(filter 0,$(shell id -u)),--real-node)
+demo test: TOOLS_ALSO = --vault $(if $(filter 0,$(shell id -u)),--real-node)
 # The Helm CLI too, before the tests: built inside the end-to-end suite, it
 # shared the suite's time limit with a loaded machine.
-test: TOOLS_ALSO = --vault --helm $(if $(filter 0,$(shell id -u)),--real-node)
+test: TOOLS_ALSO += --helm
 
 .PHONY: all help bootstrap tools generate build test unit e2e lint node-deps qemu-user bench fuzz images push demo demo-down clean
 

@@ -13,8 +13,8 @@ import (
 
 // A change that fails is rolled back to the last deployed revision, whose
 // objects keep running; the rollback is seen as such while the request is
-// that change, and no longer once its values or its chart change. A release that never
-// deployed has nothing to roll back to.
+// that change, and no longer once its values or its chart change. A
+// release that never deployed has nothing to roll back to.
 func TestFailedChangeRolledBack(t *testing.T) {
 	m, cs, req := setup(t)
 	ctx := context.Background()
